@@ -1,0 +1,397 @@
+// Package cache is blockfs's page cache: a fixed budget of page-sized slots in one anonymous
+// mapping (outside the Go heap, so the daemon's RSS is bounded by the budget whatever the GC
+// does), an LRU over loaded pages, merged concurrent misses, disk reads coalesced into large
+// aligned preadv calls, and readahead workers fed by a bounded, non-blocking queue.
+//
+// Lock order: Cache.mu only; it is never held across I/O or while waiting for a load.
+package cache
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// FileID names a file of the Source.
+type FileID uint64
+
+// Source is what the cache reads from: a set of immutable files of known size.
+type Source interface {
+	// Size returns the length of file id.
+	Size(id FileID) int64
+	// ReadAt fills bufs, in order, from file id at off, or returns an error: never a short read.
+	ReadAt(id FileID, bufs [][]byte, off int64) error
+}
+
+// Options configure a Cache. Zero fields take the stated defaults.
+type Options struct {
+	Size     int64 // byte budget for cached pages; default 256 MiB; at least MinPages pages
+	PageSize int   // bytes per page, a multiple of 4096; default 1 MiB
+	MaxRead  int   // largest disk read, a multiple of PageSize; default 4 MiB
+	Workers  int   // readahead goroutines; default 4
+	Queue    int   // readahead requests that may wait; default 1024
+}
+
+// Defaults for Options.
+const (
+	DefaultSize     = 256 << 20
+	DefaultPageSize = 1 << 20
+	DefaultMaxRead  = 4 << 20
+	DefaultWorkers  = 4
+	DefaultQueue    = 1024
+	// MinPages is the smallest number of pages a cache may have.
+	MinPages = 4
+)
+
+func (o *Options) setDefaults() {
+	if o.Size == 0 {
+		o.Size = DefaultSize
+	}
+	if o.PageSize == 0 {
+		o.PageSize = DefaultPageSize
+	}
+	if o.MaxRead == 0 {
+		o.MaxRead = max(DefaultMaxRead, o.PageSize)
+	}
+	if o.Workers == 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.Queue == 0 {
+		o.Queue = DefaultQueue
+	}
+}
+
+// Validate checks the options after defaults are applied.
+func (o *Options) Validate() error {
+	o.setDefaults()
+	switch {
+	case o.PageSize <= 0 || o.PageSize%4096 != 0:
+		return fmt.Errorf("cache page size %d is not a positive multiple of 4096", o.PageSize)
+	case o.Size < int64(MinPages)*int64(o.PageSize):
+		return fmt.Errorf("cache size %d is below the minimum of %d pages of %d bytes", o.Size, MinPages, o.PageSize)
+	case o.MaxRead < o.PageSize || o.MaxRead%o.PageSize != 0:
+		return fmt.Errorf("max read %d is not a multiple of the page size %d", o.MaxRead, o.PageSize)
+	case o.Workers < 0 || o.Queue < 1:
+		return fmt.Errorf("readahead workers %d and queue %d must be >= 0 and >= 1", o.Workers, o.Queue)
+	}
+	return nil
+}
+
+type key struct {
+	id   FileID
+	page int64
+}
+
+// entry is one page. Fields other than refs/elem/prefetched are written before ready is closed
+// and only read after it.
+type entry struct {
+	key   key
+	slot  int    // arena slot, or -1 for a page that did not fit (never in the map)
+	buf   []byte // the page's bytes, len = valid length
+	ready chan struct{}
+	err   error
+
+	// Guarded by Cache.mu.
+	refs       int
+	elem       *list.Element // in lru once loaded successfully
+	prefetched bool          // loaded by readahead and not yet read
+}
+
+// Cache is safe for concurrent use.
+type Cache struct {
+	// Immutable after New.
+	src   Source
+	opt   Options
+	arena []byte
+	slots int
+
+	mu    sync.Mutex
+	pages map[key]*entry // loading and loaded pages (guarded by mu)
+	lru   *list.List     // loaded pages, most recent first (guarded by mu)
+	free  []int          // unused slots (guarded by mu)
+
+	queue  chan request
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	stats counters
+}
+
+type request struct {
+	id     FileID
+	off, n int64
+}
+
+// New creates a cache over src and starts its readahead workers.
+func New(src Source, opt Options) (*Cache, error) {
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
+	slots := int(opt.Size / int64(opt.PageSize))
+	arena, err := unix.Mmap(-1, 0, slots*opt.PageSize, unix.PROT_READ|unix.PROT_WRITE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reserve %d bytes for the cache: %w", slots*opt.PageSize, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Cache{src: src, opt: opt, arena: arena, slots: slots,
+		pages: make(map[key]*entry), lru: list.New(), free: make([]int, slots),
+		queue: make(chan request, opt.Queue), ctx: ctx, cancel: cancel}
+	for i := range c.free {
+		c.free[i] = slots - 1 - i
+	}
+	for i := 0; i < opt.Workers; i++ {
+		c.wg.Add(1)
+		go c.worker()
+	}
+	return c, nil
+}
+
+// Close stops the readahead workers and releases the arena. No ReadAt may run or follow.
+func (c *Cache) Close() error {
+	c.cancel()
+	c.wg.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pages, c.lru, c.free = nil, nil, nil
+	return unix.Munmap(c.arena)
+}
+
+// PageSize returns the page size.
+func (c *Cache) PageSize() int { return c.opt.PageSize }
+
+// Capacity returns the byte budget actually used (whole pages).
+func (c *Cache) Capacity() int64 { return int64(c.slots) * int64(c.opt.PageSize) }
+
+// ErrRange is returned for reads outside a file.
+var ErrRange = errors.New("read outside the file")
+
+// ReadAt copies len(p) bytes of file id at off into p, loading missing pages. It returns
+// len(p) or an error; a read that would pass the end of the file is an error, not a short read.
+func (c *Cache) ReadAt(id FileID, p []byte, off int64) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	size := c.src.Size(id)
+	if off < 0 || off+int64(len(p)) > size {
+		return 0, fmt.Errorf("file %d: [%d, %d) of %d bytes: %w", id, off, off+int64(len(p)), size, ErrRange)
+	}
+	ps := int64(c.opt.PageSize)
+	first, last := off/ps, (off+int64(len(p))-1)/ps
+	var small [4]*entry
+	ents := small[:0]
+	if n := int(last - first + 1); n > len(small) {
+		ents = make([]*entry, 0, n)
+	}
+	ents = c.pin(id, first, last, size, false, ents)
+	defer c.unpin(ents)
+	var err error
+	for _, e := range ents {
+		<-e.ready
+		if e.err != nil && err == nil {
+			err = e.err
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range ents {
+		start := max(off+int64(n)-e.key.page*ps, 0)
+		n += copy(p[n:], e.buf[start:])
+	}
+	c.stats.served.Add(uint64(n))
+	return n, nil
+}
+
+// pin takes a reference on pages first..last of file id, creating and loading the missing
+// ones (in runs of up to MaxRead bytes, one disk read per run). The returned entries may still
+// be loading; wait on ready. prefetch marks pages created by readahead.
+func (c *Cache) pin(id FileID, first, last, size int64, prefetch bool, ents []*entry) []*entry {
+	var runs [][]*entry
+	var run []*entry
+	perRun := c.opt.MaxRead / c.opt.PageSize
+	c.mu.Lock()
+	for pg := first; pg <= last; pg++ {
+		k := key{id, pg}
+		e := c.pages[k]
+		if e != nil {
+			e.refs++
+			if e.elem != nil {
+				c.lru.MoveToFront(e.elem)
+				if !prefetch {
+					c.stats.hits.Add(1)
+					if e.prefetched {
+						e.prefetched = false
+						c.stats.readaheadHits.Add(1)
+					}
+				}
+			} else if !prefetch {
+				c.stats.merged.Add(1)
+			}
+			ents = append(ents, e)
+			if len(run) > 0 {
+				runs, run = append(runs, run), nil
+			}
+			continue
+		}
+		if !prefetch {
+			c.stats.misses.Add(1)
+		}
+		e = c.newEntryLocked(k, size)
+		e.prefetched = prefetch
+		ents = append(ents, e)
+		if len(run) == perRun {
+			runs, run = append(runs, run), nil
+		}
+		run = append(run, e)
+	}
+	c.mu.Unlock()
+	if len(run) > 0 {
+		runs = append(runs, run)
+	}
+	for _, r := range runs {
+		c.load(r)
+	}
+	return ents
+}
+
+// newEntryLocked creates a loading entry for k, taking a free slot or evicting the least
+// recently used unpinned page. When every slot is pinned the page gets a private buffer and
+// is not cached. Caller holds c.mu.
+func (c *Cache) newEntryLocked(k key, size int64) *entry {
+	ps := int64(c.opt.PageSize)
+	n := min(ps, size-k.page*ps)
+	e := &entry{key: k, slot: -1, ready: make(chan struct{}), refs: 1}
+	if len(c.free) == 0 {
+		for el := c.lru.Back(); el != nil; el = el.Prev() {
+			v := el.Value.(*entry)
+			if v.refs == 0 {
+				c.removeLocked(v)
+				break
+			}
+		}
+	}
+	if nf := len(c.free); nf > 0 {
+		e.slot = c.free[nf-1]
+		c.free = c.free[:nf-1]
+		base := int64(e.slot) * ps
+		e.buf = c.arena[base : base+n : base+n]
+		c.pages[k] = e
+	} else {
+		e.buf = make([]byte, n)
+		c.stats.overflow.Add(1)
+	}
+	return e
+}
+
+// removeLocked drops a loaded, unpinned page and frees its slot. Caller holds c.mu.
+func (c *Cache) removeLocked(e *entry) {
+	c.lru.Remove(e.elem)
+	e.elem = nil
+	delete(c.pages, e.key)
+	c.free = append(c.free, e.slot)
+	c.stats.evictions.Add(1)
+	if e.prefetched {
+		c.stats.readaheadWasted.Add(1)
+	}
+}
+
+// load reads a run of consecutive pages of one file with one ReadAt and publishes them.
+func (c *Cache) load(run []*entry) {
+	bufs := make([][]byte, len(run))
+	var n int64
+	for i, e := range run {
+		bufs[i] = e.buf
+		n += int64(len(e.buf))
+	}
+	k := run[0].key
+	err := c.src.ReadAt(k.id, bufs, k.page*int64(c.opt.PageSize))
+	c.stats.diskReads.Add(1)
+	if err == nil {
+		c.stats.diskBytes.Add(uint64(n))
+	} else {
+		c.stats.diskErrors.Add(1)
+	}
+	c.mu.Lock()
+	for _, e := range run {
+		if e.slot < 0 {
+			e.err = err
+			continue
+		}
+		if err != nil {
+			// Forget the page so a later read tries again; its slot is free once unpinned.
+			e.err = err
+			delete(c.pages, e.key)
+			continue
+		}
+		e.elem = c.lru.PushFront(e)
+	}
+	c.mu.Unlock()
+	for _, e := range run {
+		close(e.ready)
+	}
+}
+
+// unpin drops the references taken by pin.
+func (c *Cache) unpin(ents []*entry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range ents {
+		e.refs--
+		if e.refs == 0 && e.err != nil && e.slot >= 0 && c.free != nil {
+			c.free = append(c.free, e.slot)
+			e.slot = -1
+		}
+	}
+}
+
+// Prefetch asks a readahead worker to load n bytes of file id from off. It never blocks: when
+// the queue is full the request is dropped and Prefetch returns false.
+func (c *Cache) Prefetch(id FileID, off, n int64) bool {
+	select {
+	case c.queue <- request{id, off, n}:
+		return true
+	default:
+		c.stats.prefetchDropped.Add(1)
+		return false
+	}
+}
+
+func (c *Cache) worker() {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case r := <-c.queue:
+			c.prefetch(r)
+		}
+	}
+}
+
+// prefetch loads the pages of r that are not cached, one run of up to MaxRead at a time, so a
+// reader that overtakes the worker loads what it needs itself instead of queueing behind it.
+func (c *Cache) prefetch(r request) {
+	size := c.src.Size(r.id)
+	end := min(r.off+r.n, size)
+	if r.off < 0 || r.off >= end {
+		return
+	}
+	ps := int64(c.opt.PageSize)
+	step := int64(c.opt.MaxRead / c.opt.PageSize)
+	first, last := r.off/ps, (end-1)/ps
+	var ents []*entry
+	for pg := first; pg <= last && c.ctx.Err() == nil; pg += step {
+		ents = c.pin(r.id, pg, min(pg+step-1, last), size, true, ents[:0])
+		for _, e := range ents {
+			<-e.ready
+		}
+		c.unpin(ents)
+	}
+}

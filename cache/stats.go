@@ -1,0 +1,50 @@
+package cache
+
+import "sync/atomic"
+
+// counters are the cache's live statistics, updated without the lock.
+type counters struct {
+	served, hits, misses, merged         atomic.Uint64
+	readaheadHits, readaheadWasted       atomic.Uint64
+	diskReads, diskBytes, diskErrors     atomic.Uint64
+	evictions, overflow, prefetchDropped atomic.Uint64
+}
+
+// Stats is a snapshot of the cache's counters.
+type Stats struct {
+	BytesServed     uint64 `json:"bytes_served"`     // bytes copied out by ReadAt
+	Hits            uint64 `json:"cache_hits"`       // pages found loaded
+	Misses          uint64 `json:"cache_misses"`     // pages a reader had to load
+	Merged          uint64 `json:"merged_misses"`    // pages a reader found loading and waited for
+	ReadaheadHits   uint64 `json:"readahead_hits"`   // prefetched pages later read
+	ReadaheadWasted uint64 `json:"readahead_wasted"` // prefetched pages evicted unread
+	PrefetchDropped uint64 `json:"prefetch_dropped"` // readahead requests dropped on a full queue
+	DiskReads       uint64 `json:"disk_reads"`       // reads issued to the source
+	DiskBytes       uint64 `json:"disk_bytes"`       // bytes read from the source
+	DiskErrors      uint64 `json:"disk_errors"`      // failed source reads
+	Evictions       uint64 `json:"evictions"`        // pages dropped to make room
+	Overflow        uint64 `json:"uncached_pages"`   // pages served without a slot (all pinned)
+	CachedBytes     int64  `json:"cache_bytes"`      // bytes of loaded pages now held
+	CapacityBytes   int64  `json:"cache_capacity"`   // the budget, in whole pages
+	PageSize        int    `json:"cache_page_size"`  // bytes per page
+}
+
+// Stats returns a snapshot of the counters.
+func (c *Cache) Stats() Stats {
+	c.mu.Lock()
+	var held int64
+	if c.lru != nil {
+		for el := c.lru.Front(); el != nil; el = el.Next() {
+			held += int64(len(el.Value.(*entry).buf))
+		}
+	}
+	c.mu.Unlock()
+	s := &c.stats
+	return Stats{
+		BytesServed: s.served.Load(), Hits: s.hits.Load(), Misses: s.misses.Load(), Merged: s.merged.Load(),
+		ReadaheadHits: s.readaheadHits.Load(), ReadaheadWasted: s.readaheadWasted.Load(),
+		PrefetchDropped: s.prefetchDropped.Load(), DiskReads: s.diskReads.Load(), DiskBytes: s.diskBytes.Load(),
+		DiskErrors: s.diskErrors.Load(), Evictions: s.evictions.Load(), Overflow: s.overflow.Load(),
+		CachedBytes: held, CapacityBytes: c.Capacity(), PageSize: c.opt.PageSize,
+	}
+}

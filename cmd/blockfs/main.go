@@ -1,0 +1,65 @@
+// Command blockfs packs datasets into blocks and mounts them as block-shuffled epoch files.
+//
+// Exit codes: 0 success; 1 the command failed (bad dataset, I/O error, mount failure);
+// 2 the command line was wrong (unknown flag, bad value, wrong number of arguments).
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// usageError marks command-line mistakes (exit code 2).
+type usageError struct{ error }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+func main() {
+	root := newRoot()
+	err := root.Execute()
+	if err == nil {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "blockfs: %v\n", err)
+	reportToParent("blockfs: " + err.Error())
+	var ue usageError
+	if errors.As(err, &ue) {
+		os.Exit(2)
+	}
+	os.Exit(1)
+}
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "blockfs",
+		Short: "Serve block datasets as block-shuffled epoch files over FUSE",
+		Long: `blockfs stores samples in large block files and mounts them read-only as one file per
+epoch whose bytes are every record in a block-shuffled order, so any reader gets large
+sequential disk reads and a near-random order with plain file I/O.`,
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usagef("%v (see '%s --help')", err, c.CommandPath())
+	})
+	root.AddCommand(newPack(), newMount(), newUnmount(), newInfo())
+	root.CompletionOptions.DisableDefaultCmd = true
+	return root
+}
+
+// exactArgs is cobra.ExactArgs with a message that names the arguments and exits 2.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if len(args) != len(names) {
+			return usagef("%s takes %d arguments (%v), got %d (see '%s --help')", c.Name(), len(names), names, len(args), c.CommandPath())
+		}
+		return nil
+	}
+}

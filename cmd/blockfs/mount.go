@@ -1,0 +1,270 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/blockfs/blockfs/cache"
+	bfs "github.com/blockfs/blockfs/fs"
+	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/shuffle"
+	"github.com/blockfs/blockfs/view"
+)
+
+type mountFlags struct {
+	seed       uint64
+	shuffle    string
+	mix        int
+	epochs     uint64
+	cacheSize  string
+	readahead  string
+	daemon     bool
+	allowOther bool
+	debug      bool
+	logFile    string
+}
+
+// Defaults of blockfs mount.
+const (
+	defaultCacheSize = 512 << 20
+	defaultReadahead = 64 << 20
+)
+
+func newMount() *cobra.Command {
+	var f mountFlags
+	c := &cobra.Command{
+		Use:   "mount [flags] DATA MOUNTPOINT",
+		Short: "Mount a dataset as block-shuffled epoch files",
+		Long: `mount serves the dataset DATA read-only at MOUNTPOINT:
+
+  epoch-NNNN            every record once, in epoch NNNN's block-shuffled order
+  epoch-NNNN.ids        uint64 little-endian source index of each record of epoch-NNNN
+  epoch-NNNN.offsets    uint64 little-endian byte offsets, records+1 (variable-length only)
+  shard-R-of-W/...      the same files for slice R of W of each epoch (DDP ranks x workers)
+  .blockfs/info.json    dataset and mount facts; .blockfs/stats.json live counters
+
+The order is a pure function of the data, --seed, the epoch, --shuffle and --mix.
+Memory: the page cache needs about (--mix x block size) for the window being read plus
+--readahead, per concurrent reader position; --cache-size bounds it (the daemon's RSS stays
+within --cache-size plus a small constant).
+
+Runs in the foreground until SIGINT/SIGTERM or 'blockfs unmount'; --daemon returns once the
+mount is ready.`,
+		Args: exactArgs("DATA", "MOUNTPOINT"),
+		RunE: func(c *cobra.Command, args []string) error { return runMount(f, args[0], args[1]) },
+	}
+	fl := c.Flags()
+	fl.Uint64Var(&f.seed, "seed", 0, "shuffle seed")
+	fl.StringVar(&f.shuffle, "shuffle", "full", "order: full (blocks and records shuffled), blocks (blocks shuffled, records in stored order), none")
+	fl.IntVar(&f.mix, "mix", 1, "shuffle records across windows of K consecutive blocks (full only); needs K x block size of cache")
+	fl.Uint64Var(&f.epochs, "epochs", bfs.DefaultEpochs, "epoch files listed by ls (any epoch number can be opened)")
+	fl.StringVar(&f.cacheSize, "cache-size", ibytes(defaultCacheSize), "page cache budget")
+	fl.StringVar(&f.readahead, "readahead", ibytes(defaultReadahead), "bytes of the epoch order prefetched ahead of each reader (0 disables)")
+	fl.BoolVar(&f.daemon, "daemon", false, "run in the background; return once the mount is ready")
+	fl.BoolVar(&f.allowOther, "allow-other", false, "let other users read the mount (non-root needs user_allow_other in /etc/fuse.conf)")
+	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request")
+	fl.StringVar(&f.logFile, "log", "", "append log lines to this file (default: stderr; discarded with --daemon)")
+	return c
+}
+
+// mountPlan is everything checked before mounting.
+type mountPlan struct {
+	ds        *layout.Dataset
+	order     shuffle.Options
+	cacheOpt  cache.Options
+	readahead int64
+	mnt       string
+}
+
+func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
+	mode, err := shuffle.ParseMode(f.shuffle)
+	if err != nil {
+		return nil, usagef("--shuffle: %v", err)
+	}
+	if f.mix < 1 || f.mix > shuffle.MaxMix {
+		return nil, usagef("--mix %d is out of range (1 to %d)", f.mix, shuffle.MaxMix)
+	}
+	if f.mix > 1 && mode != shuffle.Full {
+		return nil, usagef("--mix %d needs --shuffle full", f.mix)
+	}
+	if f.epochs == 0 || f.epochs > 1_000_000 {
+		return nil, usagef("--epochs %d is out of range (1 to 1000000)", f.epochs)
+	}
+	cs, err := parseSize("cache-size", f.cacheSize)
+	if err != nil {
+		return nil, err
+	}
+	ra, err := parseSize("readahead", f.readahead)
+	if err != nil {
+		return nil, err
+	}
+	ds, err := layout.Open(data)
+	if err != nil {
+		return nil, err
+	}
+	absMnt, err := checkMountpoint(mnt, ds.Dir)
+	if err != nil {
+		return nil, err
+	}
+	var maxBlock uint64
+	for b := 0; b < ds.Blocks(); b++ {
+		maxBlock = max(maxBlock, ds.BlockBytes(b))
+	}
+	need := int64(maxBlock)*int64(f.mix) + ra
+	copt := cache.Options{Size: cs}
+	if err := copt.Validate(); err != nil || cs < need {
+		return nil, usagef("--cache-size %s is too small: a window of --mix %d blocks of up to %s plus --readahead %s needs %s; raise --cache-size or lower --mix or --readahead",
+			ibytes(uint64(cs)), f.mix, ibytes(maxBlock), ibytes(uint64(ra)), ibytes(uint64(max(need, int64(cache.MinPages)*cache.DefaultPageSize))))
+	}
+	return &mountPlan{ds: ds, order: shuffle.Options{Seed: f.seed, Mode: mode, Mix: f.mix},
+		cacheOpt: copt, readahead: ra, mnt: absMnt}, nil
+}
+
+func runMount(f mountFlags, data, mnt string) error {
+	plan, err := planMount(f, data, mnt)
+	if err != nil {
+		return err
+	}
+	if f.daemon && os.Getenv(readyFDEnv) == "" {
+		return startDaemon(f.logFile)
+	}
+	if err := setupLog(f.logFile); err != nil {
+		return err
+	}
+	c, err := cache.New(view.Source{DS: plan.ds}, plan.cacheOpt)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	set, err := view.NewSet(plan.ds, c, plan.order)
+	if err != nil {
+		return err
+	}
+	srv, err := bfs.Mount(plan.mnt, set, bfs.Options{
+		Epochs: f.epochs, Readahead: plan.readahead, AllowOther: f.allowOther, Debug: f.debug,
+		Info: map[string]any{"cache_size": c.Capacity(), "readahead": plan.readahead},
+	})
+	if err != nil {
+		return err
+	}
+	log.Printf("blockfs: serving %s (%d records, %s, %d blocks) at %s; shuffle %s, mix %d, seed %d",
+		plan.ds.Dir, plan.ds.Records(), ibytes(plan.ds.Bytes()), plan.ds.Blocks(), plan.mnt, f.shuffle, f.mix, f.seed)
+	signalReady()
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		log.Printf("blockfs: %v: unmounting %s", sig, plan.mnt)
+		if err := srv.Unmount(); err != nil {
+			// Readers still hold files open: detach now; they finish or get errors, never hang.
+			log.Printf("blockfs: unmount: %v; detaching lazily", err)
+			_ = detach(plan.mnt)
+		}
+	}()
+	srv.Wait()
+	log.Printf("blockfs: %s unmounted", plan.mnt)
+	return nil
+}
+
+// setupLog sends log lines to path (appending), or leaves them on stderr.
+func setupLog(path string) error {
+	log.SetFlags(log.LstdFlags)
+	if path == "" {
+		if os.Getenv(readyFDEnv) != "" {
+			log.SetOutput(io.Discard)
+		}
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("--log: %w", err)
+	}
+	log.SetOutput(f)
+	return nil
+}
+
+// checkMountpoint requires an existing, empty directory that is not already a mount point and
+// is not inside the dataset. It returns its absolute path.
+func checkMountpoint(mnt, dataDir string) (string, error) {
+	abs, err := filepath.Abs(mnt)
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return "", fmt.Errorf("mount point %s does not exist (create it with mkdir)", mnt)
+		}
+		if pe, ok := err.(*os.PathError); ok && pe.Err == syscall.ENOTCONN {
+			return "", fmt.Errorf("mount point %s is a stale mount (clear it with 'blockfs unmount %s')", mnt, mnt)
+		}
+		return "", fmt.Errorf("mount point %s: %w", mnt, err)
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("mount point %s is not a directory", mnt)
+	}
+	if isMountpoint(abs) {
+		return "", fmt.Errorf("%s is already a mount point (unmount it first: blockfs unmount %s)", mnt, mnt)
+	}
+	ents, err := os.ReadDir(abs)
+	if err != nil {
+		return "", fmt.Errorf("mount point %s: %w", mnt, err)
+	}
+	if len(ents) > 0 {
+		return "", fmt.Errorf("mount point %s is not empty (mounting would hide its %d entries; use an empty directory)", mnt, len(ents))
+	}
+	realMnt, err1 := filepath.EvalSymlinks(abs)
+	realData, err2 := filepath.EvalSymlinks(dataDir)
+	if err1 == nil && err2 == nil && (realMnt == realData || strings.HasPrefix(realMnt, realData+string(filepath.Separator))) {
+		return "", fmt.Errorf("mount point %s is inside the dataset %s; use a directory outside it", mnt, dataDir)
+	}
+	return abs, nil
+}
+
+// isMountpoint reports whether dir is listed as a mount point in /proc/self/mountinfo.
+func isMountpoint(dir string) bool {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) > 4 && unescapeMount(fields[4]) == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// unescapeMount undoes the octal escapes (\040 for space) of /proc mount tables.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v int
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// waitReady is how long --daemon waits for the child to report.
+const waitReady = 60 * time.Second

@@ -1,0 +1,160 @@
+// Package fs serves a view.Set as a read-only FUSE filesystem: epoch files, their sidecars,
+// shard directories and the .blockfs directory. It is the only package that imports go-fuse;
+// everything it serves comes from package view.
+package fs
+
+import (
+	"encoding/json"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/blockfs/blockfs/cache"
+	"github.com/blockfs/blockfs/view"
+)
+
+// Options configure a mount. Zero fields take the stated defaults.
+type Options struct {
+	Epochs     uint64         // epoch files listed in directories; default 100 (any resolves)
+	Readahead  int64          // bytes of epoch order prefetched ahead of each reader; 0 disables
+	AllowOther bool           // let other users read (needs user_allow_other for non-root)
+	Debug      bool           // log every FUSE request
+	Info       map[string]any // extra facts for .blockfs/info.json
+}
+
+// DefaultEpochs is how many epochs a directory lists.
+const DefaultEpochs = 100
+
+// Server is a mounted blockfs.
+type Server struct {
+	*fuse.Server
+	Mountpoint string
+}
+
+// mount is the state shared by all nodes of one mount. Immutable after Mount except counters.
+type mount struct {
+	set   *view.Set
+	opt   Options
+	uid   uint32
+	gid   uint32
+	mtime time.Time
+	info  []byte
+
+	served [3]atomic.Uint64 // bytes returned to readers, by view.Kind
+	reads  atomic.Uint64    // FUSE read requests answered
+	errs   atomic.Uint64    // FUSE read requests answered with an error
+}
+
+// Mount mounts set at mountpoint and returns once the kernel has the mount ready.
+func Mount(mountpoint string, set *view.Set, opt Options) (*Server, error) {
+	if opt.Epochs == 0 {
+		opt.Epochs = DefaultEpochs
+	}
+	mnt, err := filepath.Abs(mountpoint)
+	if err != nil {
+		return nil, err
+	}
+	m := &mount{set: set, opt: opt, uid: uint32(os.Getuid()), gid: uint32(os.Getgid()), mtime: time.Now()}
+	if st, err := os.Stat(filepath.Join(set.DS.Dir, "blockfs.json")); err == nil {
+		m.mtime = st.ModTime()
+	}
+	if m.info, err = json.MarshalIndent(m.infoFacts(), "", "  "); err != nil {
+		return nil, err
+	}
+	m.info = append(m.info, '\n')
+	timeout := time.Minute
+	negative := time.Second
+	fopt := &gofs.Options{
+		EntryTimeout:    &timeout,
+		AttrTimeout:     &timeout,
+		NegativeTimeout: &negative,
+		UID:             m.uid,
+		GID:             m.gid,
+		MountOptions: fuse.MountOptions{
+			FsName:        set.DS.Dir,
+			Name:          "blockfs",
+			Options:       []string{"ro", "default_permissions"},
+			AllowOther:    opt.AllowOther,
+			MaxWrite:      1 << 20,
+			MaxBackground: 64,
+			Debug:         opt.Debug,
+			DirectMount:   os.Geteuid() == 0,
+		},
+	}
+	srv, err := gofs.Mount(mnt, &dirNode{m: m, root: true}, fopt)
+	if err != nil {
+		return nil, fmt.Errorf("cannot mount at %s: %w", mnt, err)
+	}
+	raiseReadahead(mnt)
+	return &Server{Server: srv, Mountpoint: mnt}, nil
+}
+
+// raiseReadahead lets the kernel read ahead up to 4 MiB on this mount; go-fuse can only lower
+// the default of 128 KiB. Best effort: without it the mount still works, with smaller reads.
+func raiseReadahead(mnt string) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(mnt, &st); err != nil {
+		return
+	}
+	major, minor := (st.Dev>>8)&0xfff, (st.Dev&0xff)|((st.Dev>>12)&0xfff00)
+	p := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", major, minor)
+	if err := os.WriteFile(p, []byte("4096"), 0); err != nil && os.Geteuid() == 0 {
+		log.Printf("blockfs: cannot raise kernel readahead (%v); reads stay at 128 KiB", err)
+	}
+}
+
+// infoFacts returns what .blockfs/info.json says: enough for a reader to configure itself.
+func (m *mount) infoFacts() map[string]any {
+	ds := m.set.DS
+	man := ds.Manifest
+	f := map[string]any{
+		"dataset":        ds.Dir,
+		"kind":           string(ds.Kind()),
+		"records":        ds.Records(),
+		"bytes":          ds.Bytes(),
+		"blocks":         ds.Blocks(),
+		"seed":           m.set.Opt.Seed,
+		"shuffle":        m.set.Opt.Mode.String(),
+		"mix":            max(1, m.set.Opt.Mix),
+		"epochs":         m.opt.Epochs,
+		"ids":            "uint64 little-endian source index per record (epoch-NNNN.ids)",
+		"preshuffled":    man.PreShuffle.Shuffled,
+		"format_version": man.Version,
+	}
+	if ds.RecordSize() > 0 {
+		f["record_size"] = ds.RecordSize()
+	}
+	if man.DType != "" {
+		f["dtype"] = man.DType
+		f["shape"] = man.Shape
+	}
+	for k, v := range m.opt.Info {
+		f[k] = v
+	}
+	return f
+}
+
+// statsDoc is what .blockfs/stats.json says.
+type statsDoc struct {
+	DataServed    uint64 `json:"bytes_served"`         // epoch and shard data bytes returned
+	IDsServed     uint64 `json:"ids_bytes_served"`     // .ids bytes returned
+	OffsetsServed uint64 `json:"offsets_bytes_served"` // .offsets bytes returned
+	Reads         uint64 `json:"read_requests"`        // FUSE reads answered
+	ReadErrors    uint64 `json:"read_errors"`          // FUSE reads answered with an error
+	cache.Stats
+}
+
+func (m *mount) stats() statsDoc {
+	return statsDoc{
+		DataServed: m.served[view.Data].Load(), IDsServed: m.served[view.IDs].Load(),
+		OffsetsServed: m.served[view.Offsets].Load(), Reads: m.reads.Load(), ReadErrors: m.errs.Load(),
+		Stats: m.set.Cache.Stats(),
+	}
+}

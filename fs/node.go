@@ -1,0 +1,277 @@
+package fs
+
+import (
+	"context"
+	"encoding/json"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/view"
+)
+
+// dirNode is the root (root true: epochs of the whole order, shard directories, .blockfs) or a
+// shard directory (slice r of w of every epoch).
+type dirNode struct {
+	gofs.Inode
+	m    *mount
+	root bool
+	r, w uint64
+}
+
+func (d *dirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	d.m.dirAttr(&out.Attr)
+	return 0
+}
+
+func (d *dirNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	return syscall.EROFS
+}
+
+// Lookup resolves any epoch number and, at the root, any valid shard-R-of-W and .blockfs.
+// Everything else is ENOENT.
+func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if epoch, kind, ok := parseEpochName(name); ok {
+		return d.lookupEpoch(ctx, epoch, kind, out)
+	}
+	if !d.root {
+		return nil, syscall.ENOENT
+	}
+	if r, w, ok := parseShardName(name); ok {
+		d.m.dirAttr(&out.Attr)
+		return d.NewInode(ctx, &dirNode{m: d.m, r: r, w: w}, gofs.StableAttr{Mode: fuse.S_IFDIR}), 0
+	}
+	if name == metaDir {
+		d.m.dirAttr(&out.Attr)
+		return d.NewInode(ctx, &metaNode{m: d.m}, gofs.StableAttr{Mode: fuse.S_IFDIR}), 0
+	}
+	return nil, syscall.ENOENT
+}
+
+func (d *dirNode) lookupEpoch(ctx context.Context, epoch uint64, kind view.Kind, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if kind == view.Offsets && d.m.set.DS.Kind() != layout.Variable {
+		return nil, syscall.ENOENT
+	}
+	e, err := d.m.set.Epoch(epoch)
+	if err != nil {
+		return nil, toErrno(err, "epoch "+EpochName(epoch))
+	}
+	rg := e.All()
+	if !d.root {
+		rg = e.Shard(d.r, d.w)
+	}
+	f, err := e.Open(kind, rg)
+	if err != nil {
+		return nil, toErrno(err, "epoch "+EpochName(epoch))
+	}
+	n := &fileNode{m: d.m, f: f, kind: kind}
+	n.attr(&out.Attr)
+	return d.NewInode(ctx, n, gofs.StableAttr{Mode: fuse.S_IFREG}), 0
+}
+
+// Readdir lists the first Options.Epochs epochs with their sidecars and, at the root, .blockfs.
+func (d *dirNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	return &epochStream{m: d.m, root: d.root}, 0
+}
+
+// epochStream lists directory entries lazily, so a large --epochs costs no memory.
+type epochStream struct {
+	m    *mount
+	root bool
+	i    uint64 // next entry index
+}
+
+func (s *epochStream) perEpoch() uint64 {
+	if s.m.set.DS.Kind() == layout.Variable {
+		return 3
+	}
+	return 2
+}
+
+func (s *epochStream) total() uint64 {
+	n := s.m.opt.Epochs * s.perEpoch()
+	if s.root {
+		n++
+	}
+	return n
+}
+
+func (s *epochStream) HasNext() bool { return s.i < s.total() }
+
+func (s *epochStream) Next() (fuse.DirEntry, syscall.Errno) {
+	i := s.i
+	s.i++
+	if s.root && i == s.total()-1 {
+		return fuse.DirEntry{Name: metaDir, Mode: fuse.S_IFDIR}, 0
+	}
+	name := EpochName(i / s.perEpoch())
+	switch i % s.perEpoch() {
+	case 1:
+		name += idsSuffix
+	case 2:
+		name += offsetSuffix
+	}
+	return fuse.DirEntry{Name: name, Mode: fuse.S_IFREG}, 0
+}
+
+func (s *epochStream) Close() {}
+
+// fileNode is an epoch or shard file or sidecar.
+type fileNode struct {
+	gofs.Inode
+	m    *mount
+	f    view.File
+	kind view.Kind
+}
+
+func (n *fileNode) attr(a *fuse.Attr) {
+	n.m.fileAttr(a, uint64(n.f.Size()))
+}
+
+func (n *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	n.attr(&out.Attr)
+	return 0
+}
+
+func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	return syscall.EROFS
+}
+
+// Open refuses writers and gives each reader its own readahead state. The contents never
+// change, so the kernel may keep its page cache across opens.
+func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
+		return nil, 0, syscall.EROFS
+	}
+	ahead := n.m.opt.Readahead
+	if n.kind == view.Offsets {
+		ahead = 0
+	}
+	return &handle{r: view.NewReader(n.f, ahead)}, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+type handle struct{ r *view.Reader }
+
+// Read serves [off, off+len(dest)) clamped to the file; reads at or past the end return 0 bytes.
+func (n *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h, ok := fh.(*handle)
+	if !ok {
+		return nil, syscall.EBADF
+	}
+	n.m.reads.Add(1)
+	got, err := h.r.ReadAt(dest, off)
+	if errno := toErrno(err, "read "+n.Path(nil)); errno != 0 {
+		n.m.errs.Add(1)
+		return nil, errno
+	}
+	n.m.served[n.kind].Add(uint64(got))
+	return fuse.ReadResultData(dest[:got]), 0
+}
+
+// metaNode is the .blockfs directory: info.json (fixed) and stats.json (live).
+type metaNode struct {
+	gofs.Inode
+	m *mount
+}
+
+func (d *metaNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	d.m.dirAttr(&out.Attr)
+	return 0
+}
+
+func (d *metaNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	var n *docNode
+	switch name {
+	case infoName:
+		n = &docNode{m: d.m, doc: func() []byte { return d.m.info }}
+	case statsName:
+		n = &docNode{m: d.m, live: true, doc: func() []byte {
+			b, _ := json.MarshalIndent(d.m.stats(), "", "  ")
+			return append(b, '\n')
+		}}
+		out.SetEntryTimeout(0)
+		out.SetAttrTimeout(0)
+	default:
+		return nil, syscall.ENOENT
+	}
+	d.m.fileAttr(&out.Attr, uint64(len(n.doc())))
+	return d.NewInode(ctx, n, gofs.StableAttr{Mode: fuse.S_IFREG}), 0
+}
+
+func (d *metaNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	return gofs.NewListDirStream([]fuse.DirEntry{
+		{Name: infoName, Mode: fuse.S_IFREG}, {Name: statsName, Mode: fuse.S_IFREG},
+	}), 0
+}
+
+// docNode is a small generated JSON file. A live one is generated at each open and read with
+// direct I/O, so every open sees fresh figures.
+type docNode struct {
+	gofs.Inode
+	m    *mount
+	live bool
+	doc  func() []byte
+}
+
+type docHandle struct{ data []byte }
+
+func (n *docNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	size := len(n.doc())
+	if h, ok := fh.(*docHandle); ok {
+		size = len(h.data)
+	}
+	n.m.fileAttr(&out.Attr, uint64(size))
+	if n.live {
+		out.SetTimeout(0)
+	}
+	return 0
+}
+
+func (n *docNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
+		return nil, 0, syscall.EROFS
+	}
+	var fl uint32 = fuse.FOPEN_KEEP_CACHE
+	if n.live {
+		fl = fuse.FOPEN_DIRECT_IO
+	}
+	return &docHandle{data: n.doc()}, fl, 0
+}
+
+func (n *docNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h, ok := fh.(*docHandle)
+	if !ok {
+		return nil, syscall.EBADF
+	}
+	if off >= int64(len(h.data)) {
+		return fuse.ReadResultData(nil), 0
+	}
+	end := min(off+int64(len(dest)), int64(len(h.data)))
+	return fuse.ReadResultData(h.data[off:end]), 0
+}
+
+func (n *docNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	return syscall.EROFS
+}
+
+func (m *mount) dirAttr(a *fuse.Attr) {
+	a.Mode = fuse.S_IFDIR | 0o555
+	m.setOwner(a)
+}
+
+func (m *mount) fileAttr(a *fuse.Attr, size uint64) {
+	a.Mode = fuse.S_IFREG | 0o444
+	a.Size = size
+	a.Blocks = (size + 511) / 512
+	a.Blksize = 1 << 20
+	m.setOwner(a)
+}
+
+func (m *mount) setOwner(a *fuse.Attr) {
+	a.Nlink = 1
+	a.Owner = fuse.Owner{Uid: m.uid, Gid: m.gid}
+	t := m.mtime
+	a.SetTimes(&t, &t, &t)
+}

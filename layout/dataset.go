@@ -1,0 +1,302 @@
+package layout
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// FileID names one file of a dataset for the page cache: 3*block + role.
+type FileID uint64
+
+// Roles of the files of a block, the low part of a FileID.
+const (
+	RoleData    = 0
+	RoleIDs     = 1
+	RoleOffsets = 2
+	numRoles    = 3
+)
+
+// DataFile, IDsFile and OffsetsFile return the FileID of a block's files.
+func DataFile(block int) FileID    { return FileID(block)*numRoles + RoleData }
+func IDsFile(block int) FileID     { return FileID(block)*numRoles + RoleIDs }
+func OffsetsFile(block int) FileID { return FileID(block)*numRoles + RoleOffsets }
+
+// Dataset is an opened, validated dataset. It holds O(blocks) state and is immutable after
+// Open, so it is safe for concurrent use. It implements cache.Source.
+type Dataset struct {
+	Dir      string
+	Manifest *Manifest
+	// recStart[b] is the index (in storage order) of block b's first record; len = blocks+1.
+	recStart []uint64
+	// byteStart[b] is the offset of block b's first byte in storage order; len = blocks+1.
+	byteStart []uint64
+	// files[id] is the absolute path of each FileID ("" when the block has no such file).
+	files []string
+	sizes []int64
+}
+
+// Open reads and validates the dataset in dir: the manifest, and for every block that its
+// files exist inside dir, are regular files of the right size, and (variable-length) that the
+// offsets index starts at 0 and ends at the block's size. Nothing is served from a dataset that
+// fails here. Errors wrap ErrFormat, ErrCorrupt or ErrUnsafePath and name the file.
+func Open(dir string) (*Dataset, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, errorf(ErrFormat, dir, -1, "no such directory")
+		}
+		return nil, errorf(ErrFormat, dir, -1, "%v", unwrapPathError(err))
+	}
+	if !st.IsDir() {
+		return nil, errorf(ErrFormat, dir, -1, "not a directory (a dataset is a directory with a %s)", ManifestName)
+	}
+	mpath := filepath.Join(abs, ManifestName)
+	data, err := readManifest(mpath)
+	if err != nil {
+		return nil, err
+	}
+	m, err := ParseManifest(mpath, data)
+	if err != nil {
+		return nil, err
+	}
+	return newDataset(abs, m)
+}
+
+func readManifest(mpath string) ([]byte, error) {
+	f, err := os.Open(mpath)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, errorf(ErrFormat, mpath, -1, "no manifest: not a blockfs dataset, or an unfinished pack (pack it with blockfs pack)")
+		}
+		return nil, errorf(ErrFormat, mpath, -1, "%v", unwrapPathError(err))
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxManifestBytes+1))
+	if err != nil {
+		return nil, errorf(ErrFormat, mpath, -1, "%v", unwrapPathError(err))
+	}
+	if len(data) > MaxManifestBytes {
+		return nil, errorf(ErrFormat, mpath, -1, "manifest is larger than %d bytes", MaxManifestBytes)
+	}
+	return data, nil
+}
+
+// newDataset checks the block files named by a validated manifest and builds the lookup tables.
+func newDataset(dir string, m *Manifest) (*Dataset, error) {
+	realDir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, err
+	}
+	nb := len(m.Blocks)
+	d := &Dataset{
+		Dir:       dir,
+		Manifest:  m,
+		recStart:  make([]uint64, nb+1),
+		byteStart: make([]uint64, nb+1),
+		files:     make([]string, nb*numRoles),
+		sizes:     make([]int64, nb*numRoles),
+	}
+	for i, b := range m.Blocks {
+		d.recStart[i+1] = d.recStart[i] + b.Records
+		d.byteStart[i+1] = d.byteStart[i] + b.Bytes
+		want := map[FileID]struct {
+			rel  string
+			size uint64
+		}{DataFile(i): {b.File, b.Bytes}}
+		if b.IDsFile != "" {
+			want[IDsFile(i)] = struct {
+				rel  string
+				size uint64
+			}{b.IDsFile, 8 * b.Records}
+		}
+		if b.OffsetsFile != "" {
+			want[OffsetsFile(i)] = struct {
+				rel  string
+				size uint64
+			}{b.OffsetsFile, 8 * (b.Records + 1)}
+		}
+		for id, w := range want {
+			p, err := d.checkFile(realDir, i, w.rel, w.size)
+			if err != nil {
+				return nil, err
+			}
+			d.files[id] = p
+			d.sizes[id] = int64(w.size)
+		}
+		if b.OffsetsFile != "" {
+			if err := d.checkOffsetsEnds(i); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return d, nil
+}
+
+// checkFile resolves rel inside realDir and checks that it is a regular file of size bytes that
+// does not escape the directory through a symlink.
+func (d *Dataset) checkFile(realDir string, block int, rel string, size uint64) (string, error) {
+	p := filepath.Join(d.Dir, filepath.FromSlash(rel))
+	resolved, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", errorf(ErrCorrupt, p, block, "file is missing (the dataset is incomplete; re-pack it)")
+		}
+		return "", errorf(ErrCorrupt, p, block, "%v", unwrapPathError(err))
+	}
+	if r, err := filepath.Rel(realDir, resolved); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+		return "", errorf(ErrUnsafePath, p, block, "resolves to %s, outside the dataset directory", resolved)
+	}
+	st, err := os.Stat(resolved)
+	if err != nil {
+		return "", errorf(ErrCorrupt, p, block, "%v", unwrapPathError(err))
+	}
+	if !st.Mode().IsRegular() {
+		return "", errorf(ErrCorrupt, p, block, "not a regular file (%s)", st.Mode().Type())
+	}
+	if uint64(st.Size()) != size {
+		return "", errorf(ErrCorrupt, p, block, "file is %d bytes, the manifest says %d (truncated or replaced? re-pack the dataset)", st.Size(), size)
+	}
+	return resolved, nil
+}
+
+// checkOffsetsEnds reads the first and last entry of a block's offsets index.
+func (d *Dataset) checkOffsetsEnds(block int) error {
+	id := OffsetsFile(block)
+	var first, last [8]byte
+	if err := d.ReadAt(id, [][]byte{first[:]}, 0); err != nil {
+		return err
+	}
+	if err := d.ReadAt(id, [][]byte{last[:]}, d.sizes[id]-8); err != nil {
+		return err
+	}
+	f, l := binary.LittleEndian.Uint64(first[:]), binary.LittleEndian.Uint64(last[:])
+	if f != 0 || l != d.Manifest.Blocks[block].Bytes {
+		return errorf(ErrCorrupt, d.files[id], block, "offsets index runs from %d to %d, want 0 to %d", f, l, d.Manifest.Blocks[block].Bytes)
+	}
+	return nil
+}
+
+// Blocks returns the number of blocks.
+func (d *Dataset) Blocks() int { return len(d.Manifest.Blocks) }
+
+// Records returns the number of records.
+func (d *Dataset) Records() uint64 { return d.Manifest.Records }
+
+// Bytes returns the total size of all records.
+func (d *Dataset) Bytes() uint64 { return d.Manifest.Bytes }
+
+// Kind returns the record kind.
+func (d *Dataset) Kind() Kind { return d.Manifest.Kind }
+
+// RecordSize returns the size of a fixed-size record, 0 for variable-length datasets.
+func (d *Dataset) RecordSize() int64 { return d.Manifest.RecordSize }
+
+// BlockRecords returns the number of records in block b.
+func (d *Dataset) BlockRecords(b int) uint64 { return d.Manifest.Blocks[b].Records }
+
+// BlockBytes returns the size of block b's data file.
+func (d *Dataset) BlockBytes(b int) uint64 { return d.Manifest.Blocks[b].Bytes }
+
+// BlockCounts returns the record count of every block, in storage order.
+func (d *Dataset) BlockCounts() []uint64 {
+	c := make([]uint64, d.Blocks())
+	for i, b := range d.Manifest.Blocks {
+		c[i] = b.Records
+	}
+	return c
+}
+
+// FirstRecord returns the storage index of block b's first record.
+func (d *Dataset) FirstRecord(b int) uint64 { return d.recStart[b] }
+
+// HasIDs reports whether source ids are stored (true after a pre-shuffle). When false, a
+// record's id is its storage index.
+func (d *Dataset) HasIDs() bool { return d.Manifest.IDs }
+
+// BlockOf returns the block holding the record with storage index i, and its index in the block.
+func (d *Dataset) BlockOf(i uint64) (int, uint64) {
+	b := sort.Search(d.Blocks(), func(b int) bool { return d.recStart[b+1] > i })
+	return b, i - d.recStart[b]
+}
+
+// Path returns the absolute path of a file, for messages.
+func (d *Dataset) Path(id FileID) string { return d.files[id] }
+
+// Size returns the size of a file as the manifest says. Part of cache.Source.
+func (d *Dataset) Size(id FileID) int64 { return d.sizes[id] }
+
+// ReadAt fills bufs, in order, from file id starting at off, with one preadv per call where the
+// kernel allows. A file that is gone or shorter than the manifest says gives an error wrapping
+// ErrCorrupt that names the file and block: never zeros. Part of cache.Source.
+func (d *Dataset) ReadAt(id FileID, bufs [][]byte, off int64) error {
+	block := int(id / numRoles)
+	p := d.files[id]
+	if p == "" {
+		return errorf(ErrCorrupt, d.Dir, block, "no file for role %d", id%numRoles)
+	}
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return errorf(ErrCorrupt, p, block, "cannot open: %v", err)
+	}
+	defer unix.Close(fd)
+	want := 0
+	for _, b := range bufs {
+		want += len(b)
+	}
+	got := 0
+	for got < want {
+		n, err := unix.Preadv(fd, skipBufs(bufs, got), off+int64(got))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return errorf(ErrCorrupt, p, block, "read at offset %d: %v", off+int64(got), err)
+		}
+		if n == 0 {
+			return errorf(ErrCorrupt, p, block, "file ends at offset %d, the manifest says %d bytes (truncated?)", off+int64(got), d.sizes[id])
+		}
+		got += n
+	}
+	return nil
+}
+
+// skipBufs returns the iovecs of bufs after the first n bytes.
+func skipBufs(bufs [][]byte, n int) [][]byte {
+	for len(bufs) > 0 && n >= len(bufs[0]) {
+		n -= len(bufs[0])
+		bufs = bufs[1:]
+	}
+	if n == 0 || len(bufs) == 0 {
+		return bufs
+	}
+	out := make([][]byte, len(bufs))
+	copy(out, bufs)
+	out[0] = out[0][n:]
+	return out
+}
+
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// String summarizes the dataset in one line.
+func (d *Dataset) String() string {
+	return fmt.Sprintf("%s: %d %s records in %d blocks", d.Dir, d.Records(), d.Kind(), d.Blocks())
+}

@@ -1,0 +1,243 @@
+package layout
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/bits"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// ManifestName is the manifest's file name inside a dataset directory. Writers create it last,
+// so its presence means the dataset is complete.
+const ManifestName = "blockfs.json"
+
+// FormatName and Version identify the on-disk format described in docs/FORMAT.md.
+const (
+	FormatName = "blockfs-dataset"
+	Version    = 1
+)
+
+// Limits that keep a manifest's numbers sane. They are far above any real dataset.
+const (
+	MaxManifestBytes = 1 << 30 // 1 GiB of JSON is about 5 million blocks
+	MaxRecordSize    = 1 << 30
+	MaxBlockBytes    = 1 << 34 // 16 GiB
+)
+
+// Kind says how records are delimited.
+type Kind string
+
+const (
+	Fixed    Kind = "fixed"    // every record is RecordSize bytes
+	Variable Kind = "variable" // each block carries an offsets index
+)
+
+// Manifest is the JSON document at ManifestName. Field order and meaning are documented in
+// docs/FORMAT.md; all fields are immutable once written.
+type Manifest struct {
+	Format     string         `json:"format"`
+	Version    int            `json:"version"`
+	Kind       Kind           `json:"kind"`
+	RecordSize int64          `json:"record_size,omitempty"`
+	Records    uint64         `json:"records"`
+	Bytes      uint64         `json:"bytes"`
+	DType      string         `json:"dtype,omitempty"`
+	Shape      []int64        `json:"shape,omitempty"`
+	IDs        bool           `json:"ids"`
+	PreShuffle PreShuffle     `json:"preshuffle"`
+	Source     string         `json:"source,omitempty"`
+	Blocks     []BlockEntry   `json:"blocks"`
+	Extra      map[string]any `json:"extra,omitempty"`
+}
+
+// PreShuffle records how pack assigned records to blocks.
+type PreShuffle struct {
+	Shuffled bool   `json:"shuffled"`
+	Seed     uint64 `json:"seed"`
+}
+
+// BlockEntry describes one block. Paths are relative to the dataset directory, '/'-separated.
+type BlockEntry struct {
+	File          string `json:"file"`
+	Records       uint64 `json:"records"`
+	Bytes         uint64 `json:"bytes"`
+	CRC32C        uint32 `json:"crc32c"`
+	IDsFile       string `json:"ids_file,omitempty"`
+	IDsCRC32C     uint32 `json:"ids_crc32c,omitempty"`
+	OffsetsFile   string `json:"offsets_file,omitempty"`
+	OffsetsCRC32C uint32 `json:"offsets_crc32c,omitempty"`
+}
+
+// ParseManifest decodes and validates a manifest without touching any other file. name is
+// used in error messages. It checks everything that can be checked from the JSON alone.
+func ParseManifest(name string, data []byte) (*Manifest, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, errorf(ErrFormat, name, -1, "manifest is empty (an interrupted pack? pack the dataset again)")
+	}
+	var m Manifest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		return nil, errorf(ErrFormat, name, -1, "manifest is not valid JSON (%v); pack the dataset again", err)
+	}
+	if dec.More() {
+		return nil, errorf(ErrFormat, name, -1, "manifest has trailing data after the JSON object")
+	}
+	if err := m.Validate(name); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Validate checks the manifest's internal consistency. name is used in error messages.
+func (m *Manifest) Validate(name string) error {
+	bad := func(format string, args ...any) error { return errorf(ErrFormat, name, -1, format, args...) }
+	if m.Format != FormatName {
+		return bad("not a blockfs manifest (format %q, want %q)", m.Format, FormatName)
+	}
+	if m.Version != Version {
+		return bad("unknown format version %d (this blockfs reads version %d); upgrade blockfs or re-pack", m.Version, Version)
+	}
+	switch m.Kind {
+	case Fixed:
+		if m.RecordSize <= 0 {
+			return bad("record_size must be positive for fixed-size records, got %d", m.RecordSize)
+		}
+		if m.RecordSize > MaxRecordSize {
+			return bad("record_size %d exceeds the limit of %d", m.RecordSize, MaxRecordSize)
+		}
+	case Variable:
+		if m.RecordSize != 0 {
+			return bad("record_size must be absent for variable-length records, got %d", m.RecordSize)
+		}
+	default:
+		return bad("unknown record kind %q (want %q or %q)", m.Kind, Fixed, Variable)
+	}
+	if m.Records == 0 || len(m.Blocks) == 0 {
+		return bad("dataset has no records")
+	}
+	if err := m.validateElement(name); err != nil {
+		return err
+	}
+	var records, total uint64
+	seen := make(map[string]int, len(m.Blocks)*2)
+	for i, b := range m.Blocks {
+		blk := func(format string, args ...any) error { return errorf(ErrFormat, name, i, format, args...) }
+		if b.Records == 0 {
+			return blk("block has no records")
+		}
+		if b.Bytes > MaxBlockBytes {
+			return blk("block of %d bytes exceeds the limit of %d", b.Bytes, uint64(MaxBlockBytes))
+		}
+		if m.Kind == Fixed {
+			hi, lo := bits.Mul64(b.Records, uint64(m.RecordSize))
+			if hi != 0 || lo != b.Bytes {
+				return blk("%d records of %d bytes do not make %d bytes", b.Records, m.RecordSize, b.Bytes)
+			}
+			if b.OffsetsFile != "" {
+				return blk("offsets_file is only for variable-length records")
+			}
+		} else if b.OffsetsFile == "" {
+			return blk("variable-length block needs an offsets_file")
+		}
+		if m.IDs != (b.IDsFile != "") {
+			if m.IDs {
+				return blk("manifest says ids are stored but the block has no ids_file")
+			}
+			return blk("block has an ids_file but the manifest says ids are not stored")
+		}
+		for _, p := range b.paths() {
+			if err := checkRelPath(p); err != nil {
+				return errorf(ErrUnsafePath, name, i, "path %q: %v", p, err)
+			}
+			if j, dup := seen[p]; dup {
+				return blk("path %q is already used by block %d", p, j)
+			}
+			seen[p] = i
+		}
+		var carry uint64
+		records, carry = bits.Add64(records, b.Records, 0)
+		if carry != 0 {
+			return bad("record counts overflow")
+		}
+		total, carry = bits.Add64(total, b.Bytes, 0)
+		if carry != 0 {
+			return bad("byte counts overflow")
+		}
+	}
+	if records != m.Records {
+		return bad("blocks hold %d records but the manifest says %d", records, m.Records)
+	}
+	if total != m.Bytes {
+		return bad("blocks hold %d bytes but the manifest says %d", total, m.Bytes)
+	}
+	return nil
+}
+
+var dtypeRE = regexp.MustCompile(`^[<>|=]?[biufcV]([1-9][0-9]{0,5})$`)
+
+// validateElement checks dtype and shape: both or neither, and for fixed records their product
+// must be the record size.
+func (m *Manifest) validateElement(name string) error {
+	if m.DType == "" {
+		if len(m.Shape) > 0 {
+			return errorf(ErrFormat, name, -1, "shape given without dtype")
+		}
+		return nil
+	}
+	g := dtypeRE.FindStringSubmatch(m.DType)
+	if g == nil {
+		return errorf(ErrFormat, name, -1, "dtype %q is not a numpy type string such as \"<f4\" or \"|u1\"", m.DType)
+	}
+	item, _ := strconv.ParseInt(g[1], 10, 64)
+	elems := int64(1)
+	for _, d := range m.Shape {
+		if d < 0 {
+			return errorf(ErrFormat, name, -1, "shape %v has a negative dimension", m.Shape)
+		}
+		if d != 0 && elems > math.MaxInt64/d {
+			return errorf(ErrFormat, name, -1, "shape %v is too large", m.Shape)
+		}
+		elems *= d
+	}
+	if m.Kind == Fixed && elems > 0 && (elems > m.RecordSize/item || elems*item != m.RecordSize) {
+		return errorf(ErrFormat, name, -1, "dtype %s with shape %v is not %d bytes per record", m.DType, m.Shape, m.RecordSize)
+	}
+	return nil
+}
+
+// checkRelPath accepts only clean, relative, '/'-separated paths that stay inside the directory.
+func checkRelPath(p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("empty path")
+	case strings.HasPrefix(p, "/"):
+		return fmt.Errorf("absolute paths are not allowed")
+	case strings.Contains(p, "\\") || strings.ContainsRune(p, 0):
+		return fmt.Errorf("backslashes and NUL are not allowed")
+	case path.Clean(p) != p:
+		return fmt.Errorf("path is not clean (want %q)", path.Clean(p))
+	case p == ".." || strings.HasPrefix(p, "../"):
+		return fmt.Errorf("path leaves the dataset directory")
+	case p == "." || p == ManifestName:
+		return fmt.Errorf("path does not name a block file")
+	}
+	return nil
+}
+
+// paths lists the files a block entry names: the data file first, then the ids and offsets
+// files when present.
+func (b *BlockEntry) paths() []string {
+	ps := []string{b.File}
+	for _, p := range []string{b.IDsFile, b.OffsetsFile} {
+		if p != "" {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}

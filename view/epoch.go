@@ -1,0 +1,211 @@
+// Package view builds the files a mount serves, without FUSE: for an epoch (or a shard of one)
+// an io.ReaderAt over its records in shuffled order, over their source ids and, for
+// variable-length datasets, over their byte offsets. Reads go through the page cache.
+package view
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/blockfs/blockfs/cache"
+	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/shuffle"
+)
+
+// Source adapts a dataset to cache.Source.
+type Source struct{ DS *layout.Dataset }
+
+// Size implements cache.Source.
+func (s Source) Size(id cache.FileID) int64 { return s.DS.Size(layout.FileID(id)) }
+
+// ReadAt implements cache.Source.
+func (s Source) ReadAt(id cache.FileID, bufs [][]byte, off int64) error {
+	return s.DS.ReadAt(layout.FileID(id), bufs, off)
+}
+
+// Epoch is one epoch's order over a dataset, with the byte layout of its files. It holds
+// O(windows) state plus a few cached windows, and is safe for concurrent use.
+type Epoch struct {
+	// Immutable after newEpoch.
+	ds       *layout.Dataset
+	c        *cache.Cache
+	ord      *shuffle.Order
+	winBytes []uint64 // winBytes[w] = epoch byte offset of window w; len windows+1
+
+	mu   sync.Mutex
+	vwin []*varWindow // variable-length windows, most recent first (guarded by mu)
+}
+
+// varWindowCacheSize is how many variable-length window layouts an Epoch keeps.
+const varWindowCacheSize = 8
+
+func newEpoch(ds *layout.Dataset, c *cache.Cache, opt shuffle.Options) (*Epoch, error) {
+	ord, err := shuffle.New(ds.BlockCounts(), opt)
+	if err != nil {
+		return nil, err
+	}
+	e := &Epoch{ds: ds, c: c, ord: ord, winBytes: make([]uint64, ord.Windows()+1)}
+	for w := 0; w < ord.Windows(); w++ {
+		var n uint64
+		for _, b := range ord.Window(w).Blocks {
+			n += ds.BlockBytes(b)
+		}
+		e.winBytes[w+1] = e.winBytes[w] + n
+	}
+	return e, nil
+}
+
+// Order returns the epoch's order.
+func (e *Epoch) Order() *shuffle.Order { return e.ord }
+
+// Records returns the number of records in the epoch.
+func (e *Epoch) Records() uint64 { return e.ord.Len() }
+
+// Range is a run of positions [Start, End) of an epoch's order.
+type Range struct{ Start, End uint64 }
+
+// Len returns the number of records in r.
+func (r Range) Len() uint64 { return r.End - r.Start }
+
+// All returns the whole epoch.
+func (e *Epoch) All() Range { return Range{0, e.ord.Len()} }
+
+// Shard returns slice r of w: floor(records / w) consecutive positions starting at r times that;
+// the remainder at the end of the epoch belongs to no shard. Requires 0 <= r < w.
+func (e *Epoch) Shard(r, w uint64) Range {
+	per := e.ord.Len() / w
+	return Range{r * per, (r + 1) * per}
+}
+
+// record is where one record of the epoch lives.
+type record struct {
+	block  int
+	local  uint64 // index within the block
+	off    uint64 // byte offset in the block's data file
+	length uint64
+}
+
+// varWindow is the byte layout of one window of a variable-length epoch.
+type varWindow struct {
+	index  int
+	off    []uint64 // off[i] = offset of the window's i-th record in its block file
+	prefix []uint64 // prefix[i] = bytes of the window's first i records; len count+1
+}
+
+// window returns the layout of window w, building it from the blocks' offsets indexes.
+func (e *Epoch) varWindow(w int) (*varWindow, error) {
+	e.mu.Lock()
+	for i, v := range e.vwin {
+		if v.index == w {
+			copy(e.vwin[1:i+1], e.vwin[:i])
+			e.vwin[0] = v
+			e.mu.Unlock()
+			return v, nil
+		}
+	}
+	e.mu.Unlock()
+	win := e.ord.Window(w)
+	offs := make(map[int][]uint64, len(win.Blocks))
+	for _, b := range win.Blocks {
+		o, err := e.readOffsets(b)
+		if err != nil {
+			return nil, err
+		}
+		offs[b] = o
+	}
+	v := &varWindow{index: w, off: make([]uint64, win.Count), prefix: make([]uint64, win.Count+1)}
+	for i := uint64(0); i < win.Count; i++ {
+		b, local := win.At(i)
+		v.off[i] = offs[b][local]
+		v.prefix[i+1] = v.prefix[i] + offs[b][local+1] - offs[b][local]
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.vwin) < varWindowCacheSize {
+		e.vwin = append(e.vwin, nil)
+	}
+	copy(e.vwin[1:], e.vwin[:len(e.vwin)-1])
+	e.vwin[0] = v
+	return v, nil
+}
+
+// readOffsets reads and checks block b's offsets index (records+1 ascending values from 0 to
+// the block's size).
+func (e *Epoch) readOffsets(b int) ([]uint64, error) {
+	id := layout.OffsetsFile(b)
+	buf := make([]byte, e.ds.Size(id))
+	if _, err := e.c.ReadAt(cache.FileID(id), buf, 0); err != nil {
+		return nil, err
+	}
+	o := make([]uint64, len(buf)/8)
+	for i := range o {
+		o[i] = binary.LittleEndian.Uint64(buf[8*i:])
+		if (i > 0 && o[i] < o[i-1]) || o[i] > e.ds.BlockBytes(b) {
+			return nil, &layout.Error{Path: e.ds.Path(id), Block: b, Kind: layout.ErrCorrupt,
+				Msg: fmt.Sprintf("offsets index entry %d (%d) is out of order or past the block's %d bytes", i, o[i], e.ds.BlockBytes(b))}
+		}
+	}
+	return o, nil
+}
+
+// byteOf returns the epoch byte offset of position pos (pos may equal Records()).
+func (e *Epoch) byteOf(pos uint64) (uint64, error) {
+	if rs := e.ds.RecordSize(); rs > 0 {
+		return pos * uint64(rs), nil
+	}
+	if pos == e.ord.Len() {
+		return e.ds.Bytes(), nil
+	}
+	w := e.ord.WindowOf(pos)
+	v, err := e.varWindow(w)
+	if err != nil {
+		return 0, err
+	}
+	return e.winBytes[w] + v.prefix[pos-e.ord.WindowStart(w)], nil
+}
+
+// walk calls fn for the records at positions from, from+1, ... until fn returns false. For the
+// record at from, skip bytes are to be skipped (the caller's offset into it).
+func (e *Epoch) walk(from uint64, fn func(pos uint64, r record) bool) error {
+	rs := uint64(e.ds.RecordSize())
+	for pos := from; pos < e.ord.Len(); {
+		w := e.ord.WindowOf(pos)
+		win := e.ord.Window(w)
+		var v *varWindow
+		if rs == 0 {
+			var err error
+			if v, err = e.varWindow(w); err != nil {
+				return err
+			}
+		}
+		for i := pos - win.Start; i < win.Count; i, pos = i+1, pos+1 {
+			b, local := win.At(i)
+			r := record{block: b, local: local, off: local * rs, length: rs}
+			if v != nil {
+				r.off, r.length = v.off[i], v.prefix[i+1]-v.prefix[i]
+			}
+			if !fn(pos, r) {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// positionOf returns the position of the record holding epoch byte offset off (< total bytes)
+// and off's distance from that record's start.
+func (e *Epoch) positionOf(off uint64) (uint64, uint64, error) {
+	if rs := uint64(e.ds.RecordSize()); rs > 0 {
+		return off / rs, off % rs, nil
+	}
+	w := sort.Search(e.ord.Windows(), func(w int) bool { return e.winBytes[w+1] > off })
+	v, err := e.varWindow(w)
+	if err != nil {
+		return 0, 0, err
+	}
+	rel := off - e.winBytes[w]
+	i := sort.Search(len(v.prefix)-1, func(i int) bool { return v.prefix[i+1] > rel })
+	return e.ord.WindowStart(w) + uint64(i), rel - v.prefix[i], nil
+}

@@ -1,0 +1,223 @@
+package view
+
+import (
+	"encoding/binary"
+	"io"
+
+	"github.com/blockfs/blockfs/cache"
+	"github.com/blockfs/blockfs/layout"
+)
+
+// File is one served file: a ReaderAt of known, exact size. ReadAt follows io.ReaderAt: at
+// the end of the file it returns fewer bytes and io.EOF; any other error means nothing in p is
+// to be trusted.
+type File interface {
+	io.ReaderAt
+	Size() int64
+	// prefetch asks for the disk data of the windows ahead of byte offset off; see Reader.
+	prefetch(off int64, ahead int64, next *int)
+}
+
+// Kind of a served file.
+type Kind int
+
+const (
+	Data    Kind = iota // the records' bytes
+	IDs                 // uint64 LE source id per record
+	Offsets             // uint64 LE byte offset per record, plus the end (variable-length only)
+)
+
+// Open returns the file of kind k over positions rg of the epoch.
+func (e *Epoch) Open(k Kind, rg Range) (File, error) {
+	switch k {
+	case IDs:
+		return &idsFile{e: e, rg: rg}, nil
+	case Offsets:
+		base, err := e.byteOf(rg.Start)
+		if err != nil {
+			return nil, err
+		}
+		return &offsetsFile{e: e, rg: rg, base: base}, nil
+	default:
+		base, err := e.byteOf(rg.Start)
+		if err != nil {
+			return nil, err
+		}
+		end, err := e.byteOf(rg.End)
+		if err != nil {
+			return nil, err
+		}
+		return &dataFile{e: e, rg: rg, base: base, size: int64(end - base)}, nil
+	}
+}
+
+// clamp applies the ReaderAt bounds: it returns how many bytes of p a read at off may fill.
+func clamp(p []byte, off, size int64) int {
+	if off >= size || off < 0 {
+		return 0
+	}
+	return int(min(int64(len(p)), size-off))
+}
+
+func eofIf(n, want int) error {
+	if n < want {
+		return io.EOF
+	}
+	return nil
+}
+
+type dataFile struct {
+	e    *Epoch
+	rg   Range
+	base uint64 // epoch byte offset of the range's first record
+	size int64
+}
+
+func (f *dataFile) Size() int64 { return f.size }
+
+// ReadAt copies the records overlapping [off, off+len(p)) into p, merging reads of records
+// that lie back to back in one block file into one cache read.
+func (f *dataFile) ReadAt(p []byte, off int64) (int, error) {
+	n := clamp(p, off, f.size)
+	if n == 0 {
+		return 0, eofIf(0, len(p))
+	}
+	pos, skip, err := f.e.positionOf(f.base + uint64(off))
+	if err != nil {
+		return 0, err
+	}
+	done := 0
+	// The pending cache read: block file, offset in it, and destination p[dst:done].
+	pend, pendOff, dst := -1, uint64(0), 0
+	flush := func() error {
+		if pend < 0 || done == dst {
+			return nil
+		}
+		_, err := f.e.c.ReadAt(cache.FileID(layout.DataFile(pend)), p[dst:done], int64(pendOff))
+		return err
+	}
+	var rerr error
+	werr := f.e.walk(pos, func(_ uint64, r record) bool {
+		take := min(r.length-skip, uint64(n-done))
+		src := r.off + skip
+		skip = 0
+		if take == 0 {
+			return done < n
+		}
+		if r.block != pend || src != pendOff+uint64(done-dst) {
+			if rerr = flush(); rerr != nil {
+				return false
+			}
+			pend, pendOff, dst = r.block, src, done
+		}
+		done += int(take)
+		return done < n
+	})
+	if werr != nil {
+		return 0, werr
+	}
+	if rerr != nil {
+		return 0, rerr
+	}
+	if err := flush(); err != nil {
+		return 0, err
+	}
+	return n, eofIf(n, len(p))
+}
+
+func (f *dataFile) prefetch(off, ahead int64, next *int) {
+	f.e.prefetch(f.base+uint64(off), uint64(ahead), next, layout.RoleData)
+}
+
+type idsFile struct {
+	e  *Epoch
+	rg Range
+}
+
+func (f *idsFile) Size() int64 { return 8 * int64(f.rg.Len()) }
+
+// ReadAt fills p with the uint64 LE source ids of the records overlapping [off, off+len(p)).
+func (f *idsFile) ReadAt(p []byte, off int64) (int, error) {
+	n := clamp(p, off, f.Size())
+	if n == 0 {
+		return 0, eofIf(0, len(p))
+	}
+	first := uint64(off) / 8
+	last := (uint64(off) + uint64(n) - 1) / 8
+	buf := make([]byte, 8*(last-first+1))
+	var rerr error
+	err := f.e.walk(f.rg.Start+first, func(pos uint64, r record) bool {
+		i := pos - f.rg.Start - first
+		if f.e.ds.HasIDs() {
+			_, rerr = f.e.c.ReadAt(cache.FileID(layout.IDsFile(r.block)), buf[8*i:8*i+8], int64(8*r.local))
+		} else {
+			binary.LittleEndian.PutUint64(buf[8*i:], f.e.ds.FirstRecord(r.block)+r.local)
+		}
+		return rerr == nil && pos-f.rg.Start < last
+	})
+	if err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return 0, err
+	}
+	copy(p[:n], buf[uint64(off)-8*first:])
+	return n, eofIf(n, len(p))
+}
+
+func (f *idsFile) prefetch(off, ahead int64, next *int) {
+	if !f.e.ds.HasIDs() {
+		return
+	}
+	rs := uint64(f.e.ds.RecordSize())
+	if rs == 0 {
+		rs = max(1, f.e.ds.Bytes()/f.e.ds.Records())
+	}
+	// Scale the ids position to an epoch byte offset so windows are found the same way.
+	at := (f.rg.Start + uint64(off)/8) * rs
+	f.e.prefetch(min(at, f.e.ds.Bytes()-1), uint64(ahead), next, layout.RoleIDs)
+}
+
+type offsetsFile struct {
+	e    *Epoch
+	rg   Range
+	base uint64
+}
+
+func (f *offsetsFile) Size() int64 { return 8 * int64(f.rg.Len()+1) }
+
+// ReadAt fills p with the uint64 LE offsets, relative to the range's first record, of the
+// records overlapping [off, off+len(p)), and after the last record the range's size.
+func (f *offsetsFile) ReadAt(p []byte, off int64) (int, error) {
+	n := clamp(p, off, f.Size())
+	if n == 0 {
+		return 0, eofIf(0, len(p))
+	}
+	first := uint64(off) / 8
+	last := (uint64(off) + uint64(n) - 1) / 8
+	buf := make([]byte, 8*(last-first+1))
+	start, err := f.e.byteOf(f.rg.Start + first)
+	if err != nil {
+		return 0, err
+	}
+	at := start - f.base
+	i := uint64(0)
+	if first < f.rg.Len() {
+		err = f.e.walk(f.rg.Start+first, func(pos uint64, r record) bool {
+			binary.LittleEndian.PutUint64(buf[8*i:], at)
+			at += r.length
+			i++
+			return first+i <= last && pos+1 < f.rg.End
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	if first+i == f.rg.Len() && first+i <= last {
+		binary.LittleEndian.PutUint64(buf[8*i:], at)
+	}
+	copy(p[:n], buf[uint64(off)-8*first:])
+	return n, eofIf(n, len(p))
+}
+
+func (f *offsetsFile) prefetch(off, ahead int64, next *int) {}

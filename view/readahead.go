@@ -1,0 +1,67 @@
+package view
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/blockfs/blockfs/cache"
+	"github.com/blockfs/blockfs/layout"
+)
+
+// Reader is one open handle on a File: it serves reads and, before each, asks the cache to
+// prefetch the block files of the windows the epoch order will need next (the order is known,
+// so the prefetch is exact). Safe for concurrent use.
+type Reader struct {
+	File
+	ahead int64
+
+	mu   sync.Mutex
+	next int // first window not yet requested; guarded by mu
+}
+
+// NewReader wraps f with readahead of ahead bytes (0 disables it).
+func NewReader(f File, ahead int64) *Reader { return &Reader{File: f, ahead: ahead, next: -1} }
+
+// ReadAt prefetches, then reads.
+func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
+	if r.ahead > 0 && off < r.Size() {
+		r.mu.Lock()
+		r.File.prefetch(off, r.ahead+int64(len(p)), &r.next)
+		r.mu.Unlock()
+	}
+	return r.File.ReadAt(p, off)
+}
+
+// prefetch requests the files of role of every window from the one holding epoch byte at up
+// to the one holding at+ahead, skipping windows before *next (already requested) unless the
+// reader moved back. A full queue stops it; the windows not requested are tried next time.
+func (e *Epoch) prefetch(at, ahead uint64, next *int, role int) {
+	nw := e.ord.Windows()
+	w := sort.Search(nw, func(w int) bool { return e.winBytes[w+1] > at })
+	if *next < w || *next > w+1 && e.winBytes[*next] > at+ahead+e.winBytes[w+1]-e.winBytes[w] {
+		*next = w // first read, a jump forward, or a jump back: start at the current window
+	}
+	for ; *next < nw && e.winBytes[*next] < at+ahead; *next++ {
+		for _, b := range e.ord.Window(*next).Blocks {
+			if !e.prefetchBlock(b, role) {
+				return
+			}
+		}
+	}
+}
+
+func (e *Epoch) prefetchBlock(b, role int) bool {
+	ids := []layout.FileID{layout.DataFile(b)}
+	switch {
+	case role == layout.RoleIDs:
+		ids = []layout.FileID{layout.IDsFile(b)}
+	case e.ds.Kind() == layout.Variable:
+		ids = append(ids, layout.OffsetsFile(b))
+	}
+	for _, id := range ids {
+		if !e.c.Prefetch(cache.FileID(id), 0, e.ds.Size(id)) {
+			return false
+		}
+	}
+	return true
+}
