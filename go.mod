@@ -3,11 +3,15 @@ module github.com/blockfs/blockfs
 go 1.26.8
 
 require (
-	github.com/dustin/go-humanize v1.1.0 // indirect
-	github.com/hanwen/go-fuse/v2 v2.12.1 // indirect
+	github.com/dustin/go-humanize v1.1.0
+	github.com/hanwen/go-fuse/v2 v2.12.1
+	github.com/spf13/cobra v1.10.2
+	github.com/stretchr/testify v1.12.1
+	golang.org/x/sys v0.49.0
+)
+
+require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
-	github.com/stretchr/testify v1.12.1 // indirect
-	golang.org/x/sys v0.49.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 )

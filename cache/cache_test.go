@@ -1,0 +1,327 @@
+package cache
+
+import (
+	"bytes"
+	"errors"
+	"math/rand"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// memSource serves files from memory, records every read, and can block or fail reads.
+type memSource struct {
+	files [][]byte
+	mu    sync.Mutex
+	reads []readCall
+	gate  chan struct{} // when non-nil, each read waits for a receive
+	fail  atomic.Bool
+	inFly atomic.Int32
+	peak  atomic.Int32
+}
+
+type readCall struct {
+	id     FileID
+	off, n int64
+}
+
+var errInjected = errors.New("injected failure")
+
+func (s *memSource) Size(id FileID) int64 { return int64(len(s.files[id])) }
+
+func (s *memSource) ReadAt(id FileID, bufs [][]byte, off int64) error {
+	cur := s.inFly.Add(1)
+	defer s.inFly.Add(-1)
+	for p := s.peak.Load(); cur > p && !s.peak.CompareAndSwap(p, cur); p = s.peak.Load() {
+	}
+	if s.gate != nil {
+		<-s.gate
+	}
+	n := 0
+	for _, b := range bufs {
+		n += len(b)
+	}
+	s.mu.Lock()
+	s.reads = append(s.reads, readCall{id, off, int64(n)})
+	s.mu.Unlock()
+	if s.fail.Load() {
+		return errInjected
+	}
+	o := off
+	for _, b := range bufs {
+		o += int64(copy(b, s.files[id][o:]))
+	}
+	return nil
+}
+
+func (s *memSource) calls() []readCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]readCall(nil), s.reads...)
+}
+
+func newSource(sizes ...int) *memSource {
+	r := rand.New(rand.NewSource(1))
+	s := &memSource{}
+	for _, n := range sizes {
+		b := make([]byte, n)
+		r.Read(b)
+		s.files = append(s.files, b)
+	}
+	return s
+}
+
+const ps = 4096
+
+func newCache(t *testing.T, src Source, pages int) *Cache {
+	t.Helper()
+	c, err := New(src, Options{Size: int64(pages * ps), PageSize: ps, MaxRead: 4 * ps, Workers: 2, Queue: 8})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestReadAtMatchesSource(t *testing.T) {
+	src := newSource(10*ps+123, 3*ps, 17)
+	c := newCache(t, src, 8)
+	r := rand.New(rand.NewSource(2))
+	for i := 0; i < 2000; i++ {
+		id := FileID(r.Intn(3))
+		size := src.Size(id)
+		off := r.Int63n(size)
+		n := 1 + r.Int63n(min(size-off, 5*ps))
+		buf := make([]byte, n)
+		got, err := c.ReadAt(id, buf, off)
+		require.NoError(t, err)
+		require.EqualValues(t, n, got)
+		require.True(t, bytes.Equal(src.files[id][off:off+n], buf), "file %d [%d,+%d)", id, off, n)
+	}
+	st := c.Stats()
+	assert.LessOrEqual(t, st.CachedBytes, c.Capacity())
+	assert.Positive(t, st.Hits)
+	assert.Positive(t, st.Evictions)
+	_, err := c.ReadAt(0, make([]byte, 10), src.Size(0)-5)
+	assert.ErrorIs(t, err, ErrRange)
+}
+
+// TestAlignedCoalescedReads: disk reads start on page boundaries, are whole pages (but for a
+// file's tail), and a miss of several adjacent pages is one read up to MaxRead.
+func TestAlignedCoalescedReads(t *testing.T) {
+	src := newSource(20*ps + 100)
+	c := newCache(t, src, 16)
+	buf := make([]byte, 6*ps)
+	_, err := c.ReadAt(0, buf, 3*ps+17)
+	require.NoError(t, err)
+	calls := src.calls()
+	// Pages 3..9 are needed: one read of 4 pages (MaxRead) and one of 3.
+	require.Len(t, calls, 2)
+	assert.Equal(t, readCall{0, 3 * ps, 4 * ps}, calls[0])
+	assert.Equal(t, readCall{0, 7 * ps, 3 * ps}, calls[1])
+	_, err = c.ReadAt(0, make([]byte, 50), 20*ps+10)
+	require.NoError(t, err)
+	calls = src.calls()
+	assert.Equal(t, readCall{0, 20 * ps, 100}, calls[len(calls)-1], "tail page is the file's end")
+	for _, rc := range src.calls() {
+		assert.Zero(t, rc.off%ps)
+	}
+}
+
+// TestMergedMisses: concurrent readers of the same missing page cause one disk read.
+func TestMergedMisses(t *testing.T) {
+	src := newSource(4 * ps)
+	src.gate = make(chan struct{})
+	c := newCache(t, src, 8)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 100)
+			_, err := c.ReadAt(0, buf, 10)
+			assert.NoError(t, err)
+			assert.Equal(t, src.files[0][10:110], buf)
+		}()
+	}
+	require.Eventually(t, func() bool { return src.inFly.Load() == 1 }, time.Second, time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // let the other readers find the loading page
+	close(src.gate)
+	wg.Wait()
+	assert.Len(t, src.calls(), 1)
+	assert.EqualValues(t, 1, c.Stats().Misses)
+	assert.EqualValues(t, 7, c.Stats().Merged+c.Stats().Hits)
+}
+
+// TestBoundHeld: many concurrent readers over a working set far larger than the cache never
+// make it hold more than its budget.
+func TestBoundHeld(t *testing.T) {
+	src := newSource(64*ps, 64*ps)
+	c := newCache(t, src, 6)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var maxHeld atomic.Int64
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				h := c.Stats().CachedBytes
+				if h > maxHeld.Load() {
+					maxHeld.Store(h)
+				}
+			}
+		}
+	}()
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			r := rand.New(rand.NewSource(int64(g)))
+			for i := 0; i < 300; i++ {
+				id := FileID(r.Intn(2))
+				off := r.Int63n(60 * ps)
+				buf := make([]byte, 1+r.Intn(3*ps))
+				_, err := c.ReadAt(id, buf, off)
+				if !assert.NoError(t, err) || !assert.Equal(t, src.files[id][off:off+int64(len(buf))], buf) {
+					return
+				}
+				if i%10 == 0 {
+					c.Prefetch(id, r.Int63n(60*ps), 4*ps)
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(stop)
+	assert.LessOrEqual(t, maxHeld.Load(), c.Capacity())
+	c.mu.Lock()
+	assert.LessOrEqual(t, len(c.pages), c.slots)
+	assert.Equal(t, c.slots, len(c.free)+c.lru.Len(), "every slot is free or holds a loaded page")
+	c.mu.Unlock()
+}
+
+// TestEvictionLRU: the least recently used page goes first.
+func TestEvictionLRU(t *testing.T) {
+	src := newSource(10 * ps)
+	c := newCache(t, src, 4)
+	read := func(page int64) {
+		_, err := c.ReadAt(0, make([]byte, 1), page*ps)
+		require.NoError(t, err)
+	}
+	for _, p := range []int64{0, 1, 2, 3} {
+		read(p)
+	}
+	read(0) // 0 is now the most recent; 1 is the least
+	read(4) // evicts 1
+	before := len(src.calls())
+	read(0)
+	read(2)
+	read(3)
+	assert.Len(t, src.calls(), before, "0, 2, 3 stayed cached")
+	read(1)
+	assert.Len(t, src.calls(), before+1, "1 was evicted")
+}
+
+// TestErrorsAreNotCached: a failed read reaches the reader and is retried next time.
+func TestErrorsAreNotCached(t *testing.T) {
+	src := newSource(4 * ps)
+	c := newCache(t, src, 4)
+	src.fail.Store(true)
+	buf := make([]byte, 10)
+	_, err := c.ReadAt(0, buf, 0)
+	assert.ErrorIs(t, err, errInjected)
+	src.fail.Store(false)
+	_, err = c.ReadAt(0, buf, 0)
+	require.NoError(t, err)
+	assert.Equal(t, src.files[0][:10], buf)
+	assert.EqualValues(t, 1, c.Stats().DiskErrors)
+	c.mu.Lock()
+	assert.Equal(t, c.slots, len(c.free)+c.lru.Len(), "the failed page's slot was returned")
+	c.mu.Unlock()
+}
+
+// TestAllPinnedStillServes: when every slot is pinned by waiting readers, a further read is
+// served from a private buffer instead of blocking or failing.
+func TestAllPinnedStillServes(t *testing.T) {
+	src := newSource(8 * ps)
+	src.gate = make(chan struct{})
+	c, err := New(src, Options{Size: 4 * ps, PageSize: ps, MaxRead: ps, Workers: 1, Queue: 1})
+	require.NoError(t, err)
+	defer c.Close()
+	var wg sync.WaitGroup
+	for p := 0; p < 4; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			_, err := c.ReadAt(0, make([]byte, 1), int64(p)*ps)
+			assert.NoError(t, err)
+		}(p)
+	}
+	require.Eventually(t, func() bool { return src.inFly.Load() == 4 }, time.Second, time.Millisecond)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 5)
+		_, err := c.ReadAt(0, buf, 6*ps)
+		assert.NoError(t, err)
+		assert.Equal(t, src.files[0][6*ps:6*ps+5], buf)
+	}()
+	require.Eventually(t, func() bool { return src.inFly.Load() == 5 }, time.Second, time.Millisecond)
+	close(src.gate)
+	<-done
+	wg.Wait()
+	assert.EqualValues(t, 1, c.Stats().Overflow)
+}
+
+// TestPrefetch: prefetched pages are served as hits and counted as readahead hits; Prefetch
+// never blocks even when its queue is full.
+func TestPrefetch(t *testing.T) {
+	src := newSource(16 * ps)
+	c := newCache(t, src, 16)
+	require.True(t, c.Prefetch(0, 0, 8*ps))
+	require.Eventually(t, func() bool { return c.Stats().DiskBytes == 8*ps }, time.Second, time.Millisecond)
+	buf := make([]byte, 8*ps)
+	_, err := c.ReadAt(0, buf, 0)
+	require.NoError(t, err)
+	assert.Equal(t, src.files[0][:8*ps], buf)
+	st := c.Stats()
+	assert.EqualValues(t, 8, st.ReadaheadHits)
+	assert.Zero(t, st.Misses)
+	for _, rc := range src.calls() {
+		assert.EqualValues(t, 4*ps, rc.n, "prefetch reads MaxRead at a time")
+	}
+
+	blocked := newSource(16 * ps)
+	blocked.gate = make(chan struct{})
+	c2, err := New(blocked, Options{Size: 16 * ps, PageSize: ps, Workers: 1, Queue: 2})
+	require.NoError(t, err)
+	start := time.Now()
+	accepted := 0
+	for i := 0; i < 10; i++ {
+		if c2.Prefetch(0, int64(i)*ps, ps) {
+			accepted++
+		}
+	}
+	assert.Less(t, time.Since(start), time.Second)
+	assert.LessOrEqual(t, accepted, 3) // one taken by the worker, two queued
+	assert.Positive(t, c2.Stats().PrefetchDropped)
+	close(blocked.gate)
+	require.NoError(t, c2.Close())
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for _, o := range []Options{
+		{Size: 3 * ps, PageSize: ps},
+		{Size: 1 << 20, PageSize: 1000},
+		{Size: 1 << 20, PageSize: ps, MaxRead: ps + 1},
+	} {
+		assert.Error(t, o.Validate(), "%+v", o)
+	}
+	o := Options{}
+	require.NoError(t, o.Validate())
+	assert.EqualValues(t, DefaultPageSize, o.PageSize)
+}
