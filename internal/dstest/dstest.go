@@ -134,3 +134,27 @@ func Shard(n, r, w uint64) (uint64, uint64) {
 	per := n / w
 	return r * per, (r + 1) * per
 }
+
+// FromDir describes a dataset packed by other means (such as blockfs pack) from its manifest
+// and ids files; source holds the records by source id.
+func FromDir(t testing.TB, dir string, source [][]byte) *Dataset {
+	t.Helper()
+	ds, err := layout.Open(dir)
+	require.NoError(t, err)
+	d := &Dataset{Dir: dir, Kind: ds.Kind(), Source: source, Counts: ds.BlockCounts()}
+	for b := 0; b < ds.Blocks(); b++ {
+		n := ds.BlockRecords(b)
+		if !ds.HasIDs() {
+			for i := uint64(0); i < n; i++ {
+				d.Stored = append(d.Stored, ds.FirstRecord(b)+i)
+			}
+			continue
+		}
+		buf := make([]byte, 8*n)
+		require.NoError(t, ds.ReadAt(layout.IDsFile(b), [][]byte{buf}, 0))
+		for i := uint64(0); i < n; i++ {
+			d.Stored = append(d.Stored, binary.LittleEndian.Uint64(buf[8*i:]))
+		}
+	}
+	return d
+}

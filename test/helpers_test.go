@@ -1,0 +1,171 @@
+// Package test mounts the built blockfs binary and reads it the way users do.
+package test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// bin is the blockfs binary built by TestMain.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "blockfs-test-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "blockfs")
+	_, self, _, _ := runtime.Caller(0)
+	build := exec.Command("go", "build", "-o", bin, "./cmd/blockfs")
+	build.Dir = filepath.Dir(filepath.Dir(self))
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building blockfs: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// requireFUSE skips when this machine cannot mount FUSE, unless BLOCKFS_REQUIRE_FUSE=1 (set
+// by CI), in which case it fails: CI can never pass by skipping.
+func requireFUSE(t *testing.T) {
+	t.Helper()
+	why := ""
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		why = "/dev/fuse is missing"
+	} else if os.Geteuid() != 0 {
+		if _, err := exec.LookPath("fusermount3"); err != nil {
+			why = "not root and no fusermount3"
+		}
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("BLOCKFS_REQUIRE_FUSE") == "1" {
+		t.Fatalf("FUSE is required (BLOCKFS_REQUIRE_FUSE=1) but %s", why)
+	}
+	t.Skipf("cannot mount FUSE here: %s", why)
+}
+
+// run runs blockfs with args and returns stdout, stderr and the exit code.
+func run(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running blockfs %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// mustRun runs blockfs and fails the test unless it exits 0.
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errs, code := run(t, args...)
+	require.Zero(t, code, "blockfs %v: %s", args, errs)
+	return out
+}
+
+// mounted is a blockfs mount running in a foreground subprocess.
+type mounted struct {
+	t      *testing.T
+	dir    string
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	exited chan error
+}
+
+// mount starts `blockfs mount ARGS DATA MNT` in the foreground, waits until the mount is up
+// and registers its cleanup (SIGTERM, then a check that nothing is left mounted).
+func mount(t *testing.T, data string, args ...string) *mounted {
+	t.Helper()
+	requireFUSE(t)
+	mnt := t.TempDir()
+	m := &mounted{t: t, dir: mnt, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
+	m.cmd = exec.Command(bin, append(append([]string{"mount"}, args...), data, mnt)...)
+	m.cmd.Stderr = m.stderr
+	require.NoError(t, m.cmd.Start())
+	go func() { m.exited <- m.cmd.Wait() }()
+	deadline := time.Now().Add(20 * time.Second)
+	for !isMounted(mnt) {
+		select {
+		case err := <-m.exited:
+			t.Fatalf("blockfs mount exited before mounting (%v): %s", err, m.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			_ = m.cmd.Process.Kill()
+			t.Fatalf("blockfs mount not ready after 20s: %s", m.stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Cleanup(func() { m.stop() })
+	return m
+}
+
+// stop sends SIGTERM, requires a clean exit 0 and that nothing is left mounted.
+func (m *mounted) stop() {
+	t := m.t
+	if m.cmd.ProcessState != nil || m.cmd.Process == nil {
+		return
+	}
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-m.exited:
+		if err != nil {
+			t.Errorf("blockfs mount exited with %v after SIGTERM: %s", err, m.stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		_ = m.cmd.Process.Kill()
+		t.Errorf("blockfs mount did not exit within 20s of SIGTERM")
+	}
+	if isMounted(m.dir) {
+		_ = syscall.Unmount(m.dir, syscall.MNT_DETACH)
+		t.Errorf("%s was left mounted", m.dir)
+	}
+}
+
+// path returns a path inside the mount.
+func (m *mounted) path(name string) string { return filepath.Join(m.dir, name) }
+
+// isMounted reports whether dir is a mount point.
+func isMounted(dir string) bool {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// sh runs a shell command and returns its stdout.
+func sh(t *testing.T, script string) string {
+	t.Helper()
+	out, err := exec.Command("sh", "-c", script).Output()
+	if ee, ok := err.(*exec.ExitError); ok {
+		t.Fatalf("%s: %v: %s", script, err, ee.Stderr)
+	}
+	require.NoError(t, err, script)
+	return string(out)
+}

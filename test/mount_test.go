@@ -1,0 +1,289 @@
+package test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/blockfs/blockfs/internal/dstest"
+	"github.com/blockfs/blockfs/shuffle"
+)
+
+const recordSize = 4096
+
+// packed is a raw input file and the dataset blockfs pack made of it.
+type packed struct {
+	raw, dir string
+	records  [][]byte
+}
+
+// packRaw writes n random records of recordSize bytes and packs them with the CLI.
+func packRaw(t *testing.T, n int, blockSize string, extra ...string) *packed {
+	t.Helper()
+	dir := t.TempDir()
+	p := &packed{raw: filepath.Join(dir, "input.bin"), dir: filepath.Join(dir, "ds")}
+	var buf bytes.Buffer
+	for i := 0; i < n; i++ {
+		rec := dstest.Record(uint64(i), recordSize)
+		p.records = append(p.records, rec)
+		buf.Write(rec)
+	}
+	require.NoError(t, os.WriteFile(p.raw, buf.Bytes(), 0o644))
+	args := append([]string{"pack", "--format", "raw", "--record-size", "4096", "--block-size", blockSize}, extra...)
+	mustRun(t, append(args, p.raw, p.dir)...)
+	return p
+}
+
+func sum(b []byte) [32]byte { return sha256.Sum256(b) }
+
+func TestEpochAsUsersReadIt(t *testing.T) {
+	p := packRaw(t, 3000, "256KiB") // 64 records per block, 47 blocks
+	m := mount(t, p.dir, "--seed", "5", "--cache-size", "8MiB", "--readahead", "1MiB")
+	d := dstest.FromDir(t, p.dir, p.records)
+	opt := shuffle.Options{Seed: 5, Epoch: 0, Mode: shuffle.Full, Mix: 1}
+	wantData, wantIDs, _ := d.Epoch(opt, 0, 3000)
+
+	// os.File
+	got, err := os.ReadFile(m.path("epoch-0000"))
+	require.NoError(t, err)
+	require.Equal(t, sum(wantData), sum(got), "epoch-0000 read with os.ReadFile")
+	st, err := os.Stat(m.path("epoch-0000"))
+	require.NoError(t, err)
+	assert.EqualValues(t, 3000*recordSize, st.Size(), "exact size")
+	ids, err := os.ReadFile(m.path("epoch-0000.ids"))
+	require.NoError(t, err)
+	require.Equal(t, wantIDs, ids)
+
+	// It is a permutation of the input, matching its ids.
+	seen := make([]bool, 3000)
+	for i := 0; i < 3000; i++ {
+		id := binary.LittleEndian.Uint64(ids[8*i:])
+		require.False(t, seen[id])
+		seen[id] = true
+		require.Equal(t, p.records[id], got[i*recordSize:(i+1)*recordSize])
+	}
+
+	// dd with small and large blocks gives the same bytes.
+	for _, bs := range []string{"4k", "1M"} {
+		out := filepath.Join(t.TempDir(), "dd.out")
+		sh(t, fmt.Sprintf("dd if=%s of=%s bs=%s status=none", m.path("epoch-0001"), out, bs))
+		b, err := os.ReadFile(out)
+		require.NoError(t, err)
+		want, _, _ := d.Epoch(shuffle.Options{Seed: 5, Epoch: 1}, 0, 3000)
+		assert.Equal(t, sum(want), sum(b), "dd bs=%s", bs)
+	}
+
+	// Random preads at odd offsets and lengths.
+	f, err := os.Open(m.path("epoch-0000"))
+	require.NoError(t, err)
+	defer f.Close()
+	r := rand.New(rand.NewSource(1))
+	for i := 0; i < 200; i++ {
+		off := r.Int63n(int64(len(wantData)))
+		buf := make([]byte, 1+r.Intn(20000))
+		n, _ := f.ReadAt(buf, off)
+		require.Equal(t, wantData[off:off+int64(n)], buf[:n])
+		require.EqualValues(t, min(int64(len(buf)), int64(len(wantData))-off), n)
+	}
+	// Reads past the end return 0 bytes.
+	n, err := f.ReadAt(make([]byte, 10), int64(len(wantData))+100)
+	assert.Zero(t, n)
+	assert.Error(t, err) // io.EOF
+}
+
+func TestPythonReaderMatchesReferenceOrder(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Fatal("python3 is needed (CI installs it)")
+	}
+	p := packRaw(t, 1500, "128KiB")
+	for _, c := range []struct{ mode, mix string }{{"full", "1"}, {"full", "3"}, {"blocks", "1"}, {"none", "1"}} {
+		t.Run(c.mode+"-mix"+c.mix, func(t *testing.T) {
+			m := mount(t, p.dir, "--seed", "9", "--shuffle", c.mode, "--mix", c.mix, "--cache-size", "8MiB", "--readahead", "1MiB")
+			out := sh(t, fmt.Sprintf("python3 testdata/check_epoch.py %s %s %s 9 2 %s %s", p.dir, m.dir, p.raw, c.mode, c.mix))
+			assert.Equal(t, "ok 1500\n", out)
+		})
+	}
+}
+
+func TestDeterminismAcrossRemounts(t *testing.T) {
+	p := packRaw(t, 500, "64KiB")
+	read := func(args ...string) map[string][32]byte {
+		m := mount(t, p.dir, append(args, "--cache-size", "4MiB", "--readahead", "512KiB")...)
+		out := map[string][32]byte{}
+		for _, name := range []string{"epoch-0000", "epoch-0001", "epoch-0007.ids"} {
+			b, err := os.ReadFile(m.path(name))
+			require.NoError(t, err)
+			out[name] = sum(b)
+		}
+		m.stop()
+		return out
+	}
+	a := read("--seed", "1")
+	assert.Equal(t, a, read("--seed", "1"), "same seed after remount")
+	b := read("--seed", "2")
+	assert.NotEqual(t, a["epoch-0000"], b["epoch-0000"], "another seed, another order")
+	assert.NotEqual(t, a["epoch-0000"], a["epoch-0001"], "another epoch, another order")
+}
+
+func TestShardsPartitionEpoch(t *testing.T) {
+	p := packRaw(t, 1001, "64KiB")
+	m := mount(t, p.dir, "--cache-size", "4MiB", "--readahead", "512KiB", "--mix", "2")
+	whole, err := os.ReadFile(m.path("epoch-0003"))
+	require.NoError(t, err)
+	wholeIDs, err := os.ReadFile(m.path("epoch-0003.ids"))
+	require.NoError(t, err)
+	for _, w := range []int{1, 2, 4, 7} {
+		var data, ids []byte
+		for r := 0; r < w; r++ {
+			dir := m.path(fmt.Sprintf("shard-%d-of-%d", r, w))
+			b, err := os.ReadFile(filepath.Join(dir, "epoch-0003"))
+			require.NoError(t, err)
+			assert.Len(t, b, (1001/w)*recordSize, "all shards the same length")
+			data = append(data, b...)
+			i, err := os.ReadFile(filepath.Join(dir, "epoch-0003.ids"))
+			require.NoError(t, err)
+			ids = append(ids, i...)
+		}
+		assert.Equal(t, sum(whole[:len(data)]), sum(data), "W=%d: shards are the epoch in order", w)
+		assert.Equal(t, wholeIDs[:len(ids)], ids)
+		assert.Len(t, ids, 8*(1001-1001%w), "only the remainder is dropped")
+	}
+}
+
+func TestVariableLengthMount(t *testing.T) {
+	requireFUSE(t)
+	r := rand.New(rand.NewSource(5))
+	lengths := make([]int, 2000)
+	for i := range lengths {
+		lengths[i] = r.Intn(3000)
+	}
+	lengths[10] = 0
+	lengths[11] = 300000 // larger than a block
+	d := dstest.Variable(t, filepath.Join(t.TempDir(), "ds"), lengths, 64<<10, true)
+	m := mount(t, d.Dir, "--seed", "3", "--mix", "2", "--cache-size", "8MiB", "--readahead", "1MiB")
+	for _, rg := range []struct {
+		prefix     string
+		start, end uint64
+	}{{"", 0, 2000}, {"shard-1-of-3/", 666, 1332}} {
+		opt := shuffle.Options{Seed: 3, Epoch: 4, Mode: shuffle.Full, Mix: 2}
+		wantData, wantIDs, wantOffs := d.Epoch(opt, rg.start, rg.end)
+		for name, want := range map[string][]byte{"epoch-0004": wantData, "epoch-0004.ids": wantIDs, "epoch-0004.offsets": wantOffs} {
+			got, err := os.ReadFile(m.path(rg.prefix + name))
+			require.NoError(t, err)
+			assert.Equal(t, sum(want), sum(got), "%s%s", rg.prefix, name)
+		}
+	}
+}
+
+func TestTreeAndMetadata(t *testing.T) {
+	p := packRaw(t, 100, "64KiB")
+	m := mount(t, p.dir, "--epochs", "3", "--seed", "11", "--cache-size", "4MiB", "--readahead", "512KiB")
+	ents, err := os.ReadDir(m.dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	assert.Equal(t, []string{".blockfs", "epoch-0000", "epoch-0000.ids", "epoch-0001", "epoch-0001.ids", "epoch-0002", "epoch-0002.ids"}, names)
+	// Any epoch resolves, beyond --epochs and past 4 digits.
+	for _, name := range []string{"epoch-0099", "epoch-12345", "shard-0-of-1/epoch-0000"} {
+		st, err := os.Stat(m.path(name))
+		require.NoError(t, err, name)
+		assert.EqualValues(t, 100*recordSize, st.Size())
+	}
+	// Malformed names are ENOENT, never a crash.
+	for _, name := range []string{"epoch-abc", "epoch--1", "epoch-1", "epoch-00001", "epoch-99999999999999999999",
+		"shard-3-of-3", "shard-0-of-0", "shard-1-of-x", "shard-01-of-2", "shard-0-of-2/shard-0-of-2",
+		"epoch-0000.offsets", "nothing", ".blockfs/nothing"} {
+		_, err := os.Stat(m.path(name))
+		assert.True(t, errors.Is(err, syscall.ENOENT), "%s: %v", name, err)
+	}
+	var info map[string]any
+	b, err := os.ReadFile(m.path(".blockfs/info.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &info))
+	assert.EqualValues(t, 100, info["records"])
+	assert.EqualValues(t, 4096, info["record_size"])
+	assert.EqualValues(t, 11, info["seed"])
+	assert.Equal(t, "full", info["shuffle"])
+	assert.Equal(t, "fixed", info["kind"])
+
+	stats := func() map[string]any {
+		var s map[string]any
+		b, err := os.ReadFile(m.path(".blockfs/stats.json"))
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &s))
+		return s
+	}
+	before := stats()
+	_, err = os.ReadFile(m.path("epoch-0002"))
+	require.NoError(t, err)
+	after := stats()
+	assert.EqualValues(t, 100*recordSize, after["bytes_served"].(float64)-before["bytes_served"].(float64))
+	assert.Greater(t, after["disk_reads"], before["disk_reads"])
+	for _, k := range []string{"disk_bytes", "cache_hits", "cache_misses", "readahead_hits", "cache_bytes"} {
+		assert.Contains(t, after, k)
+	}
+}
+
+func TestWritesFail(t *testing.T) {
+	p := packRaw(t, 50, "64KiB")
+	m := mount(t, p.dir, "--cache-size", "4MiB", "--readahead", "512KiB")
+	epoch := m.path("epoch-0000")
+	_, err := os.OpenFile(epoch, os.O_WRONLY, 0)
+	assert.ErrorIs(t, err, syscall.EROFS)
+	_, err = os.OpenFile(epoch, os.O_RDWR, 0)
+	assert.ErrorIs(t, err, syscall.EROFS)
+	_, err = os.Create(m.path("new"))
+	assert.ErrorIs(t, err, syscall.EROFS)
+	assert.ErrorIs(t, os.Mkdir(m.path("d"), 0o755), syscall.EROFS)
+	assert.ErrorIs(t, os.Remove(epoch), syscall.EROFS)
+	assert.ErrorIs(t, os.Rename(epoch, m.path("x")), syscall.EROFS)
+	assert.ErrorIs(t, os.Chmod(epoch, 0o777), syscall.EROFS)
+	assert.ErrorIs(t, os.Truncate(epoch, 0), syscall.EROFS)
+	assert.ErrorIs(t, os.Symlink(epoch, m.path("l")), syscall.EROFS)
+	assert.ErrorIs(t, os.Link(epoch, m.path("h")), syscall.EROFS)
+	assert.ErrorIs(t, syscall.Setxattr(epoch, "user.x", []byte("1"), 0), syscall.EROFS)
+	assert.ErrorIs(t, os.WriteFile(m.path(".blockfs/stats.json"), []byte("x"), 0), syscall.EROFS)
+	// Nothing was written to the dataset.
+	out := sh(t, "find "+p.dir+" -newer "+filepath.Join(p.dir, "blockfs.json"))
+	assert.Empty(t, strings.TrimSpace(out))
+}
+
+func TestDaemonAndUnmount(t *testing.T) {
+	requireFUSE(t)
+	p := packRaw(t, 200, "64KiB")
+	mnt := t.TempDir()
+	mustRun(t, "mount", "--daemon", "--cache-size", "4MiB", "--readahead", "512KiB", p.dir, mnt)
+	t.Cleanup(func() {
+		if isMounted(mnt) {
+			_ = syscall.Unmount(mnt, syscall.MNT_DETACH)
+			t.Error("left mounted")
+		}
+	})
+	require.True(t, isMounted(mnt), "--daemon returns once the mount is ready")
+	b, err := os.ReadFile(filepath.Join(mnt, "epoch-0000"))
+	require.NoError(t, err)
+	assert.Len(t, b, 200*recordSize)
+	_, errs, code := run(t, "mount", "--cache-size", "4MiB", "--readahead", "512KiB", p.dir, mnt)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "already a mount point")
+	mustRun(t, "unmount", mnt)
+	assert.False(t, isMounted(mnt))
+	_, errs, code = run(t, "unmount", mnt)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "is not mounted")
+}
