@@ -213,6 +213,11 @@ func checkMountpoint(mnt, dataDir string) (string, error) {
 	if !st.IsDir() {
 		return "", fmt.Errorf("mount point %s is not a directory", mnt)
 	}
+	realMnt, err1 := filepath.EvalSymlinks(abs)
+	realData, err2 := filepath.EvalSymlinks(dataDir)
+	if err1 == nil && err2 == nil && (realMnt == realData || strings.HasPrefix(realMnt, realData+string(filepath.Separator))) {
+		return "", fmt.Errorf("mount point %s is inside the dataset %s; use a directory outside it", mnt, dataDir)
+	}
 	if isMountpoint(abs) {
 		return "", fmt.Errorf("%s is already a mount point (unmount it first: blockfs unmount %s)", mnt, mnt)
 	}
@@ -222,11 +227,6 @@ func checkMountpoint(mnt, dataDir string) (string, error) {
 	}
 	if len(ents) > 0 {
 		return "", fmt.Errorf("mount point %s is not empty (mounting would hide its %d entries; use an empty directory)", mnt, len(ents))
-	}
-	realMnt, err1 := filepath.EvalSymlinks(abs)
-	realData, err2 := filepath.EvalSymlinks(dataDir)
-	if err1 == nil && err2 == nil && (realMnt == realData || strings.HasPrefix(realMnt, realData+string(filepath.Separator))) {
-		return "", fmt.Errorf("mount point %s is inside the dataset %s; use a directory outside it", mnt, dataDir)
 	}
 	return abs, nil
 }

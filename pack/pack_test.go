@@ -1,0 +1,156 @@
+package pack
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/blockfs/blockfs/layout"
+)
+
+func writeInput(t *testing.T, n, rs int) (string, []byte) {
+	t.Helper()
+	data := make([]byte, n*rs)
+	for i := 0; i < n; i++ {
+		binary.LittleEndian.PutUint32(data[i*rs:], uint32(i))
+	}
+	p := filepath.Join(t.TempDir(), "in.bin")
+	require.NoError(t, os.WriteFile(p, data, 0o644))
+	return p, data
+}
+
+// storedIDs returns the source id of each stored record, read from the record itself.
+func storedIDs(t *testing.T, dir string, rs int) [][]uint32 {
+	ds, err := layout.Open(dir)
+	require.NoError(t, err)
+	var out [][]uint32
+	for b := 0; b < ds.Blocks(); b++ {
+		buf := make([]byte, ds.BlockBytes(b))
+		require.NoError(t, ds.ReadAt(layout.DataFile(b), [][]byte{buf}, 0))
+		var ids []uint32
+		for i := 0; i < len(buf); i += rs {
+			ids = append(ids, binary.LittleEndian.Uint32(buf[i:]))
+		}
+		if ds.HasIDs() {
+			raw := make([]byte, 8*ds.BlockRecords(b))
+			require.NoError(t, ds.ReadAt(layout.IDsFile(b), [][]byte{raw}, 0))
+			for i, id := range ids {
+				require.EqualValues(t, id, binary.LittleEndian.Uint64(raw[8*i:]), "ids file matches the data")
+			}
+		}
+		out = append(out, ids)
+	}
+	return out
+}
+
+func TestNoShuffleKeepsOrder(t *testing.T) {
+	src, _ := writeInput(t, 100, 32)
+	dst := filepath.Join(t.TempDir(), "ds")
+	m, err := Raw(context.Background(), src, dst, Options{RecordSize: 32, BlockSize: 320, NoShuffle: true})
+	require.NoError(t, err)
+	assert.Len(t, m.Blocks, 10)
+	assert.False(t, m.PreShuffle.Shuffled)
+	for b, ids := range storedIDs(t, dst, 32) {
+		for i, id := range ids {
+			assert.EqualValues(t, b*10+i, id, "record i lands in block i / records-per-block")
+		}
+	}
+	// Input bytes are preserved: the block files concatenated are the input.
+	in, _ := os.ReadFile(src)
+	var all []byte
+	for b := 0; b < 10; b++ {
+		blk, _ := os.ReadFile(filepath.Join(dst, m.Blocks[b].File))
+		all = append(all, blk...)
+	}
+	assert.True(t, bytes.Equal(in, all))
+}
+
+func TestPreShuffle(t *testing.T) {
+	const n, rs = 1000, 16
+	src, _ := writeInput(t, n, rs)
+	pack := func(seed uint64, mem int64) [][]uint32 {
+		dst := filepath.Join(t.TempDir(), "ds")
+		m, err := Raw(context.Background(), src, dst, Options{RecordSize: rs, BlockSize: 100 * rs, Seed: seed, ScatterMemory: mem})
+		require.NoError(t, err)
+		assert.True(t, m.PreShuffle.Shuffled)
+		assert.Equal(t, seed, m.PreShuffle.Seed)
+		return storedIDs(t, dst, rs)
+	}
+	a := pack(1, 0)
+	assert.Equal(t, a, pack(1, 4096), "same seed, same layout, whatever the scatter memory")
+	assert.NotEqual(t, a, pack(2, 0))
+	seen := make([]bool, n)
+	spread := 0
+	for b, ids := range a {
+		assert.Len(t, ids, 100)
+		lo, hi := uint32(n), uint32(0)
+		for _, id := range ids {
+			require.False(t, seen[id])
+			seen[id] = true
+			lo, hi = min(lo, id), max(hi, id)
+		}
+		if hi-lo > n/2 {
+			spread++
+		}
+		_ = b
+	}
+	assert.GreaterOrEqual(t, spread, 8, "blocks draw from the whole input")
+}
+
+func TestRefusals(t *testing.T) {
+	src, _ := writeInput(t, 10, 10)
+	dir := t.TempDir()
+	_, err := Raw(context.Background(), src, filepath.Join(dir, "a"), Options{RecordSize: 3})
+	assert.ErrorContains(t, err, "not a multiple of the record size 3 (1 bytes left over)")
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(empty, nil, 0o644))
+	_, err = Raw(context.Background(), empty, filepath.Join(dir, "b"), Options{RecordSize: 4})
+	assert.ErrorContains(t, err, "empty")
+	_, err = Raw(context.Background(), filepath.Join(dir, "missing"), filepath.Join(dir, "c"), Options{RecordSize: 4})
+	assert.ErrorContains(t, err, "cannot read the input")
+	existing := filepath.Join(dir, "existing")
+	require.NoError(t, os.Mkdir(existing, 0o755))
+	_, err = Raw(context.Background(), src, existing, Options{RecordSize: 10})
+	assert.ErrorIs(t, err, layout.ErrExists)
+}
+
+func TestInterruptedLeavesNothing(t *testing.T) {
+	src, _ := writeInput(t, 5000, 64)
+	dir := t.TempDir()
+	existing := filepath.Join(dir, "ds")
+	_, err := Raw(context.Background(), src, existing, Options{RecordSize: 64, BlockSize: 6400})
+	require.NoError(t, err)
+	before, _ := os.ReadFile(filepath.Join(existing, layout.ManifestName))
+	for _, noShuffle := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(context.Background())
+		calls := 0
+		_, err = Raw(ctx, src, existing, Options{RecordSize: 64, BlockSize: 6400, Force: true, NoShuffle: noShuffle,
+			Progress: func(int64) {
+				if calls++; calls == 2 {
+					cancel()
+				}
+			}})
+		assert.ErrorContains(t, err, "interrupted")
+		after, _ := os.ReadFile(filepath.Join(existing, layout.ManifestName))
+		assert.Equal(t, before, after, "an existing dataset survives an interrupted --force pack")
+		ents, _ := os.ReadDir(dir)
+		assert.Len(t, ents, 1, "no temporary directory left")
+	}
+}
+
+func TestFenwickTake(t *testing.T) {
+	f := newFenwick([]uint64{2, 0, 3, 1})
+	// Units: block 0 has [0,2), block 2 has [2,5), block 3 has [5,6).
+	assert.Equal(t, 2, f.take(4))
+	assert.Equal(t, 3, f.take(4)) // block 2 now has [2,4): unit 4 is block 3
+	assert.Equal(t, 0, f.take(0))
+	assert.Equal(t, 2, f.take(1))
+	assert.Equal(t, 2, f.take(1))
+	assert.Equal(t, 0, f.take(0))
+}
