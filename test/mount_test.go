@@ -287,3 +287,28 @@ func TestDaemonAndUnmount(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errs, "is not mounted")
 }
+
+// TestDaemonMemoryBounded reads a dataset eight times the cache, by several readers at once,
+// and requires the daemon's peak RSS to stay within --cache-size plus 64 MiB.
+func TestDaemonMemoryBounded(t *testing.T) {
+	p := packRaw(t, 32768, "1MiB") // 128 MiB
+	m := mount(t, p.dir, "--cache-size", "16MiB", "--readahead", "4MiB", "--mix", "4")
+	script := fmt.Sprintf(`set -e
+dd if=%[1]s/epoch-0000 of=/dev/null bs=1M status=none
+for r in 0 1 2 3; do dd if=%[1]s/shard-$r-of-4/epoch-0001 of=/dev/null bs=64k status=none & done
+wait
+dd if=%[1]s/epoch-0002.ids of=/dev/null bs=4k status=none`, m.dir)
+	sh(t, script)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.cmd.Process.Pid))
+	require.NoError(t, err)
+	var hwm int64
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			_, err := fmt.Sscanf(strings.TrimPrefix(line, "VmHWM:"), "%d", &hwm)
+			require.NoError(t, err)
+		}
+	}
+	require.Positive(t, hwm)
+	t.Logf("daemon peak RSS %d KiB with a 16 MiB cache over 128 MiB of data", hwm)
+	assert.LessOrEqual(t, hwm, int64(16+64)<<10, "peak RSS in KiB")
+}
