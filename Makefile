@@ -7,7 +7,7 @@ DEMO      := build/demo
 DEMO_MB   ?= 256
 TEST_TIMEOUT ?= 14m
 
-.PHONY: all build test unit demo clean fmt vet
+.PHONY: all build test unit fuzz demo clean fmt vet
 
 all: build
 
@@ -22,6 +22,13 @@ vet:
 test: vet
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./layout/... ./shuffle/... ./cache/... ./view/... ./pack/... ./fs/... ./cmd/...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/...
+	$(MAKE) --no-print-directory fuzz
+
+# Bounded runs of every fuzz target (the seed corpora also run in plain go test).
+FUZZTIME ?= 10s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME) ./layout/
+	$(GO) test -run '^$$' -fuzz '^FuzzNames$$' -fuzztime $(FUZZTIME) ./fs/
 
 unit:
 	$(GO) test -race -count=1 ./layout/... ./shuffle/... ./cache/... ./view/... ./pack/...

@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -162,9 +163,11 @@ func (n *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 	}
 	n.m.reads.Add(1)
 	got, err := h.r.ReadAt(dest, off)
-	if errno := toErrno(err, "read "+n.Path(nil)); errno != 0 {
-		n.m.errs.Add(1)
-		return nil, errno
+	if err != nil {
+		if errno := toErrno(err, fmt.Sprintf("read %s at %d", n.Path(nil), off)); errno != 0 {
+			n.m.errs.Add(1)
+			return nil, errno
+		}
 	}
 	n.m.served[n.kind].Add(uint64(got))
 	return fuse.ReadResultData(dest[:got]), 0

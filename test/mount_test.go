@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -311,4 +312,28 @@ dd if=%[1]s/epoch-0002.ids of=/dev/null bs=4k status=none`, m.dir)
 	require.Positive(t, hwm)
 	t.Logf("daemon peak RSS %d KiB with a 16 MiB cache over 128 MiB of data", hwm)
 	assert.LessOrEqual(t, hwm, int64(16+64)<<10, "peak RSS in KiB")
+}
+
+// TestSigtermWithOpenReader: SIGTERM while a reader holds an epoch open still unmounts and
+// exits 0; the reader then gets errors, not a hang.
+func TestSigtermWithOpenReader(t *testing.T) {
+	p := packRaw(t, 200, "64KiB")
+	m := mount(t, p.dir, "--cache-size", "4MiB", "--readahead", "512KiB")
+	f, err := os.Open(m.path("epoch-0000"))
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.Read(make([]byte, 4096))
+	require.NoError(t, err)
+	start := time.Now()
+	require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-m.exited:
+		require.NoError(t, err, "exit status after SIGTERM: %s", m.stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("daemon still running 30s after SIGTERM with an open reader: %s", m.stderr.String())
+	}
+	t.Logf("exited %v after SIGTERM", time.Since(start))
+	assert.False(t, isMounted(m.dir), "nothing left mounted")
+	_, err = f.ReadAt(make([]byte, 4096), 100*4096)
+	assert.Error(t, err, "the open reader gets an error once the daemon is gone")
 }

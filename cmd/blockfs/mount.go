@@ -144,9 +144,9 @@ func runMount(f mountFlags, data, mnt string) error {
 	if err != nil {
 		return err
 	}
-	defer c.Close()
 	set, err := view.NewSet(plan.ds, c, plan.order)
 	if err != nil {
+		c.Close()
 		return err
 	}
 	srv, err := bfs.Mount(plan.mnt, set, bfs.Options{
@@ -154,26 +154,57 @@ func runMount(f mountFlags, data, mnt string) error {
 		Info: map[string]any{"cache_size": c.Capacity(), "readahead": plan.readahead},
 	})
 	if err != nil {
+		c.Close()
 		return err
 	}
 	log.Printf("blockfs: serving %s (%d records, %s, %d blocks) at %s; shuffle %s, mix %d, seed %d",
 		plan.ds.Dir, plan.ds.Records(), ibytes(plan.ds.Bytes()), plan.ds.Blocks(), plan.mnt, f.shuffle, f.mix, f.seed)
 	signalReady()
-
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		sig := <-sigs
-		log.Printf("blockfs: %v: unmounting %s", sig, plan.mnt)
-		if err := srv.Unmount(); err != nil {
-			// Readers still hold files open: detach now; they finish or get errors, never hang.
-			log.Printf("blockfs: unmount: %v; detaching lazily", err)
-			_ = detach(plan.mnt)
-		}
-	}()
-	srv.Wait()
+	if serve(srv, plan.mnt) {
+		// Only once the server has stopped may the cache's memory go.
+		c.Close()
+	}
 	log.Printf("blockfs: %s unmounted", plan.mnt)
 	return nil
+}
+
+// drainTime is how long a signalled mount waits for readers that still hold files open
+// before it exits anyway; the kernel then fails their reads (ENOTCONN) instead of hanging.
+const drainTime = 5 * time.Second
+
+// serve waits until the mount goes away (blockfs unmount, fusermount -u) or a signal asks for
+// it. On SIGINT/SIGTERM it unmounts; if readers keep files open it detaches lazily and waits
+// at most drainTime. It reports whether the server stopped (false: exiting with it running).
+func serve(srv *bfs.Server, mnt string) bool {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	go func() {
+		srv.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case sig := <-sigs:
+		log.Printf("blockfs: %v: unmounting %s", sig, mnt)
+	}
+	if err := srv.Unmount(); err != nil {
+		log.Printf("blockfs: unmount: %s; detaching lazily", strings.Join(strings.Fields(err.Error()), " "))
+		if err := detach(mnt); err != nil {
+			log.Printf("blockfs: %v", err)
+		}
+	}
+	select {
+	case <-done:
+		return true
+	case <-time.After(drainTime):
+		log.Printf("blockfs: readers still hold files open after %v; exiting (their reads now fail)", drainTime)
+	case sig := <-sigs:
+		log.Printf("blockfs: %v again: exiting now", sig)
+	}
+	return false
 }
 
 // setupLog sends log lines to path (appending), or leaves them on stderr.
