@@ -5,7 +5,8 @@ import (
 	"math"
 	"sort"
 	"strings"
-	"sync"
+
+	"github.com/blockfs/blockfs/internal/lru"
 )
 
 // Mode selects how much of an epoch is shuffled.
@@ -84,12 +85,16 @@ type Order struct {
 	winStart   []uint64 // winStart[w] = position of window w's first record; len windows+1
 	mix        int
 
-	mu      sync.Mutex
-	windows []*Window // most recently used first; at most windowCacheSize
+	windows *lru.Cache[int, *Window] // recently used windows, cost = records
 }
 
-// windowCacheSize is how many window permutations an Order keeps.
-const windowCacheSize = 8
+// An Order keeps recently used windows while they hold at most windowCacheRecords records
+// (4 bytes each), and always the last minWindowsCached, so that readers at a few places in
+// the epoch do not recompute permutations on every read.
+const (
+	windowCacheRecords = 2 << 20
+	minWindowsCached   = 4
+)
 
 // New builds the order of one epoch over blocks with the given record counts.
 func New(counts []uint64, opt Options) (*Order, error) {
@@ -100,7 +105,8 @@ func New(counts []uint64, opt Options) (*Order, error) {
 	if nb == 0 || nb > math.MaxUint32 {
 		return nil, fmt.Errorf("cannot order %d blocks", nb)
 	}
-	o := &Order{opt: opt, counts: counts, mix: opt.mix()}
+	o := &Order{opt: opt, counts: counts, mix: opt.mix(),
+		windows: lru.New[int, *Window](windowCacheRecords, minWindowsCached)}
 	if opt.Mode == None {
 		o.blockOrder = make([]uint32, nb)
 		for i := range o.blockOrder {
@@ -159,26 +165,11 @@ func (o *Order) At(pos uint64) (block int, local uint64) {
 
 // Window returns window w, computing its permutation if it is not cached.
 func (o *Order) Window(w int) *Window {
-	o.mu.Lock()
-	for i, win := range o.windows {
-		if win.Index == w {
-			copy(o.windows[1:i+1], o.windows[:i])
-			o.windows[0] = win
-			o.mu.Unlock()
-			return win
-		}
+	if win, ok := o.windows.Get(w); ok {
+		return win
 	}
-	o.mu.Unlock()
-
 	win := o.buildWindow(w)
-
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if len(o.windows) < windowCacheSize {
-		o.windows = append(o.windows, nil)
-	}
-	copy(o.windows[1:], o.windows[:len(o.windows)-1])
-	o.windows[0] = win
+	o.windows.Add(w, win, win.Count)
 	return win
 }
 

@@ -7,9 +7,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
-	"sync"
 
 	"github.com/blockfs/blockfs/cache"
+	"github.com/blockfs/blockfs/internal/lru"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
 )
@@ -33,20 +33,23 @@ type Epoch struct {
 	c        *cache.Cache
 	ord      *shuffle.Order
 	winBytes []uint64 // winBytes[w] = epoch byte offset of window w; len windows+1
-
-	mu   sync.Mutex
-	vwin []*varWindow // variable-length windows, most recent first (guarded by mu)
+	vwin     *lru.Cache[int, *varWindow]
 }
 
-// varWindowCacheSize is how many variable-length window layouts an Epoch keeps.
-const varWindowCacheSize = 8
+// An Epoch keeps variable-length window layouts (16 bytes a record) while they hold at most
+// varWindowRecords records, and always the last minVarWindows.
+const (
+	varWindowRecords = 1 << 20
+	minVarWindows    = 4
+)
 
 func newEpoch(ds *layout.Dataset, c *cache.Cache, opt shuffle.Options) (*Epoch, error) {
 	ord, err := shuffle.New(ds.BlockCounts(), opt)
 	if err != nil {
 		return nil, err
 	}
-	e := &Epoch{ds: ds, c: c, ord: ord, winBytes: make([]uint64, ord.Windows()+1)}
+	e := &Epoch{ds: ds, c: c, ord: ord, winBytes: make([]uint64, ord.Windows()+1),
+		vwin: lru.New[int, *varWindow](varWindowRecords, minVarWindows)}
 	for w := 0; w < ord.Windows(); w++ {
 		var n uint64
 		for _, b := range ord.Window(w).Blocks {
@@ -89,23 +92,15 @@ type record struct {
 
 // varWindow is the byte layout of one window of a variable-length epoch.
 type varWindow struct {
-	index  int
 	off    []uint64 // off[i] = offset of the window's i-th record in its block file
 	prefix []uint64 // prefix[i] = bytes of the window's first i records; len count+1
 }
 
-// window returns the layout of window w, building it from the blocks' offsets indexes.
+// varWindow returns the layout of window w, building it from the blocks' offsets indexes.
 func (e *Epoch) varWindow(w int) (*varWindow, error) {
-	e.mu.Lock()
-	for i, v := range e.vwin {
-		if v.index == w {
-			copy(e.vwin[1:i+1], e.vwin[:i])
-			e.vwin[0] = v
-			e.mu.Unlock()
-			return v, nil
-		}
+	if v, ok := e.vwin.Get(w); ok {
+		return v, nil
 	}
-	e.mu.Unlock()
 	win := e.ord.Window(w)
 	offs := make(map[int][]uint64, len(win.Blocks))
 	for _, b := range win.Blocks {
@@ -115,19 +110,13 @@ func (e *Epoch) varWindow(w int) (*varWindow, error) {
 		}
 		offs[b] = o
 	}
-	v := &varWindow{index: w, off: make([]uint64, win.Count), prefix: make([]uint64, win.Count+1)}
+	v := &varWindow{off: make([]uint64, win.Count), prefix: make([]uint64, win.Count+1)}
 	for i := uint64(0); i < win.Count; i++ {
 		b, local := win.At(i)
 		v.off[i] = offs[b][local]
 		v.prefix[i+1] = v.prefix[i] + offs[b][local+1] - offs[b][local]
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if len(e.vwin) < varWindowCacheSize {
-		e.vwin = append(e.vwin, nil)
-	}
-	copy(e.vwin[1:], e.vwin[:len(e.vwin)-1])
-	e.vwin[0] = v
+	e.vwin.Add(w, v, win.Count)
 	return v, nil
 }
 

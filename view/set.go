@@ -1,9 +1,8 @@
 package view
 
 import (
-	"sync"
-
 	"github.com/blockfs/blockfs/cache"
+	"github.com/blockfs/blockfs/internal/lru"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
 )
@@ -16,8 +15,7 @@ type Set struct {
 	Cache *cache.Cache
 	Opt   shuffle.Options // Epoch is ignored
 
-	mu     sync.Mutex
-	recent []*Epoch // most recent first; guarded by mu
+	recent *lru.Cache[uint64, *Epoch]
 }
 
 // epochCacheSize is how many epochs a Set keeps built.
@@ -25,7 +23,7 @@ const epochCacheSize = 4
 
 // NewSet validates opt against the dataset and returns a Set.
 func NewSet(ds *layout.Dataset, c *cache.Cache, opt shuffle.Options) (*Set, error) {
-	s := &Set{DS: ds, Cache: c, Opt: opt}
+	s := &Set{DS: ds, Cache: c, Opt: opt, recent: lru.New[uint64, *Epoch](0, epochCacheSize)}
 	if _, err := s.Epoch(0); err != nil {
 		return nil, err
 	}
@@ -34,28 +32,15 @@ func NewSet(ds *layout.Dataset, c *cache.Cache, opt shuffle.Options) (*Set, erro
 
 // Epoch returns epoch n.
 func (s *Set) Epoch(n uint64) (*Epoch, error) {
-	s.mu.Lock()
-	for i, e := range s.recent {
-		if e.ord.Options().Epoch == n {
-			copy(s.recent[1:i+1], s.recent[:i])
-			s.recent[0] = e
-			s.mu.Unlock()
-			return e, nil
-		}
+	if e, ok := s.recent.Get(n); ok {
+		return e, nil
 	}
-	s.mu.Unlock()
 	opt := s.Opt
 	opt.Epoch = n
 	e, err := newEpoch(s.DS, s.Cache, opt)
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.recent) < epochCacheSize {
-		s.recent = append(s.recent, nil)
-	}
-	copy(s.recent[1:], s.recent[:len(s.recent)-1])
-	s.recent[0] = e
+	s.recent.Add(n, e, 1)
 	return e, nil
 }
