@@ -90,6 +90,9 @@ func Mount(mountpoint string, set *view.Set, opt Options) (*Server, error) {
 	}
 	srv, err := gofs.Mount(mnt, &dirNode{m: m, root: true}, fopt)
 	if err != nil {
+		if os.Geteuid() != 0 {
+			return nil, fmt.Errorf("cannot mount at %s: %v (without root, FUSE needs fusermount3 from the fuse3 package and read-write access to /dev/fuse)", mnt, err)
+		}
 		return nil, fmt.Errorf("cannot mount at %s: %w", mnt, err)
 	}
 	raiseReadahead(mnt)

@@ -60,7 +60,7 @@ func startDaemon(logFile string) error {
 				line += " (see " + logFile + ")"
 			}
 		}
-		return errors.New(line)
+		return errors.New(strings.TrimPrefix(line, "blockfs: "))
 	case <-time.After(waitReady):
 		_ = cmd.Process.Kill()
 		return fmt.Errorf("the daemon did not report ready within %v", waitReady)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -23,8 +24,10 @@ func main() {
 	if err == nil {
 		return
 	}
-	fmt.Fprintf(os.Stderr, "blockfs: %v\n", err)
-	reportToParent("blockfs: " + err.Error())
+	// One line, whatever a library put in its message.
+	msg := strings.Join(strings.Fields(err.Error()), " ")
+	fmt.Fprintf(os.Stderr, "blockfs: %s\n", msg)
+	reportToParent(msg)
 	var ue usageError
 	if errors.As(err, &ue) {
 		os.Exit(2)
