@@ -87,22 +87,33 @@ func TestEpochAsUsersReadIt(t *testing.T) {
 		assert.Equal(t, sum(want), sum(b), "dd bs=%s", bs)
 	}
 
-	// Random preads at odd offsets and lengths.
-	f, err := os.Open(m.path("epoch-0000"))
+	checkRandomReads(t, m.path("epoch-0000"), wantData)
+	checkRandomReads(t, m.path("epoch-0000.ids"), wantIDs)
+	shardData, shardIDs, _ := d.Epoch(opt, 1000, 2000)
+	checkRandomReads(t, m.path("shard-1-of-3/epoch-0000"), shardData)
+	checkRandomReads(t, m.path("shard-1-of-3/epoch-0000.ids"), shardIDs)
+}
+
+// checkRandomReads preads path at random offsets and lengths, the way the view reference
+// test reads the ReaderAt, and compares with want; reads at and past the end return 0 bytes.
+func checkRandomReads(t *testing.T, path string, want []byte) {
+	t.Helper()
+	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
-	r := rand.New(rand.NewSource(1))
+	r := rand.New(rand.NewSource(int64(len(want))))
 	for i := 0; i < 200; i++ {
-		off := r.Int63n(int64(len(wantData)))
+		off := r.Int63n(int64(len(want)))
 		buf := make([]byte, 1+r.Intn(20000))
 		n, _ := f.ReadAt(buf, off)
-		require.Equal(t, wantData[off:off+int64(n)], buf[:n])
-		require.EqualValues(t, min(int64(len(buf)), int64(len(wantData))-off), n)
+		require.EqualValues(t, min(int64(len(buf)), int64(len(want))-off), n, "%s: read of %d at %d", path, len(buf), off)
+		require.True(t, bytes.Equal(want[off:off+int64(n)], buf[:n]), "%s: [%d,+%d) differs", path, off, n)
 	}
-	// Reads past the end return 0 bytes.
-	n, err := f.ReadAt(make([]byte, 10), int64(len(wantData))+100)
-	assert.Zero(t, n)
-	assert.Error(t, err) // io.EOF
+	for _, off := range []int64{int64(len(want)), int64(len(want)) + 100} {
+		n, err := f.ReadAt(make([]byte, 10), off)
+		assert.Zero(t, n)
+		assert.Error(t, err) // io.EOF
+	}
 }
 
 func TestPythonReaderMatchesReferenceOrder(t *testing.T) {
@@ -185,6 +196,7 @@ func TestVariableLengthMount(t *testing.T) {
 			got, err := os.ReadFile(m.path(rg.prefix + name))
 			require.NoError(t, err)
 			assert.Equal(t, sum(want), sum(got), "%s%s", rg.prefix, name)
+			checkRandomReads(t, m.path(rg.prefix+name), want)
 		}
 	}
 }
