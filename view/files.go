@@ -138,44 +138,52 @@ func (f *idsFile) Size() int64 { return 8 * int64(f.rg.Len()) }
 
 // ReadAt fills p with the uint64 LE source ids of the records overlapping [off, off+len(p)).
 func (f *idsFile) ReadAt(p []byte, off int64) (int, error) {
-	n := clamp(p, off, f.Size())
+	return readTable(p, off, f.Size(), func(first uint64, vals []uint64) error {
+		var rerr error
+		err := f.e.walk(f.rg.Start+first, func(pos uint64, r record) bool {
+			i := pos - f.rg.Start - first
+			if f.e.ds.HasIDs() {
+				var b [8]byte
+				_, rerr = f.e.c.ReadAt(cache.FileID(layout.IDsFile(r.block)), b[:], int64(8*r.local))
+				vals[i] = binary.LittleEndian.Uint64(b[:])
+			} else {
+				vals[i] = f.e.ds.FirstRecord(r.block) + r.local
+			}
+			return rerr == nil && i+1 < uint64(len(vals))
+		})
+		if err != nil {
+			return err
+		}
+		return rerr
+	})
+}
+
+func (f *idsFile) prefetch(off, ahead int64, next *int) {
+	if f.e.ds.HasIDs() {
+		f.e.prefetch(8*(f.rg.Start+uint64(off)/8), uint64(ahead), next, layout.RoleIDs)
+	}
+}
+
+// readTable serves a ReadAt on a file of uint64 LE values: it asks fill for the values
+// overlapping [off, off+len(p)) (the first one's index, and a slice to fill) and copies their
+// bytes out.
+func readTable(p []byte, off, size int64, fill func(first uint64, vals []uint64) error) (int, error) {
+	n := clamp(p, off, size)
 	if n == 0 {
 		return 0, eofIf(0, len(p))
 	}
 	first := uint64(off) / 8
 	last := (uint64(off) + uint64(n) - 1) / 8
-	buf := make([]byte, 8*(last-first+1))
-	var rerr error
-	err := f.e.walk(f.rg.Start+first, func(pos uint64, r record) bool {
-		i := pos - f.rg.Start - first
-		if f.e.ds.HasIDs() {
-			_, rerr = f.e.c.ReadAt(cache.FileID(layout.IDsFile(r.block)), buf[8*i:8*i+8], int64(8*r.local))
-		} else {
-			binary.LittleEndian.PutUint64(buf[8*i:], f.e.ds.FirstRecord(r.block)+r.local)
-		}
-		return rerr == nil && pos-f.rg.Start < last
-	})
-	if err == nil {
-		err = rerr
-	}
-	if err != nil {
+	vals := make([]uint64, last-first+1)
+	if err := fill(first, vals); err != nil {
 		return 0, err
+	}
+	buf := make([]byte, 8*len(vals))
+	for i, v := range vals {
+		binary.LittleEndian.PutUint64(buf[8*i:], v)
 	}
 	copy(p[:n], buf[uint64(off)-8*first:])
 	return n, eofIf(n, len(p))
-}
-
-func (f *idsFile) prefetch(off, ahead int64, next *int) {
-	if !f.e.ds.HasIDs() {
-		return
-	}
-	rs := uint64(f.e.ds.RecordSize())
-	if rs == 0 {
-		rs = max(1, f.e.ds.Bytes()/f.e.ds.Records())
-	}
-	// Scale the ids position to an epoch byte offset so windows are found the same way.
-	at := (f.rg.Start + uint64(off)/8) * rs
-	f.e.prefetch(min(at, f.e.ds.Bytes()-1), uint64(ahead), next, layout.RoleIDs)
 }
 
 type offsetsFile struct {
@@ -189,35 +197,25 @@ func (f *offsetsFile) Size() int64 { return 8 * int64(f.rg.Len()+1) }
 // ReadAt fills p with the uint64 LE offsets, relative to the range's first record, of the
 // records overlapping [off, off+len(p)), and after the last record the range's size.
 func (f *offsetsFile) ReadAt(p []byte, off int64) (int, error) {
-	n := clamp(p, off, f.Size())
-	if n == 0 {
-		return 0, eofIf(0, len(p))
-	}
-	first := uint64(off) / 8
-	last := (uint64(off) + uint64(n) - 1) / 8
-	buf := make([]byte, 8*(last-first+1))
-	start, err := f.e.byteOf(f.rg.Start + first)
-	if err != nil {
-		return 0, err
-	}
-	at := start - f.base
-	i := uint64(0)
-	if first < f.rg.Len() {
-		err = f.e.walk(f.rg.Start+first, func(pos uint64, r record) bool {
-			binary.LittleEndian.PutUint64(buf[8*i:], at)
-			at += r.length
-			i++
-			return first+i <= last && pos+1 < f.rg.End
-		})
+	return readTable(p, off, f.Size(), func(first uint64, vals []uint64) error {
+		start, err := f.e.byteOf(f.rg.Start + first)
 		if err != nil {
-			return 0, err
+			return err
 		}
-	}
-	if first+i == f.rg.Len() && first+i <= last {
-		binary.LittleEndian.PutUint64(buf[8*i:], at)
-	}
-	copy(p[:n], buf[uint64(off)-8*first:])
-	return n, eofIf(n, len(p))
+		at := start - f.base
+		vals[0] = at
+		if first == f.rg.Len() {
+			return nil
+		}
+		return f.e.walk(f.rg.Start+first, func(pos uint64, r record) bool {
+			at += r.length
+			i := pos - f.rg.Start - first + 1
+			if i < uint64(len(vals)) {
+				vals[i] = at
+			}
+			return i+1 < uint64(len(vals)) && pos+1 < f.rg.End
+		})
+	})
 }
 
 func (f *offsetsFile) prefetch(off, ahead int64, next *int) {}

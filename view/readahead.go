@@ -32,16 +32,21 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 	return r.File.ReadAt(p, off)
 }
 
-// prefetch requests the files of role of every window from the one holding epoch byte at up
-// to the one holding at+ahead, skipping windows before *next (already requested) unless the
-// reader moved back. A full queue stops it; the windows not requested are tried next time.
+// prefetch requests the files of role of every window from the one holding at up to the one
+// holding at+ahead, skipping windows before *next (already requested) unless the reader moved
+// back. at and ahead are in the role's own file bytes: epoch data bytes, or 8 per record for
+// ids. A full queue stops it; the windows not requested are tried next time.
 func (e *Epoch) prefetch(at, ahead uint64, next *int, role int) {
+	bound := func(w int) uint64 { return e.winBytes[w] } // where window w starts, in role bytes
+	if role == layout.RoleIDs {
+		bound = func(w int) uint64 { return 8 * e.ord.WindowStart(w) }
+	}
 	nw := e.ord.Windows()
-	w := sort.Search(nw, func(w int) bool { return e.winBytes[w+1] > at })
-	if *next < w || *next > w+1 && e.winBytes[*next] > at+ahead+e.winBytes[w+1]-e.winBytes[w] {
+	w := sort.Search(nw, func(w int) bool { return bound(w+1) > at })
+	if *next < w || *next > w+1 && bound(*next) > at+ahead+bound(w+1)-bound(w) {
 		*next = w // first read, a jump forward, or a jump back: start at the current window
 	}
-	for ; *next < nw && e.winBytes[*next] < at+ahead; *next++ {
+	for ; *next < nw && bound(*next) < at+ahead; *next++ {
 		for _, b := range e.ord.Window(*next).Blocks {
 			if !e.prefetchBlock(b, role) {
 				return

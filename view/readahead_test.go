@@ -1,0 +1,101 @@
+package view
+
+import (
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/blockfs/blockfs/cache"
+	"github.com/blockfs/blockfs/internal/dstest"
+	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/shuffle"
+)
+
+// recordingSource notes which files the cache reads.
+type recordingSource struct {
+	Source
+	mu    sync.Mutex
+	files map[cache.FileID]bool
+}
+
+func (s *recordingSource) ReadAt(id cache.FileID, bufs [][]byte, off int64) error {
+	s.mu.Lock()
+	s.files[id] = true
+	s.mu.Unlock()
+	return s.Source.ReadAt(id, bufs, off)
+}
+
+func (s *recordingSource) read() []cache.FileID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []cache.FileID
+	for id := range s.files {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
+// TestReadaheadFollowsOrder: a reader at the start of an epoch gets exactly the block files of
+// the windows within its readahead distance prefetched, in the epoch's order, for data and ids.
+func TestReadaheadFollowsOrder(t *testing.T) {
+	d := dstest.Fixed(t, filepath.Join(t.TempDir(), "ds"), 400, 256, 4096, true) // 16 per block, 25 blocks
+	ds, err := layout.Open(d.Dir)
+	require.NoError(t, err)
+	src := &recordingSource{Source: Source{DS: ds}, files: map[cache.FileID]bool{}}
+	c, err := cache.New(src, cache.Options{Size: 64 * 4096, PageSize: 4096, MaxRead: 4096})
+	require.NoError(t, err)
+	defer c.Close()
+	set, err := NewSet(ds, c, shuffle.Options{Seed: 3, Mode: shuffle.Full, Mix: 2})
+	require.NoError(t, err)
+	e, err := set.Epoch(1)
+	require.NoError(t, err)
+
+	want := func(role int, windows ...int) []cache.FileID {
+		var ids []cache.FileID
+		for _, w := range windows {
+			for _, b := range e.Order().Window(w).Blocks {
+				id := layout.DataFile(b)
+				if role == layout.RoleIDs {
+					id = layout.IDsFile(b)
+				}
+				ids = append(ids, cache.FileID(id))
+			}
+		}
+		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+		return ids
+	}
+	settle := func(n int) []cache.FileID {
+		require.Eventually(t, func() bool { return len(src.read()) >= n }, 5*time.Second, time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // nothing more may arrive
+		return src.read()
+	}
+
+	// Windows are 2 blocks of 4096 bytes. Reading 100 bytes at 0 with 8192 bytes of readahead
+	// covers windows 0 and 1 (window 1 starts at 8192 < 0+8192+100).
+	f, err := e.Open(Data, e.All())
+	require.NoError(t, err)
+	r := NewReader(f, 8192)
+	_, err = r.ReadAt(make([]byte, 100), 0)
+	require.NoError(t, err)
+	assert.Equal(t, want(layout.RoleData, 0, 1), settle(4))
+
+	// Moving into window 1 extends the prefetch to window 2 only.
+	_, err = r.ReadAt(make([]byte, 100), 8192+10)
+	require.NoError(t, err)
+	assert.Equal(t, want(layout.RoleData, 0, 1, 2), settle(6))
+
+	// ids readahead counts 8 bytes per record: 32 records are one window here.
+	src.files = map[cache.FileID]bool{}
+	ids, err := e.Open(IDs, e.All())
+	require.NoError(t, err)
+	ri := NewReader(ids, 8*32)
+	_, err = ri.ReadAt(make([]byte, 8), 8*40) // record 40 is in window 1
+	require.NoError(t, err)
+	assert.Equal(t, want(layout.RoleIDs, 1, 2), settle(4))
+}
