@@ -47,7 +47,7 @@ type mount struct {
 	mtime time.Time
 	info  []byte
 
-	served [3]atomic.Uint64 // bytes returned to readers, by view.Kind
+	served [view.NumKinds]atomic.Uint64 // bytes returned to readers, by view.Kind
 	reads  atomic.Uint64    // FUSE read requests answered
 	errs   atomic.Uint64    // FUSE read requests answered with an error
 }
@@ -62,7 +62,11 @@ func Mount(mountpoint string, set *view.Set, opt Options) (*Server, error) {
 		return nil, err
 	}
 	m := &mount{set: set, opt: opt, uid: uint32(os.Getuid()), gid: uint32(os.Getgid()), mtime: time.Now()}
-	if st, err := os.Stat(filepath.Join(set.DS.Dir, "blockfs.json")); err == nil {
+	stamp := filepath.Join(set.DS.Dir, "blockfs.json")
+	if set.DS.Flat() {
+		stamp = set.DS.Manifest.Source
+	}
+	if st, err := os.Stat(stamp); err == nil {
 		m.mtime = st.ModTime()
 	}
 	if m.info, err = json.MarshalIndent(m.infoFacts(), "", "  "); err != nil {
@@ -84,6 +88,9 @@ func Mount(mountpoint string, set *view.Set, opt Options) (*Server, error) {
 			AllowOther:    opt.AllowOther,
 			MaxWrite:      1 << 20,
 			MaxBackground: 64,
+			// Replies are in-memory buffers; splicing them only adds a pipe (and go-fuse logs
+			// every 1 MiB reply that does not fit one).
+			DisableSplice: true,
 			Debug:         opt.Debug,
 			DirectMount:   os.Geteuid() == 0,
 		},
@@ -137,6 +144,15 @@ func (m *mount) infoFacts() map[string]any {
 	if man.DType != "" {
 		f["dtype"] = man.DType
 		f["shape"] = man.Shape
+		if man.Shape == nil {
+			f["shape"] = []int64{}
+		}
+	}
+	if man.Names != nil {
+		f["names"] = ".blockfs/names.txt: the source name of each record, one per line, in id order"
+	}
+	if ds.Flat() {
+		f["in_place"] = man.Source
 	}
 	for k, v := range m.opt.Info {
 		f[k] = v

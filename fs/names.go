@@ -16,6 +16,7 @@ const (
 	metaDir      = ".blockfs"
 	infoName     = "info.json"
 	statsName    = "stats.json"
+	namesName    = "names.txt"
 	idsSuffix    = ".ids"
 	offsetSuffix = ".offsets"
 	// maxShards bounds W in shard-R-of-W.

@@ -189,6 +189,14 @@ func (d *metaNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	switch name {
 	case infoName:
 		n = &docNode{m: d.m, doc: func() []byte { return d.m.info }}
+	case namesName:
+		f, ok := view.OpenNames(d.m.set.DS, d.m.set.Cache)
+		if !ok {
+			return nil, syscall.ENOENT
+		}
+		n := &fileNode{m: d.m, f: f, kind: view.Names}
+		n.attr(&out.Attr)
+		return d.NewInode(ctx, n, gofs.StableAttr{Mode: fuse.S_IFREG}), 0
 	case statsName:
 		n = &docNode{m: d.m, live: true, doc: func() []byte {
 			b, _ := json.MarshalIndent(d.m.stats(), "", "  ")
@@ -204,9 +212,11 @@ func (d *metaNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 }
 
 func (d *metaNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
-	return gofs.NewListDirStream([]fuse.DirEntry{
-		{Name: infoName, Mode: fuse.S_IFREG}, {Name: statsName, Mode: fuse.S_IFREG},
-	}), 0
+	ents := []fuse.DirEntry{{Name: infoName, Mode: fuse.S_IFREG}, {Name: statsName, Mode: fuse.S_IFREG}}
+	if _, ok := d.m.set.DS.Names(); ok {
+		ents = append(ents, fuse.DirEntry{Name: namesName, Mode: fuse.S_IFREG})
+	}
+	return gofs.NewListDirStream(ents), 0
 }
 
 // docNode is a small generated JSON file. A live one is generated at each open and read with

@@ -30,6 +30,15 @@ func DataFile(block int) FileID    { return FileID(block)*numRoles + RoleData }
 func IDsFile(block int) FileID     { return FileID(block)*numRoles + RoleIDs }
 func OffsetsFile(block int) FileID { return FileID(block)*numRoles + RoleOffsets }
 
+// NamesFile returns the FileID of the names file of a dataset of the given number of blocks.
+func NamesFile(blocks int) FileID { return FileID(blocks) * numRoles }
+
+// Names returns the FileID of the names file, and whether the dataset has one.
+func (d *Dataset) Names() (FileID, bool) {
+	id := NamesFile(d.Blocks())
+	return id, d.Manifest.Names != nil
+}
+
 // Dataset is an opened, validated dataset. It holds O(blocks) state and is immutable after
 // Open, so it is safe for concurrent use. It implements cache.Source.
 type Dataset struct {
@@ -39,9 +48,16 @@ type Dataset struct {
 	recStart []uint64
 	// byteStart[b] is the offset of block b's first byte in storage order; len = blocks+1.
 	byteStart []uint64
-	// files[id] is the absolute path of each FileID ("" when the block has no such file).
+	// files[id] is the resolved path of each FileID of a packed dataset ("" when the block has
+	// no such file); nil for a flat file, whose blocks are ranges of flat.
 	files []string
-	sizes []int64
+	flat  *flatFile
+}
+
+// flatFile is the one file a flat dataset serves in place.
+type flatFile struct {
+	path       string
+	dataOffset int64 // where record 0 starts
 }
 
 // Open reads and validates the dataset in dir: the manifest, and for every block that its
@@ -72,7 +88,7 @@ func Open(dir string) (*Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newDataset(abs, m)
+	return newDataset(abs, m, nil)
 }
 
 func readManifest(mpath string) ([]byte, error) {
@@ -95,7 +111,9 @@ func readManifest(mpath string) ([]byte, error) {
 }
 
 // newDataset checks the block files named by a validated manifest and builds the lookup tables.
-func newDataset(dir string, m *Manifest) (*Dataset, error) {
+// With collect nil the first bad file is an error; otherwise each is passed to collect and
+// its block is left out of the checks that follow (Verify reports them all).
+func newDataset(dir string, m *Manifest, collect func(block int, err error)) (*Dataset, error) {
 	realDir, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return nil, err
@@ -106,8 +124,7 @@ func newDataset(dir string, m *Manifest) (*Dataset, error) {
 		Manifest:  m,
 		recStart:  make([]uint64, nb+1),
 		byteStart: make([]uint64, nb+1),
-		files:     make([]string, nb*numRoles),
-		sizes:     make([]int64, nb*numRoles),
+		files:     make([]string, nb*numRoles+1),
 	}
 	for i, b := range m.Blocks {
 		d.recStart[i+1] = d.recStart[i] + b.Records
@@ -128,19 +145,34 @@ func newDataset(dir string, m *Manifest) (*Dataset, error) {
 				size uint64
 			}{b.OffsetsFile, 8 * (b.Records + 1)}
 		}
-		for id, w := range want {
+		var bad error
+		for _, id := range []FileID{DataFile(i), IDsFile(i), OffsetsFile(i)} {
+			w, ok := want[id]
+			if !ok || bad != nil {
+				continue
+			}
 			p, err := d.checkFile(realDir, i, w.rel, w.size)
-			if err != nil {
+			d.files[id], bad = p, err
+		}
+		if bad == nil && b.OffsetsFile != "" {
+			bad = d.checkOffsetsEnds(i)
+		}
+		if bad != nil {
+			if collect == nil {
+				return nil, bad
+			}
+			collect(i, bad)
+		}
+	}
+	if m.Names != nil {
+		p, err := d.checkFile(realDir, -1, m.Names.File, m.Names.Bytes)
+		if err != nil {
+			if collect == nil {
 				return nil, err
 			}
-			d.files[id] = p
-			d.sizes[id] = int64(w.size)
+			collect(-1, err)
 		}
-		if b.OffsetsFile != "" {
-			if err := d.checkOffsetsEnds(i); err != nil {
-				return nil, err
-			}
-		}
+		d.files[NamesFile(nb)] = p
 	}
 	return d, nil
 }
@@ -179,18 +211,18 @@ func (d *Dataset) checkOffsetsEnds(block int) error {
 	if err := d.ReadAt(id, [][]byte{first[:]}, 0); err != nil {
 		return err
 	}
-	if err := d.ReadAt(id, [][]byte{last[:]}, d.sizes[id]-8); err != nil {
+	if err := d.ReadAt(id, [][]byte{last[:]}, d.Size(id)-8); err != nil {
 		return err
 	}
 	f, l := binary.LittleEndian.Uint64(first[:]), binary.LittleEndian.Uint64(last[:])
-	if f != 0 || l != d.Manifest.Blocks[block].Bytes {
-		return errorf(ErrCorrupt, d.files[id], block, "offsets index runs from %d to %d, want 0 to %d", f, l, d.Manifest.Blocks[block].Bytes)
+	if f != 0 || l != d.BlockBytes(block) {
+		return errorf(ErrCorrupt, d.files[id], block, "offsets index runs from %d to %d, want 0 to %d", f, l, d.BlockBytes(block))
 	}
 	return nil
 }
 
 // Blocks returns the number of blocks.
-func (d *Dataset) Blocks() int { return len(d.Manifest.Blocks) }
+func (d *Dataset) Blocks() int { return len(d.recStart) - 1 }
 
 // Records returns the number of records.
 func (d *Dataset) Records() uint64 { return d.Manifest.Records }
@@ -205,19 +237,22 @@ func (d *Dataset) Kind() Kind { return d.Manifest.Kind }
 func (d *Dataset) RecordSize() int64 { return d.Manifest.RecordSize }
 
 // BlockRecords returns the number of records in block b.
-func (d *Dataset) BlockRecords(b int) uint64 { return d.Manifest.Blocks[b].Records }
+func (d *Dataset) BlockRecords(b int) uint64 { return d.recStart[b+1] - d.recStart[b] }
 
-// BlockBytes returns the size of block b's data file.
-func (d *Dataset) BlockBytes(b int) uint64 { return d.Manifest.Blocks[b].Bytes }
+// BlockBytes returns the size of block b's data.
+func (d *Dataset) BlockBytes(b int) uint64 { return d.byteStart[b+1] - d.byteStart[b] }
 
 // BlockCounts returns the record count of every block, in storage order.
 func (d *Dataset) BlockCounts() []uint64 {
 	c := make([]uint64, d.Blocks())
-	for i, b := range d.Manifest.Blocks {
-		c[i] = b.Records
+	for b := range c {
+		c[b] = d.BlockRecords(b)
 	}
 	return c
 }
+
+// Flat reports whether the dataset is one file served in place (no checksums, no ids).
+func (d *Dataset) Flat() bool { return d.flat != nil }
 
 // FirstRecord returns the storage index of block b's first record.
 func (d *Dataset) FirstRecord(b int) uint64 { return d.recStart[b] }
@@ -233,20 +268,56 @@ func (d *Dataset) BlockOf(i uint64) (int, uint64) {
 }
 
 // Path returns the absolute path of a file, for messages.
-func (d *Dataset) Path(id FileID) string { return d.files[id] }
+func (d *Dataset) Path(id FileID) string {
+	if d.flat != nil {
+		return d.flat.path
+	}
+	return d.files[id]
+}
 
-// Size returns the size of a file as the manifest says. Part of cache.Source.
-func (d *Dataset) Size(id FileID) int64 { return d.sizes[id] }
+// Size returns the size of a file as the manifest says (0 for a file the dataset does not
+// have). Part of cache.Source.
+func (d *Dataset) Size(id FileID) int64 {
+	b := int(id / numRoles)
+	if b == d.Blocks() {
+		if d.Manifest.Names != nil && id%numRoles == 0 {
+			return int64(d.Manifest.Names.Bytes)
+		}
+		return 0
+	}
+	switch id % numRoles {
+	case RoleData:
+		return int64(d.BlockBytes(b))
+	case RoleIDs:
+		if d.HasIDs() {
+			return 8 * int64(d.BlockRecords(b))
+		}
+	case RoleOffsets:
+		if d.Kind() == Variable {
+			return 8 * int64(d.BlockRecords(b)+1)
+		}
+	}
+	return 0
+}
+
+// base returns where file id's bytes start in the file that holds them.
+func (d *Dataset) base(id FileID) int64 {
+	if d.flat == nil {
+		return 0
+	}
+	return d.flat.dataOffset + int64(d.byteStart[id/numRoles])
+}
 
 // ReadAt fills bufs, in order, from file id starting at off, with one preadv per call where the
 // kernel allows. A file that is gone or shorter than the manifest says gives an error wrapping
 // ErrCorrupt that names the file and block: never zeros. Part of cache.Source.
 func (d *Dataset) ReadAt(id FileID, bufs [][]byte, off int64) error {
 	block := int(id / numRoles)
-	p := d.files[id]
-	if p == "" {
+	p := d.Path(id)
+	if p == "" || d.Size(id) == 0 && len(bufs) > 0 {
 		return errorf(ErrCorrupt, d.Dir, block, "no file for role %d", id%numRoles)
 	}
+	off += d.base(id)
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return errorf(ErrCorrupt, p, block, "cannot open: %v", err)
@@ -266,7 +337,7 @@ func (d *Dataset) ReadAt(id FileID, bufs [][]byte, off int64) error {
 			return errorf(ErrCorrupt, p, block, "read at offset %d: %v", off+int64(got), err)
 		}
 		if n == 0 {
-			return errorf(ErrCorrupt, p, block, "file ends at offset %d, the manifest says %d bytes (truncated?)", off+int64(got), d.sizes[id])
+			return errorf(ErrCorrupt, p, block, "file ends at offset %d, before the %d bytes the dataset needs (truncated?)", off+int64(got), d.base(id)+d.Size(id))
 		}
 		got += n
 	}

@@ -176,7 +176,7 @@ func TestOpenRejects(t *testing.T) {
 			require.NoError(t, os.Mkdir(p, 0o755))
 		}, ErrCorrupt, "not a regular file"},
 		{"dtype mismatch", func(t *testing.T, d string, m map[string]any) { m["dtype"] = "<f8"; m["shape"] = []int{4} }, ErrFormat, "not 16 bytes per record"},
-		{"bad dtype", func(t *testing.T, d string, m map[string]any) { m["dtype"] = "float" }, ErrFormat, "not a numpy type string"},
+		{"bad dtype", func(t *testing.T, d string, m map[string]any) { m["dtype"] = "float" }, ErrFormat, "is not supported"},
 		{"ids flag without files", func(t *testing.T, d string, m map[string]any) { delete(block0(m), "ids_file") }, ErrFormat, "no ids_file"},
 	}
 	for _, c := range cases {

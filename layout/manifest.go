@@ -7,8 +7,6 @@ import (
 	"math"
 	"math/bits"
 	"path"
-	"regexp"
-	"strconv"
 	"strings"
 )
 
@@ -51,6 +49,7 @@ type Manifest struct {
 	IDs        bool           `json:"ids"`
 	PreShuffle PreShuffle     `json:"preshuffle"`
 	Source     string         `json:"source,omitempty"`
+	Names      *NamesEntry    `json:"names,omitempty"`
 	Blocks     []BlockEntry   `json:"blocks"`
 	Extra      map[string]any `json:"extra,omitempty"`
 }
@@ -59,6 +58,14 @@ type Manifest struct {
 type PreShuffle struct {
 	Shuffled bool   `json:"shuffled"`
 	Seed     uint64 `json:"seed"`
+}
+
+// NamesEntry describes the names file: the source name (relative path) of every record, one
+// per line in source order, each ended by '\n'.
+type NamesEntry struct {
+	File   string `json:"file"`
+	Bytes  uint64 `json:"bytes"`
+	CRC32C uint32 `json:"crc32c"`
 }
 
 // BlockEntry describes one block. Paths are relative to the dataset directory, '/'-separated.
@@ -126,6 +133,12 @@ func (m *Manifest) Validate(name string) error {
 	}
 	var records, total uint64
 	seen := make(map[string]int, len(m.Blocks)*2)
+	if m.Names != nil {
+		if err := checkRelPath(m.Names.File); err != nil {
+			return errorf(ErrUnsafePath, name, -1, "names file %q: %v", m.Names.File, err)
+		}
+		seen[m.Names.File] = -1
+	}
 	for i, b := range m.Blocks {
 		blk := func(format string, args ...any) error { return errorf(ErrFormat, name, i, format, args...) }
 		if b.Records == 0 {
@@ -179,8 +192,6 @@ func (m *Manifest) Validate(name string) error {
 	return nil
 }
 
-var dtypeRE = regexp.MustCompile(`^[<>|=]?[biufcV]([1-9][0-9]{0,5})$`)
-
 // validateElement checks dtype and shape: both or neither, and for fixed records their product
 // must be the record size.
 func (m *Manifest) validateElement(name string) error {
@@ -190,11 +201,10 @@ func (m *Manifest) validateElement(name string) error {
 		}
 		return nil
 	}
-	g := dtypeRE.FindStringSubmatch(m.DType)
-	if g == nil {
-		return errorf(ErrFormat, name, -1, "dtype %q is not a numpy type string such as \"<f4\" or \"|u1\"", m.DType)
+	item, err := DTypeSize(m.DType)
+	if err != nil {
+		return errorf(ErrFormat, name, -1, "%v", err)
 	}
-	item, _ := strconv.ParseInt(g[1], 10, 64)
 	elems := int64(1)
 	for _, d := range m.Shape {
 		if d < 0 {
@@ -205,7 +215,7 @@ func (m *Manifest) validateElement(name string) error {
 		}
 		elems *= d
 	}
-	if m.Kind == Fixed && elems > 0 && (elems > m.RecordSize/item || elems*item != m.RecordSize) {
+	if m.Kind == Fixed && (elems > m.RecordSize/item || elems*item != m.RecordSize) {
 		return errorf(ErrFormat, name, -1, "dtype %s with shape %v is not %d bytes per record", m.DType, m.Shape, m.RecordSize)
 	}
 	return nil

@@ -7,9 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // DefaultBlockSize is the block size pack uses unless told otherwise; docs/FORMAT.md explains
@@ -34,6 +39,8 @@ type WriterOptions struct {
 	IDs        bool
 	PreShuffle PreShuffle // recorded in the manifest
 	Source     string     // free text recorded in the manifest (e.g. the input's name)
+	// Names keeps a source name for every record (AddName, in source id order).
+	Names bool
 }
 
 // Writer creates a dataset in a temporary directory next to its destination; Commit writes
@@ -51,6 +58,18 @@ type Writer struct {
 	offsets []uint64
 	nextID  uint64
 	done    bool
+
+	names      *os.File // names.txt being written, when opt.Names
+	namesBuf   []byte
+	namesCount uint64
+	namesCRC   uint32
+	namesBytes uint64
+
+	// The background writer (startBackground).
+	jobs    chan []fileJob
+	free    chan []byte
+	written chan struct{}
+	werr    atomic.Pointer[error]
 }
 
 // Create starts a dataset at dst. dst must not exist unless force is set, in which case it is
@@ -98,7 +117,41 @@ func Create(dst string, opt WriterOptions, force bool) (*Writer, error) {
 		w.Abort()
 		return nil, err
 	}
+	if opt.Names {
+		if w.names, err = os.OpenFile(filepath.Join(tmp, namesName), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
+			w.Abort()
+			return nil, err
+		}
+	}
 	return w, nil
+}
+
+// namesName is the file the writer keeps record names in.
+const namesName = "names.txt"
+
+// AddName records the source name of the next source id (names are given in source order,
+// independently of Append's order). A name may not contain a newline.
+func (w *Writer) AddName(name string) error {
+	if w.names == nil {
+		return errors.New("writer does not keep names")
+	}
+	if strings.ContainsAny(name, "\n\x00") {
+		return fmt.Errorf("name %q contains a newline or NUL, which the names file cannot hold", name)
+	}
+	w.namesBuf = append(append(w.namesBuf, name...), '\n')
+	w.namesCount++
+	if len(w.namesBuf) >= 1<<20 {
+		return w.flushNames()
+	}
+	return nil
+}
+
+func (w *Writer) flushNames() error {
+	w.namesCRC = crc32.Update(w.namesCRC, castagnoli, w.namesBuf)
+	w.namesBytes += uint64(len(w.namesBuf))
+	_, err := w.names.Write(w.namesBuf)
+	w.namesBuf = w.namesBuf[:0]
+	return err
 }
 
 // TempDir returns the directory being written; callers may keep scratch files there, under
@@ -143,6 +196,44 @@ func (w *Writer) Append(id uint64, rec []byte) error {
 	return nil
 }
 
+// ReadFixed appends n fixed-size records read from r, with source ids first, first+1, ...,
+// reading straight into the block buffer (one copy from the kernel, as cp does).
+func (w *Writer) ReadFixed(r io.Reader, first, n uint64) error {
+	if w.opt.Kind != Fixed {
+		return errors.New("ReadFixed is for fixed-size records")
+	}
+	rs := uint64(w.opt.RecordSize)
+	for n > 0 {
+		if !w.opt.IDs && first != w.nextID {
+			return fmt.Errorf("record id %d out of sequence (want %d)", first, w.nextID)
+		}
+		k := min(n, w.perBlock-uint64(len(w.ids)))
+		have := len(w.data)
+		need := have + int(k*rs)
+		if cap(w.data) < need {
+			grown := make([]byte, have, max(need, int(w.perBlock*rs)))
+			copy(grown, w.data)
+			w.data = grown
+		}
+		w.data = w.data[:need]
+		if _, err := io.ReadFull(r, w.data[have:]); err != nil {
+			w.data = w.data[:have]
+			return err
+		}
+		for i := uint64(0); i < k; i++ {
+			w.ids = append(w.ids, first+i)
+		}
+		first, n = first+k, n-k
+		w.nextID = first
+		if uint64(len(w.ids)) == w.perBlock {
+			if err := w.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // WriteBlock writes a whole fixed-size block at once (data is the records concatenated; ids
 // their source ids, one per record). Any partly filled block from Append is closed first. The
 // block may hold fewer records than RecordsPerBlock, never more.
@@ -164,16 +255,19 @@ func (w *Writer) WriteBlock(data []byte, ids []uint64) error {
 			w.nextID++
 		}
 	}
-	w.data, w.ids = data, ids
-	err := w.flush()
-	w.data, w.ids = nil, nil
-	return err
+	w.data = append(w.data[:0], data...)
+	w.ids = append(w.ids[:0], ids...)
+	return w.flush()
 }
 
-// flush writes the block being filled, if any, and appends its entry to the manifest.
+// flush closes the block being filled, if any: it appends its entry to the manifest and hands
+// its files to the background writer, then continues in a recycled buffer.
 func (w *Writer) flush() error {
 	if len(w.ids) == 0 {
 		return nil
+	}
+	if err := w.asyncErr(); err != nil {
+		return err
 	}
 	i := len(w.m.Blocks)
 	e := BlockEntry{
@@ -182,30 +276,83 @@ func (w *Writer) flush() error {
 		Bytes:   uint64(len(w.data)),
 		CRC32C:  CRC32C(w.data),
 	}
-	if err := writeFileSync(filepath.Join(w.tmp, e.File), w.data); err != nil {
-		return err
-	}
+	jobs := []fileJob{{path: filepath.Join(w.tmp, e.File), data: w.data, recycle: true}}
 	if w.opt.IDs {
 		e.IDsFile = fmt.Sprintf("blocks/%06d.ids", i)
 		buf := u64bytes(w.ids)
 		e.IDsCRC32C = CRC32C(buf)
-		if err := writeFileSync(filepath.Join(w.tmp, e.IDsFile), buf); err != nil {
-			return err
-		}
+		jobs = append(jobs, fileJob{path: filepath.Join(w.tmp, e.IDsFile), data: buf})
 	}
 	if w.opt.Kind == Variable {
 		e.OffsetsFile = fmt.Sprintf("blocks/%06d.off", i)
 		buf := u64bytes(w.offsets)
 		e.OffsetsCRC32C = CRC32C(buf)
-		if err := writeFileSync(filepath.Join(w.tmp, e.OffsetsFile), buf); err != nil {
-			return err
-		}
+		jobs = append(jobs, fileJob{path: filepath.Join(w.tmp, e.OffsetsFile), data: buf})
 		w.offsets = w.offsets[:1]
 	}
 	w.m.Blocks = append(w.m.Blocks, e)
 	w.m.Records += e.Records
 	w.m.Bytes += e.Bytes
-	w.data, w.ids = w.data[:0], w.ids[:0]
+	w.startBackground()
+	w.jobs <- jobs // waits while one block is being written and another is queued
+	select {
+	case b := <-w.free:
+		w.data = b[:0]
+	default:
+		w.data = nil
+	}
+	w.ids = w.ids[:0]
+	return nil
+}
+
+// fileJob is one file for the background writer to create.
+type fileJob struct {
+	path    string
+	data    []byte
+	recycle bool // data is a block buffer to give back to the writer
+}
+
+// startBackground starts the goroutine that writes block files, so that reading the input and
+// writing blocks overlap. At most three block buffers exist: one being filled, one queued, one
+// being written.
+func (w *Writer) startBackground() {
+	if w.jobs != nil {
+		return
+	}
+	w.jobs = make(chan []fileJob, 1)
+	w.free = make(chan []byte, 3)
+	w.written = make(chan struct{})
+	go func() {
+		defer close(w.written)
+		for jobs := range w.jobs {
+			for _, j := range jobs {
+				if w.asyncErr() == nil {
+					if err := writeFile(j.path, j.data); err != nil {
+						w.werr.CompareAndSwap(nil, &err)
+					}
+				}
+				if j.recycle {
+					w.free <- j.data
+				}
+			}
+		}
+	}()
+}
+
+// waitBackground stops the background writer and returns its first error.
+func (w *Writer) waitBackground() error {
+	if w.jobs != nil {
+		close(w.jobs)
+		<-w.written
+		w.jobs = nil
+	}
+	return w.asyncErr()
+}
+
+func (w *Writer) asyncErr() error {
+	if p := w.werr.Load(); p != nil {
+		return *p
+	}
 	return nil
 }
 
@@ -219,12 +366,35 @@ func (w *Writer) Commit() (*Manifest, error) {
 		w.Abort()
 		return nil, err
 	}
+	if err := w.waitBackground(); err != nil {
+		w.Abort()
+		return nil, err
+	}
 	w.done = true
 	if err := w.m.Validate(w.dst); err != nil {
 		w.Abort()
 		if w.m.Records == 0 {
 			return nil, errors.New("the input has no records: nothing to pack")
 		}
+		return nil, err
+	}
+	if w.names != nil {
+		err := w.flushNames()
+		if cerr := w.names.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil && w.namesCount != w.m.Records {
+			err = fmt.Errorf("%d names for %d records", w.namesCount, w.m.Records)
+		}
+		if err != nil {
+			w.Abort()
+			return nil, err
+		}
+		w.m.Names = &NamesEntry{File: namesName, Bytes: w.namesBytes, CRC32C: w.namesCRC}
+	}
+	// One syncfs makes every block file durable; then the manifest, written last, is synced.
+	if err := syncFS(w.tmp); err != nil {
+		w.Abort()
 		return nil, err
 	}
 	if err := writeFileSync(filepath.Join(w.tmp, ManifestName), ManifestJSON(&w.m)); err != nil {
@@ -271,6 +441,10 @@ func (w *Writer) replace() error {
 // Abort removes everything written so far. Safe to call more than once and after Commit.
 func (w *Writer) Abort() {
 	w.done = true
+	_ = w.waitBackground()
+	if w.names != nil {
+		w.names.Close()
+	}
 	if w.tmp != "" {
 		_ = os.RemoveAll(w.tmp)
 	}
@@ -284,7 +458,8 @@ func u64bytes(v []uint64) []byte {
 	return b
 }
 
-func writeFileSync(path string, data []byte) error {
+// writeFile creates path with data, without syncing (Commit syncs the whole filesystem once).
+func writeFile(path string, data []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
@@ -293,11 +468,29 @@ func writeFileSync(path string, data []byte) error {
 		f.Close()
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
+	return f.Close()
+}
+
+func writeFileSync(path string, data []byte) error {
+	if err := writeFile(path, data); err != nil {
 		return err
 	}
-	return f.Close()
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// syncFS flushes everything written to the filesystem holding dir.
+func syncFS(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.Syncfs(int(f.Fd()))
 }
 
 func syncDir(dir string) error {

@@ -52,7 +52,8 @@ func storedIDs(t *testing.T, dir string, rs int) [][]uint32 {
 func TestNoShuffleKeepsOrder(t *testing.T) {
 	src, _ := writeInput(t, 100, 32)
 	dst := filepath.Join(t.TempDir(), "ds")
-	m, err := Raw(context.Background(), src, dst, Options{RecordSize: 32, BlockSize: 320, NoShuffle: true})
+	res, err := Pack(context.Background(), src, dst, Options{Format: Raw, RecordSize: 32, BlockSize: 320, NoShuffle: true})
+	m := res.Manifest
 	require.NoError(t, err)
 	assert.Len(t, m.Blocks, 10)
 	assert.False(t, m.PreShuffle.Shuffled)
@@ -76,14 +77,15 @@ func TestPreShuffle(t *testing.T) {
 	src, _ := writeInput(t, n, rs)
 	pack := func(seed uint64, mem int64) [][]uint32 {
 		dst := filepath.Join(t.TempDir(), "ds")
-		m, err := Raw(context.Background(), src, dst, Options{RecordSize: rs, BlockSize: 100 * rs, Seed: seed, ScatterMemory: mem})
+		res, err := Pack(context.Background(), src, dst, Options{Format: Raw, RecordSize: rs, BlockSize: 100 * rs, Seed: seed, ScatterMemory: mem, BucketBytes: 3000})
 		require.NoError(t, err)
+		m := res.Manifest
 		assert.True(t, m.PreShuffle.Shuffled)
 		assert.Equal(t, seed, m.PreShuffle.Seed)
 		return storedIDs(t, dst, rs)
 	}
 	a := pack(1, 0)
-	assert.Equal(t, a, pack(1, 4096), "same seed, same layout, whatever the scatter memory")
+	assert.Equal(t, a, pack(1, 1), "same seed, same layout, whatever the scatter memory")
 	assert.NotEqual(t, a, pack(2, 0))
 	seen := make([]bool, n)
 	spread := 0
@@ -106,32 +108,32 @@ func TestPreShuffle(t *testing.T) {
 func TestRefusals(t *testing.T) {
 	src, _ := writeInput(t, 10, 10)
 	dir := t.TempDir()
-	_, err := Raw(context.Background(), src, filepath.Join(dir, "a"), Options{RecordSize: 3})
+	_, err := Pack(context.Background(), src, filepath.Join(dir, "a"), Options{Format: Raw, RecordSize: 3})
 	assert.ErrorContains(t, err, "not a multiple of the record size 3 (1 bytes left over)")
 	empty := filepath.Join(dir, "empty")
 	require.NoError(t, os.WriteFile(empty, nil, 0o644))
-	_, err = Raw(context.Background(), empty, filepath.Join(dir, "b"), Options{RecordSize: 4})
+	_, err = Pack(context.Background(), empty, filepath.Join(dir, "b"), Options{Format: Raw, RecordSize: 4})
 	assert.ErrorContains(t, err, "empty")
-	_, err = Raw(context.Background(), filepath.Join(dir, "missing"), filepath.Join(dir, "c"), Options{RecordSize: 4})
+	_, err = Pack(context.Background(), filepath.Join(dir, "missing"), filepath.Join(dir, "c"), Options{Format: Raw, RecordSize: 4})
 	assert.ErrorContains(t, err, "cannot read the input")
 	existing := filepath.Join(dir, "existing")
 	require.NoError(t, os.Mkdir(existing, 0o755))
-	_, err = Raw(context.Background(), src, existing, Options{RecordSize: 10})
+	_, err = Pack(context.Background(), src, existing, Options{Format: Raw, RecordSize: 10})
 	assert.ErrorIs(t, err, layout.ErrExists)
 }
 
 func TestInterruptedLeavesNothing(t *testing.T) {
-	src, _ := writeInput(t, 5000, 64)
+	src, _ := writeInput(t, 200000, 64)
 	dir := t.TempDir()
 	existing := filepath.Join(dir, "ds")
-	_, err := Raw(context.Background(), src, existing, Options{RecordSize: 64, BlockSize: 6400})
+	_, err := Pack(context.Background(), src, existing, Options{Format: Raw, RecordSize: 64, BlockSize: 6400})
 	require.NoError(t, err)
 	before, _ := os.ReadFile(filepath.Join(existing, layout.ManifestName))
 	for _, noShuffle := range []bool{false, true} {
 		ctx, cancel := context.WithCancel(context.Background())
 		calls := 0
-		_, err = Raw(ctx, src, existing, Options{RecordSize: 64, BlockSize: 6400, Force: true, NoShuffle: noShuffle,
-			Progress: func(int64) {
+		_, err = Pack(ctx, src, existing, Options{Format: Raw, RecordSize: 64, BlockSize: 6400, Force: true, NoShuffle: noShuffle,
+			Progress: func(int64, int64) {
 				if calls++; calls == 2 {
 					cancel()
 				}
@@ -142,15 +144,4 @@ func TestInterruptedLeavesNothing(t *testing.T) {
 		ents, _ := os.ReadDir(dir)
 		assert.Len(t, ents, 1, "no temporary directory left")
 	}
-}
-
-func TestFenwickTake(t *testing.T) {
-	f := newFenwick([]uint64{2, 0, 3, 1})
-	// Units: block 0 has [0,2), block 2 has [2,5), block 3 has [5,6).
-	assert.Equal(t, 2, f.take(4))
-	assert.Equal(t, 3, f.take(4)) // block 2 now has [2,4): unit 4 is block 3
-	assert.Equal(t, 0, f.take(0))
-	assert.Equal(t, 2, f.take(1))
-	assert.Equal(t, 2, f.take(1))
-	assert.Equal(t, 0, f.take(0))
 }

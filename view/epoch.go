@@ -14,14 +14,24 @@ import (
 	"github.com/blockfs/blockfs/shuffle"
 )
 
-// Source adapts a dataset to cache.Source.
-type Source struct{ DS *layout.Dataset }
+// Source adapts a dataset to cache.Source. With Verify set, a file's CRC32C is checked the
+// first time any of it is read, and a file that fails gives an error for every read (its
+// bytes never reach the cache).
+type Source struct {
+	DS     *layout.Dataset
+	Verify *layout.Verifier // optional
+}
 
 // Size implements cache.Source.
 func (s Source) Size(id cache.FileID) int64 { return s.DS.Size(layout.FileID(id)) }
 
 // ReadAt implements cache.Source.
 func (s Source) ReadAt(id cache.FileID, bufs [][]byte, off int64) error {
+	if s.Verify != nil {
+		if err := s.Verify.Check(layout.FileID(id)); err != nil {
+			return err
+		}
+	}
 	return s.DS.ReadAt(layout.FileID(id), bufs, off)
 }
 

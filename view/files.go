@@ -25,7 +25,44 @@ const (
 	Data    Kind = iota // the records' bytes
 	IDs                 // uint64 LE source id per record
 	Offsets             // uint64 LE byte offset per record, plus the end (variable-length only)
+	Names               // the dataset's names file, by source id
+	numKinds
 )
+
+// NumKinds is the number of Kinds.
+const NumKinds = int(numKinds)
+
+// OpenNames returns the dataset's names file (one source name per line, in source id order),
+// read through the cache, or false if the dataset has none.
+func OpenNames(ds *layout.Dataset, c *cache.Cache) (File, bool) {
+	id, ok := ds.Names()
+	if !ok {
+		return nil, false
+	}
+	return &plainFile{c: c, id: cache.FileID(id), size: ds.Size(id)}, true
+}
+
+// plainFile serves one dataset file as it is.
+type plainFile struct {
+	c    *cache.Cache
+	id   cache.FileID
+	size int64
+}
+
+func (f *plainFile) Size() int64 { return f.size }
+
+func (f *plainFile) ReadAt(p []byte, off int64) (int, error) {
+	n := clamp(p, off, f.size)
+	if n == 0 {
+		return 0, eofIf(0, len(p))
+	}
+	if _, err := f.c.ReadAt(f.id, p[:n], off); err != nil {
+		return 0, err
+	}
+	return n, eofIf(n, len(p))
+}
+
+func (f *plainFile) prefetch(off, ahead int64, next *int) {}
 
 // Open returns the file of kind k over positions rg of the epoch.
 func (e *Epoch) Open(k Kind, rg Range) (File, error) {

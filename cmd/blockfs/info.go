@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -10,19 +12,48 @@ import (
 )
 
 func newInfo() *cobra.Command {
-	return &cobra.Command{
-		Use:   "info DATA",
+	var names bool
+	c := &cobra.Command{
+		Use:   "info [--names] DATA",
 		Short: "Describe a dataset: records, blocks, sizes, record kind, dtype and shape",
-		Args:  exactArgs("DATA"),
+		Long: `info prints a summary of the dataset DATA. With --names it prints instead the source name
+of every record (for datasets packed from a folder of files), one per line in source id order:
+line i names the record whose id is i.`,
+		Args: exactArgs("DATA"),
 		RunE: func(c *cobra.Command, args []string) error {
 			ds, err := layout.Open(args[0])
 			if err != nil {
 				return err
 			}
+			if names {
+				return printNames(ds)
+			}
 			fmt.Print(describe(ds))
 			return nil
 		},
 	}
+	c.Flags().BoolVar(&names, "names", false, "list the source name of every record, in id order")
+	return c
+}
+
+// printNames copies the dataset's names file to stdout.
+func printNames(ds *layout.Dataset) error {
+	id, ok := ds.Names()
+	if !ok {
+		return fmt.Errorf("%s has no record names (only datasets packed with --format files have them)", ds.Dir)
+	}
+	w := bufio.NewWriterSize(os.Stdout, 1<<20)
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < ds.Size(id); off += int64(len(buf)) {
+		n := min(int64(len(buf)), ds.Size(id)-off)
+		if err := ds.ReadAt(id, [][]byte{buf[:n]}, off); err != nil {
+			return err
+		}
+		if _, err := w.Write(buf[:n]); err != nil {
+			return err
+		}
+	}
+	return w.Flush()
 }
 
 func describe(ds *layout.Dataset) string {
@@ -53,6 +84,9 @@ func describe(ds *layout.Dataset) string {
 	}
 	if m.Source != "" {
 		p("source", "%s", m.Source)
+	}
+	if m.Names != nil {
+		p("names", "kept (blockfs info --names)")
 	}
 	return b.String()
 }

@@ -31,6 +31,9 @@ type mountFlags struct {
 	allowOther bool
 	debug      bool
 	logFile    string
+	verify     bool
+	recordSize string
+	blockSize  string
 }
 
 // Defaults of blockfs mount.
@@ -44,7 +47,10 @@ func newMount() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "mount [flags] DATA MOUNTPOINT",
 		Short: "Mount a dataset as block-shuffled epoch files",
-		Long: `mount serves the dataset DATA read-only at MOUNTPOINT:
+		Long: `mount serves DATA read-only at MOUNTPOINT. DATA is a dataset made by blockfs pack, or an
+existing file served in place with no copy: a .npy file, or a flat file of fixed-size records
+with --record-size; its blocks are then consecutive ranges of --block-size of the file.
+The tree:
 
   epoch-NNNN            every record once, in epoch NNNN's block-shuffled order
   epoch-NNNN.ids        uint64 little-endian source index of each record of epoch-NNNN
@@ -73,12 +79,16 @@ mount is ready.`,
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let other users read the mount (non-root needs user_allow_other in /etc/fuse.conf)")
 	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fl.StringVar(&f.logFile, "log", "", "append log lines to this file (default: stderr; discarded with --daemon)")
+	fl.BoolVar(&f.verify, "verify", false, "check each block file's CRC32C the first time it is read; a block that fails reads as EIO")
+	fl.StringVar(&f.recordSize, "record-size", "", "record size, to serve a flat file of fixed-size records in place")
+	fl.StringVar(&f.blockSize, "block-size", ibytes(layout.DefaultBlockSize), "logical block size for a file served in place")
 	return c
 }
 
 // mountPlan is everything checked before mounting.
 type mountPlan struct {
 	ds        *layout.Dataset
+	verifier  *layout.Verifier
 	order     shuffle.Options
 	cacheOpt  cache.Options
 	readahead int64
@@ -107,7 +117,7 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	ds, err := layout.Open(data)
+	ds, err := openData(f, data)
 	if err != nil {
 		return nil, err
 	}
@@ -125,8 +135,42 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 		return nil, usagef("--cache-size %s is too small: a window of --mix %d blocks of up to %s plus --readahead %s needs %s; raise --cache-size or lower --mix or --readahead",
 			ibytes(uint64(cs)), f.mix, ibytes(maxBlock), ibytes(uint64(ra)), ibytes(uint64(max(need, int64(cache.MinPages)*cache.DefaultPageSize))))
 	}
-	return &mountPlan{ds: ds, order: shuffle.Options{Seed: f.seed, Mode: mode, Mix: f.mix},
-		cacheOpt: copt, readahead: ra, mnt: absMnt}, nil
+	plan := &mountPlan{ds: ds, order: shuffle.Options{Seed: f.seed, Mode: mode, Mix: f.mix},
+		cacheOpt: copt, readahead: ra, mnt: absMnt}
+	if f.verify {
+		if plan.verifier, err = layout.NewVerifier(ds); err != nil {
+			return nil, usagef("--verify: %v", err)
+		}
+	}
+	return plan, nil
+}
+
+// openData opens a packed dataset directory, or a file to serve in place.
+func openData(f mountFlags, data string) (*layout.Dataset, error) {
+	st, err := os.Stat(data)
+	if err != nil || st.IsDir() {
+		if f.recordSize != "" {
+			return nil, usagef("--record-size is for a file served in place; %s is a dataset directory", data)
+		}
+		return layout.Open(data)
+	}
+	var rs int64
+	if f.recordSize != "" {
+		if rs, err = parseSize("record-size", f.recordSize); err != nil {
+			return nil, err
+		}
+		if rs == 0 {
+			return nil, usagef("--record-size must be at least 1 byte")
+		}
+	}
+	bs, err := parseSize("block-size", f.blockSize)
+	if err != nil {
+		return nil, err
+	}
+	if bs == 0 {
+		return nil, usagef("--block-size must be at least 1 byte")
+	}
+	return layout.OpenFlat(data, layout.FlatOptions{RecordSize: rs, BlockSize: bs})
 }
 
 func runMount(f mountFlags, data, mnt string) error {
@@ -140,7 +184,7 @@ func runMount(f mountFlags, data, mnt string) error {
 	if err := setupLog(f.logFile); err != nil {
 		return err
 	}
-	c, err := cache.New(view.Source{DS: plan.ds}, plan.cacheOpt)
+	c, err := cache.New(view.Source{DS: plan.ds, Verify: plan.verifier}, plan.cacheOpt)
 	if err != nil {
 		return err
 	}
@@ -151,7 +195,7 @@ func runMount(f mountFlags, data, mnt string) error {
 	}
 	srv, err := bfs.Mount(plan.mnt, set, bfs.Options{
 		Epochs: f.epochs, Readahead: plan.readahead, AllowOther: f.allowOther, Debug: f.debug,
-		Info: map[string]any{"cache_size": c.Capacity(), "readahead": plan.readahead},
+		Info: map[string]any{"cache_size": c.Capacity(), "readahead": plan.readahead, "verify": plan.verifier != nil},
 	})
 	if err != nil {
 		c.Close()

@@ -1,0 +1,312 @@
+package pack
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/blockfs/blockfs/layout"
+)
+
+// Format names an input format.
+type Format string
+
+const (
+	Auto  Format = "auto"
+	Raw   Format = "raw"   // flat file of fixed-size records
+	Npy   Format = "npy"   // NumPy .npy, one record per row along the first axis
+	Lines Format = "lines" // one record per line, without its '\n'
+	Files Format = "files" // one record per regular file of a folder tree
+)
+
+// Formats lists the formats pack accepts.
+var Formats = []Format{Auto, Raw, Npy, Lines, Files}
+
+// ParseFormat checks a --format value.
+func ParseFormat(s string) (Format, error) {
+	for _, f := range Formats {
+		if string(f) == s {
+			return f, nil
+		}
+	}
+	names := make([]string, len(Formats))
+	for i, f := range Formats {
+		names[i] = string(f)
+	}
+	return "", fmt.Errorf("unknown format %q (want %s)", s, strings.Join(names, ", "))
+}
+
+// Detect picks the format of src for --format auto: a folder is files, the .npy magic is
+// npy, .jsonl/.txt/.csv (and .ndjson, .tsv) are lines. Anything else needs --format.
+func Detect(src string) (Format, error) {
+	st, err := os.Stat(src)
+	if err != nil {
+		return "", fmt.Errorf("cannot read the input: %w", err)
+	}
+	if st.IsDir() {
+		return Files, nil
+	}
+	if f, err := os.Open(src); err == nil {
+		isNpy := layout.IsNpy(f)
+		f.Close()
+		if isNpy {
+			return Npy, nil
+		}
+	}
+	switch strings.ToLower(filepath.Ext(src)) {
+	case ".jsonl", ".ndjson", ".txt", ".csv", ".tsv":
+		return Lines, nil
+	}
+	return "", unknownFormatError{src}
+}
+
+// unknownFormatError is Detect's error when the input's format cannot be told.
+type unknownFormatError struct{ src string }
+
+func (e unknownFormatError) Error() string {
+	return fmt.Sprintf("cannot tell the format of %s; give --format raw (with --record-size), npy, lines or files", e.src)
+}
+
+// input yields records in source order. rec is valid until the next call.
+type input interface {
+	next() (rec []byte, err error) // io.EOF after the last record
+	name() string                  // source name of the last record ("" if the format has none)
+	size() int64                   // total input bytes, for progress and bucket sizing
+	close() error
+}
+
+// element is what an input knows about its records' kind and shape.
+type element struct {
+	kind       layout.Kind
+	recordSize int64
+	dtype      string
+	shape      []int64
+}
+
+// fixedInput reads fixed-size records from a range of a file.
+type fixedInput struct {
+	f    *os.File
+	r    *bufio.Reader
+	sec  *io.SectionReader // the records, unbuffered (for readAll)
+	rec  []byte
+	n    int64 // bytes of records
+	left int64 // records left
+}
+
+func openRaw(src string, recordSize int64) (input, element, error) {
+	if recordSize <= 0 {
+		return nil, element{}, errors.New("--record-size is required for raw input (the size of one record in bytes)")
+	}
+	f, st, err := openRegular(src)
+	if err != nil {
+		return nil, element{}, err
+	}
+	if st.Size() == 0 {
+		f.Close()
+		return nil, element{}, fmt.Errorf("%s is empty: nothing to pack", src)
+	}
+	if st.Size()%recordSize != 0 {
+		f.Close()
+		return nil, element{}, fmt.Errorf("%s is %d bytes, not a multiple of the record size %d (%d bytes left over); check --record-size", src, st.Size(), recordSize, st.Size()%recordSize)
+	}
+	return newFixedInput(f, 0, st.Size(), recordSize), element{kind: layout.Fixed, recordSize: recordSize}, nil
+}
+
+func openNpy(src string, recordSize int64) (input, element, error) {
+	f, st, err := openRegular(src)
+	if err != nil {
+		return nil, element{}, err
+	}
+	npy, err := layout.ParseNpy(src, f, st.Size())
+	if err != nil {
+		f.Close()
+		return nil, element{}, err
+	}
+	if recordSize != 0 && recordSize != npy.RecordSize {
+		f.Close()
+		return nil, element{}, fmt.Errorf("--record-size %d disagrees with the .npy rows of %d bytes (%s %v)", recordSize, npy.RecordSize, npy.DType, npy.Shape)
+	}
+	if npy.Records == 0 || npy.RecordSize == 0 {
+		f.Close()
+		return nil, element{}, fmt.Errorf("%s holds no records (shape has a 0 dimension): nothing to pack", src)
+	}
+	in := newFixedInput(f, npy.DataOffset, npy.Records*npy.RecordSize, npy.RecordSize)
+	return in, element{kind: layout.Fixed, recordSize: npy.RecordSize, dtype: npy.DType, shape: npy.Shape}, nil
+}
+
+func newFixedInput(f *os.File, off, n, rs int64) *fixedInput {
+	sec := io.NewSectionReader(f, off, n)
+	return &fixedInput{f: f, r: bufio.NewReaderSize(sec, 4<<20), sec: sec, rec: make([]byte, rs), n: n, left: n / rs}
+}
+
+func (in *fixedInput) next() ([]byte, error) {
+	if in.left == 0 {
+		return nil, io.EOF
+	}
+	if _, err := io.ReadFull(in.r, in.rec); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", in.f.Name(), err)
+	}
+	in.left--
+	return in.rec, nil
+}
+
+func (in *fixedInput) name() string { return "" }
+func (in *fixedInput) size() int64  { return in.n }
+func (in *fixedInput) close() error { return in.f.Close() }
+
+// linesInput reads one record per line. The record is the line without its '\n' (a '\r'
+// before it is kept); a last line without '\n' is a record too.
+type linesInput struct {
+	f    *os.File
+	r    *bufio.Reader
+	n    int64
+	line []byte
+}
+
+func openLines(src string) (input, element, error) {
+	f, st, err := openRegular(src)
+	if err != nil {
+		return nil, element{}, err
+	}
+	if st.Size() == 0 {
+		f.Close()
+		return nil, element{}, fmt.Errorf("%s is empty: nothing to pack", src)
+	}
+	return &linesInput{f: f, r: bufio.NewReaderSize(f, 4<<20), n: st.Size()}, element{kind: layout.Variable}, nil
+}
+
+func (in *linesInput) next() ([]byte, error) {
+	in.line = in.line[:0]
+	for {
+		chunk, err := in.r.ReadSlice('\n')
+		in.line = append(in.line, chunk...)
+		switch {
+		case err == nil:
+			return in.line[:len(in.line)-1], nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			if len(in.line) == 0 {
+				return nil, io.EOF
+			}
+			return in.line, nil
+		default:
+			return nil, fmt.Errorf("reading %s: %w", in.f.Name(), err)
+		}
+	}
+}
+
+func (in *linesInput) name() string { return "" }
+func (in *linesInput) size() int64  { return in.n }
+func (in *linesInput) close() error { return in.f.Close() }
+
+// filesInput reads one record per regular file under a folder, in sorted path order: the
+// entries of each directory sorted by name, depth first (as filepath.WalkDir visits them).
+// Symlinks and other non-regular files are skipped. Names are '/'-separated relative paths.
+type filesInput struct {
+	root  string
+	paths []string // relative paths still to read, in order
+	cur   string
+	buf   []byte
+	n     int64
+}
+
+func openFiles(src string) (input, element, error) {
+	in := &filesInput{root: src}
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("cannot list %s: %w", p, unwrap(err))
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return fmt.Errorf("cannot stat %s: %w", p, unwrap(err))
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if strings.ContainsAny(rel, "\n\x00") {
+			return fmt.Errorf("the name %q contains a newline; rename the file", rel)
+		}
+		in.paths = append(in.paths, rel)
+		in.n += info.Size()
+		return nil
+	})
+	if err != nil {
+		return nil, element{}, err
+	}
+	if len(in.paths) == 0 {
+		return nil, element{}, fmt.Errorf("%s holds no regular files: nothing to pack", src)
+	}
+	return in, element{kind: layout.Variable}, nil
+}
+
+func (in *filesInput) next() ([]byte, error) {
+	if len(in.paths) == 0 {
+		return nil, io.EOF
+	}
+	in.cur, in.paths = in.paths[0], in.paths[1:]
+	p := filepath.Join(in.root, filepath.FromSlash(in.cur))
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s: %w", p, unwrap(err))
+	}
+	defer f.Close()
+	in.buf = in.buf[:0]
+	b := bytesBuffer{in.buf}
+	if _, err := io.Copy(&b, f); err != nil {
+		return nil, fmt.Errorf("cannot read %s: %w", p, unwrap(err))
+	}
+	in.buf = b.b
+	return in.buf, nil
+}
+
+func (in *filesInput) name() string { return in.cur }
+func (in *filesInput) size() int64  { return in.n }
+func (in *filesInput) close() error { return nil }
+
+// bytesBuffer is an io.Writer appending to a reusable slice.
+type bytesBuffer struct{ b []byte }
+
+func (w *bytesBuffer) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
+
+func openRegular(src string) (*os.File, os.FileInfo, error) {
+	f, err := os.Open(src)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot read the input: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s is not a regular file", src)
+	}
+	// The input is read once, front to back: let the kernel read ahead further.
+	_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_SEQUENTIAL)
+	return f, st, nil
+}
+
+func unwrap(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
