@@ -48,8 +48,8 @@ type mount struct {
 	info  []byte
 
 	served [view.NumKinds]atomic.Uint64 // bytes returned to readers, by view.Kind
-	reads  atomic.Uint64    // FUSE read requests answered
-	errs   atomic.Uint64    // FUSE read requests answered with an error
+	reads  atomic.Uint64                // FUSE read requests answered
+	errs   atomic.Uint64                // FUSE read requests answered with an error
 }
 
 // Mount mounts set at mountpoint and returns once the kernel has the mount ready.

@@ -52,7 +52,7 @@ func TestRefusals(t *testing.T) {
 		{[]string{"info", notData}, 1, "no manifest"},
 		{[]string{"pack", p.raw, filepath.Join(dir, "x")}, 2, "--record-size is required"},
 		{[]string{"pack", "--record-size", "0", p.raw, filepath.Join(dir, "x")}, 2, "at least 1 byte"},
-		{[]string{"pack", "--record-size", "4096", "--format", "parquet", p.raw, filepath.Join(dir, "x")}, 2, "not supported"},
+		{[]string{"pack", "--record-size", "4096", "--format", "parquet", p.raw, filepath.Join(dir, "x")}, 2, "unknown format \"parquet\""},
 		{[]string{"pack", "--record-size", "1MiB", "--block-size", "64KiB", p.raw, filepath.Join(dir, "x")}, 2, "larger than --block-size"},
 		{[]string{"pack", "--record-size", "4096", odd, filepath.Join(dir, "x")}, 1, "not a multiple of the record size 4096"},
 		{[]string{"pack", "--record-size", "4096", p.raw, p.dir}, 1, "already exists (use --force"},
