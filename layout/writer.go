@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -70,6 +71,8 @@ type Writer struct {
 	free    chan []byte
 	written chan struct{}
 	werr    atomic.Pointer[error]
+	crcMu   sync.Mutex
+	dataCRC []uint32 // CRC32C of each block's data file, by block (guarded by crcMu)
 }
 
 // Create starts a dataset at dst. dst must not exist unless force is set, in which case it is
@@ -274,9 +277,10 @@ func (w *Writer) flush() error {
 		File:    fmt.Sprintf("blocks/%06d.bin", i),
 		Records: uint64(len(w.ids)),
 		Bytes:   uint64(len(w.data)),
-		CRC32C:  CRC32C(w.data),
 	}
-	jobs := []fileJob{{path: filepath.Join(w.tmp, e.File), data: w.data, recycle: true}}
+	// The background writer computes the data file's CRC32C; Commit copies it into the
+	// manifest after waitBackground.
+	jobs := []fileJob{{path: filepath.Join(w.tmp, e.File), data: w.data, recycle: true, block: i}}
 	if w.opt.IDs {
 		e.IDsFile = fmt.Sprintf("blocks/%06d.ids", i)
 		buf := u64bytes(w.ids)
@@ -309,7 +313,8 @@ func (w *Writer) flush() error {
 type fileJob struct {
 	path    string
 	data    []byte
-	recycle bool // data is a block buffer to give back to the writer
+	recycle bool // data is block's data buffer: checksum it, then give it back to the writer
+	block   int
 }
 
 // startBackground starts the goroutine that writes block files, so that reading the input and
@@ -332,6 +337,13 @@ func (w *Writer) startBackground() {
 					}
 				}
 				if j.recycle {
+					c := CRC32C(j.data)
+					w.crcMu.Lock()
+					for len(w.dataCRC) <= j.block {
+						w.dataCRC = append(w.dataCRC, 0)
+					}
+					w.dataCRC[j.block] = c
+					w.crcMu.Unlock()
 					w.free <- j.data
 				}
 			}
@@ -369,6 +381,9 @@ func (w *Writer) Commit() (*Manifest, error) {
 	if err := w.waitBackground(); err != nil {
 		w.Abort()
 		return nil, err
+	}
+	for i := range w.m.Blocks {
+		w.m.Blocks[i].CRC32C = w.dataCRC[i]
 	}
 	w.done = true
 	if err := w.m.Validate(w.dst); err != nil {

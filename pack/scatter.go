@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/blockfs/blockfs/shuffle"
 )
 
@@ -88,63 +90,68 @@ func (p *packer) shuffled() error {
 	}
 
 	// Pass 2: permute each bucket and append it.
-	var raw []byte
 	for b := 0; b < g; b++ {
-		f, err := os.Open(name(b))
-		if errors.Is(err, os.ErrNotExist) {
-			continue // no record drew this bucket
-		}
-		if err != nil {
+		if err := p.appendBucket(b, name(b), total); err != nil {
 			return err
-		}
-		raw, err = readAll(f, raw)
-		f.Close()
-		if err != nil {
-			return err
-		}
-		if err := os.Remove(name(b)); err != nil {
-			return err
-		}
-		var starts []int // offset of each entry in raw
-		for off := 0; off < len(raw); {
-			if len(raw)-off < 16 {
-				return fmt.Errorf("bucket %d is damaged", b)
-			}
-			n := int(binary.LittleEndian.Uint64(raw[off+8:]))
-			starts = append(starts, off)
-			off += 16 + n
-			if off > len(raw) {
-				return fmt.Errorf("bucket %d is damaged", b)
-			}
-		}
-		perm := shuffle.Permutation(len(starts), shuffle.NewRNG(shuffle.Derive(p.opt.Seed, shuffle.DomainPackInBlock, 0, uint64(b))))
-		for _, j := range perm {
-			off := starts[j]
-			id := binary.LittleEndian.Uint64(raw[off:])
-			n := int(binary.LittleEndian.Uint64(raw[off+8:]))
-			if err := p.w.Append(id, raw[off+16:off+16+n]); err != nil {
-				return err
-			}
-			if err := p.progress(int64(n), total); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
 }
 
-// readAll reads f into buf's storage, growing it as needed.
-func readAll(f *os.File, buf []byte) ([]byte, error) {
+// appendBucket maps one bucket file, appends its records to the writer in a uniformly random
+// order, and removes it.
+func (p *packer) appendBucket(b int, path string, total int64) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // no record drew this bucket
+	}
+	if err != nil {
+		return err
+	}
+	defer os.Remove(path)
+	raw, err := mapFile(f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	defer unix.Munmap(raw)
+	var starts []int // offset of each entry in raw
+	for off := 0; off < len(raw); {
+		if len(raw)-off < 16 {
+			return fmt.Errorf("bucket %d is damaged", b)
+		}
+		n := int(binary.LittleEndian.Uint64(raw[off+8:]))
+		starts = append(starts, off)
+		off += 16 + n
+		if n < 0 || off > len(raw) {
+			return fmt.Errorf("bucket %d is damaged", b)
+		}
+	}
+	perm := shuffle.Permutation(len(starts), shuffle.NewRNG(shuffle.Derive(p.opt.Seed, shuffle.DomainPackInBlock, 0, uint64(b))))
+	for _, j := range perm {
+		off := starts[j]
+		id := binary.LittleEndian.Uint64(raw[off:])
+		n := int(binary.LittleEndian.Uint64(raw[off+8:]))
+		if err := p.w.Append(id, raw[off+16:off+16+n]); err != nil {
+			return err
+		}
+		if err := p.progress(int64(n), total); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mapFile maps f read-only (a zero-length file maps to an empty slice that Munmap accepts).
+func mapFile(f *os.File) ([]byte, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	if int64(cap(buf)) < st.Size() {
-		buf = make([]byte, st.Size())
+	if st.Size() == 0 {
+		return nil, nil
 	}
-	buf = buf[:st.Size()]
-	_, err = io.ReadFull(f, buf)
-	return buf, err
+	return unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
 }
 
 // bucketWriter appends full bucket buffers to their files in the background, so reading the

@@ -98,6 +98,8 @@ type fixedInput struct {
 	rec  []byte
 	n    int64 // bytes of records
 	left int64 // records left
+	// pending is the size of the record last returned by Peek, discarded on the next call.
+	pending int
 }
 
 func openRaw(src string, recordSize int64) (input, element, error) {
@@ -146,14 +148,29 @@ func newFixedInput(f *os.File, off, n, rs int64) *fixedInput {
 	return &fixedInput{f: f, r: bufio.NewReaderSize(sec, 4<<20), sec: sec, rec: make([]byte, rs), n: n, left: n / rs}
 }
 
+// next returns the next record; when it fits in the read buffer it is a view of that buffer
+// (no copy), valid until the next call.
 func (in *fixedInput) next() ([]byte, error) {
+	if in.pending > 0 {
+		_, _ = in.r.Discard(in.pending)
+		in.pending = 0
+	}
 	if in.left == 0 {
 		return nil, io.EOF
+	}
+	in.left--
+	rs := len(in.rec)
+	if rs <= in.r.Size() {
+		rec, err := in.r.Peek(rs)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", in.f.Name(), err)
+		}
+		in.pending = rs
+		return rec, nil
 	}
 	if _, err := io.ReadFull(in.r, in.rec); err != nil {
 		return nil, fmt.Errorf("reading %s: %w", in.f.Name(), err)
 	}
-	in.left--
 	return in.rec, nil
 }
 
