@@ -22,8 +22,8 @@ type Options struct {
 	NoShuffle  bool   // keep input order: record i goes to block i / records-per-block
 	Force      bool   // replace an existing destination
 	// Progress, if set, is called now and then with the work done and the work in all
-	// (input bytes; a pre-shuffle counts them twice, once per pass).
-	Progress func(done, total int64)
+	// (input bytes; a pre-shuffle counts them twice, once per pass) and the records read.
+	Progress func(done, total int64, records uint64)
 	// ScatterMemory bounds the pre-shuffle's buffers; default 256 MiB.
 	ScatterMemory int64
 	// BucketBytes is the pre-shuffle's target bucket size (what pass 2 holds in memory);
@@ -107,11 +107,12 @@ func Pack(ctx context.Context, src, dst string, opt Options) (*Result, error) {
 }
 
 type packer struct {
-	ctx  context.Context
-	w    *layout.Writer
-	opt  Options
-	in   input
-	done int64 // progress: input bytes handled
+	ctx     context.Context
+	w       *layout.Writer
+	opt     Options
+	in      input
+	done    int64  // progress: input bytes handled
+	records uint64 // progress: records read
 }
 
 // progress reports n more bytes done out of total, checking for cancellation now and then.
@@ -120,7 +121,7 @@ func (p *packer) progress(n, total int64) error {
 	p.done += n
 	if p.done>>22 != before>>22 || n == 0 { // every 4 MiB
 		if p.opt.Progress != nil {
-			p.opt.Progress(p.done, total)
+			p.opt.Progress(p.done, total, p.records)
 		}
 		return p.ctx.Err()
 	}
@@ -141,6 +142,7 @@ func (p *packer) inOrder() error {
 			}
 			first += k
 			fx.left -= int64(k)
+			p.records += k
 			if err := p.progress(int64(k*rs), total); err != nil {
 				return err
 			}
@@ -158,6 +160,7 @@ func (p *packer) inOrder() error {
 		if err := p.addName(); err != nil {
 			return err
 		}
+		p.records++
 		if err := p.w.Append(id, rec); err != nil {
 			return err
 		}

@@ -133,7 +133,7 @@ func TestInterruptedLeavesNothing(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		calls := 0
 		_, err = Pack(ctx, src, existing, Options{Format: Raw, RecordSize: 64, BlockSize: 6400, Force: true, NoShuffle: noShuffle,
-			Progress: func(int64, int64) {
+			Progress: func(int64, int64, uint64) {
 				if calls++; calls == 2 {
 					cancel()
 				}

@@ -60,6 +60,7 @@ func (p *packer) shuffled() error {
 		if err := p.addName(); err != nil {
 			return err
 		}
+		p.records++
 		b := int(rng.Below(uint64(g)))
 		if bufs[b] == nil {
 			bufs[b] = bw.buffer()

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -276,4 +278,41 @@ func TestPackRefusals(t *testing.T) {
 	ents, err := os.ReadDir(existing)
 	require.NoError(t, err)
 	assert.Empty(t, ents, "an existing DST is untouched without --force")
+}
+
+// TestPackInterrupted: SIGINT during a pack exits non-zero with one line and leaves nothing,
+// neither a dataset nor a temporary directory; an existing dataset replaced with --force
+// survives intact.
+func TestPackInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "big.bin")
+	f, err := os.Create(src)
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(1<<30)) // sparse: reads fast, packs for seconds
+	require.NoError(t, f.Close())
+	existing := packRaw(t, 10, "64KiB")
+	manifest, err := os.ReadFile(filepath.Join(existing.dir, "blockfs.json"))
+	require.NoError(t, err)
+	for _, dst := range []string{filepath.Join(dir, "new"), existing.dir} {
+		cmd := exec.Command(bin, "pack", "--force", "--record-size", "4KiB", src, dst)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		require.NoError(t, cmd.Start())
+		time.Sleep(300 * time.Millisecond)
+		require.NoError(t, cmd.Process.Signal(os.Interrupt))
+		err := cmd.Wait()
+		require.Error(t, err, "an interrupted pack exits non-zero")
+		assert.Equal(t, "blockfs: interrupted: nothing was written\n", stderr.String())
+		parent := filepath.Dir(dst)
+		ents, _ := os.ReadDir(parent)
+		for _, e := range ents {
+			assert.NotContains(t, e.Name(), ".tmp-", "temporary directory left in %s", parent)
+		}
+	}
+	_, err = os.Stat(filepath.Join(dir, "new"))
+	assert.True(t, os.IsNotExist(err))
+	after, err := os.ReadFile(filepath.Join(existing.dir, "blockfs.json"))
+	require.NoError(t, err)
+	assert.Equal(t, manifest, after)
+	mustRun(t, "verify", existing.dir)
 }

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -95,7 +96,7 @@ func runPack(f packFlags, src, dst string) error {
 	opt := pack.Options{Format: format, RecordSize: rs, BlockSize: bs, Seed: f.seed, NoShuffle: f.noShuffle, Force: f.force}
 	var bar *progressbar.ProgressBar
 	if !f.quiet && term.IsTerminal(int(os.Stderr.Fd())) {
-		opt.Progress = func(done, total int64) {
+		opt.Progress = func(done, total int64, records uint64) {
 			if bar == nil {
 				bar = progressbar.NewOptions64(total,
 					progressbar.OptionSetWriter(os.Stderr),
@@ -106,6 +107,7 @@ func runPack(f packFlags, src, dst string) error {
 					progressbar.OptionShowElapsedTimeOnFinish(),
 					progressbar.OptionClearOnFinish())
 			}
+			bar.Describe(fmt.Sprintf("packing %s records", humanize.Comma(int64(records))))
 			_ = bar.Set64(done)
 		}
 	}
