@@ -55,19 +55,12 @@ func (d *dirNode) lookupEpoch(ctx context.Context, epoch uint64, kind view.Kind,
 	if kind == view.Offsets && d.m.set.DS.Kind() != layout.Variable {
 		return nil, syscall.ENOENT
 	}
-	e, err := d.m.set.Epoch(epoch)
-	if err != nil {
-		return nil, toErrno(err, "epoch "+EpochName(epoch))
+	n := &fileNode{m: d.m, epoch: epoch, kind: kind, root: d.root, r: d.r, w: d.w}
+	f, errno := n.open()
+	if errno != 0 {
+		return nil, errno
 	}
-	rg := e.All()
-	if !d.root {
-		rg = e.Shard(d.r, d.w)
-	}
-	f, err := e.Open(kind, rg)
-	if err != nil {
-		return nil, toErrno(err, "epoch "+EpochName(epoch))
-	}
-	n := &fileNode{m: d.m, f: f, kind: kind}
+	n.size = f.Size()
 	n.attr(&out.Attr)
 	return d.NewInode(ctx, n, gofs.StableAttr{Mode: fuse.S_IFREG}), 0
 }
@@ -119,16 +112,41 @@ func (s *epochStream) Next() (fuse.DirEntry, syscall.Errno) {
 
 func (s *epochStream) Close() {}
 
-// fileNode is an epoch or shard file or sidecar.
+// fileNode is an epoch or shard file or sidecar. It keeps what names the file, not the
+// epoch's tables: the kernel may remember many inodes, and only open files pin an epoch.
 type fileNode struct {
 	gofs.Inode
-	m    *mount
-	f    view.File
-	kind view.Kind
+	m     *mount
+	epoch uint64
+	kind  view.Kind
+	root  bool   // the whole epoch; else shard r of w
+	r, w  uint64 // the shard
+	size  int64
+	fixed view.File // a file that is not an epoch's (names.txt), or nil
+}
+
+// open builds the view file: the epoch from the mount's set, then the range and kind.
+func (n *fileNode) open() (view.File, syscall.Errno) {
+	if n.fixed != nil {
+		return n.fixed, 0
+	}
+	e, err := n.m.set.Epoch(n.epoch)
+	if err != nil {
+		return nil, toErrno(err, "epoch "+EpochName(n.epoch))
+	}
+	rg := e.All()
+	if !n.root {
+		rg = e.Shard(n.r, n.w)
+	}
+	f, err := e.Open(n.kind, rg)
+	if err != nil {
+		return nil, toErrno(err, "epoch "+EpochName(n.epoch))
+	}
+	return f, 0
 }
 
 func (n *fileNode) attr(a *fuse.Attr) {
-	n.m.fileAttr(a, uint64(n.f.Size()))
+	n.m.fileAttr(a, uint64(n.size))
 }
 
 func (n *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -146,11 +164,15 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
 		return nil, 0, syscall.EROFS
 	}
+	f, errno := n.open()
+	if errno != 0 {
+		return nil, 0, errno
+	}
 	ahead := n.m.opt.Readahead
 	if n.kind == view.Offsets {
 		ahead = 0
 	}
-	return &handle{r: view.NewReader(n.f, ahead)}, fuse.FOPEN_KEEP_CACHE, 0
+	return &handle{r: view.NewReader(f, ahead)}, fuse.FOPEN_KEEP_CACHE, 0
 }
 
 type handle struct{ r *view.Reader }
@@ -194,7 +216,7 @@ func (d *metaNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		if !ok {
 			return nil, syscall.ENOENT
 		}
-		n := &fileNode{m: d.m, f: f, kind: view.Names}
+		n := &fileNode{m: d.m, fixed: f, kind: view.Names, size: f.Size()}
 		n.attr(&out.Attr)
 		return d.NewInode(ctx, n, gofs.StableAttr{Mode: fuse.S_IFREG}), 0
 	case statsName:

@@ -92,7 +92,7 @@ type Order struct {
 // (4 bytes each), and always the last minWindowsCached, so that readers at a few places in
 // the epoch do not recompute permutations on every read.
 const (
-	windowCacheRecords = 2 << 20
+	windowCacheRecords = 1 << 20
 	minWindowsCached   = 4
 )
 
@@ -144,6 +144,10 @@ func (o *Order) WindowStart(w int) uint64 { return o.winStart[w] }
 
 // BlockOrder returns the stored index of the k-th block visited in the epoch.
 func (o *Order) BlockOrder(k int) int { return int(o.blockOrder[k]) }
+
+// WindowBlocks returns the stored indices of window w's blocks, in epoch order, without
+// computing the window's permutation. The slice is shared: do not modify it.
+func (o *Order) WindowBlocks(w int) []uint32 { return o.windowBlocks(w) }
 
 // windowBlocks returns the stored indices of window w's blocks, in epoch order.
 func (o *Order) windowBlocks(w int) []uint32 {

@@ -181,9 +181,12 @@ func TestPackNpyAndMountInPlace(t *testing.T) {
 	b, err = os.ReadFile(inPlace.path(".blockfs/info.json"))
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"in_place"`)
-	raw := filepath.Join(t.TempDir(), "features.bin")
+	// The mount point may sit next to the file it serves.
+	rawDir := t.TempDir()
+	raw := filepath.Join(rawDir, "features.bin")
 	require.NoError(t, os.WriteFile(raw, data, 0o644))
-	rawMount := mount(t, raw, "--record-size", "24", "--block-size", "4KiB", "--cache-size", "8MiB", "--readahead", "1MiB", "--shuffle", "none")
+	require.NoError(t, os.Mkdir(filepath.Join(rawDir, "mnt"), 0o755))
+	rawMount := mountAt(t, raw, filepath.Join(rawDir, "mnt"), "--record-size", "24", "--block-size", "4KiB", "--cache-size", "8MiB", "--readahead", "1MiB", "--shuffle", "none")
 	ids, recs = epochRecords(t, rawMount.dir, "epoch-0000")
 	for i, id := range ids {
 		require.EqualValues(t, i, id)

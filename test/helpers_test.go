@@ -96,8 +96,13 @@ type mounted struct {
 // and registers its cleanup (SIGTERM, then a check that nothing is left mounted).
 func mount(t *testing.T, data string, args ...string) *mounted {
 	t.Helper()
+	return mountAt(t, data, t.TempDir(), args...)
+}
+
+// mountAt is mount at a given, existing, empty directory.
+func mountAt(t *testing.T, data, mnt string, args ...string) *mounted {
+	t.Helper()
 	requireFUSE(t)
-	mnt := t.TempDir()
 	m := &mounted{t: t, dir: mnt, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
 	m.cmd = exec.Command(bin, append(append([]string{"mount"}, args...), data, mnt)...)
 	m.cmd.Stderr = m.stderr

@@ -312,16 +312,7 @@ for r in 0 1 2 3; do dd if=%[1]s/shard-$r-of-4/epoch-0001 of=/dev/null bs=64k st
 wait
 dd if=%[1]s/epoch-0002.ids of=/dev/null bs=4k status=none`, m.dir)
 	sh(t, script)
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.cmd.Process.Pid))
-	require.NoError(t, err)
-	var hwm int64
-	for _, line := range strings.Split(string(status), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
-			_, err := fmt.Sscanf(strings.TrimPrefix(line, "VmHWM:"), "%d", &hwm)
-			require.NoError(t, err)
-		}
-	}
-	require.Positive(t, hwm)
+	hwm := peakRSS(t, m.cmd.Process.Pid)
 	t.Logf("daemon peak RSS %d KiB with a 16 MiB cache over 128 MiB of data", hwm)
 	assert.LessOrEqual(t, hwm, int64(16+64)<<10, "peak RSS in KiB")
 }
@@ -348,4 +339,54 @@ func TestSigtermWithOpenReader(t *testing.T) {
 	assert.False(t, isMounted(m.dir), "nothing left mounted")
 	_, err = f.ReadAt(make([]byte, 4096), 100*4096)
 	assert.Error(t, err, "the open reader gets an error once the daemon is gone")
+}
+
+// TestBillionRecordsInPlace mounts a sparse file of 10^9 4 KiB records in place (about 244,000
+// logical blocks, no disk space used): the mount must be ready in under 2 s, and after reads
+// across many epochs and shards the daemon's peak RSS must stay within --cache-size + 64 MiB.
+func TestBillionRecordsInPlace(t *testing.T) {
+	requireFUSE(t)
+	src := filepath.Join(t.TempDir(), "huge.bin")
+	f, err := os.Create(src)
+	require.NoError(t, err)
+	if err := f.Truncate(1_000_000_000 * 4096); err != nil {
+		f.Close()
+		t.Fatalf("this filesystem cannot hold a 4 TB sparse file: %v", err)
+	}
+	require.NoError(t, f.Close())
+	start := time.Now()
+	m := mount(t, src, "--record-size", "4096", "--cache-size", "64MiB", "--readahead", "16MiB")
+	ready := time.Since(start)
+	t.Logf("ready in %v", ready)
+	assert.Less(t, ready, 2*time.Second)
+	st, err := os.Stat(m.path("epoch-0000"))
+	require.NoError(t, err)
+	assert.EqualValues(t, int64(1_000_000_000)*4096, st.Size())
+	script := fmt.Sprintf(`set -e
+dd if=%[1]s/epoch-0005 of=/dev/null bs=1M count=256 status=none
+dd if=%[1]s/shard-7-of-8/epoch-0005.ids of=/dev/null bs=1M count=32 status=none
+for e in 1 2 3 4 6 7; do dd if=%[1]s/epoch-000$e of=/dev/null bs=1M count=32 skip=3000000 status=none; done
+for r in 0 1 2 3; do dd if=%[1]s/shard-$r-of-4/epoch-0008 of=/dev/null bs=1M count=64 status=none & done
+wait`, m.dir)
+	sh(t, script)
+	hwm := peakRSS(t, m.cmd.Process.Pid)
+	t.Logf("daemon peak RSS %d KiB with a 64 MiB cache over 10^9 records", hwm)
+	assert.LessOrEqual(t, hwm, int64(64+64)<<10, "peak RSS in KiB")
+}
+
+// peakRSS returns a process's VmHWM in KiB.
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			var kb int64
+			_, err := fmt.Sscanf(strings.TrimPrefix(line, "VmHWM:"), "%d", &kb)
+			require.NoError(t, err)
+			return kb
+		}
+	}
+	t.Fatalf("no VmHWM for pid %d", pid)
+	return 0
 }

@@ -42,7 +42,7 @@ type Epoch struct {
 	ds       *layout.Dataset
 	c        *cache.Cache
 	ord      *shuffle.Order
-	winBytes []uint64 // winBytes[w] = epoch byte offset of window w; len windows+1
+	winBytes []uint64 // variable-length: epoch byte offset of window w, len windows+1; see winByte
 	vwin     *lru.Cache[int, *varWindow]
 }
 
@@ -53,21 +53,32 @@ const (
 	minVarWindows    = 4
 )
 
-func newEpoch(ds *layout.Dataset, c *cache.Cache, opt shuffle.Options) (*Epoch, error) {
-	ord, err := shuffle.New(ds.BlockCounts(), opt)
+func newEpoch(ds *layout.Dataset, c *cache.Cache, counts []uint64, opt shuffle.Options) (*Epoch, error) {
+	ord, err := shuffle.New(counts, opt)
 	if err != nil {
 		return nil, err
 	}
-	e := &Epoch{ds: ds, c: c, ord: ord, winBytes: make([]uint64, ord.Windows()+1),
-		vwin: lru.New[int, *varWindow](varWindowRecords, minVarWindows)}
-	for w := 0; w < ord.Windows(); w++ {
-		var n uint64
-		for _, b := range ord.Window(w).Blocks {
-			n += ds.BlockBytes(b)
+	e := &Epoch{ds: ds, c: c, ord: ord, vwin: lru.New[int, *varWindow](varWindowRecords, minVarWindows)}
+	if ds.Kind() == layout.Variable {
+		e.winBytes = make([]uint64, ord.Windows()+1)
+		for w := 0; w < ord.Windows(); w++ {
+			var n uint64
+			for _, b := range ord.WindowBlocks(w) {
+				n += ds.BlockBytes(int(b))
+			}
+			e.winBytes[w+1] = e.winBytes[w] + n
 		}
-		e.winBytes[w+1] = e.winBytes[w] + n
 	}
 	return e, nil
+}
+
+// winByte returns the epoch byte offset of window w's first record (w may equal Windows()).
+// Fixed-size records need no table for it.
+func (e *Epoch) winByte(w int) uint64 {
+	if e.winBytes == nil {
+		return e.ord.WindowStart(w) * uint64(e.ds.RecordSize())
+	}
+	return e.winBytes[w]
 }
 
 // Order returns the epoch's order.
@@ -162,7 +173,7 @@ func (e *Epoch) byteOf(pos uint64) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return e.winBytes[w] + v.prefix[pos-e.ord.WindowStart(w)], nil
+	return e.winByte(w) + v.prefix[pos-e.ord.WindowStart(w)], nil
 }
 
 // walk calls fn for the records at positions from, from+1, ... until fn returns false. For the
@@ -199,12 +210,12 @@ func (e *Epoch) positionOf(off uint64) (uint64, uint64, error) {
 	if rs := uint64(e.ds.RecordSize()); rs > 0 {
 		return off / rs, off % rs, nil
 	}
-	w := sort.Search(e.ord.Windows(), func(w int) bool { return e.winBytes[w+1] > off })
+	w := sort.Search(e.ord.Windows(), func(w int) bool { return e.winByte(w+1) > off })
 	v, err := e.varWindow(w)
 	if err != nil {
 		return 0, 0, err
 	}
-	rel := off - e.winBytes[w]
+	rel := off - e.winByte(w)
 	i := sort.Search(len(v.prefix)-1, func(i int) bool { return v.prefix[i+1] > rel })
 	return e.ord.WindowStart(w) + uint64(i), rel - v.prefix[i], nil
 }

@@ -37,7 +37,7 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 // back. at and ahead are in the role's own file bytes: epoch data bytes, or 8 per record for
 // ids. A full queue stops it; the windows not requested are tried next time.
 func (e *Epoch) prefetch(at, ahead uint64, next *int, role int) {
-	bound := func(w int) uint64 { return e.winBytes[w] } // where window w starts, in role bytes
+	bound := e.winByte // where window w starts, in role bytes
 	if role == layout.RoleIDs {
 		bound = func(w int) uint64 { return 8 * e.ord.WindowStart(w) }
 	}
@@ -47,8 +47,8 @@ func (e *Epoch) prefetch(at, ahead uint64, next *int, role int) {
 		*next = w // first read, a jump forward, or a jump back: start at the current window
 	}
 	for ; *next < nw && bound(*next) < at+ahead; *next++ {
-		for _, b := range e.ord.Window(*next).Blocks {
-			if !e.prefetchBlock(b, role) {
+		for _, b := range e.ord.WindowBlocks(*next) {
+			if !e.prefetchBlock(int(b), role) {
 				return
 			}
 		}

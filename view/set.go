@@ -8,22 +8,25 @@ import (
 )
 
 // Set hands out the epochs of one dataset under one seed, mode and mix, keeping the few most
-// recently used (an Epoch costs O(blocks)). Safe for concurrent use.
+// recently used (an Epoch costs O(blocks)). Callers should not hold an Epoch longer than they
+// use it (an open file may; a directory entry should not), so memory stays bounded by the
+// epochs in use. Safe for concurrent use.
 type Set struct {
 	// Immutable after NewSet.
 	DS    *layout.Dataset
 	Cache *cache.Cache
 	Opt   shuffle.Options // Epoch is ignored
 
+	counts []uint64 // records per block, shared by every epoch's order
 	recent *lru.Cache[uint64, *Epoch]
 }
 
 // epochCacheSize is how many epochs a Set keeps built.
-const epochCacheSize = 4
+const epochCacheSize = 2
 
 // NewSet validates opt against the dataset and returns a Set.
 func NewSet(ds *layout.Dataset, c *cache.Cache, opt shuffle.Options) (*Set, error) {
-	s := &Set{DS: ds, Cache: c, Opt: opt, recent: lru.New[uint64, *Epoch](0, epochCacheSize)}
+	s := &Set{DS: ds, Cache: c, Opt: opt, counts: ds.BlockCounts(), recent: lru.New[uint64, *Epoch](0, epochCacheSize)}
 	if _, err := s.Epoch(0); err != nil {
 		return nil, err
 	}
@@ -37,7 +40,7 @@ func (s *Set) Epoch(n uint64) (*Epoch, error) {
 	}
 	opt := s.Opt
 	opt.Epoch = n
-	e, err := newEpoch(s.DS, s.Cache, opt)
+	e, err := newEpoch(s.DS, s.Cache, s.counts, opt)
 	if err != nil {
 		return nil, err
 	}

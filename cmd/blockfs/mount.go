@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -35,6 +36,9 @@ type mountFlags struct {
 	recordSize string
 	blockSize  string
 }
+
+// daemonHeapLimit is the soft limit on the daemon's Go heap (the page cache is not in it).
+const daemonHeapLimit = 48 << 20
 
 // Defaults of blockfs mount.
 const (
@@ -121,7 +125,11 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	absMnt, err := checkMountpoint(mnt, ds.Dir)
+	where := ds.Dir // the data the mount point must not be inside: the dataset, or the file served
+	if ds.Flat() {
+		where = ds.Manifest.Source
+	}
+	absMnt, err := checkMountpoint(mnt, where)
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +192,10 @@ func runMount(f mountFlags, data, mnt string) error {
 	if err := setupLog(f.logFile); err != nil {
 		return err
 	}
+	// The cache lives outside the Go heap; keep the heap itself (O(blocks) epoch tables, FUSE
+	// buffers) tight so RSS stays within the cache budget plus a small constant.
+	debug.SetGCPercent(50)
+	debug.SetMemoryLimit(daemonHeapLimit)
 	c, err := cache.New(view.Source{DS: plan.ds, Verify: plan.verifier}, plan.cacheOpt)
 	if err != nil {
 		return err
