@@ -7,7 +7,7 @@ DEMO      := build/demo
 DEMO_MB   ?= 256
 TEST_TIMEOUT ?= 14m
 
-.PHONY: all build test unit fuzz demo clean fmt vet
+.PHONY: all build test unit fuzz demo bench clean fmt vet
 
 all: build
 
@@ -35,6 +35,12 @@ unit:
 
 demo: build
 	@scripts/demo.sh $(BIN) $(DEMO) $(DEMO_MB)
+
+# The side-by-side benchmark of docs/PERFORMANCE.md (root; about 10 minutes; not in make test).
+BENCH_GIB ?= 2
+bench: build
+	$(GO) build -o bin/loopback ./bench/loopback
+	python3 bench/bench.py --gib $(BENCH_GIB) --markdown build/bench/results.md
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -24,6 +24,8 @@ type Source interface {
 	// Size returns the length of file id.
 	Size(id FileID) int64
 	// ReadAt fills bufs, in order, from file id at off, or returns an error: never a short read.
+	// Each buf of a page the cache holds starts page-aligned and its capacity reaches the end
+	// of its slot, so a source may read a short last page up to an alignment boundary.
 	ReadAt(id FileID, bufs [][]byte, off int64) error
 }
 
@@ -281,7 +283,9 @@ func (c *Cache) newEntryLocked(k key, size int64) *entry {
 		e.slot = c.free[nf-1]
 		c.free = c.free[:nf-1]
 		base := int64(e.slot) * ps
-		e.buf = c.arena[base : base+n : base+n]
+		// The capacity reaches the slot's end, so a short last page may be read to an
+		// alignment boundary (Source.ReadAt with direct I/O).
+		e.buf = c.arena[base : base+n : base+ps]
 		c.pages[k] = e
 	} else {
 		e.buf = make([]byte, n)

@@ -73,28 +73,7 @@ func Mount(mountpoint string, set *view.Set, opt Options) (*Server, error) {
 		return nil, err
 	}
 	m.info = append(m.info, '\n')
-	timeout := time.Minute
-	negative := time.Second
-	fopt := &gofs.Options{
-		EntryTimeout:    &timeout,
-		AttrTimeout:     &timeout,
-		NegativeTimeout: &negative,
-		UID:             m.uid,
-		GID:             m.gid,
-		MountOptions: fuse.MountOptions{
-			FsName:        set.DS.Dir,
-			Name:          "blockfs",
-			Options:       []string{"ro", "default_permissions"},
-			AllowOther:    opt.AllowOther,
-			MaxWrite:      1 << 20,
-			MaxBackground: 64,
-			// Replies are in-memory buffers; splicing them only adds a pipe (and go-fuse logs
-			// every 1 MiB reply that does not fit one).
-			DisableSplice: true,
-			Debug:         opt.Debug,
-			DirectMount:   os.Geteuid() == 0,
-		},
-	}
+	fopt := mountOptions(set.DS.Dir, m.uid, m.gid, opt.AllowOther, opt.Debug)
 	srv, err := gofs.Mount(mnt, &dirNode{m: m, root: true}, fopt)
 	if err != nil {
 		if os.Geteuid() != 0 {
@@ -104,6 +83,33 @@ func Mount(mountpoint string, set *view.Set, opt Options) (*Server, error) {
 	}
 	raiseReadahead(mnt)
 	return &Server{Server: srv, Mountpoint: mnt}, nil
+}
+
+// mountOptions are the go-fuse options of every blockfs mount (and of the benchmark's
+// loopback baseline, so that it measures the same thing).
+func mountOptions(fsName string, uid, gid uint32, allowOther, debug bool) *gofs.Options {
+	timeout := time.Minute
+	negative := time.Second
+	return &gofs.Options{
+		EntryTimeout:    &timeout,
+		AttrTimeout:     &timeout,
+		NegativeTimeout: &negative,
+		UID:             uid,
+		GID:             gid,
+		MountOptions: fuse.MountOptions{
+			FsName:        fsName,
+			Name:          "blockfs",
+			Options:       []string{"ro", "default_permissions"},
+			AllowOther:    allowOther,
+			MaxWrite:      1 << 20,
+			MaxBackground: 64,
+			// Replies are in-memory buffers; splicing them only adds a pipe (and go-fuse logs
+			// every 1 MiB reply that does not fit one).
+			DisableSplice: true,
+			Debug:         debug,
+			DirectMount:   os.Geteuid() == 0,
+		},
+	}
 }
 
 // raiseReadahead lets the kernel read ahead up to 4 MiB on this mount; go-fuse can only lower

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -52,7 +54,17 @@ type Dataset struct {
 	// no such file); nil for a flat file, whose blocks are ranges of flat.
 	files []string
 	flat  *flatFile
+
+	// direct, when set, reads block data with O_DIRECT (see UseDirectIO); cleared for good
+	// if the filesystem refuses it.
+	direct atomic.Bool
 }
+
+// UseDirectIO makes ReadAt read block data files with O_DIRECT where the filesystem, the
+// offset and the buffers allow it: the data goes from the disk to the caller's buffers without
+// a second copy in the kernel's page cache. The mount's page cache turns it on; its buffers are
+// page-aligned. Other files (ids, offsets, names) and unaligned requests read as usual.
+func (d *Dataset) UseDirectIO(on bool) { d.direct.Store(on) }
 
 // flatFile is the one file a flat dataset serves in place.
 type flatFile struct {
@@ -318,11 +330,23 @@ func (d *Dataset) ReadAt(id FileID, bufs [][]byte, off int64) error {
 		return errorf(ErrCorrupt, d.Dir, block, "no file for role %d", id%numRoles)
 	}
 	off += d.base(id)
+	if id%numRoles == RoleData && d.direct.Load() {
+		done, err := d.readDirect(p, block, bufs, off)
+		if done || err != nil {
+			return err
+		}
+	}
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return errorf(ErrCorrupt, p, block, "cannot open: %v", err)
 	}
 	defer unix.Close(fd)
+	return preadFull(fd, p, block, bufs, off)
+}
+
+// preadFull fills bufs from fd at off with as many preadv calls as it takes; a file that ends
+// first is an error, never a short read.
+func preadFull(fd int, p string, block int, bufs [][]byte, off int64) error {
 	want := 0
 	for _, b := range bufs {
 		want += len(b)
@@ -337,11 +361,77 @@ func (d *Dataset) ReadAt(id FileID, bufs [][]byte, off int64) error {
 			return errorf(ErrCorrupt, p, block, "read at offset %d: %v", off+int64(got), err)
 		}
 		if n == 0 {
-			return errorf(ErrCorrupt, p, block, "file ends at offset %d, before the %d bytes the dataset needs (truncated?)", off+int64(got), d.base(id)+d.Size(id))
+			return errorf(ErrCorrupt, p, block, "file ends at offset %d, before the bytes the dataset needs (truncated?)", off+int64(got))
 		}
 		got += n
 	}
 	return nil
+}
+
+// directAlign is the alignment O_DIRECT needs of offsets, lengths and buffers here.
+const directAlign = 4096
+
+// readDirect tries an O_DIRECT read of bufs at off. It reports done=false, with no error, when
+// the request does not qualify (alignment) or the filesystem refuses O_DIRECT, and the caller
+// reads as usual. The last buffer may be short (a file's tail): its capacity must then reach
+// the next alignment boundary, which is read into and ignored.
+func (d *Dataset) readDirect(p string, block int, bufs [][]byte, off int64) (bool, error) {
+	if off%directAlign != 0 {
+		return false, nil
+	}
+	iov := make([][]byte, len(bufs))
+	want := 0
+	for i, b := range bufs {
+		if len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))%directAlign != 0 {
+			return false, nil
+		}
+		n := len(b)
+		if n%directAlign != 0 {
+			up := (n + directAlign - 1) / directAlign * directAlign
+			if i != len(bufs)-1 || cap(b) < up {
+				return false, nil
+			}
+			n = up
+		}
+		iov[i] = b[:n]
+		want += len(b)
+	}
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_DIRECT, 0)
+	if err == unix.EINVAL {
+		d.direct.Store(false) // this filesystem has no O_DIRECT
+		return false, nil
+	}
+	if err != nil {
+		return true, errorf(ErrCorrupt, p, block, "cannot open: %v", err)
+	}
+	defer unix.Close(fd)
+	got := 0
+	for got < want {
+		n, err := unix.Preadv(fd, skipBufs(iov, got), off+int64(got))
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EINVAL && got == 0 {
+			return false, nil
+		}
+		if err != nil {
+			return true, errorf(ErrCorrupt, p, block, "read at offset %d: %v", off+int64(got), err)
+		}
+		if n == 0 {
+			return true, errorf(ErrCorrupt, p, block, "file ends at offset %d, before the bytes the dataset needs (truncated?)", off+int64(got))
+		}
+		got += n
+		if got%directAlign != 0 && got < want {
+			// A short read that breaks alignment before the end: finish without O_DIRECT.
+			bfd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return true, errorf(ErrCorrupt, p, block, "cannot open: %v", err)
+			}
+			defer unix.Close(bfd)
+			return true, preadFull(bfd, p, block, skipBufs(bufs, got), off+int64(got))
+		}
+	}
+	return true, nil
 }
 
 // skipBufs returns the iovecs of bufs after the first n bytes.

@@ -196,6 +196,8 @@ func runMount(f mountFlags, data, mnt string) error {
 	// buffers) tight so RSS stays within the cache budget plus a small constant.
 	debug.SetGCPercent(50)
 	debug.SetMemoryLimit(daemonHeapLimit)
+	// Block data goes from the disk straight into the page-aligned cache: one copy, cached once.
+	plan.ds.UseDirectIO(true)
 	c, err := cache.New(view.Source{DS: plan.ds, Verify: plan.verifier}, plan.cacheOpt)
 	if err != nil {
 		return err

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""The benchmark's Python readers. Each prints one line: "RECORDS BYTES SECONDS".
+
+  readers.py seq PATH RECORD_SIZE [MAX_BYTES]
+      f.read(record_size) per record, front to back (unbuffered: one read() per record), the
+      way a simple Python loader reads a blockfs epoch file.
+  readers.py naive PATH RECORD_SIZE SAMPLE SEED
+      os.pread of one record at a time at uniformly random positions (a map-style Dataset with
+      shuffle=True over the raw data); SAMPLE records of a random permutation.
+  readers.py inproc DATASET RECORD_SIZE SEED [MAX_BYTES]
+      the in-process block shuffle (PyTorch BlockSampler style): whole block files read with
+      one pread each, in random order, then the block's records delivered in a random order.
+"""
+import json
+import os
+import random
+import sys
+import time
+
+
+def seq(path, rs, max_bytes=None):
+    n = 0
+    with open(path, "rb", buffering=0) as f:
+        t = time.perf_counter()
+        while True:
+            rec = f.read(rs)
+            if not rec:
+                break
+            n += 1
+            if max_bytes and n * rs >= max_bytes:
+                break
+        return n, n * rs, time.perf_counter() - t
+
+
+def naive(path, rs, sample, seed):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        count = os.fstat(fd).st_size // rs
+        rng = random.Random(seed)
+        idx = rng.sample(range(count), min(sample, count))
+        t = time.perf_counter()
+        for i in idx:
+            os.pread(fd, rs, i * rs)
+        return len(idx), len(idx) * rs, time.perf_counter() - t
+    finally:
+        os.close(fd)
+
+
+def inproc(dataset, rs, seed, max_bytes=None):
+    with open(os.path.join(dataset, "blockfs.json")) as f:
+        blocks = json.load(f)["blocks"]
+    rng = random.Random(seed)
+    order = list(range(len(blocks)))
+    rng.shuffle(order)
+    n = nbytes = 0
+    t = time.perf_counter()
+    for b in order:
+        fd = os.open(os.path.join(dataset, blocks[b]["file"]), os.O_RDONLY)
+        buf = os.pread(fd, blocks[b]["bytes"], 0)
+        os.close(fd)
+        recs = list(range(len(buf) // rs))
+        rng.shuffle(recs)
+        for i in recs:
+            rec = buf[i * rs:(i + 1) * rs]  # a bytes object per record, as read() gives
+            n += 1
+            nbytes += len(rec)
+        if max_bytes and nbytes >= max_bytes:
+            break
+    return n, nbytes, time.perf_counter() - t
+
+
+def main():
+    mode, args = sys.argv[1], sys.argv[2:]
+    if mode == "seq":
+        r = seq(args[0], int(args[1]), int(args[2]) if len(args) > 2 else None)
+    elif mode == "naive":
+        r = naive(args[0], int(args[1]), int(args[2]), int(args[3]))
+    elif mode == "inproc":
+        r = inproc(args[0], int(args[1]), int(args[2]), int(args[3]) if len(args) > 3 else None)
+    else:
+        sys.exit(__doc__)
+    print("%d %d %.6f" % r)
+
+
+if __name__ == "__main__":
+    main()
