@@ -3,7 +3,7 @@
 
 Builds datasets under build/bench (2 GiB of 4 KiB records by default; 256 B records; variable-
 length lines), then measures every row in this one run, cold (page cache dropped and daemons
-remounted before each run) and warm, median of 3, and prints one table with the issue's
+remounted before each run, median of 3) and warm (median of 5), and prints one table with the issue's
 floors. Needs root (drop_caches, mounts). Options: --gib N scales the 4 KiB set; --markdown
 FILE also writes the table as Markdown.
 """
@@ -95,11 +95,13 @@ class Row:
         self.rate[mode] = (mbs, mbs * 1e6 / self.rs)
 
 
-def measure(row, modes, run, prepare_cold, runs=3):
+def measure(row, modes, run, prepare_cold):
     for mode in modes:
         res = []
+        runs = 3
         if mode == "warm":
             run()  # warm up
+            runs = 5  # warm runs are short and noisier
         for _ in range(runs):
             if mode == "cold":
                 prepare_cold()
@@ -118,7 +120,7 @@ def make_datasets(work, gib):
             print("making %s of %d B records" % (human(size), rs), flush=True)
             sh("head -c %d /dev/urandom > %s" % (size, raw))
         ds = os.path.join(work, "ds-%s" % name)
-        if not os.path.exists(os.path.join(ds, "blockfs.json")):
+        if packed_bytes(ds) != size:
             sh("%s pack --quiet --force --record-size %d %s %s" % (BIN, rs, raw, ds))
         sets[name] = (raw, ds, rs)
     lines = os.path.join(work, "input-var.txt")
@@ -131,6 +133,15 @@ def make_datasets(work, gib):
         sh("%s pack --quiet --force %s %s" % (BIN, lines, ds))
     sets["var"] = (lines, ds, 256)
     return sets
+
+
+def packed_bytes(ds):
+    """The bytes of the dataset at ds, or None if there is none."""
+    try:
+        with open(os.path.join(ds, "blockfs.json")) as f:
+            return json.load(f)["bytes"]
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def human(n):
@@ -201,6 +212,11 @@ def main():
         n, b, s = python_reader("seq", epoch, rs)
         return b, s
     rows.append(measure(Row("blockfs epoch: Python read(4096) per record", rs), ("cold", "warm"), py_seq, bfs))
+
+    def py_seq0():
+        n, b, s = python_reader("seq0", epoch, rs)
+        return b, s
+    rows.append(measure(Row("blockfs epoch: Python read(4096), unbuffered", rs), ("cold", "warm"), py_seq0, bfs))
     shards = " ".join("dd if=%s/shard-%d-of-4/epoch-0000 of=/dev/null bs=1M status=none &" % (mnt, r) for r in range(4))
     rows.append(measure(Row("blockfs: 4 readers on shard-R-of-4", rs), ("cold", "warm"),
                         lambda: (size4k - size4k % (4 * rs), timed(shards + " wait")), bfs))

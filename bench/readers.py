@@ -2,8 +2,10 @@
 """The benchmark's Python readers. Each prints one line: "RECORDS BYTES SECONDS".
 
   readers.py seq PATH RECORD_SIZE [MAX_BYTES]
-      f.read(record_size) per record, front to back (unbuffered: one read() per record), the
-      way a simple Python loader reads a blockfs epoch file.
+      f.read(record_size) per record, front to back, from open(path, "rb"): the way a simple
+      Python loader reads a blockfs epoch file (Python buffers by the file's st_blksize).
+  readers.py seq0 PATH RECORD_SIZE [MAX_BYTES]
+      the same with buffering=0: one read() system call per record.
   readers.py naive PATH RECORD_SIZE SAMPLE SEED
       os.pread of one record at a time at uniformly random positions (a map-style Dataset with
       shuffle=True over the raw data); SAMPLE records of a random permutation.
@@ -18,9 +20,9 @@ import sys
 import time
 
 
-def seq(path, rs, max_bytes=None):
+def seq(path, rs, max_bytes=None, buffering=-1):
     n = 0
-    with open(path, "rb", buffering=0) as f:
+    with open(path, "rb", buffering=buffering) as f:
         t = time.perf_counter()
         while True:
             rec = f.read(rs)
@@ -71,8 +73,8 @@ def inproc(dataset, rs, seed, max_bytes=None):
 
 def main():
     mode, args = sys.argv[1], sys.argv[2:]
-    if mode == "seq":
-        r = seq(args[0], int(args[1]), int(args[2]) if len(args) > 2 else None)
+    if mode in ("seq", "seq0"):
+        r = seq(args[0], int(args[1]), int(args[2]) if len(args) > 2 else None, 0 if mode == "seq0" else -1)
     elif mode == "naive":
         r = naive(args[0], int(args[1]), int(args[2]), int(args[3]))
     elif mode == "inproc":
