@@ -79,9 +79,12 @@ def timed(cmd):
 
 
 def python_reader(*args):
-    out = subprocess.run([sys.executable, READERS] + [str(a) for a in args], check=True,
-                         capture_output=True, text=True).stdout.split()
-    return int(out[0]), int(out[1]), float(out[2])
+    """A run of bench/readers.py with args: returns (bytes, seconds)."""
+    def run():
+        out = subprocess.run([sys.executable, READERS] + [str(a) for a in args], check=True,
+                             capture_output=True, text=True).stdout.split()
+        return int(out[1]), float(out[2])
+    return run
 
 
 class Row:
@@ -207,35 +210,21 @@ def main():
                         lambda: (size4k, timed("dd if=%s of=/dev/null bs=1M" % epoch)), bfs))
     rows.append(measure(Row("blockfs epoch: dd bs=4k", rs), ("cold", "warm"),
                         lambda: (size4k, timed("dd if=%s of=/dev/null bs=4k" % epoch)), bfs))
-
-    def py_seq():
-        n, b, s = python_reader("seq", epoch, rs)
-        return b, s
-    rows.append(measure(Row("blockfs epoch: Python read(4096) per record", rs), ("cold", "warm"), py_seq, bfs))
-
-    def py_seq0():
-        n, b, s = python_reader("seq0", epoch, rs)
-        return b, s
-    rows.append(measure(Row("blockfs epoch: Python read(4096), unbuffered", rs), ("cold", "warm"), py_seq0, bfs))
+    rows.append(measure(Row("blockfs epoch: Python read(4096) per record", rs), ("cold", "warm"),
+                        python_reader("seq", epoch, rs), bfs))
+    rows.append(measure(Row("blockfs epoch: Python read(4096), unbuffered", rs), ("cold", "warm"),
+                        python_reader("seq0", epoch, rs), bfs))
     shards = " ".join("dd if=%s/shard-%d-of-4/epoch-0000 of=/dev/null bs=1M status=none &" % (mnt, r) for r in range(4))
     rows.append(measure(Row("blockfs: 4 readers on shard-R-of-4", rs), ("cold", "warm"),
                         lambda: (size4k - size4k % (4 * rs), timed(shards + " wait")), bfs))
     bfs.close()
 
-    def naive(sample):
-        def run():
-            n, b, s = python_reader("naive", raw4k, rs, sample, 7)
-            return b, s
-        return run
     r = Row("naive: Python pread per record, random order", rs)
-    measure(r, ("cold",), naive(20000), drop_caches)
-    measure(r, ("warm",), naive(200000), lambda: None)
+    measure(r, ("cold",), python_reader("naive", raw4k, rs, 20000, 7), drop_caches)
+    measure(r, ("warm",), python_reader("naive", raw4k, rs, 200000, 7), lambda: None)
     rows.append(r)
-
-    def inproc():
-        n, b, s = python_reader("inproc", ds4k, rs, 7)
-        return b, s
-    rows.append(measure(Row("in-process block shuffle (Python)", rs), ("cold", "warm"), inproc, drop_caches))
+    rows.append(measure(Row("in-process block shuffle (Python)", rs), ("cold", "warm"),
+                        python_reader("inproc", ds4k, rs, 7), drop_caches))
 
     # Daemon facts for one cold epoch plus four shard readers.
     drop_caches()
@@ -263,27 +252,15 @@ def main():
     size256 = os.path.getsize(raw256)
     small.append(measure(Row("256 B: blockfs epoch dd bs=1M", rs256), ("cold", "warm"),
                          lambda: (size256, timed("dd if=%s of=/dev/null bs=1M" % e256)), b256))
-
-    def py256():
-        n, b, s = python_reader("seq", e256, rs256, 128 * MiB)
-        return b, s
-    small.append(measure(Row("256 B: blockfs Python read(256), 128 MiB", rs256), ("cold", "warm"), py256, b256))
+    small.append(measure(Row("256 B: blockfs Python read(256), 128 MiB", rs256), ("cold", "warm"),
+                         python_reader("seq", e256, rs256, 128 * MiB), b256))
     b256.close()
-
-    def naive256(sample):
-        def run():
-            n, b, s = python_reader("naive", raw256, rs256, sample, 7)
-            return b, s
-        return run
     r = Row("256 B: naive Python pread, random order", rs256)
-    measure(r, ("cold",), naive256(20000), drop_caches)
-    measure(r, ("warm",), naive256(200000), lambda: None)
+    measure(r, ("cold",), python_reader("naive", raw256, rs256, 20000, 7), drop_caches)
+    measure(r, ("warm",), python_reader("naive", raw256, rs256, 200000, 7), lambda: None)
     small.append(r)
-
-    def inproc256():
-        n, b, s = python_reader("inproc", ds256, rs256, 7, 128 * MiB)
-        return b, s
-    small.append(measure(Row("256 B: in-process block shuffle, 128 MiB", rs256), ("cold", "warm"), inproc256, drop_caches))
+    small.append(measure(Row("256 B: in-process block shuffle, 128 MiB", rs256), ("cold", "warm"),
+                         python_reader("inproc", ds256, rs256, 7, 128 * MiB), drop_caches))
 
     lines, dsvar, _ = sets["var"]
     bvar = Remount(blockfs_argv(dsvar), mnt)

@@ -77,30 +77,40 @@ type flatFile struct {
 // offsets index starts at 0 and ends at the block's size. Nothing is served from a dataset that
 // fails here. Errors wrap ErrFormat, ErrCorrupt or ErrUnsafePath and name the file.
 func Open(dir string) (*Dataset, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, err
-	}
-	st, err := os.Stat(abs)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, errorf(ErrFormat, dir, -1, "no such directory")
-		}
-		return nil, errorf(ErrFormat, dir, -1, "%v", unwrapPathError(err))
-	}
-	if !st.IsDir() {
-		return nil, errorf(ErrFormat, dir, -1, "not a directory (a dataset is a directory with a %s)", ManifestName)
-	}
-	mpath := filepath.Join(abs, ManifestName)
-	data, err := readManifest(mpath)
-	if err != nil {
-		return nil, err
-	}
-	m, err := ParseManifest(mpath, data)
+	abs, m, err := loadManifest(dir)
 	if err != nil {
 		return nil, err
 	}
 	return newDataset(abs, m, nil)
+}
+
+// loadManifest checks that dir is a directory and reads and validates its manifest. It
+// returns dir's absolute path.
+func loadManifest(dir string) (string, *Manifest, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", nil, errorf(ErrFormat, dir, -1, "no such directory")
+		}
+		return "", nil, errorf(ErrFormat, dir, -1, "%v", unwrapPathError(err))
+	}
+	if !st.IsDir() {
+		return "", nil, errorf(ErrFormat, dir, -1, "not a directory (a dataset is a directory with a %s)", ManifestName)
+	}
+	mpath := filepath.Join(abs, ManifestName)
+	data, err := readManifest(mpath)
+	if err != nil {
+		return "", nil, err
+	}
+	m, err := ParseManifest(mpath, data)
+	if err != nil {
+		return "", nil, err
+	}
+	return abs, m, nil
 }
 
 func readManifest(mpath string) ([]byte, error) {

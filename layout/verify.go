@@ -3,7 +3,6 @@ package layout
 import (
 	"fmt"
 	"hash/crc32"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 )
@@ -83,16 +82,7 @@ type VerifyResult struct {
 // on; it returns an error only when the manifest itself cannot be read.
 func Verify(dir string, report func(error)) (VerifyResult, error) {
 	var res VerifyResult
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return res, err
-	}
-	mpath := filepath.Join(abs, ManifestName)
-	data, err := readManifest(mpath)
-	if err != nil {
-		return res, err
-	}
-	m, err := ParseManifest(mpath, data)
+	abs, m, err := loadManifest(dir)
 	if err != nil {
 		return res, err
 	}

@@ -110,10 +110,6 @@ func openRaw(src string, recordSize int64) (input, element, error) {
 	if err != nil {
 		return nil, element{}, err
 	}
-	if st.Size() == 0 {
-		f.Close()
-		return nil, element{}, fmt.Errorf("%s is empty: nothing to pack", src)
-	}
 	if st.Size()%recordSize != 0 {
 		f.Close()
 		return nil, element{}, fmt.Errorf("%s is %d bytes, not a multiple of the record size %d (%d bytes left over); check --record-size", src, st.Size(), recordSize, st.Size()%recordSize)
@@ -191,10 +187,6 @@ func openLines(src string) (input, element, error) {
 	f, st, err := openRegular(src)
 	if err != nil {
 		return nil, element{}, err
-	}
-	if st.Size() == 0 {
-		f.Close()
-		return nil, element{}, fmt.Errorf("%s is empty: nothing to pack", src)
 	}
 	return &linesInput{f: f, r: bufio.NewReaderSize(f, 4<<20), n: st.Size()}, element{kind: layout.Variable}, nil
 }
@@ -301,6 +293,7 @@ func (w *bytesBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// openRegular opens a non-empty regular file for reading front to back.
 func openRegular(src string) (*os.File, os.FileInfo, error) {
 	f, err := os.Open(src)
 	if err != nil {
@@ -314,6 +307,10 @@ func openRegular(src string) (*os.File, os.FileInfo, error) {
 	if !st.Mode().IsRegular() {
 		f.Close()
 		return nil, nil, fmt.Errorf("%s is not a regular file", src)
+	}
+	if st.Size() == 0 {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s is empty: nothing to pack", src)
 	}
 	// The input is read once, front to back: let the kernel read ahead further.
 	_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_SEQUENTIAL)
