@@ -9,6 +9,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -173,6 +174,8 @@ type statsDoc struct {
 	OffsetsServed uint64 `json:"offsets_bytes_served"` // .offsets bytes returned
 	Reads         uint64 `json:"read_requests"`        // FUSE reads answered
 	ReadErrors    uint64 `json:"read_errors"`          // FUSE reads answered with an error
+	Goroutines    int    `json:"goroutines"`           // the daemon's goroutines now
+	OpenFDs       int    `json:"open_fds"`             // the daemon's open file descriptors now
 	cache.Stats
 }
 
@@ -180,6 +183,16 @@ func (m *mount) stats() statsDoc {
 	return statsDoc{
 		DataServed: m.served[view.Data].Load(), IDsServed: m.served[view.IDs].Load(),
 		OffsetsServed: m.served[view.Offsets].Load(), Reads: m.reads.Load(), ReadErrors: m.errs.Load(),
+		Goroutines: runtime.NumGoroutine(), OpenFDs: openFDs(),
 		Stats: m.set.Cache.Stats(),
 	}
+}
+
+// openFDs counts the process's open file descriptors (-1 if /proc is not there).
+func openFDs() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	return len(ents) - 1 // the directory being read
 }

@@ -1,0 +1,157 @@
+package test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// readStats returns the mount's .blockfs/stats.json.
+func readStats(t *testing.T, m *mounted) map[string]float64 {
+	t.Helper()
+	b, err := os.ReadFile(m.path(".blockfs/stats.json"))
+	require.NoError(t, err)
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal(b, &raw))
+	out := map[string]float64{}
+	for k, v := range raw {
+		if f, ok := v.(float64); ok {
+			out[k] = f
+		}
+	}
+	return out
+}
+
+// TestBlockLostUnderMount deletes one block file and truncates another under a running mount:
+// reads that touch them get EIO (never zeros), other ranges keep working, the daemon keeps
+// running and logs the block and the cause.
+func TestBlockLostUnderMount(t *testing.T) {
+	p := packRaw(t, 160, "64KiB", "--no-shuffle") // 16 records (64 KiB) a block, 10 blocks
+	m := mount(t, p.dir, "--shuffle", "none", "--readahead", "0", "--cache-size", "4MiB")
+	require.NoError(t, os.Remove(filepath.Join(p.dir, "blocks/000003.bin")))
+	require.NoError(t, os.Truncate(filepath.Join(p.dir, "blocks/000005.bin"), 1000))
+	f, err := os.Open(m.path("epoch-0000"))
+	require.NoError(t, err)
+	defer f.Close()
+	const block = 16 * recordSize
+	buf := make([]byte, recordSize)
+	for _, b := range []int{3, 5} {
+		_, err := f.ReadAt(buf, int64(b*block+100))
+		assert.ErrorIs(t, err, syscall.EIO, "block %d", b)
+	}
+	for _, b := range []int{0, 4, 6, 9} {
+		n, err := f.ReadAt(buf, int64(b*block))
+		require.NoError(t, err, "block %d", b)
+		assert.Equal(t, recordSize, n)
+		assert.Equal(t, p.records[b*16], buf, "block %d", b)
+	}
+	// dd over the whole epoch fails instead of reading zeros.
+	out, err := exec.Command("dd", "if="+m.path("epoch-0000"), "of=/dev/null", "bs=1M").CombinedOutput()
+	assert.Error(t, err)
+	assert.Contains(t, string(out), "Input/output error")
+	assert.Nil(t, m.cmd.ProcessState, "the daemon keeps running")
+	st := readStats(t, m)
+	assert.Positive(t, st["read_errors"])
+	log := m.stderr.String()
+	assert.Contains(t, log, "blocks/000003.bin: block 3: cannot open")
+	assert.Contains(t, log, "blocks/000005.bin: block 5")
+}
+
+// TestKill9AndRemount: after kill -9 the mount point is stale; mount refuses it with advice,
+// blockfs unmount clears it, and a new mount on the same point works.
+func TestKill9AndRemount(t *testing.T) {
+	p := packRaw(t, 100, "64KiB")
+	m := mount(t, p.dir, "--cache-size", "4MiB", "--readahead", "512KiB")
+	_, err := os.ReadFile(m.path("epoch-0000"))
+	require.NoError(t, err)
+	require.NoError(t, m.cmd.Process.Kill())
+	<-m.exited
+	_, err = os.ReadFile(m.path("epoch-0000"))
+	require.Error(t, err, "the stale mount does not serve")
+	_, errs, code := run(t, "mount", "--cache-size", "4MiB", "--readahead", "512KiB", p.dir, m.dir)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "blockfs unmount")
+	mustRun(t, "unmount", m.dir)
+	assert.False(t, isMounted(m.dir))
+	m2 := mountAt(t, p.dir, m.dir, "--cache-size", "4MiB", "--readahead", "512KiB")
+	b, err := os.ReadFile(m2.path("epoch-0000"))
+	require.NoError(t, err)
+	assert.Len(t, b, 100*recordSize)
+}
+
+// TestReaderKilledMidRead: readers killed in the middle of reads leave no goroutines or file
+// descriptors behind in the daemon.
+func TestReaderKilledMidRead(t *testing.T) {
+	p := packRaw(t, 8192, "1MiB") // 32 MiB
+	m := mount(t, p.dir, "--cache-size", "16MiB", "--readahead", "4MiB")
+	// Warm go-fuse's reader pool so the baseline is its steady state.
+	sh(t, fmt.Sprintf("for e in 0 1; do dd if=%s/epoch-000$e of=/dev/null bs=1M status=none & done; wait", m.dir))
+	time.Sleep(500 * time.Millisecond)
+	base := readStats(t, m)
+	for i := 0; i < 5; i++ {
+		cmd := exec.Command("dd", "if="+m.path(fmt.Sprintf("shard-%d-of-5/epoch-%04d", i, 10+i)), "of=/dev/null", "bs=4k")
+		require.NoError(t, cmd.Start())
+		time.Sleep(30 * time.Millisecond)
+		require.NoError(t, cmd.Process.Kill())
+		_ = cmd.Wait()
+	}
+	var now map[string]float64
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		now = readStats(t, m)
+		if now["goroutines"] <= base["goroutines"]+2 && now["open_fds"] <= base["open_fds"] || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("goroutines %v -> %v, open fds %v -> %v", base["goroutines"], now["goroutines"], base["open_fds"], now["open_fds"])
+	assert.LessOrEqual(t, now["goroutines"], base["goroutines"]+2, "goroutines return to the baseline")
+	assert.LessOrEqual(t, now["open_fds"], base["open_fds"], "open fds return to the baseline")
+}
+
+// TestSigintWhileReading: SIGINT while readers are reading unmounts and exits 0; the readers
+// finish or get an error, never hang.
+func TestSigintWhileReading(t *testing.T) {
+	p := packRaw(t, 8192, "1MiB")
+	m := mount(t, p.dir, "--cache-size", "16MiB", "--readahead", "4MiB")
+	var readers []*exec.Cmd
+	for i := 0; i < 3; i++ {
+		cmd := exec.Command("dd", "if="+m.path(fmt.Sprintf("epoch-%04d", i)), "of=/dev/null", "bs=4k")
+		require.NoError(t, cmd.Start())
+		readers = append(readers, cmd)
+	}
+	time.Sleep(100 * time.Millisecond)
+	require.NoError(t, m.cmd.Process.Signal(os.Interrupt))
+	select {
+	case err := <-m.exited:
+		require.NoError(t, err, "exit status after SIGINT: %s", m.stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("daemon still running 30 s after SIGINT")
+	}
+	for _, r := range readers {
+		done := make(chan error, 1)
+		go func() { done <- r.Wait() }()
+		select {
+		case err := <-done:
+			var ee *exec.ExitError
+			if err != nil && !errors.As(err, &ee) {
+				t.Errorf("reader: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			_ = r.Process.Kill()
+			t.Error("a reader hung after the daemon exited")
+		}
+	}
+	assert.False(t, isMounted(m.dir))
+	assert.True(t, strings.Contains(m.stderr.String(), "interrupt"), m.stderr.String())
+}
