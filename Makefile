@@ -28,6 +28,9 @@ test: vet
 FUZZTIME ?= 10s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME) ./layout/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseNpy$$' -fuzztime $(FUZZTIME) ./layout/
+	$(GO) test -run '^$$' -fuzz '^FuzzOrder$$' -fuzztime $(FUZZTIME) ./shuffle/
+	$(GO) test -run '^$$' -fuzz '^FuzzOffsetMapping$$' -fuzztime $(FUZZTIME) ./view/
 	$(GO) test -run '^$$' -fuzz '^FuzzNames$$' -fuzztime $(FUZZTIME) ./fs/
 
 unit:

@@ -102,9 +102,15 @@ func mount(t *testing.T, data string, args ...string) *mounted {
 // mountAt is mount at a given, existing, empty directory.
 func mountAt(t *testing.T, data, mnt string, args ...string) *mounted {
 	t.Helper()
+	return mountBinary(t, bin, data, mnt, args...)
+}
+
+// mountBinary is mountAt with a given blockfs binary.
+func mountBinary(t *testing.T, binary, data, mnt string, args ...string) *mounted {
+	t.Helper()
 	requireFUSE(t)
 	m := &mounted{t: t, dir: mnt, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
-	m.cmd = exec.Command(bin, append(append([]string{"mount"}, args...), data, mnt)...)
+	m.cmd = exec.Command(binary, append(append([]string{"mount"}, args...), data, mnt)...)
 	m.cmd.Stderr = m.stderr
 	require.NoError(t, m.cmd.Start())
 	go func() { m.exited <- m.cmd.Wait() }()
