@@ -1,0 +1,156 @@
+package test
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// treeDigest hashes every file's path, size, mode, mtime and content under dir, so a test can
+// show that nothing in a dataset changed.
+func treeDigest(t *testing.T, dir string) [32]byte {
+	t.Helper()
+	h := sha256.New()
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		h.Write([]byte(p + info.Mode().String() + info.ModTime().String()))
+		if info.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			h.Write(b)
+		}
+		return nil
+	}))
+	var out [32]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+// editManifest rewrites a dataset's manifest through fn.
+func editManifest(t *testing.T, dir string, fn func(m map[string]any)) {
+	t.Helper()
+	p := filepath.Join(dir, "blockfs.json")
+	raw, err := os.ReadFile(p)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(raw, &m))
+	fn(m)
+	raw, err = json.Marshal(m)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(p, raw, 0o644))
+}
+
+func firstBlock(m map[string]any) map[string]any {
+	return m["blocks"].([]any)[0].(map[string]any)
+}
+
+// TestDatasetErrors is the dataset half of docs/ERRORS.md: each damaged dataset is refused by
+// blockfs mount with exit code 1 and one line naming the file, and nothing in it changes.
+func TestDatasetErrors(t *testing.T) {
+	cases := []struct {
+		name   string
+		damage func(t *testing.T, dir string)
+		msg    string
+	}{
+		{"manifest missing", func(t *testing.T, d string) { require.NoError(t, os.Remove(filepath.Join(d, "blockfs.json"))) }, "blockfs.json: no manifest"},
+		{"manifest garbled", func(t *testing.T, d string) {
+			require.NoError(t, os.WriteFile(filepath.Join(d, "blockfs.json"), []byte(`{"format": "blockfs-dataset", "vers`), 0o644))
+		}, "manifest is not valid JSON"},
+		{"manifest truncated to nothing", func(t *testing.T, d string) { require.NoError(t, os.Truncate(filepath.Join(d, "blockfs.json"), 0)) }, "manifest is empty"},
+		{"unknown format version", func(t *testing.T, d string) { editManifest(t, d, func(m map[string]any) { m["version"] = 9 }) }, "unknown format version 9"},
+		{"block file missing", func(t *testing.T, d string) { require.NoError(t, os.Remove(filepath.Join(d, "blocks/000001.bin"))) }, "blocks/000001.bin: block 1: file is missing"},
+		{"block file truncated", func(t *testing.T, d string) {
+			require.NoError(t, os.Truncate(filepath.Join(d, "blocks/000000.bin"), 100))
+		}, "file is 100 bytes, the manifest says 65536"},
+		{"block file longer", func(t *testing.T, d string) {
+			require.NoError(t, os.Truncate(filepath.Join(d, "blocks/000000.bin"), 70000))
+		}, "file is 70000 bytes, the manifest says 65536"},
+		{"absolute path", func(t *testing.T, d string) {
+			editManifest(t, d, func(m map[string]any) { firstBlock(m)["file"] = "/etc/hostname" })
+		}, "absolute paths are not allowed"},
+		{"path with ..", func(t *testing.T, d string) {
+			editManifest(t, d, func(m map[string]any) { firstBlock(m)["file"] = "../x.bin" })
+		}, "leaves the dataset directory"},
+		{"symlink out of the dataset", func(t *testing.T, d string) {
+			p := filepath.Join(d, "blocks/000000.bin")
+			out := filepath.Join(filepath.Dir(d), "outside.bin")
+			require.NoError(t, os.Rename(p, out))
+			require.NoError(t, os.Symlink(out, p))
+		}, "outside the dataset directory"},
+		{"record size 0", func(t *testing.T, d string) { editManifest(t, d, func(m map[string]any) { m["record_size"] = 0 }) }, "record_size must be positive"},
+		{"counts disagree", func(t *testing.T, d string) { editManifest(t, d, func(m map[string]any) { m["records"] = 5 }) }, "blocks hold 40 records but the manifest says 5"},
+		{"count overflow", func(t *testing.T, d string) {
+			editManifest(t, d, func(m map[string]any) { firstBlock(m)["records"] = uint64(1) << 62 })
+		}, "do not make 65536 bytes"},
+		{"empty dataset", func(t *testing.T, d string) {
+			editManifest(t, d, func(m map[string]any) { m["blocks"] = []any{}; m["records"] = 0; m["bytes"] = 0 })
+		}, "dataset has no records"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := packRaw(t, 40, "64KiB") // 16 records a block: 3 blocks
+			c.damage(t, p.dir)
+			before := treeDigest(t, p.dir)
+			mnt := t.TempDir()
+			_, errs, code := run(t, "mount", "--cache-size", "4MiB", "--readahead", "512KiB", p.dir, mnt)
+			assert.Equal(t, 1, code, errs)
+			assert.Equal(t, 1, strings.Count(errs, "\n"), "one line: %q", errs)
+			assert.True(t, strings.HasPrefix(errs, "blockfs: "), errs)
+			assert.Contains(t, errs, c.msg)
+			assert.NotContains(t, errs, "goroutine")
+			assert.Equal(t, before, treeDigest(t, p.dir), "nothing in the dataset changed")
+			assert.False(t, isMounted(mnt))
+		})
+	}
+}
+
+// TestOnlyTheMounterReads: without --allow-other another user cannot read the mount; with it,
+// they can read but not write.
+func TestOnlyTheMounterReads(t *testing.T) {
+	requireFUSE(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run a reader as another user")
+	}
+	p := packRaw(t, 20, "64KiB")
+	for _, dir := range []string{p.dir, filepath.Dir(p.dir), filepath.Dir(filepath.Dir(p.dir))} {
+		require.NoError(t, os.Chmod(dir, 0o755))
+	}
+	open := func(allow bool) (string, error) {
+		parent := t.TempDir()
+		require.NoError(t, os.Chmod(parent, 0o755))
+		require.NoError(t, os.Chmod(filepath.Dir(parent), 0o755))
+		mnt := filepath.Join(parent, "mnt")
+		require.NoError(t, os.Mkdir(mnt, 0o755))
+		args := []string{"--cache-size", "4MiB", "--readahead", "512KiB"}
+		if allow {
+			args = append(args, "--allow-other")
+		}
+		m := mountAt(t, p.dir, mnt, args...)
+		out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+			"sh", "-c", "head -c 4096 "+m.path("epoch-0000")+" | wc -c; touch "+m.path("x")).CombinedOutput()
+		return string(out), err
+	}
+	out, err := open(false)
+	assert.Error(t, err)
+	assert.Contains(t, out, "Permission denied", "another user cannot read without --allow-other")
+	out, err = open(true)
+	assert.Error(t, err, "writes still fail")
+	assert.Contains(t, out, "4096", "another user reads with --allow-other")
+	assert.Contains(t, out, "Read-only file system")
+}
