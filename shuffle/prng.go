@@ -12,6 +12,7 @@ const (
 	DomainWindow      = 2 // the permutation of the records of one window
 	DomainPackAssign  = 3 // pack: which block each input record goes to
 	DomainPackInBlock = 4 // pack: the order of records inside a packed block
+	DomainReference   = 5 // blockfs order --stats: the uniform shuffle of the reference row
 )
 
 // mix64 is the SplitMix64 output function (Stafford's Mix13 variant).

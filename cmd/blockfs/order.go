@@ -1,0 +1,259 @@
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/shuffle"
+)
+
+type orderFlags struct {
+	seed       uint64
+	epoch      uint64
+	shuffle    string
+	mix        int
+	shard      string
+	ids        bool
+	stats      bool
+	labels     string
+	recordSize string
+	blockSize  string
+}
+
+func newOrder() *cobra.Command {
+	var f orderFlags
+	c := &cobra.Command{
+		Use:   "order DATA [--seed N] [--epoch N] [--shuffle M] [--mix K] [--shard R/W] (--ids | --stats [--labels FILE])",
+		Short: "Compute an epoch's order without mounting: the record ids, or its quality figures",
+		Long: `order computes an epoch's order with the same code the mount uses.
+
+--ids prints the source id of each record of the epoch (or of shard R of W), one per line:
+the same values as the mount's epoch-NNNN.ids.
+
+--stats prints quality figures beside those of a uniform shuffle of the same records:
+the mean number of distinct blocks in batches of 32, 256 and 1024 consecutive records; with
+--labels (a file of one integer per line, line i the label of record id i), the mean
+total-variation distance between a batch's labels and the dataset's; the entropy of the gaps
+between consecutive record ids and between consecutive block ids, relative to a uniform
+shuffle (1 = as random); and the correlation of record positions in this epoch and the next.
+--stats holds the epoch in memory (O(records)); --ids does not.`,
+		Args: exactArgs("DATA"),
+		RunE: func(c *cobra.Command, args []string) error { return runOrder(f, args[0]) },
+	}
+	fl := c.Flags()
+	fl.Uint64Var(&f.seed, "seed", 0, "shuffle seed")
+	fl.Uint64Var(&f.epoch, "epoch", 0, "epoch")
+	fl.StringVar(&f.shuffle, "shuffle", "full", "order: full, blocks, none")
+	fl.IntVar(&f.mix, "mix", 1, "blocks per window (full only)")
+	fl.StringVar(&f.shard, "shard", "", "only slice R of W, as R/W")
+	fl.BoolVar(&f.ids, "ids", false, "print the record ids, one per line")
+	fl.BoolVar(&f.stats, "stats", false, "print quality figures")
+	fl.StringVar(&f.labels, "labels", "", "with --stats: a file of one integer label per line, by record id")
+	fl.StringVar(&f.recordSize, "record-size", "", "record size, for a flat file served in place")
+	fl.StringVar(&f.blockSize, "block-size", ibytes(layout.DefaultBlockSize), "logical block size for a file served in place")
+	return c
+}
+
+func runOrder(f orderFlags, data string) error {
+	if f.ids == f.stats {
+		return usagef("give exactly one of --ids and --stats")
+	}
+	if f.labels != "" && !f.stats {
+		return usagef("--labels goes with --stats")
+	}
+	mode, err := shuffle.ParseMode(f.shuffle)
+	if err != nil {
+		return usagef("--shuffle: %v", err)
+	}
+	opt := shuffle.Options{Seed: f.seed, Epoch: f.epoch, Mode: mode, Mix: f.mix}
+	if err := opt.Validate(); err != nil || f.mix < 1 {
+		return usagef("--mix %d: %v", f.mix, err)
+	}
+	ds, err := openData(mountFlags{recordSize: f.recordSize, blockSize: f.blockSize}, data)
+	if err != nil {
+		return err
+	}
+	ord, err := shuffle.New(ds.BlockCounts(), opt)
+	if err != nil {
+		return err
+	}
+	lo, hi := uint64(0), ord.Len()
+	if f.shard != "" {
+		r, w, ok := parseShard(f.shard)
+		if !ok {
+			return usagef("--shard %q is not R/W with 0 <= R < W", f.shard)
+		}
+		per := ord.Len() / w
+		lo, hi = r*per, (r+1)*per
+	}
+	if f.ids {
+		return printIDs(ds, ord, lo, hi)
+	}
+	return printStats(ds, opt, lo, hi, f)
+}
+
+func parseShard(s string) (r, w uint64, ok bool) {
+	rs, ws, found := strings.Cut(s, "/")
+	r, err1 := strconv.ParseUint(rs, 10, 64)
+	w, err2 := strconv.ParseUint(ws, 10, 64)
+	return r, w, found && err1 == nil && err2 == nil && w > 0 && r < w
+}
+
+// blockIDs reads the source ids of a block's records (its ids file, or storage indices).
+func blockIDs(ds *layout.Dataset, b int) ([]uint64, error) {
+	n := ds.BlockRecords(b)
+	ids := make([]uint64, n)
+	if !ds.HasIDs() {
+		for i := range ids {
+			ids[i] = ds.FirstRecord(b) + uint64(i)
+		}
+		return ids, nil
+	}
+	raw := make([]byte, 8*n)
+	if err := ds.ReadAt(layout.IDsFile(b), [][]byte{raw}, 0); err != nil {
+		return nil, err
+	}
+	for i := range ids {
+		ids[i] = binary.LittleEndian.Uint64(raw[8*i:])
+	}
+	return ids, nil
+}
+
+// printIDs streams the ids of positions [lo, hi), one window's ids files at a time.
+func printIDs(ds *layout.Dataset, ord *shuffle.Order, lo, hi uint64) error {
+	w := bufio.NewWriterSize(os.Stdout, 1<<20)
+	for pos := lo; pos < hi; {
+		win := ord.Window(ord.WindowOf(pos))
+		ids := map[int][]uint64{}
+		for _, b := range win.Blocks {
+			v, err := blockIDs(ds, b)
+			if err != nil {
+				return err
+			}
+			ids[b] = v
+		}
+		for ; pos < hi && pos < win.Start+win.Count; pos++ {
+			b, l := win.At(pos - win.Start)
+			w.WriteString(strconv.FormatUint(ids[b][l], 10))
+			w.WriteByte('\n')
+		}
+	}
+	return w.Flush()
+}
+
+// sample returns positions [lo, hi) of an epoch as ids and blocks.
+func sample(ord *shuffle.Order, ids []uint64, ds *layout.Dataset, lo, hi uint64) shuffle.Sample {
+	s := shuffle.Sample{IDs: make([]uint64, 0, hi-lo), Blocks: make([]uint32, 0, hi-lo)}
+	for pos := lo; pos < hi; pos++ {
+		b, l := ord.At(pos)
+		s.IDs = append(s.IDs, ids[ds.FirstRecord(b)+l])
+		s.Blocks = append(s.Blocks, uint32(b))
+	}
+	return s
+}
+
+func printStats(ds *layout.Dataset, opt shuffle.Options, lo, hi uint64, f orderFlags) error {
+	ids := make([]uint64, 0, ds.Records()) // source id by storage index
+	for b := 0; b < ds.Blocks(); b++ {
+		v, err := blockIDs(ds, b)
+		if err != nil {
+			return err
+		}
+		ids = append(ids, v...)
+	}
+	var labels []int32
+	if f.labels != "" {
+		var err error
+		if labels, err = readLabels(f.labels, ds.Records()); err != nil {
+			return err
+		}
+	}
+	epoch := func(e uint64) (shuffle.Sample, error) {
+		o := opt
+		o.Epoch = e
+		ord, err := shuffle.New(ds.BlockCounts(), o)
+		if err != nil {
+			return shuffle.Sample{}, err
+		}
+		return sample(ord, ids, ds, lo, hi), nil
+	}
+	cur, err := epoch(opt.Epoch)
+	if err != nil {
+		return err
+	}
+	next, err := epoch(opt.Epoch + 1)
+	if err != nil {
+		return err
+	}
+	blockOf := func(st uint64) uint32 { b, _ := ds.BlockOf(st); return uint32(b) }
+	idOf := func(st uint64) uint64 { return ids[st] }
+	uni := shuffle.UniformSample(blockOf, idOf, ds.Records(), opt.Seed^opt.Epoch)
+	uni2 := shuffle.UniformSample(blockOf, idOf, ds.Records(), opt.Seed^opt.Epoch^0x5bd1e995)
+	n := hi - lo
+	cut := func(s shuffle.Sample) shuffle.Sample { return shuffle.Sample{IDs: s.IDs[:n], Blocks: s.Blocks[:n]} }
+	sizes := []int{32, 256, 1024}
+	q := shuffle.Measure(cur, next, cut(uni), labels, sizes)
+	ref := shuffle.Measure(cut(uni), cut(uni2), cut(uni), labels, sizes)
+
+	desc := fmt.Sprintf("seed %d, epoch %d, shuffle %s, mix %d", opt.Seed, opt.Epoch, opt.Mode, max(1, opt.Mix))
+	if f.shard != "" {
+		desc += ", shard " + f.shard
+	}
+	fmt.Printf("%s: %d records in %d blocks; %s\n", ds.Dir, n, ds.Blocks(), desc)
+	fmt.Printf("%-40s %12s %16s\n", "", "this order", "uniform shuffle")
+	row := func(name string, a, b float64, format string) {
+		fmt.Printf("%-40s %12s %16s\n", name, fmtNum(a, format), fmtNum(b, format))
+	}
+	for i, b := range q.Batches {
+		row(fmt.Sprintf("distinct blocks per batch of %d", b.Size), b.DistinctBlocks, ref.Batches[i].DistinctBlocks, "%.1f")
+	}
+	if labels != nil {
+		for i, b := range q.Batches {
+			row(fmt.Sprintf("label TV distance, batch of %d", b.Size), b.LabelTV, ref.Batches[i].LabelTV, "%.3f")
+		}
+	}
+	row("record id gap entropy (uniform = 1)", q.IDGapEntropy, ref.IDGapEntropy, "%.3f")
+	row("block id gap entropy (uniform = 1)", q.BlockGapEntropy, ref.BlockGapEntropy, "%.3f")
+	row("position correlation with next epoch", q.EpochCorrelation, ref.EpochCorrelation, "%.3f")
+	return nil
+}
+
+func fmtNum(v float64, format string) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf(format, v)
+}
+
+// readLabels reads one integer per line; line i is the label of record id i.
+func readLabels(path string, n uint64) ([]int32, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--labels: %w", err)
+	}
+	defer f.Close()
+	labels := make([]int32, 0, n)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		v, err := strconv.ParseInt(strings.TrimSpace(sc.Text()), 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("--labels %s: line %d: %q is not an integer", path, len(labels)+1, sc.Text())
+		}
+		labels = append(labels, int32(v))
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("--labels: %w", err)
+	}
+	if uint64(len(labels)) != n {
+		return nil, fmt.Errorf("--labels %s has %d lines, the dataset has %d records", path, len(labels), n)
+	}
+	return labels, nil
+}

@@ -1,0 +1,192 @@
+package shuffle
+
+import (
+	"math"
+)
+
+// BatchQuality describes batches of Size consecutive records of an epoch.
+type BatchQuality struct {
+	Size           int
+	DistinctBlocks float64 // mean number of distinct blocks a batch draws from
+	LabelTV        float64 // mean total-variation distance of a batch's labels from the dataset's; NaN without labels
+}
+
+// Quality are the order-quality figures of one epoch (see docs/SHUFFLE.md).
+type Quality struct {
+	Batches []BatchQuality
+	// IDGapEntropy and BlockGapEntropy are the Shannon entropies (bits) of the differences
+	// between consecutive record ids and between consecutive block ids, divided by the same
+	// entropy for a uniform permutation of the same records: 1 is as random as a uniform
+	// shuffle, 0 is a fixed stride.
+	IDGapEntropy, BlockGapEntropy float64
+	// EpochCorrelation is the Pearson correlation of each record's position in this epoch and
+	// the next: about 0 for independent shuffles, 1 when the order repeats.
+	EpochCorrelation float64
+}
+
+// Sample is an epoch order as the quality figures need it: for each position, the record's
+// id and storage block.
+type Sample struct {
+	IDs    []uint64
+	Blocks []uint32
+}
+
+// Measure computes the quality of epoch cur, with next (the following epoch of the same
+// configuration) for the correlation and uniform (a uniform shuffle of the same records) as the
+// entropy reference. labels, indexed by record id, may be nil.
+func Measure(cur, next, uniform Sample, labels []int32, batchSizes []int) Quality {
+	q := Quality{
+		IDGapEntropy:     normalized(gapEntropy(cur.IDs), gapEntropy(uniform.IDs)),
+		BlockGapEntropy:  normalized(gapEntropy32(cur.Blocks), gapEntropy32(uniform.Blocks)),
+		EpochCorrelation: positionCorrelation(cur.IDs, next.IDs),
+	}
+	var dist map[int32]float64
+	if labels != nil {
+		dist = labelDist(cur.IDs, labels)
+	}
+	for _, b := range batchSizes {
+		q.Batches = append(q.Batches, batchQuality(cur, labels, dist, b))
+	}
+	return q
+}
+
+func normalized(h, ref float64) float64 {
+	if ref == 0 {
+		return math.NaN()
+	}
+	return h / ref
+}
+
+func batchQuality(s Sample, labels []int32, dist map[int32]float64, size int) BatchQuality {
+	bq := BatchQuality{Size: size, LabelTV: math.NaN()}
+	n := len(s.IDs) / size
+	if n == 0 {
+		bq.DistinctBlocks = math.NaN()
+		return bq
+	}
+	var blocks, tv float64
+	seen := map[uint32]struct{}{}
+	count := map[int32]float64{}
+	for k := 0; k < n; k++ {
+		clear(seen)
+		clear(count)
+		for i := k * size; i < (k+1)*size; i++ {
+			seen[s.Blocks[i]] = struct{}{}
+			if labels != nil {
+				count[labels[s.IDs[i]]]++
+			}
+		}
+		blocks += float64(len(seen))
+		if labels != nil {
+			var d float64
+			for c, p := range dist {
+				d += math.Abs(count[c]/float64(size) - p)
+			}
+			tv += d / 2
+		}
+	}
+	bq.DistinctBlocks = blocks / float64(n)
+	if labels != nil {
+		bq.LabelTV = tv / float64(n)
+	}
+	return bq
+}
+
+func labelDist(ids []uint64, labels []int32) map[int32]float64 {
+	d := map[int32]float64{}
+	for _, id := range ids {
+		d[labels[id]]++
+	}
+	for c := range d {
+		d[c] /= float64(len(ids))
+	}
+	return d
+}
+
+func gapEntropy(ids []uint64) float64 {
+	h := map[int64]float64{}
+	for i := 1; i < len(ids); i++ {
+		h[int64(ids[i]-ids[i-1])]++
+	}
+	return entropy(h, len(ids)-1)
+}
+
+func gapEntropy32(b []uint32) float64 {
+	h := map[int64]float64{}
+	for i := 1; i < len(b); i++ {
+		h[int64(b[i])-int64(b[i-1])]++
+	}
+	return entropy(h, len(b)-1)
+}
+
+func entropy(h map[int64]float64, n int) float64 {
+	if n <= 0 {
+		return 0
+	}
+	var e float64
+	for _, c := range h {
+		p := c / float64(n)
+		e -= p * math.Log2(p)
+	}
+	return e
+}
+
+// positionCorrelation is the Pearson correlation between the position of each id in a and in b
+// (a and b are orders of the same ids).
+func positionCorrelation(a, b []uint64) float64 {
+	if len(a) != len(b) || len(a) < 2 {
+		return math.NaN()
+	}
+	posB := make(map[uint64]int, len(b))
+	if maxID(b) < uint64(4*len(b)) {
+		dense := make([]int32, maxID(b)+1)
+		for i, id := range b {
+			dense[id] = int32(i)
+		}
+		return pearson(len(a), func(i int) (float64, float64) { return float64(i), float64(dense[a[i]]) })
+	}
+	for i, id := range b {
+		posB[id] = i
+	}
+	return pearson(len(a), func(i int) (float64, float64) { return float64(i), float64(posB[a[i]]) })
+}
+
+func maxID(ids []uint64) uint64 {
+	var m uint64
+	for _, id := range ids {
+		m = max(m, id)
+	}
+	return m
+}
+
+func pearson(n int, xy func(i int) (float64, float64)) float64 {
+	var sx, sy, sxx, syy, sxy float64
+	for i := 0; i < n; i++ {
+		x, y := xy(i)
+		sx += x
+		sy += y
+		sxx += x * x
+		syy += y * y
+		sxy += x * y
+	}
+	fn := float64(n)
+	cov := sxy - sx*sy/fn
+	vx := sxx - sx*sx/fn
+	vy := syy - sy*sy/fn
+	if vx == 0 || vy == 0 {
+		return math.NaN()
+	}
+	return cov / math.Sqrt(vx*vy)
+}
+
+// UniformSample returns a uniform shuffle of n records with the given storage blocks and ids
+// (by storage index): the reference row.
+func UniformSample(blockOf func(storage uint64) uint32, idOf func(storage uint64) uint64, n uint64, seed uint64) Sample {
+	perm := Permutation(int(n), NewRNG(Derive(seed, DomainReference, 0, 0)))
+	s := Sample{IDs: make([]uint64, n), Blocks: make([]uint32, n)}
+	for i, st := range perm {
+		s.IDs[i] = idOf(uint64(st))
+		s.Blocks[i] = blockOf(uint64(st))
+	}
+	return s
+}
