@@ -63,9 +63,14 @@ The tree:
   .blockfs/info.json    dataset and mount facts; .blockfs/stats.json live counters
 
 The order is a pure function of the data, --seed, the epoch, --shuffle and --mix.
-Memory: the page cache needs about (--mix x block size) for the window being read plus
---readahead, per concurrent reader position; --cache-size bounds it (the daemon's RSS stays
-within --cache-size plus a small constant).
+
+Choosing --mix: on data that pack pre-shuffled (the default), --mix 1 trains within 0.2
+points of a uniform shuffle (docs/SHUFFLE.md); on data stored in order (a file served in place,
+or pack --no-shuffle) raise --mix so that batches draw from more blocks (16 recovered most of
+the loss on class-sorted data). The cost is memory: the page cache needs about
+--mix x block size for the window being read, plus --readahead, per reader at a different
+place; --cache-size bounds it (the daemon's RSS stays within --cache-size plus a small
+constant).
 
 Runs in the foreground until SIGINT/SIGTERM or 'blockfs unmount'; --daemon returns once the
 mount is ready.`,
