@@ -66,8 +66,8 @@ The order is a pure function of the data, --seed, the epoch, --shuffle and --mix
 
 Choosing --mix: on data that pack pre-shuffled (the default), --mix 1 trains within 0.2
 points of a uniform shuffle (docs/SHUFFLE.md); on data stored in order (a file served in place,
-or pack --no-shuffle) raise --mix so that batches draw from more blocks (16 recovered most of
-the loss on class-sorted data). The cost is memory: the page cache needs about
+or pack --no-shuffle) raise --mix so that batches draw from more blocks (16 recovered about
+half of the loss on class-sorted data). The cost is memory: the page cache needs about
 --mix x block size for the window being read, plus --readahead, per reader at a different
 place; --cache-size bounds it (the daemon's RSS stays within --cache-size plus a small
 constant).
