@@ -50,9 +50,6 @@ func OpenFlat(path string, opt FlatOptions) (*Dataset, error) {
 			return nil, errorf(ErrFormat, path, -1, "--record-size %d disagrees with the .npy rows of %d bytes (%s %v)", opt.RecordSize, npy.RecordSize, npy.DType, npy.Shape)
 		}
 		m.RecordSize, m.DType, m.Shape, offset = npy.RecordSize, npy.DType, npy.Shape, npy.DataOffset
-		if npy.RecordSize == 0 {
-			return nil, errorf(ErrFormat, path, -1, "the .npy rows are empty (shape has a 0 dimension)")
-		}
 	} else {
 		if opt.RecordSize <= 0 {
 			return nil, errorf(ErrFormat, path, -1, "a raw file needs --record-size (the size of one record in bytes)")

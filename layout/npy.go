@@ -132,6 +132,11 @@ func parseNpyDict(h string) (*Npy, error) {
 	if len(dims) == 0 {
 		return nil, fmt.Errorf("the array is a scalar (shape ()); records are rows along the first axis")
 	}
+	for _, v := range dims[1:] {
+		if v == 0 {
+			return nil, fmt.Errorf("the array's rows are empty (shape %v has a 0 after the first axis)", dims)
+		}
+	}
 	rs := item
 	for _, v := range dims[1:] {
 		if v != 0 && rs > math.MaxInt64/v {

@@ -210,6 +210,7 @@ func TestNpyRefusals(t *testing.T) {
 		"scalar":     {"{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 4, "scalar"},
 		"datetime":   {"{'descr': '<M8[ns]', 'fortran_order': False, 'shape': (2,), }", 16, "not supported"},
 		"empty":      {"{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3), }", 0, "no records"},
+		"empty rows": {"{'descr': '<f4', 'fortran_order': False, 'shape': (5, 0), }", 0, "rows are empty"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -131,9 +131,9 @@ func openNpy(src string, recordSize int64) (input, element, error) {
 		f.Close()
 		return nil, element{}, fmt.Errorf("--record-size %d disagrees with the .npy rows of %d bytes (%s %v)", recordSize, npy.RecordSize, npy.DType, npy.Shape)
 	}
-	if npy.Records == 0 || npy.RecordSize == 0 {
+	if npy.Records == 0 {
 		f.Close()
-		return nil, element{}, fmt.Errorf("%s holds no records (shape has a 0 dimension): nothing to pack", src)
+		return nil, element{}, fmt.Errorf("%s holds no records (its first axis is 0): nothing to pack", src)
 	}
 	in := newFixedInput(f, npy.DataOffset, npy.Records*npy.RecordSize, npy.RecordSize)
 	return in, element{kind: layout.Fixed, recordSize: npy.RecordSize, dtype: npy.DType, shape: npy.Shape}, nil
