@@ -7,7 +7,7 @@ DEMO      := build/demo
 DEMO_MB   ?= 256
 TEST_TIMEOUT ?= 14m
 
-.PHONY: all build test unit fuzz demo bench clean fmt vet
+.PHONY: all build deps test unit fuzz demo bench clean fmt vet
 
 all: build
 
@@ -18,8 +18,12 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
+# The Debian packages the tests use (installed when run as root; see scripts/deps.sh).
+deps:
+	@scripts/deps.sh
+
 # Unit tests run with the race detector; test/ mounts the built binary.
-test: vet
+test: deps vet
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./layout/... ./shuffle/... ./cache/... ./view/... ./pack/... ./fs/... ./cmd/...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/...
 	$(MAKE) --no-print-directory fuzz
