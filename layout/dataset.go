@@ -283,6 +283,27 @@ func (d *Dataset) FirstRecord(b int) uint64 { return d.recStart[b] }
 // record's id is its storage index.
 func (d *Dataset) HasIDs() bool { return d.Manifest.IDs }
 
+// BlockIDs returns the source ids of block b's records, in storage order: its ids file, or
+// the records' storage indices when the dataset stores no ids.
+func (d *Dataset) BlockIDs(b int) ([]uint64, error) {
+	n := d.BlockRecords(b)
+	ids := make([]uint64, n)
+	if !d.HasIDs() {
+		for i := range ids {
+			ids[i] = d.FirstRecord(b) + uint64(i)
+		}
+		return ids, nil
+	}
+	raw := make([]byte, 8*n)
+	if err := d.ReadAt(IDsFile(b), [][]byte{raw}, 0); err != nil {
+		return nil, err
+	}
+	for i := range ids {
+		ids[i] = binary.LittleEndian.Uint64(raw[8*i:])
+	}
+	return ids, nil
+}
+
 // BlockOf returns the block holding the record with storage index i, and its index in the block.
 func (d *Dataset) BlockOf(i uint64) (int, uint64) {
 	b := sort.Search(d.Blocks(), func(b int) bool { return d.recStart[b+1] > i })

@@ -161,11 +161,8 @@ func (w *Writer) flushNames() error {
 // names that do not start with "blocks/" or equal ManifestName. They are removed with it.
 func (w *Writer) TempDir() string { return w.tmp }
 
-// RecordsPerBlock returns how many fixed-size records fill a block (0 for variable-length).
-func (w *Writer) RecordsPerBlock() uint64 { return w.perBlock }
-
 // Append adds one record with its source id. A block is closed when the next record would not
-// fit: for fixed records after RecordsPerBlock records; for variable records when its data
+// fit: for fixed records after floor(BlockSize / RecordSize) records; for variable records when its data
 // plus its 8-byte index entries would pass the block size (a record larger than the block
 // size gets a block of its own).
 func (w *Writer) Append(id uint64, rec []byte) error {
@@ -235,32 +232,6 @@ func (w *Writer) ReadFixed(r io.Reader, first, n uint64) error {
 		}
 	}
 	return nil
-}
-
-// WriteBlock writes a whole fixed-size block at once (data is the records concatenated; ids
-// their source ids, one per record). Any partly filled block from Append is closed first. The
-// block may hold fewer records than RecordsPerBlock, never more.
-func (w *Writer) WriteBlock(data []byte, ids []uint64) error {
-	if w.opt.Kind != Fixed {
-		return errors.New("WriteBlock is for fixed-size records")
-	}
-	if int64(len(data)) != int64(len(ids))*w.opt.RecordSize || uint64(len(ids)) > w.perBlock || len(ids) == 0 {
-		return fmt.Errorf("block of %d bytes and %d ids does not fit records of %d bytes, at most %d per block", len(data), len(ids), w.opt.RecordSize, w.perBlock)
-	}
-	if err := w.flush(); err != nil {
-		return err
-	}
-	if !w.opt.IDs {
-		for _, id := range ids {
-			if id != w.nextID {
-				return fmt.Errorf("record id %d out of sequence (want %d)", id, w.nextID)
-			}
-			w.nextID++
-		}
-	}
-	w.data = append(w.data[:0], data...)
-	w.ids = append(w.ids[:0], ids...)
-	return w.flush()
 }
 
 // flush closes the block being filled, if any: it appends its entry to the manifest and hands

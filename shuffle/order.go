@@ -142,9 +142,6 @@ func (o *Order) Windows() int { return len(o.winStart) - 1 }
 // WindowStart returns the position of window w's first record (w may equal Windows()).
 func (o *Order) WindowStart(w int) uint64 { return o.winStart[w] }
 
-// BlockOrder returns the stored index of the k-th block visited in the epoch.
-func (o *Order) BlockOrder(k int) int { return int(o.blockOrder[k]) }
-
 // WindowBlocks returns the stored indices of window w's blocks, in epoch order, without
 // computing the window's permutation. The slice is shared: do not modify it.
 func (o *Order) WindowBlocks(w int) []uint32 { return o.windowBlocks(w) }

@@ -75,12 +75,3 @@ func Permutation(n int, r *RNG) []uint32 {
 	}
 	return a
 }
-
-// ShuffleInPlace applies the same Fisher-Yates sequence as Permutation through swap, for
-// callers that permute their own data (pack uses it on records of a block).
-func ShuffleInPlace(n int, r *RNG, swap func(i, j int)) {
-	for i := n - 1; i > 0; i-- {
-		j := int(r.Below(uint64(i + 1)))
-		swap(i, j)
-	}
-}

@@ -234,18 +234,11 @@ func TestTreeAndMetadata(t *testing.T) {
 	assert.Equal(t, "full", info["shuffle"])
 	assert.Equal(t, "fixed", info["kind"])
 
-	stats := func() map[string]any {
-		var s map[string]any
-		b, err := os.ReadFile(m.path(".blockfs/stats.json"))
-		require.NoError(t, err)
-		require.NoError(t, json.Unmarshal(b, &s))
-		return s
-	}
-	before := stats()
+	before := readStats(t, m)
 	_, err = os.ReadFile(m.path("epoch-0002"))
 	require.NoError(t, err)
-	after := stats()
-	assert.EqualValues(t, 100*recordSize, after["bytes_served"].(float64)-before["bytes_served"].(float64))
+	after := readStats(t, m)
+	assert.EqualValues(t, 100*recordSize, after["bytes_served"]-before["bytes_served"])
 	assert.Greater(t, after["disk_reads"], before["disk_reads"])
 	for _, k := range []string{"disk_bytes", "cache_hits", "cache_misses", "readahead_hits", "cache_bytes"} {
 		assert.Contains(t, after, k)

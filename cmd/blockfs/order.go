@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"os"
@@ -107,26 +106,6 @@ func parseShard(s string) (r, w uint64, ok bool) {
 	return r, w, found && err1 == nil && err2 == nil && w > 0 && r < w
 }
 
-// blockIDs reads the source ids of a block's records (its ids file, or storage indices).
-func blockIDs(ds *layout.Dataset, b int) ([]uint64, error) {
-	n := ds.BlockRecords(b)
-	ids := make([]uint64, n)
-	if !ds.HasIDs() {
-		for i := range ids {
-			ids[i] = ds.FirstRecord(b) + uint64(i)
-		}
-		return ids, nil
-	}
-	raw := make([]byte, 8*n)
-	if err := ds.ReadAt(layout.IDsFile(b), [][]byte{raw}, 0); err != nil {
-		return nil, err
-	}
-	for i := range ids {
-		ids[i] = binary.LittleEndian.Uint64(raw[8*i:])
-	}
-	return ids, nil
-}
-
 // printIDs streams the ids of positions [lo, hi), one window's ids files at a time.
 func printIDs(ds *layout.Dataset, ord *shuffle.Order, lo, hi uint64) error {
 	w := bufio.NewWriterSize(os.Stdout, 1<<20)
@@ -134,7 +113,7 @@ func printIDs(ds *layout.Dataset, ord *shuffle.Order, lo, hi uint64) error {
 		win := ord.Window(ord.WindowOf(pos))
 		ids := map[int][]uint64{}
 		for _, b := range win.Blocks {
-			v, err := blockIDs(ds, b)
+			v, err := ds.BlockIDs(b)
 			if err != nil {
 				return err
 			}
@@ -163,7 +142,7 @@ func sample(ord *shuffle.Order, ids []uint64, ds *layout.Dataset, lo, hi uint64)
 func printStats(ds *layout.Dataset, opt shuffle.Options, lo, hi uint64, f orderFlags) error {
 	ids := make([]uint64, 0, ds.Records()) // source id by storage index
 	for b := 0; b < ds.Blocks(); b++ {
-		v, err := blockIDs(ds, b)
+		v, err := ds.BlockIDs(b)
 		if err != nil {
 			return err
 		}

@@ -143,18 +143,9 @@ func FromDir(t testing.TB, dir string, source [][]byte) *Dataset {
 	require.NoError(t, err)
 	d := &Dataset{Dir: dir, Kind: ds.Kind(), Source: source, Counts: ds.BlockCounts()}
 	for b := 0; b < ds.Blocks(); b++ {
-		n := ds.BlockRecords(b)
-		if !ds.HasIDs() {
-			for i := uint64(0); i < n; i++ {
-				d.Stored = append(d.Stored, ds.FirstRecord(b)+i)
-			}
-			continue
-		}
-		buf := make([]byte, 8*n)
-		require.NoError(t, ds.ReadAt(layout.IDsFile(b), [][]byte{buf}, 0))
-		for i := uint64(0); i < n; i++ {
-			d.Stored = append(d.Stored, binary.LittleEndian.Uint64(buf[8*i:]))
-		}
+		ids, err := ds.BlockIDs(b)
+		require.NoError(t, err)
+		d.Stored = append(d.Stored, ids...)
 	}
 	return d
 }
