@@ -115,6 +115,8 @@ type Cache struct {
 	pages map[key]*entry // loading and loaded pages (guarded by mu)
 	lru   *list.List     // loaded pages, most recent first (guarded by mu)
 	free  []int          // unused slots (guarded by mu)
+	// pinned counts slots whose page has references (guarded by mu).
+	pinned int
 
 	queue  chan request
 	ctx    context.Context
@@ -164,6 +166,14 @@ func (c *Cache) Close() error {
 	return unix.Munmap(c.arena)
 }
 
+// Crowded reports whether more than half of the slots are pinned: a reader should then not
+// hold pages for long (Pins), so that other readers and readahead keep room.
+func (c *Cache) Crowded() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return 2*c.pinned > c.slots
+}
+
 // PageSize returns the page size.
 func (c *Cache) PageSize() int { return c.opt.PageSize }
 
@@ -190,7 +200,7 @@ func (c *Cache) ReadAt(id FileID, p []byte, off int64) (int, error) {
 	if n := int(last - first + 1); n > len(small) {
 		ents = make([]*entry, 0, n)
 	}
-	ents = c.pin(id, first, last, size, false, ents)
+	ents, _ = c.pin(id, first, last, size, false, false, ents)
 	defer c.unpin(ents)
 	var err error
 	for _, e := range ents {
@@ -213,16 +223,22 @@ func (c *Cache) ReadAt(id FileID, p []byte, off int64) (int, error) {
 
 // pin takes a reference on pages first..last of file id, creating and loading the missing
 // ones (in runs of up to MaxRead bytes, one disk read per run). The returned entries may still
-// be loading; wait on ready. prefetch marks pages created by readahead.
-func (c *Cache) pin(id FileID, first, last, size int64, prefetch bool, ents []*entry) []*entry {
+// be loading; wait on ready. prefetch marks pages created by readahead. With strict set, pin
+// never gives a page a private buffer: when no slot is free it stops and reports full, having
+// pinned (and appended) only the pages before.
+func (c *Cache) pin(id FileID, first, last, size int64, prefetch, strict bool, ents []*entry) ([]*entry, bool) {
 	var runs [][]*entry
 	var run []*entry
+	full := false
 	perRun := c.opt.MaxRead / c.opt.PageSize
 	c.mu.Lock()
 	for pg := first; pg <= last; pg++ {
 		k := key{id, pg}
 		e := c.pages[k]
 		if e != nil {
+			if e.refs == 0 && e.slot >= 0 {
+				c.pinned++
+			}
 			e.refs++
 			if e.elem != nil {
 				c.lru.MoveToFront(e.elem)
@@ -242,6 +258,10 @@ func (c *Cache) pin(id FileID, first, last, size int64, prefetch bool, ents []*e
 			}
 			continue
 		}
+		if strict && !c.slotFreeLocked() {
+			full = true
+			break
+		}
 		if !prefetch {
 			c.stats.misses.Add(1)
 		}
@@ -260,7 +280,22 @@ func (c *Cache) pin(id FileID, first, last, size int64, prefetch bool, ents []*e
 	for _, r := range runs {
 		c.load(r)
 	}
-	return ents
+	return ents, full
+}
+
+// slotFreeLocked makes sure a slot is free, evicting the least recently used unpinned page if
+// need be, and reports whether one is. Caller holds c.mu.
+func (c *Cache) slotFreeLocked() bool {
+	if len(c.free) > 0 {
+		return true
+	}
+	for el := c.lru.Back(); el != nil; el = el.Prev() {
+		if v := el.Value.(*entry); v.refs == 0 {
+			c.removeLocked(v)
+			return true
+		}
+	}
+	return false
 }
 
 // newEntryLocked creates a loading entry for k, taking a free slot or evicting the least
@@ -270,17 +305,10 @@ func (c *Cache) newEntryLocked(k key, size int64) *entry {
 	ps := int64(c.opt.PageSize)
 	n := min(ps, size-k.page*ps)
 	e := &entry{key: k, slot: -1, ready: make(chan struct{}), refs: 1}
-	if len(c.free) == 0 {
-		for el := c.lru.Back(); el != nil; el = el.Prev() {
-			v := el.Value.(*entry)
-			if v.refs == 0 {
-				c.removeLocked(v)
-				break
-			}
-		}
-	}
-	if nf := len(c.free); nf > 0 {
+	if c.slotFreeLocked() {
+		nf := len(c.free)
 		e.slot = c.free[nf-1]
+		c.pinned++
 		c.free = c.free[:nf-1]
 		base := int64(e.slot) * ps
 		// The capacity reaches the slot's end, so a short last page may be read to an
@@ -348,6 +376,9 @@ func (c *Cache) unpin(ents []*entry) {
 	defer c.mu.Unlock()
 	for _, e := range ents {
 		e.refs--
+		if e.refs == 0 && e.slot >= 0 {
+			c.pinned--
+		}
 		if e.refs == 0 && e.err != nil && e.slot >= 0 && c.free != nil {
 			c.free = append(c.free, e.slot)
 			e.slot = -1
@@ -392,10 +423,17 @@ func (c *Cache) prefetch(r request) {
 	first, last := r.off/ps, (end-1)/ps
 	var ents []*entry
 	for pg := first; pg <= last && c.ctx.Err() == nil; pg += step {
-		ents = c.pin(r.id, pg, min(pg+step-1, last), size, true, ents[:0])
+		// Strict: with every slot pinned by readers, a prefetched page would have nowhere to
+		// stay, so readahead stops instead of reading into a buffer it would drop.
+		var full bool
+		ents, full = c.pin(r.id, pg, min(pg+step-1, last), size, true, true, ents[:0])
 		for _, e := range ents {
 			<-e.ready
 		}
 		c.unpin(ents)
+		if full {
+			c.stats.prefetchDropped.Add(1)
+			return
+		}
 	}
 }

@@ -12,6 +12,7 @@ var (
 	_ = (gofs.NodeSetattrer)((*fileNode)(nil))
 	_ = (gofs.NodeOpener)((*fileNode)(nil))
 	_ = (gofs.NodeReader)((*fileNode)(nil))
+	_ = (gofs.NodeReleaser)((*fileNode)(nil))
 	_ = (gofs.NodeGetattrer)((*metaNode)(nil))
 	_ = (gofs.NodeLookuper)((*metaNode)(nil))
 	_ = (gofs.NodeReaddirer)((*metaNode)(nil))

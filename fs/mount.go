@@ -48,6 +48,8 @@ type mount struct {
 	mtime time.Time
 	info  []byte
 
+	inval *invalidator // drops what readers have passed from the kernel's page cache
+
 	served [view.NumKinds]atomic.Uint64 // bytes returned to readers, by view.Kind
 	reads  atomic.Uint64                // FUSE read requests answered
 	errs   atomic.Uint64                // FUSE read requests answered with an error
@@ -62,7 +64,8 @@ func Mount(mountpoint string, set *view.Set, opt Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &mount{set: set, opt: opt, uid: uint32(os.Getuid()), gid: uint32(os.Getgid()), mtime: time.Now()}
+	m := &mount{set: set, opt: opt, uid: uint32(os.Getuid()), gid: uint32(os.Getgid()), mtime: time.Now(),
+		inval: newInvalidator()}
 	stamp := filepath.Join(set.DS.Dir, "blockfs.json")
 	if set.DS.Flat() {
 		stamp = set.DS.Manifest.Source

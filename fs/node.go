@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"syscall"
+	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -123,6 +124,7 @@ type fileNode struct {
 	r, w  uint64 // the shard
 	size  int64
 	fixed view.File // a file that is not an epoch's (names.txt), or nil
+	drop  dropper   // what of the file readers have passed, to drop from the kernel's cache
 }
 
 // open builds the view file: the epoch from the mount's set, then the range and kind.
@@ -172,27 +174,84 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	if n.kind == view.Offsets {
 		ahead = 0
 	}
-	return &handle{r: view.NewReader(f, ahead)}, fuse.FOPEN_KEEP_CACHE, 0
+	h := &handle{r: view.NewReader(f, ahead), pos: -1}
+	n.drop.opened(h)
+	return h, fuse.FOPEN_KEEP_CACHE, 0
 }
 
-type handle struct{ r *view.Reader }
+// Release forgets the handle; once no handle has been open for closeDropDelay, the file's
+// pages are dropped from the kernel's cache.
+func (n *fileNode) Release(ctx context.Context, fh gofs.FileHandle) syscall.Errno {
+	h, ok := fh.(*handle)
+	if !ok || !n.drop.closed(h) {
+		return 0
+	}
+	time.AfterFunc(closeDropDelay, func() {
+		if n.drop.idle() {
+			n.m.inval.drop(&n.Inode, 0, 0)
+		}
+	})
+	return 0
+}
+
+// handle is one open file: its reader, and where its last read ended (-1 before the first;
+// guarded by the node's dropper).
+type handle struct {
+	r   *view.Reader
+	pos int64
+}
 
 // Read serves [off, off+len(dest)) clamped to the file; reads at or past the end return 0 bytes.
+// Epoch data is answered straight from the pinned cache pages (writev of the records, no copy
+// into dest) unless it is in more pieces than one writev takes.
 func (n *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	h, ok := fh.(*handle)
 	if !ok {
 		return nil, syscall.EBADF
 	}
 	n.m.reads.Add(1)
-	got, err := h.r.ReadAt(dest, off)
+	g := view.NewGather()
+	got, err := h.r.Gather(g, dest, off)
 	if err != nil {
-		if errno := toErrno(err, fmt.Sprintf("read %s at %d", n.Path(nil), off)); errno != 0 {
-			n.m.errs.Add(1)
-			return nil, errno
-		}
+		g.Release()
+		n.m.errs.Add(1)
+		return nil, toErrno(err, fmt.Sprintf("read %s at %d", n.Path(nil), off))
 	}
 	n.m.served[n.kind].Add(uint64(got))
-	return fuse.ReadResultData(dest[:got]), 0
+	if off, sz := n.drop.read(h, off+int64(got)); sz > 0 {
+		n.m.inval.drop(&n.Inode, off, sz)
+	}
+	if got == 0 || len(g.Vecs) > view.MaxVecs || len(g.Vecs) == 1 && &g.Vecs[0][0] == &dest[0] {
+		g.CopyTo(dest) // a no-op when the bytes are in dest already
+		g.Release()
+		return fuse.ReadResultData(dest[:got]), 0
+	}
+	return &vecResult{g: g, n: got}, 0
+}
+
+// vecResult is a FUSE read reply written with writev straight from pinned cache pages (go-fuse
+// uses Slices when a result has it); Done, called once the reply is written, unpins them.
+type vecResult struct {
+	g *view.Gather
+	n int
+}
+
+func (r *vecResult) Size() int { return r.n }
+
+func (r *vecResult) Slices() ([][]byte, fuse.Status) { return r.g.Vecs, fuse.OK }
+
+func (r *vecResult) Bytes(buf []byte) ([]byte, fuse.Status) {
+	if cap(buf) < r.n {
+		buf = make([]byte, r.n)
+	}
+	return buf[:r.g.CopyTo(buf[:r.n])], fuse.OK
+}
+
+func (r *vecResult) Done() {
+	if r.g != nil {
+		r.g.Release()
+		r.g = nil
+	}
 }
 
 // metaNode is the .blockfs directory: info.json (fixed) and stats.json (live).

@@ -206,12 +206,18 @@ type Window struct {
 
 // At returns the stored block and index within it of the window's i-th record (i < Count).
 func (w *Window) At(i uint64) (block int, local uint64) {
+	k, local := w.Locate(i)
+	return w.Blocks[k], local
+}
+
+// Locate returns which of the window's blocks (an index into Blocks) holds its i-th record
+// (i < Count), and the record's index within that block.
+func (w *Window) Locate(i uint64) (k int, local uint64) {
 	if w.perm != nil {
 		i = uint64(w.perm[i])
 	}
-	k := 0
 	if len(w.Blocks) > 1 {
 		k = sort.Search(len(w.Blocks), func(k int) bool { return w.prefix[k+1] > i })
 	}
-	return w.Blocks[k], i - w.prefix[k]
+	return k, i - w.prefix[k]
 }

@@ -112,52 +112,19 @@ type dataFile struct {
 
 func (f *dataFile) Size() int64 { return f.size }
 
-// ReadAt copies the records overlapping [off, off+len(p)) into p, merging reads of records
-// that lie back to back in one block file into one cache read.
+// ReadAt copies the records overlapping [off, off+len(p)) into p.
 func (f *dataFile) ReadAt(p []byte, off int64) (int, error) {
 	n := clamp(p, off, f.size)
 	if n == 0 {
 		return 0, eofIf(0, len(p))
 	}
-	pos, skip, err := f.e.positionOf(f.base + uint64(off))
-	if err != nil {
+	g := NewGather()
+	defer g.Release()
+	if err := f.gatherData(g, p, off, n); err != nil {
 		return 0, err
 	}
-	done := 0
-	// The pending cache read: block file, offset in it, and destination p[dst:done].
-	pend, pendOff, dst := -1, uint64(0), 0
-	flush := func() error {
-		if pend < 0 || done == dst {
-			return nil
-		}
-		_, err := f.e.c.ReadAt(cache.FileID(layout.DataFile(pend)), p[dst:done], int64(pendOff))
-		return err
-	}
-	var rerr error
-	werr := f.e.walk(pos, func(_ uint64, r record) bool {
-		take := min(r.length-skip, uint64(n-done))
-		src := r.off + skip
-		skip = 0
-		if take == 0 {
-			return done < n
-		}
-		if r.block != pend || src != pendOff+uint64(done-dst) {
-			if rerr = flush(); rerr != nil {
-				return false
-			}
-			pend, pendOff, dst = r.block, src, done
-		}
-		done += int(take)
-		return done < n
-	})
-	if werr != nil {
-		return 0, werr
-	}
-	if rerr != nil {
-		return 0, rerr
-	}
-	if err := flush(); err != nil {
-		return 0, err
+	if len(g.Vecs) != 1 || &g.Vecs[0][0] != &p[0] {
+		g.CopyTo(p)
 	}
 	return n, eofIf(n, len(p))
 }
@@ -176,22 +143,9 @@ func (f *idsFile) Size() int64 { return 8 * int64(f.rg.Len()) }
 // ReadAt fills p with the uint64 LE source ids of the records overlapping [off, off+len(p)).
 func (f *idsFile) ReadAt(p []byte, off int64) (int, error) {
 	return readTable(p, off, f.Size(), func(first uint64, vals []uint64) error {
-		var rerr error
-		err := f.e.walk(f.rg.Start+first, func(pos uint64, r record) bool {
-			i := pos - f.rg.Start - first
-			if f.e.ds.HasIDs() {
-				var b [8]byte
-				_, rerr = f.e.c.ReadAt(cache.FileID(layout.IDsFile(r.block)), b[:], int64(8*r.local))
-				vals[i] = binary.LittleEndian.Uint64(b[:])
-			} else {
-				vals[i] = f.e.ds.FirstRecord(r.block) + r.local
-			}
-			return rerr == nil && i+1 < uint64(len(vals))
-		})
-		if err != nil {
-			return err
-		}
-		return rerr
+		g := NewGather()
+		defer g.Release()
+		return f.fillIDs(g, first, vals)
 	})
 }
 

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"io"
 	"sort"
 	"sync"
 
@@ -24,12 +25,39 @@ func NewReader(f File, ahead int64) *Reader { return &Reader{File: f, ahead: ahe
 
 // ReadAt prefetches, then reads.
 func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
+	r.readahead(off, len(p))
+	return r.File.ReadAt(p, off)
+}
+
+// Gather is ReadAt without the copy where the file allows it: it serves the bytes
+// [off, off+len(buf)) of the file, clamped to its end, as slices in g (empty at the end of the
+// file) and returns how many bytes they hold. Epoch data comes as slices of pinned cache pages;
+// other files are read into buf. The caller releases g once the slices have been used.
+func (r *Reader) Gather(g *Gather, buf []byte, off int64) (int, error) {
+	r.readahead(off, len(buf))
+	if d, ok := r.File.(*dataFile); ok {
+		n := clamp(buf, off, d.size)
+		if n == 0 {
+			return 0, nil
+		}
+		return n, d.gatherData(g, buf, off, n)
+	}
+	n, err := r.File.ReadAt(buf, off)
+	if err != nil && err != io.EOF {
+		return 0, err
+	}
+	if n > 0 {
+		g.Vecs = append(g.Vecs, buf[:n])
+	}
+	return n, nil
+}
+
+func (r *Reader) readahead(off int64, n int) {
 	if r.ahead > 0 && off < r.Size() {
 		r.mu.Lock()
-		r.File.prefetch(off, r.ahead+int64(len(p)), &r.next)
+		r.File.prefetch(off, r.ahead+int64(n), &r.next)
 		r.mu.Unlock()
 	}
-	return r.File.ReadAt(p, off)
 }
 
 // prefetch requests the files of role of every window from the one holding at up to the one

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -35,16 +36,15 @@ type mountFlags struct {
 	verify     bool
 	recordSize string
 	blockSize  string
+	cpuProfile string
+	direct     string
 }
 
 // daemonHeapLimit is the soft limit on the daemon's Go heap (the page cache is not in it).
 const daemonHeapLimit = 48 << 20
 
-// Defaults of blockfs mount.
-const (
-	defaultCacheSize = 512 << 20
-	defaultReadahead = 64 << 20
-)
+// defaultReadahead is blockfs mount's --readahead.
+const defaultReadahead = 64 << 20
 
 func newMount() *cobra.Command {
 	var f mountFlags
@@ -82,7 +82,8 @@ mount is ready.`,
 	fl.StringVar(&f.shuffle, "shuffle", "full", "order: full (blocks and records shuffled), blocks (blocks shuffled, records in stored order), none")
 	fl.IntVar(&f.mix, "mix", 1, "shuffle records across windows of K consecutive blocks (full only); needs K x block size of cache")
 	fl.Uint64Var(&f.epochs, "epochs", bfs.DefaultEpochs, "epoch files listed by ls (any epoch number can be opened)")
-	fl.StringVar(&f.cacheSize, "cache-size", ibytes(defaultCacheSize), "page cache budget")
+	fl.StringVar(&f.cacheSize, "cache-size", "auto", "page cache budget; auto: the whole dataset if it fits in a quarter of RAM, else 512 MiB")
+	fl.StringVar(&f.direct, "direct", "auto", "read blocks with O_DIRECT: on, off, or auto (off when the data fits in half of RAM and not in the cache)")
 	fl.StringVar(&f.readahead, "readahead", ibytes(defaultReadahead), "bytes of the epoch order prefetched ahead of each reader (0 disables)")
 	fl.BoolVar(&f.daemon, "daemon", false, "run in the background; return once the mount is ready")
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let other users read the mount (non-root needs user_allow_other in /etc/fuse.conf)")
@@ -91,6 +92,8 @@ mount is ready.`,
 	fl.BoolVar(&f.verify, "verify", false, "check each block file's CRC32C the first time it is read; a block that fails reads as EIO")
 	fl.StringVar(&f.recordSize, "record-size", "", "record size, to serve a flat file of fixed-size records in place")
 	fl.StringVar(&f.blockSize, "block-size", ibytes(layout.DefaultBlockSize), "logical block size for a file served in place")
+	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the daemon (pprof format) to this file at unmount")
+	_ = fl.MarkHidden("cpuprofile")
 	return c
 }
 
@@ -100,6 +103,7 @@ type mountPlan struct {
 	verifier  *layout.Verifier
 	order     shuffle.Options
 	cacheOpt  cache.Options
+	mem       view.MemoryPlan
 	readahead int64
 	mnt       string
 }
@@ -118,9 +122,15 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 	if f.epochs == 0 || f.epochs > 1_000_000 {
 		return nil, usagef("--epochs %d is out of range (1 to 1000000)", f.epochs)
 	}
-	cs, err := parseSize("cache-size", f.cacheSize)
+	var cs int64 // 0: auto
+	if f.cacheSize != "auto" {
+		if cs, err = parseSize("cache-size", f.cacheSize); err != nil {
+			return nil, err
+		}
+	}
+	direct, err := view.ParseDirect(f.direct)
 	if err != nil {
-		return nil, err
+		return nil, usagef("--direct: %v", err)
 	}
 	ra, err := parseSize("readahead", f.readahead)
 	if err != nil {
@@ -143,13 +153,18 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 		maxBlock = max(maxBlock, ds.BlockBytes(b))
 	}
 	need := int64(maxBlock)*int64(f.mix) + ra
-	copt := cache.Options{Size: cs}
-	if err := copt.Validate(); err != nil || cs < need {
-		return nil, usagef("--cache-size %s is too small: a window of --mix %d blocks of up to %s plus --readahead %s needs %s; raise --cache-size or lower --mix or --readahead",
-			ibytes(uint64(cs)), f.mix, ibytes(maxBlock), ibytes(uint64(ra)), ibytes(uint64(max(need, int64(cache.MinPages)*cache.DefaultPageSize))))
+	minimum := max(need, int64(cache.MinPages)*cache.DefaultPageSize)
+	if cs > 0 && cs < minimum {
+		return nil, usagef("--cache-size %s is too small: a window of --mix %d blocks of up to %s plus --readahead %s needs %s (and the cache at least %d pages of %s); raise --cache-size or lower --mix or --readahead",
+			ibytes(uint64(cs)), f.mix, ibytes(maxBlock), ibytes(uint64(ra)), ibytes(uint64(minimum)), cache.MinPages, ibytes(cache.DefaultPageSize))
+	}
+	mem := view.PlanMemory(ds, cache.DefaultPageSize, cs, need, direct, view.MemTotal())
+	copt := cache.Options{Size: mem.CacheSize}
+	if err := copt.Validate(); err != nil {
+		return nil, usagef("--cache-size: %v", err)
 	}
 	plan := &mountPlan{ds: ds, order: shuffle.Options{Seed: f.seed, Mode: mode, Mix: f.mix},
-		cacheOpt: copt, readahead: ra, mnt: absMnt}
+		cacheOpt: copt, mem: mem, readahead: ra, mnt: absMnt}
 	if f.verify {
 		if plan.verifier, err = layout.NewVerifier(ds); err != nil {
 			return nil, usagef("--verify: %v", err)
@@ -201,8 +216,9 @@ func runMount(f mountFlags, data, mnt string) error {
 	// buffers) tight so RSS stays within the cache budget plus a small constant.
 	debug.SetGCPercent(50)
 	debug.SetMemoryLimit(daemonHeapLimit)
-	// Block data goes from the disk straight into the page-aligned cache: one copy, cached once.
-	plan.ds.UseDirectIO(true)
+	// Direct I/O: block data goes from the disk straight into the page-aligned cache, cached
+	// once; buffered: the kernel keeps the block files too (view.PlanMemory says when).
+	plan.ds.UseDirectIO(plan.mem.Direct)
 	c, err := cache.New(view.Source{DS: plan.ds, Verify: plan.verifier}, plan.cacheOpt)
 	if err != nil {
 		return err
@@ -214,14 +230,26 @@ func runMount(f mountFlags, data, mnt string) error {
 	}
 	srv, err := bfs.Mount(plan.mnt, set, bfs.Options{
 		Epochs: f.epochs, Readahead: plan.readahead, AllowOther: f.allowOther, Debug: f.debug,
-		Info: map[string]any{"cache_size": c.Capacity(), "readahead": plan.readahead, "verify": plan.verifier != nil},
+		Info: map[string]any{"cache_size": c.Capacity(), "cache_size_reason": plan.mem.CacheReason,
+			"direct_io": plan.mem.Direct, "direct_io_reason": plan.mem.Reason,
+			"readahead": plan.readahead, "verify": plan.verifier != nil},
 	})
 	if err != nil {
 		c.Close()
 		return err
 	}
+	if f.cpuProfile != "" {
+		stop, err := startCPUProfile(f.cpuProfile)
+		if err != nil {
+			srv.Unmount()
+			c.Close()
+			return err
+		}
+		defer stop()
+	}
 	log.Printf("blockfs: serving %s (%d records, %s, %d blocks) at %s; shuffle %s, mix %d, seed %d",
 		plan.ds.Dir, plan.ds.Records(), ibytes(plan.ds.Bytes()), plan.ds.Blocks(), plan.mnt, f.shuffle, f.mix, f.seed)
+	log.Printf("blockfs: cache %s (%s); direct I/O %v (%s)", ibytes(uint64(c.Capacity())), plan.mem.CacheReason, plan.mem.Direct, plan.mem.Reason)
 	signalReady()
 	if serve(srv, plan.mnt) {
 		// Only once the server has stopped may the cache's memory go.
@@ -362,3 +390,20 @@ func unescapeMount(s string) string {
 
 // waitReady is how long --daemon waits for the child to report.
 const waitReady = 60 * time.Second
+
+// startCPUProfile profiles the daemon into path until the returned function is called (the
+// --cpuprofile flag, for docs/PERFORMANCE.md's profiles).
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}

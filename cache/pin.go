@@ -1,0 +1,156 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Pins holds pages that Pin loaded and pinned, so that their bytes can be handed out without a
+// copy (a FUSE reply written straight from the cache) until Release. A Pins is used by one
+// goroutine at a time; its zero value is ready to use, and it can be reused after Release.
+type Pins struct {
+	c     *Cache
+	ents  []*entry
+	dense []*entry // backing of the runs' ents, reused after Release
+}
+
+// Run is a set of pinned pages of one file: ents[i] is page first+i, or nil where a page was
+// not asked for.
+type Run struct {
+	first int64 // page index of ents[0]
+	ps    int64
+	ents  []*entry
+}
+
+// Pin loads (or finds) the pages of file id covering [off, off+n), pins them into ps and
+// returns them as a Run. The pages stay in memory, unchanged, until ps.Release; an error (a
+// failed load, a range outside the file) leaves whatever was pinned before in ps. Requires
+// n > 0. Counted as hits and misses like ReadAt, once per page.
+func (c *Cache) Pin(ps *Pins, id FileID, off, n int64) (Run, error) {
+	size := c.src.Size(id)
+	if n <= 0 || off < 0 || off+n > size {
+		return Run{}, fmt.Errorf("file %d: [%d, %d) of %d bytes: %w", id, off, off+n, size, ErrRange)
+	}
+	pgs := int64(c.opt.PageSize)
+	return c.PinPages(ps, id, off/pgs, (off+n-1)/pgs+1, nil)
+}
+
+// PinPages is Pin for the pages first <= p < end of file id that are set in the bitset want
+// (bit p%64 of want[p/64] for page p; nil wants them all). Consecutive pages that are missing
+// are loaded with one read.
+func (c *Cache) PinPages(ps *Pins, id FileID, first, end int64, want []uint64) (Run, error) {
+	if ps.c == nil {
+		ps.c = c
+	}
+	size := c.src.Size(id)
+	pgs := int64(c.opt.PageSize)
+	if first < 0 || end <= first || (end-1)*pgs >= size {
+		return Run{}, fmt.Errorf("file %d: pages [%d, %d) of a %d-byte file: %w", id, first, end, size, ErrRange)
+	}
+	if cap(ps.dense)-len(ps.dense) < int(end-first) {
+		ps.dense = make([]*entry, 0, max(2*cap(ps.dense), int(end-first), 64))
+	}
+	at := len(ps.dense)
+	ps.dense = ps.dense[:at+int(end-first)]
+	r := Run{first: first, ps: pgs, ents: ps.dense[at:]}
+	has := func(p int64) bool { return want == nil || want[p/64]&(1<<(p%64)) != 0 }
+	start := len(ps.ents)
+	for p := first; p < end; {
+		if !has(p) {
+			p++
+			continue
+		}
+		q := p + 1
+		for q < end && has(q) {
+			q++
+		}
+		from := len(ps.ents)
+		var full bool
+		ps.ents, full = c.pin(id, p, q-1, size, false, true, ps.ents)
+		copy(r.ents[p-first:], ps.ents[from:])
+		if full {
+			for _, e := range ps.ents[start:] {
+				<-e.ready
+			}
+			return Run{}, ErrFull
+		}
+		p = q
+	}
+	for _, e := range ps.ents[start:] {
+		<-e.ready
+	}
+	for _, e := range ps.ents[start:] {
+		if e.err != nil {
+			return Run{}, e.err
+		}
+	}
+	return r, nil
+}
+
+// PinPage pins page p of file id like PinPages, except that when every slot is pinned the page
+// is read into a buffer of its own (served once, not cached) instead of failing.
+func (c *Cache) PinPage(ps *Pins, id FileID, p int64) (Run, error) {
+	if ps.c == nil {
+		ps.c = c
+	}
+	size := c.src.Size(id)
+	pgs := int64(c.opt.PageSize)
+	if p < 0 || p*pgs >= size {
+		return Run{}, fmt.Errorf("file %d: page %d of a %d-byte file: %w", id, p, size, ErrRange)
+	}
+	at := len(ps.ents)
+	ps.ents, _ = c.pin(id, p, p, size, false, false, ps.ents)
+	e := ps.ents[at]
+	<-e.ready
+	if e.err != nil {
+		return Run{}, e.err
+	}
+	return Run{first: p, ps: pgs, ents: ps.ents[at : at+1 : at+1]}, nil
+}
+
+// ErrFull is PinPages's answer when every slot of the cache is pinned: the caller should
+// release its pins and read with ReadAt, which needs one page at a time.
+var ErrFull = errors.New("every cache page is pinned")
+
+// Append appends to vecs the bytes [off, off+n) of the run's file (inside the run), as one
+// slice per page they touch, and returns the extended slice. The slices alias the cache: they
+// are valid until the Pins that made the run is released.
+func (r Run) Append(vecs [][]byte, off, n int64) [][]byte {
+	rel := off - r.first*r.ps
+	for n > 0 {
+		i, in := rel/r.ps, rel%r.ps
+		take := min(n, r.ps-in)
+		vecs = append(vecs, r.ents[i].buf[in:in+take])
+		rel += take
+		n -= take
+	}
+	return vecs
+}
+
+// Bytes returns the bytes [off, off+n) of the run's file if they lie in one page, and
+// otherwise copies them into scratch (which must hold n bytes) and returns that.
+func (r Run) Bytes(off, n int64, scratch []byte) []byte {
+	rel := off - r.first*r.ps
+	if in := rel % r.ps; in+n <= r.ps {
+		return r.ents[rel/r.ps].buf[in : in+n]
+	}
+	done := 0
+	for _, v := range r.Append(nil, off, n) {
+		done += copy(scratch[done:], v)
+	}
+	return scratch[:n]
+}
+
+// Release unpins every page pinned into ps. Slices handed out from its runs must no longer be
+// used.
+func (ps *Pins) Release() {
+	if len(ps.ents) > 0 {
+		ps.c.unpin(ps.ents)
+	}
+	clear(ps.ents)
+	clear(ps.dense)
+	ps.ents, ps.dense = ps.ents[:0], ps.dense[:0]
+}
+
+// Served counts n bytes handed to readers from pinned pages (the bytes_served statistic).
+func (c *Cache) Served(n int) { c.stats.served.Add(uint64(n)) }
