@@ -150,6 +150,7 @@ func (ps *Pins) Release() {
 	clear(ps.ents)
 	clear(ps.dense)
 	ps.ents, ps.dense = ps.ents[:0], ps.dense[:0]
+	ps.c = nil // a reused Pins (view pools them) may pin pages of another cache
 }
 
 // Served counts n bytes handed to readers from pinned pages (the bytes_served statistic).

@@ -66,6 +66,9 @@ func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Dire
 	case memTotal > 0 && p.Footprint <= memTotal/4:
 		p.CacheSize = max(p.Footprint, need)
 		p.CacheReason = fmt.Sprintf("the dataset's %s fit in a quarter of RAM (%s): cached whole", ibytes(p.Footprint), ibytes(memTotal))
+	case memTotal <= 0:
+		p.CacheSize = max(DefaultCacheSize, need)
+		p.CacheReason = "the machine's RAM is unknown: the default budget"
 	default:
 		p.CacheSize = max(DefaultCacheSize, need)
 		p.CacheReason = fmt.Sprintf("the dataset's %s exceed a quarter of RAM (%s): the default budget", ibytes(p.Footprint), ibytes(memTotal))
@@ -81,6 +84,8 @@ func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Dire
 		p.Direct, p.Reason = true, "the cache holds the whole dataset: one copy in memory, the disk read once per mount"
 	case memTotal > 0 && p.Footprint <= memTotal/2:
 		p.Direct, p.Reason = false, fmt.Sprintf("the dataset (%s) fits in half of RAM (%s): the kernel's page cache keeps the block files between epochs", ibytes(p.Footprint), ibytes(memTotal))
+	case memTotal <= 0:
+		p.Direct, p.Reason = true, "the machine's RAM is unknown and the cache does not hold the whole dataset: blocks are not cached twice"
 	default:
 		p.Direct, p.Reason = true, fmt.Sprintf("the dataset (%s) is larger than half of RAM (%s): the kernel could not keep it between epochs; blocks are not cached twice", ibytes(p.Footprint), ibytes(memTotal))
 	}

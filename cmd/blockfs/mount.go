@@ -228,6 +228,12 @@ func runMount(f mountFlags, data, mnt string) error {
 		c.Close()
 		return err
 	}
+	// Signals are caught from before the mount appears: one that arrives while go-fuse is still
+	// mounting is served (unmount, exit 0) once the mount is up, instead of killing the
+	// daemon and leaving a dead mount behind.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	srv, err := bfs.Mount(plan.mnt, set, bfs.Options{
 		Epochs: f.epochs, Readahead: plan.readahead, AllowOther: f.allowOther, Debug: f.debug,
 		Info: map[string]any{"cache_size": c.Capacity(), "cache_size_reason": plan.mem.CacheReason,
@@ -251,7 +257,7 @@ func runMount(f mountFlags, data, mnt string) error {
 		plan.ds.Dir, plan.ds.Records(), ibytes(plan.ds.Bytes()), plan.ds.Blocks(), plan.mnt, f.shuffle, f.mix, f.seed)
 	log.Printf("blockfs: cache %s (%s); direct I/O %v (%s)", ibytes(uint64(c.Capacity())), plan.mem.CacheReason, plan.mem.Direct, plan.mem.Reason)
 	signalReady()
-	if serve(srv, plan.mnt) {
+	if serve(srv, plan.mnt, sigs) {
 		// Only once the server has stopped may the cache's memory go.
 		c.Close()
 	}
@@ -266,10 +272,7 @@ const drainTime = 5 * time.Second
 // serve waits until the mount goes away (blockfs unmount, fusermount -u) or a signal asks for
 // it. On SIGINT/SIGTERM it unmounts; if readers keep files open it detaches lazily and waits
 // at most drainTime. It reports whether the server stopped (false: exiting with it running).
-func serve(srv *bfs.Server, mnt string) bool {
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+func serve(srv *bfs.Server, mnt string, sigs <-chan os.Signal) bool {
 	done := make(chan struct{})
 	go func() {
 		srv.Wait()

@@ -1,0 +1,369 @@
+package test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/blockfs/blockfs/cache"
+	"github.com/blockfs/blockfs/internal/dstest"
+	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/shuffle"
+	"github.com/blockfs/blockfs/view"
+)
+
+// What fs drops behind readers (fs/drop.go): the kernel keeps at most about the slack, a chunk
+// and its own readahead (raised to 4 MiB on the mount) of an open epoch file.
+const (
+	dropSlack      = 8 << 20
+	dropChunk      = 16 << 20
+	kernelAhead    = 4 << 20
+	closeDropDelay = 2 * time.Second
+)
+
+// steadyRecords is 64 MiB of 4 KiB records: four drop chunks, so the drop behind a reader
+// fires three times while it reads one epoch.
+const steadyRecords = 16384
+
+// readWhole reads path sequentially with reads of bs bytes and returns its bytes.
+func readWhole(t *testing.T, path string, bs int) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	var out bytes.Buffer
+	_, err = io.CopyBuffer(struct{ io.Writer }{&out}, struct{ io.Reader }{f}, make([]byte, bs)) // no ReadFrom: reads of bs
+	require.NoError(t, err)
+	return out.Bytes()
+}
+
+// servedDelta returns how many epoch data bytes the daemon served while fn ran.
+func servedDelta(t *testing.T, m *mounted, fn func()) int64 {
+	t.Helper()
+	before := readStats(t, m)["bytes_served"]
+	fn()
+	return int64(readStats(t, m)["bytes_served"] - before)
+}
+
+// TestDropBehind mounts 64 MiB of 4 KiB records in 1 MiB blocks with a cache smaller than the
+// dataset and reads epochs the way trainers do, while fs drops the pages readers have passed
+// from the kernel's page cache (and the whole file 2 s after its last close). Every byte must
+// stay exact: a dropped range is served again by the daemon, from its cache or the disk.
+func TestDropBehind(t *testing.T) {
+	p := packRaw(t, steadyRecords, "1MiB")
+	d := dstest.FromDir(t, p.dir, p.records)
+	m := mount(t, p.dir, "--seed", "13", "--cache-size", "16MiB", "--readahead", "4MiB")
+	size := int64(steadyRecords * recordSize)
+
+	t.Run("exact bytes after invalidation", func(t *testing.T) {
+		want, wantIDs, _ := d.Epoch(shuffle.Options{Seed: 13, Epoch: 0}, 0, steadyRecords)
+		name := m.path("epoch-0000")
+
+		// The .ids sidecar, and each record of the epoch is the source record it names.
+		ids, err := os.ReadFile(name + ".ids")
+		require.NoError(t, err)
+		require.Equal(t, wantIDs, ids)
+		checkByIDs := func(got []byte, how string) {
+			t.Helper()
+			require.Len(t, got, int(size), how)
+			for i := 0; i < steadyRecords; i++ {
+				id := binary.LittleEndian.Uint64(ids[8*i:])
+				if !bytes.Equal(p.records[id], got[i*recordSize:(i+1)*recordSize]) {
+					t.Fatalf("%s: record %d (source id %d) differs", how, i, id)
+				}
+			}
+			require.Equal(t, sum(want), sum(got), how)
+		}
+
+		// First read: nothing of the file is in the kernel's cache; the daemon serves it all,
+		// and drops what the reader passed as it goes.
+		var got []byte
+		first := servedDelta(t, m, func() { got = readWhole(t, name, 1<<20) })
+		checkByIDs(got, "first read, 1 MiB reads")
+		assert.Equal(t, size, first, "the first read is served whole by the daemon")
+
+		// At once, in smaller reads: what was dropped behind the first reader comes from the
+		// daemon again. Without the drop, the kernel (FOPEN_KEEP_CACHE) would serve it all.
+		second := servedDelta(t, m, func() { got = readWhole(t, name, 128<<10) })
+		checkByIDs(got, "second read, 128 KiB reads")
+		t.Logf("second read: %d MiB of %d served by the daemon", second>>20, size>>20)
+		assert.GreaterOrEqual(t, second, size-dropSlack-dropChunk-kernelAhead, "what the first reader passed was dropped")
+		assert.LessOrEqual(t, second, size)
+
+		// After the last close, the whole file goes: dd is served everything by the daemon.
+		time.Sleep(closeDropDelay + 500*time.Millisecond)
+		out := filepath.Join(t.TempDir(), "dd.out")
+		third := servedDelta(t, m, func() {
+			sh(t, fmt.Sprintf("dd if=%s of=%s bs=64k status=none", name, out))
+		})
+		got, err = os.ReadFile(out)
+		require.NoError(t, err)
+		checkByIDs(got, "dd bs=64k after the file was dropped whole")
+		t.Logf("dd after %v idle: %d MiB of %d served by the daemon", closeDropDelay, third>>20, size>>20)
+		assert.Equal(t, size, third, "the whole file was dropped after its last close")
+	})
+
+	t.Run("two readers at different offsets", func(t *testing.T) {
+		opt := shuffle.Options{Seed: 13, Epoch: 3}
+		want, _, _ := d.Epoch(opt, 0, steadyRecords)
+		name := m.path("epoch-0003")
+		a, err := os.Open(name)
+		require.NoError(t, err)
+		defer a.Close()
+		b, err := os.Open(name)
+		require.NoError(t, err)
+		defer b.Close()
+		read := func(who string, f *os.File, buf []byte, off int64) int64 {
+			t.Helper()
+			n, err := f.ReadAt(buf, off)
+			if err != io.EOF {
+				require.NoError(t, err, "%s at %d", who, off)
+			}
+			wantN := min(int64(len(buf)), size-off)
+			require.EqualValues(t, wantN, n, "%s: read at %d", who, off)
+			if !bytes.Equal(want[off:off+wantN], buf[:n]) {
+				t.Fatalf("%s: [%d,+%d) differs", who, off, n)
+			}
+			return int64(n)
+		}
+		bufA, bufB := make([]byte, 1<<20), make([]byte, 128<<10)
+		dropped := (size - dropSlack) / dropChunk * dropChunk // what a reader at the end leaves
+
+		// a reads the whole file while b is open and has not read yet: what a passed is
+		// dropped behind it.
+		served := servedDelta(t, m, func() {
+			for off := int64(0); off < size; {
+				off += read("reader a", a, bufA, off)
+			}
+		})
+		assert.Equal(t, size, served)
+		assert.Zero(t, residentEventually(t, name, 0, dropped, 0), "[0, %d MiB) dropped behind reader a", dropped>>20)
+
+		// Interleaved: b starts at 0, below what was dropped, in 128 KiB reads; a goes back to
+		// 32 MiB, far ahead, in 1 MiB reads, to the end and then round to 32 MiB again.
+		offA, doneA, offB := int64(32<<20), int64(0), int64(0)
+		served = servedDelta(t, m, func() {
+			for offB < size {
+				if doneA < size {
+					n := read("reader a", a, bufA, offA)
+					offA, doneA = (offA+n)%size, doneA+n
+				}
+				offB += read("reader b", b, bufB, offB)
+			}
+		})
+		t.Logf("two readers interleaved, 2 x %d MiB: the daemon served %d MiB", size>>20, served>>20)
+		assert.GreaterOrEqual(t, served, dropped-kernelAhead, "what a left behind was served again")
+		assert.LessOrEqual(t, served, 2*size)
+	})
+}
+
+// pageSize is the kernel's page size.
+var pageSize = int64(os.Getpagesize())
+
+// residentEventually waits up to 2 s (fs drops pages off the request path) for the number of
+// pages of [off, off+n) of path in the kernel's page cache to be want, and returns the last
+// count.
+func residentEventually(t *testing.T, path string, off, n int64, want int64) int64 {
+	t.Helper()
+	var got int64
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if got = residentPages(t, path, off, n); got == want || time.Now().After(deadline) {
+			return got
+		}
+	}
+}
+
+// meminfo returns a field of /proc/meminfo in bytes.
+func meminfo(t *testing.T, field string) int64 {
+	t.Helper()
+	data, err := os.ReadFile("/proc/meminfo")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field+":" {
+			var kb int64
+			_, err := fmt.Sscanf(f[1], "%d", &kb)
+			require.NoError(t, err)
+			return kb << 10
+		}
+	}
+	t.Fatalf("no %s in /proc/meminfo", field)
+	return 0
+}
+
+// mountInfo returns the mount's .blockfs/info.json.
+func mountInfo(t *testing.T, m *mounted) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(m.path(".blockfs/info.json"))
+	require.NoError(t, err)
+	var info map[string]any
+	require.NoError(t, json.Unmarshal(b, &info))
+	return info
+}
+
+// TestPageCacheAcrossEpochs reads 12 epochs of a 96 MiB dataset with dd, with the mount's
+// default (auto) memory settings. Each epoch is dropped from the kernel's page cache behind its
+// reader but for its last dropSlack + dropChunk (here 16 MiB), and whole 2 s after it closes:
+// "Cached:" in /proc/meminfo must grow by well under the bytes read, and each epoch file must
+// hold no more than that in the page cache; once closed, none. The daemon's peak RSS must stay
+// within its cache + 64 MiB.
+func TestPageCacheAcrossEpochs(t *testing.T) {
+	const records = 24576
+	size := int64(records * recordSize)
+	p := packRaw(t, records, "1MiB")
+	m := mount(t, p.dir, "--readahead", "8MiB")
+	info := mountInfo(t, m)
+	cacheSize := int64(info["cache_size"].(float64))
+	t.Logf("cache %d MiB (%v); direct I/O %v (%v)", cacheSize>>20, info["cache_size_reason"], info["direct_io"], info["direct_io_reason"])
+	const epochs = 12
+	epoch := func(e int) string { return m.path(fmt.Sprintf("epoch-%04d", e)) }
+
+	// The first epoch loads the dataset (into the cache, and with buffered reads into the
+	// kernel's cache too, once); growth is measured from there.
+	sh(t, fmt.Sprintf("dd if=%s of=/dev/null bs=1M status=none", epoch(0)))
+	before := meminfo(t, "Cached")
+	var served, peak int64
+	for e := 1; e < epochs; e++ {
+		served += servedDelta(t, m, func() {
+			sh(t, fmt.Sprintf("dd if=%s of=/dev/null bs=1M status=none", epoch(e)))
+		})
+		peak = max(peak, meminfo(t, "Cached")-before)
+	}
+	read := int64(epochs-1) * size
+	var most, total int64
+	for e := 1; e < epochs; e++ {
+		n := residentPages(t, epoch(e), 0, size) * pageSize
+		most, total = max(most, n), total+n
+	}
+	t.Logf("%d epochs, %d MiB read: Cached grew by at most %d MiB; the epoch files hold %d MiB of the page cache, at most %d MiB each",
+		epochs-1, read>>20, peak>>20, total>>20, most>>20)
+	assert.Equal(t, read, served, "every epoch byte went through the daemon")
+	assert.Less(t, peak, read/3, "the page cache keeps a fraction of the epochs read")
+	assert.LessOrEqual(t, most, int64(dropSlack+dropChunk+kernelAhead), "an epoch keeps at most its tail in the page cache")
+
+	time.Sleep(closeDropDelay + 500*time.Millisecond)
+	idle := meminfo(t, "Cached") - before
+	total = 0
+	for e := 1; e < epochs; e++ {
+		total += residentEventually(t, epoch(e), 0, size, 0) * pageSize
+	}
+	t.Logf("%v after the last close: Cached %+d MiB, the epoch files %d MiB", closeDropDelay, idle>>20, total>>20)
+	assert.Zero(t, total, "closed epochs leave the page cache")
+	assert.Less(t, idle, read/8, "closed epochs leave the page cache")
+
+	hwm := peakRSS(t, m.cmd.Process.Pid)
+	t.Logf("daemon peak RSS %d MiB with a %d MiB cache", hwm>>10, cacheSize>>20)
+	assert.LessOrEqual(t, hwm<<10, cacheSize+64<<20, "peak RSS within the cache + 64 MiB")
+}
+
+// residentPages returns how many pages of [off, off+n) of a file are in the kernel's page
+// cache: mincore over a read-only mapping, which faults nothing in and opens no reads (on a
+// blockfs mount, it opens one more handle, which reads nothing).
+func residentPages(t *testing.T, path string, off, n int64) int64 {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	if n == 0 {
+		return 0
+	}
+	mem, err := unix.Mmap(int(f.Fd()), off, int(n), unix.PROT_READ, unix.MAP_SHARED)
+	require.NoError(t, err)
+	defer unix.Munmap(mem)
+	vec := make([]byte, (int64(len(mem))+pageSize-1)/pageSize)
+	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0])))
+	require.Zero(t, errno, "mincore %s", path)
+	var pages int64
+	for _, v := range vec {
+		pages += int64(v & 1)
+	}
+	return pages
+}
+
+// evictBlocks drops a dataset's block files from the kernel's page cache.
+func evictBlocks(t *testing.T, blocks []string) {
+	t.Helper()
+	for _, b := range blocks {
+		f, err := os.Open(b)
+		require.NoError(t, err)
+		require.NoError(t, f.Sync())
+		require.NoError(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
+		f.Close()
+	}
+}
+
+// TestDirectIOInfo: .blockfs/info.json says whether block data is read with O_DIRECT and why,
+// as view.PlanMemory decides for this dataset and machine; --direct on and off override it
+// (and the block files then stay out of, or come into, the kernel's page cache); a bad value
+// is a usage error of one line.
+func TestDirectIOInfo(t *testing.T) {
+	p := packRaw(t, 2048, "1MiB") // 8 MiB, 8 blocks
+	ds, err := layout.Open(p.dir)
+	require.NoError(t, err)
+	const readahead = 4 << 20
+	auto := view.PlanMemory(ds, cache.DefaultPageSize, 0, 1<<20+readahead, view.DirectAuto, view.MemTotal())
+
+	m := mount(t, p.dir, "--readahead", "4MiB")
+	info := mountInfo(t, m)
+	assert.Equal(t, auto.Direct, info["direct_io"], "direct_io: %v", info["direct_io_reason"])
+	assert.Equal(t, auto.Reason, info["direct_io_reason"])
+	assert.EqualValues(t, auto.CacheSize, info["cache_size"])
+	assert.Equal(t, auto.CacheReason, info["cache_size_reason"])
+	assert.NotEmpty(t, info["direct_io_reason"])
+
+	blocks, err := filepath.Glob(filepath.Join(p.dir, "blocks", "*.bin"))
+	require.NoError(t, err)
+	require.Len(t, blocks, 8)
+	var st unix.Statfs_t
+	require.NoError(t, unix.Statfs(p.dir, &st))
+	checkCache := st.Type != unix.TMPFS_MAGIC // tmpfs files are always in memory
+	for _, c := range []struct {
+		flag   string
+		direct bool
+	}{{"off", false}, {"on", true}} {
+		t.Run("--direct "+c.flag, func(t *testing.T) {
+			evictBlocks(t, blocks)
+			m := mount(t, p.dir, "--direct", c.flag, "--cache-size", "32MiB", "--readahead", "4MiB")
+			info := mountInfo(t, m)
+			assert.Equal(t, c.direct, info["direct_io"])
+			assert.Equal(t, "--direct "+c.flag, info["direct_io_reason"])
+			assert.Equal(t, "--cache-size", info["cache_size_reason"])
+			assert.EqualValues(t, 32<<20, info["cache_size"])
+			got, err := os.ReadFile(m.path("epoch-0000"))
+			require.NoError(t, err)
+			assert.Len(t, got, 2048*recordSize)
+			if !checkCache {
+				return
+			}
+			var resident int64
+			for _, b := range blocks {
+				resident += residentPages(t, b, 0, 1<<20)
+			}
+			total := 8 << 20 / pageSize
+			t.Logf("--direct %s: %d of %d block file pages in the kernel's cache", c.flag, resident, total)
+			if c.direct {
+				assert.Less(t, resident, total/8, "O_DIRECT keeps the block files out of the kernel's cache")
+			} else {
+				assert.Greater(t, resident, total/2, "buffered reads leave the block files in the kernel's cache")
+			}
+		})
+	}
+
+	_, errs, code := run(t, "mount", "--direct", "maybe", p.dir, t.TempDir())
+	assert.Equal(t, 2, code)
+	assert.Equal(t, 1, strings.Count(errs, "\n"), "one line: %q", errs)
+	assert.Contains(t, errs, "--direct")
+	assert.Contains(t, errs, `"maybe"`)
+	assert.Contains(t, errs, "auto, on or off")
+}
