@@ -368,18 +368,21 @@ wait`, m.dir)
 }
 
 // peakRSS returns a process's VmHWM in KiB.
-func peakRSS(t *testing.T, pid int) int64 {
+func peakRSS(t *testing.T, pid int) int64 { return procStatusKiB(t, pid, "VmHWM") }
+
+// procStatusKiB returns a field of /proc/PID/status that is in kB (VmHWM, VmRSS).
+func procStatusKiB(t *testing.T, pid int, field string) int64 {
 	t.Helper()
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	require.NoError(t, err)
 	for _, line := range strings.Split(string(status), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			var kb int64
-			_, err := fmt.Sscanf(strings.TrimPrefix(line, "VmHWM:"), "%d", &kb)
+			_, err := fmt.Sscanf(v, "%d", &kb)
 			require.NoError(t, err)
 			return kb
 		}
 	}
-	t.Fatalf("no VmHWM for pid %d", pid)
+	t.Fatalf("no %s for pid %d", field, pid)
 	return 0
 }

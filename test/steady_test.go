@@ -411,18 +411,4 @@ func TestManyEpochsRace(t *testing.T) {
 }
 
 // currentRSS returns a process's resident set (VmRSS) in bytes.
-func currentRSS(t *testing.T, pid int) int64 {
-	t.Helper()
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	require.NoError(t, err)
-	for _, line := range strings.Split(string(status), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			var kb int64
-			_, err := fmt.Sscanf(strings.TrimPrefix(line, "VmRSS:"), "%d", &kb)
-			require.NoError(t, err)
-			return kb << 10
-		}
-	}
-	t.Fatalf("no VmRSS for pid %d", pid)
-	return 0
-}
+func currentRSS(t *testing.T, pid int) int64 { return procStatusKiB(t, pid, "VmRSS") << 10 }
