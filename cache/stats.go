@@ -18,7 +18,7 @@ type Stats struct {
 	Merged          uint64 `json:"merged_misses"`    // pages a reader found loading and waited for
 	ReadaheadHits   uint64 `json:"readahead_hits"`   // prefetched pages later read
 	ReadaheadWasted uint64 `json:"readahead_wasted"` // prefetched pages evicted unread
-	PrefetchDropped uint64 `json:"prefetch_dropped"` // readahead requests dropped on a full queue
+	PrefetchDropped uint64 `json:"prefetch_dropped"` // readahead requests dropped: full queue, or every slot pinned
 	DiskReads       uint64 `json:"disk_reads"`       // reads issued to the source
 	DiskBytes       uint64 `json:"disk_bytes"`       // bytes read from the source
 	DiskErrors      uint64 `json:"disk_errors"`      // failed source reads

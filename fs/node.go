@@ -221,8 +221,10 @@ func (n *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 	if off, sz := n.drop.read(h, off+int64(got)); sz > 0 {
 		n.m.inval.drop(&n.Inode, off, sz)
 	}
-	if got == 0 || len(g.Vecs) > view.MaxVecs || len(g.Vecs) == 1 && &g.Vecs[0][0] == &dest[0] {
-		g.CopyTo(dest) // a no-op when the bytes are in dest already
+	if got == 0 || len(g.Vecs) > view.MaxVecs || g.InBuf(dest) {
+		if !g.InBuf(dest) {
+			g.CopyTo(dest)
+		}
 		g.Release()
 		return fuse.ReadResultData(dest[:got]), 0
 	}

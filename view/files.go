@@ -123,7 +123,7 @@ func (f *dataFile) ReadAt(p []byte, off int64) (int, error) {
 	if err := f.gatherData(g, p, off, n); err != nil {
 		return 0, err
 	}
-	if len(g.Vecs) != 1 || &g.Vecs[0][0] != &p[0] {
+	if !g.InBuf(p) {
 		g.CopyTo(p)
 	}
 	return n, eofIf(n, len(p))

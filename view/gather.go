@@ -52,6 +52,11 @@ func (g *Gather) Len() int {
 	return n
 }
 
+// InBuf reports whether g's bytes are already in p, copied there by the read.
+func (g *Gather) InBuf(p []byte) bool {
+	return len(g.Vecs) == 1 && len(p) > 0 && len(g.Vecs[0]) > 0 && &g.Vecs[0][0] == &p[0]
+}
+
 // CopyTo copies g's bytes into p (which must hold Len bytes) and returns how many it copied.
 func (g *Gather) CopyTo(p []byte) int {
 	n := 0
@@ -196,19 +201,17 @@ func (f *dataFile) gatherData(g *Gather, buf []byte, off int64, n int) error {
 		}
 	}
 	// Copy: what is located so far, then the rest a chunk at a time.
-	done := 0
-	for {
-		g.pins.Release()
-		clear(g.Vecs)
-		g.Vecs = g.Vecs[:0]
+	g.pins.Release()
+	clear(g.Vecs)
+	g.Vecs = g.Vecs[:0]
+	for done := 0; ; {
 		if err := f.copySpans(g, buf[done:done+int(covered)]); err != nil {
 			return err
 		}
-		done += int(covered)
-		if done == n {
+		if done += int(covered); done == n {
 			break
 		}
-		g.spans, g.blocks, g.bits = g.spans[:0], g.blocks[:0], g.bits[:0]
+		g.reset()
 		if covered, pos, skip, err = f.e.locate(g, pos, skip, uint64(n-done), true, copySpans); err != nil {
 			return err
 		}
