@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -66,13 +65,15 @@ type Writer struct {
 	namesCRC   uint32
 	namesBytes uint64
 
-	// The background writer (startBackground).
+	// The background writer (startBackground). Its first error is kept in werr (fail,
+	// failed): flush then refuses to queue more and Commit returns it.
 	jobs    chan []fileJob
 	free    chan []byte
-	written chan struct{}
+	written chan struct{} // closed when the background writer has stopped
 	werr    atomic.Pointer[error]
-	crcMu   sync.Mutex
-	dataCRC []uint32 // CRC32C of each block's data file, by block (guarded by crcMu)
+	// dataCRC is the CRC32C of each block's data file, by block. Only the background writer
+	// touches it until waitBackground returns.
+	dataCRC []uint32
 }
 
 // Create starts a dataset at dst. dst must not exist unless force is set, in which case it is
@@ -164,10 +165,11 @@ func (w *Writer) TempDir() string { return w.tmp }
 // Append adds one record with its source id. A block is closed when the next record would not
 // fit: for fixed records after floor(BlockSize / RecordSize) records; for variable records when its data
 // plus its 8-byte index entries would pass the block size (a record larger than the block
-// size gets a block of its own).
+// size gets a block of its own). Once a block file could not be written, Append refuses every
+// record with that first error.
 func (w *Writer) Append(id uint64, rec []byte) error {
-	if w.done {
-		return errors.New("writer is closed")
+	if err := w.writable(); err != nil {
+		return err
 	}
 	if !w.opt.IDs && id != w.nextID {
 		return fmt.Errorf("record id %d out of sequence (want %d); enable IDs to store arbitrary ids", id, w.nextID)
@@ -197,10 +199,14 @@ func (w *Writer) Append(id uint64, rec []byte) error {
 }
 
 // ReadFixed appends n fixed-size records read from r, with source ids first, first+1, ...,
-// reading straight into the block buffer (one copy from the kernel, as cp does).
+// reading straight into the block buffer (one copy from the kernel, as cp does). Like Append,
+// it refuses records once a block file could not be written.
 func (w *Writer) ReadFixed(r io.Reader, first, n uint64) error {
 	if w.opt.Kind != Fixed {
 		return errors.New("ReadFixed is for fixed-size records")
+	}
+	if err := w.writable(); err != nil {
+		return err
 	}
 	rs := uint64(w.opt.RecordSize)
 	for n > 0 {
@@ -234,13 +240,23 @@ func (w *Writer) ReadFixed(r io.Reader, first, n uint64) error {
 	return nil
 }
 
+// writable returns why the writer takes no more records: it is closed, or the background
+// writer has failed (its first error). Nil if it takes them.
+func (w *Writer) writable() error {
+	if w.done {
+		return errors.New("writer is closed")
+	}
+	return w.failed()
+}
+
 // flush closes the block being filled, if any: it appends its entry to the manifest and hands
-// its files to the background writer, then continues in a recycled buffer.
+// its files to the background writer, then continues in a recycled buffer. Once the background
+// writer has failed, flush queues nothing and returns its first error, leaving the block as is.
 func (w *Writer) flush() error {
 	if len(w.ids) == 0 {
 		return nil
 	}
-	if err := w.asyncErr(); err != nil {
+	if err := w.failed(); err != nil {
 		return err
 	}
 	i := len(w.m.Blocks)
@@ -298,41 +314,47 @@ func (w *Writer) startBackground() {
 	w.jobs = make(chan []fileJob, 1)
 	w.free = make(chan []byte, 3)
 	w.written = make(chan struct{})
-	go func() {
-		defer close(w.written)
-		for jobs := range w.jobs {
-			for _, j := range jobs {
-				if w.asyncErr() == nil {
-					if err := writeFile(j.path, j.data); err != nil {
-						w.werr.CompareAndSwap(nil, &err)
-					}
-				}
-				if j.recycle {
-					c := CRC32C(j.data)
-					w.crcMu.Lock()
-					for len(w.dataCRC) <= j.block {
-						w.dataCRC = append(w.dataCRC, 0)
-					}
-					w.dataCRC[j.block] = c
-					w.crcMu.Unlock()
-					w.free <- j.data
-				}
-			}
-		}
-	}()
+	go w.runBackground()
 }
 
-// waitBackground stops the background writer and returns its first error.
+// runBackground writes the queued files until jobs is closed. After the first error it writes
+// nothing more but still checksums and recycles each block buffer, so flush never waits in vain.
+func (w *Writer) runBackground() {
+	defer close(w.written)
+	for jobs := range w.jobs {
+		for _, j := range jobs {
+			if w.failed() == nil {
+				if err := writeFile(j.path, j.data); err != nil {
+					w.fail(err)
+				}
+			}
+			if j.recycle {
+				for len(w.dataCRC) <= j.block {
+					w.dataCRC = append(w.dataCRC, 0)
+				}
+				w.dataCRC[j.block] = CRC32C(j.data)
+				w.free <- j.data
+			}
+		}
+	}
+}
+
+// waitBackground stops the background writer and returns its first error. Safe to call more
+// than once.
 func (w *Writer) waitBackground() error {
 	if w.jobs != nil {
 		close(w.jobs)
 		<-w.written
 		w.jobs = nil
 	}
-	return w.asyncErr()
+	return w.failed()
 }
 
-func (w *Writer) asyncErr() error {
+// fail records err as the background writer's error unless one is recorded already.
+func (w *Writer) fail(err error) { w.werr.CompareAndSwap(nil, &err) }
+
+// failed returns the background writer's first error, or nil. Safe from any goroutine.
+func (w *Writer) failed() error {
 	if p := w.werr.Load(); p != nil {
 		return *p
 	}
@@ -340,64 +362,94 @@ func (w *Writer) asyncErr() error {
 }
 
 // Commit closes the last block, writes and syncs the manifest, and renames the temporary
-// directory to the destination (replacing it only if Create was given force).
+// directory to the destination (replacing it only if Create was given force). If a step fails
+// before the rename, Commit removes everything the writer wrote and leaves the destination as
+// it was. Two errors come after it, with the new dataset in place: failing to remove the
+// replaced one (nil manifest) and failing to sync the parent directory (non-nil manifest).
+// Either way the writer is finished.
 func (w *Writer) Commit() (*Manifest, error) {
 	if w.done {
 		return nil, errors.New("writer is closed")
 	}
-	if err := w.flush(); err != nil {
-		w.Abort()
-		return nil, err
+	w.done = true
+	for _, step := range []func() error{
+		w.flush, // the last block, partly filled
+		w.collectBlocks,
+		w.validate,
+		w.closeNames,
+		w.syncBlocks,
+		w.writeManifest,
+		w.syncTempDirs,
+		w.replace,
+	} {
+		if err := step(); err != nil {
+			w.Abort()
+			return nil, err
+		}
 	}
+	return &w.m, syncDir(filepath.Dir(w.dst))
+}
+
+// collectBlocks waits until every block file is written and copies the checksum of each data
+// file, computed by the background writer, into the manifest.
+func (w *Writer) collectBlocks() error {
 	if err := w.waitBackground(); err != nil {
-		w.Abort()
-		return nil, err
+		return err
 	}
 	for i := range w.m.Blocks {
 		w.m.Blocks[i].CRC32C = w.dataCRC[i]
 	}
-	w.done = true
-	if err := w.m.Validate(w.dst); err != nil {
-		w.Abort()
-		if w.m.Records == 0 {
-			return nil, errors.New("the input has no records: nothing to pack")
-		}
-		return nil, err
+	return nil
+}
+
+// validate checks the finished manifest as Open will, and says so plainly when there is no
+// record at all.
+func (w *Writer) validate() error {
+	err := w.m.Validate(w.dst)
+	if err != nil && w.m.Records == 0 {
+		return errors.New("the input has no records: nothing to pack")
 	}
-	if w.names != nil {
-		err := w.flushNames()
-		if cerr := w.names.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil && w.namesCount != w.m.Records {
-			err = fmt.Errorf("%d names for %d records", w.namesCount, w.m.Records)
-		}
-		if err != nil {
-			w.Abort()
-			return nil, err
-		}
-		w.m.Names = &NamesEntry{File: namesName, Bytes: w.namesBytes, CRC32C: w.namesCRC}
+	return err
+}
+
+// closeNames writes out and closes the names file, if the writer keeps names, and enters it in
+// the manifest. It fails unless AddName was called once per record.
+func (w *Writer) closeNames() error {
+	if w.names == nil {
+		return nil
 	}
-	// One syncfs makes every block file durable; then the manifest, written last, is synced.
-	if err := syncFS(w.tmp); err != nil {
-		w.Abort()
-		return nil, err
+	err := w.flushNames()
+	if cerr := w.names.Close(); err == nil {
+		err = cerr
 	}
-	if err := writeFileSync(filepath.Join(w.tmp, ManifestName), ManifestJSON(&w.m)); err != nil {
-		w.Abort()
-		return nil, err
+	if err == nil && w.namesCount != w.m.Records {
+		err = fmt.Errorf("%d names for %d records", w.namesCount, w.m.Records)
 	}
+	if err != nil {
+		return err
+	}
+	w.m.Names = &NamesEntry{File: namesName, Bytes: w.namesBytes, CRC32C: w.namesCRC}
+	return nil
+}
+
+// syncBlocks makes every file written so far durable with one syncfs, before the manifest that
+// vouches for them is written.
+func (w *Writer) syncBlocks() error { return syncFS(w.tmp) }
+
+// writeManifest writes the manifest, the dataset's last file, and syncs it.
+func (w *Writer) writeManifest() error {
+	return writeFileSync(filepath.Join(w.tmp, ManifestName), ManifestJSON(&w.m))
+}
+
+// syncTempDirs syncs the blocks directory and the temporary directory, so their entries are
+// durable before the rename publishes them.
+func (w *Writer) syncTempDirs() error {
 	for _, d := range []string{filepath.Join(w.tmp, "blocks"), w.tmp} {
 		if err := syncDir(d); err != nil {
-			w.Abort()
-			return nil, err
+			return err
 		}
 	}
-	if err := w.replace(); err != nil {
-		w.Abort()
-		return nil, err
-	}
-	return &w.m, syncDir(filepath.Dir(w.dst))
+	return nil
 }
 
 // replace moves the finished directory to dst. An existing dst is first renamed aside and

@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -157,17 +157,16 @@ func mapFile(f *os.File) ([]byte, error) {
 
 // bucketWriter appends full bucket buffers to their files in the background, so reading the
 // input overlaps writing the buckets. Buffers come back through a free list: at most a few
-// beyond one per bucket exist.
+// beyond one per bucket exist. Errors follow layout.Writer's rule: the first one is kept,
+// write refuses to queue more with it, and stop returns it. Only run works in the background;
+// the other methods are for the one goroutine that fills the buckets.
 type bucketWriter struct {
 	name    func(int) string
 	limit   int
-	jobs    chan bucketJob
+	jobs    chan bucketJob // nil after stop
 	free    chan []byte
-	done    chan struct{}
-	err     error // first write error; read after done or via failed
-	fail    chan struct{}
-	once    sync.Once
-	stopped bool
+	written chan struct{} // closed when run has returned
+	err     atomic.Pointer[error]
 }
 
 type bucketJob struct {
@@ -177,25 +176,19 @@ type bucketJob struct {
 
 func newBucketWriter(name func(int) string, limit int) *bucketWriter {
 	w := &bucketWriter{name: name, limit: limit, jobs: make(chan bucketJob, 4), free: make(chan []byte, 4),
-		done: make(chan struct{}), fail: make(chan struct{})}
+		written: make(chan struct{})}
 	go w.run()
 	return w
 }
 
+// run appends the queued buffers until jobs is closed. After the first error it appends
+// nothing more but still recycles the buffers.
 func (w *bucketWriter) run() {
-	defer close(w.done)
+	defer close(w.written)
 	for j := range w.jobs {
-		if w.err == nil {
-			f, err := os.OpenFile(w.name(j.b), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-			if err == nil {
-				_, err = f.Write(j.buf)
-				if cerr := f.Close(); err == nil {
-					err = cerr
-				}
-			}
-			if err != nil {
-				w.err = err
-				close(w.fail)
+		if w.failed() == nil {
+			if err := appendFile(w.name(j.b), j.buf); err != nil {
+				w.fail(err)
 			}
 		}
 		select {
@@ -203,6 +196,30 @@ func (w *bucketWriter) run() {
 		default:
 		}
 	}
+}
+
+// appendFile appends data to path, creating it if needed.
+func appendFile(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// fail records err as the writer's error unless one is recorded already.
+func (w *bucketWriter) fail(err error) { w.err.CompareAndSwap(nil, &err) }
+
+// failed returns the first error, or nil. Safe from any goroutine.
+func (w *bucketWriter) failed() error {
+	if p := w.err.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // buffer returns an empty buffer for a bucket.
@@ -215,19 +232,22 @@ func (w *bucketWriter) buffer() []byte {
 	}
 }
 
-// write queues buf for bucket b; the caller must not touch buf again.
+// write queues buf for bucket b; the caller must not touch buf again. Once a write has
+// failed it queues nothing and returns the first error. Not to be called after stop.
 func (w *bucketWriter) write(b int, buf []byte) error {
-	select {
-	case w.jobs <- bucketJob{b, buf}:
-		return nil
-	case <-w.fail:
-		return w.stop()
+	if err := w.failed(); err != nil {
+		return err
 	}
+	w.jobs <- bucketJob{b, buf} // waits while four are queued
+	return nil
 }
 
 // stop waits for queued writes and returns the first error. Safe to call more than once.
 func (w *bucketWriter) stop() error {
-	w.once.Do(func() { close(w.jobs) })
-	<-w.done
-	return w.err
+	if w.jobs != nil {
+		close(w.jobs)
+		<-w.written
+		w.jobs = nil
+	}
+	return w.failed()
 }
