@@ -22,9 +22,12 @@ vet:
 deps:
 	@scripts/deps.sh
 
+# Every package but test/: kernel-free, run with the race detector.
+UNIT := ./source/... ./layout/... ./shuffle/... ./cache/... ./view/... ./pack/... ./fs/... ./cmd/... ./internal/...
+
 # Unit tests run with the race detector; test/ mounts the built binary.
 test: deps vet
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./layout/... ./shuffle/... ./cache/... ./view/... ./pack/... ./fs/... ./cmd/...
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(UNIT)
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/...
 	$(MAKE) --no-print-directory fuzz
 
@@ -41,7 +44,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzNames$$' -fuzztime $$((250000 * $(FUZZ_SCALE)))x ./fs/
 
 unit:
-	$(GO) test -race -count=1 ./layout/... ./shuffle/... ./cache/... ./view/... ./pack/...
+	$(GO) test -race -count=1 $(UNIT)
 
 demo: build
 	@scripts/demo.sh $(BIN) $(DEMO) $(DEMO_MB)

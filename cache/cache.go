@@ -4,6 +4,10 @@
 // aligned preadv calls, and readahead workers fed by a bounded, non-blocking queue.
 //
 // Lock order: Cache.mu only; it is never held across I/O or while waiting for a load.
+//
+// Contexts: a read waits for pages with its caller's context (a FUSE request's, cancelled when
+// the reader is interrupted); the disk read itself runs with the cache's own context, because
+// other readers may be waiting on the same pages. Close cancels that one.
 package cache
 
 import (
@@ -14,20 +18,16 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/blockfs/blockfs/source"
 )
 
-// FileID names a file of the Source.
-type FileID uint64
+// FileID names a file of the source.
+type FileID = source.FileID
 
-// Source is what the cache reads from: a set of immutable files of known size.
-type Source interface {
-	// Size returns the length of file id.
-	Size(id FileID) int64
-	// ReadAt fills bufs, in order, from file id at off, or returns an error: never a short read.
-	// Each buf of a page the cache holds starts page-aligned and its capacity reaches the end
-	// of its slot, so a source may read a short last page up to an alignment boundary.
-	ReadAt(id FileID, bufs [][]byte, off int64) error
-}
+// The cache reads pages from a source.Blocks. Each buf it asks a source to fill starts
+// page-aligned and its capacity reaches the end of its slot, so a source may read a short last
+// page up to an alignment boundary (direct I/O).
 
 // Options configure a Cache. Zero fields take the stated defaults.
 type Options struct {
@@ -106,7 +106,7 @@ type entry struct {
 // Cache is safe for concurrent use.
 type Cache struct {
 	// Immutable after New.
-	src   Source
+	src   source.Blocks
 	opt   Options
 	arena []byte
 	slots int
@@ -132,7 +132,7 @@ type request struct {
 }
 
 // New creates a cache over src and starts its readahead workers.
-func New(src Source, opt Options) (*Cache, error) {
+func New(src source.Blocks, opt Options) (*Cache, error) {
 	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
@@ -156,7 +156,7 @@ func New(src Source, opt Options) (*Cache, error) {
 	return c, nil
 }
 
-// Close stops the readahead workers and releases the arena. No ReadAt may run or follow.
+// Close stops the readahead workers and releases the arena. No Fill or Pin may run or follow.
 func (c *Cache) Close() error {
 	c.cancel()
 	c.wg.Wait()
@@ -183,15 +183,16 @@ func (c *Cache) Capacity() int64 { return int64(c.slots) * int64(c.opt.PageSize)
 // ErrRange is returned for reads outside a file.
 var ErrRange = errors.New("read outside the file")
 
-// ReadAt copies len(p) bytes of file id at off into p, loading missing pages. It returns
-// len(p) or an error; a read that would pass the end of the file is an error, not a short read.
-func (c *Cache) ReadAt(id FileID, p []byte, off int64) (int, error) {
+// Fill copies len(p) bytes of file id at off into p, loading missing pages: it fills all of p
+// or returns an error (a read that would pass the end of the file is ErrRange, never a short
+// read). ctx bounds the wait for pages that another reader is loading.
+func (c *Cache) Fill(ctx context.Context, id FileID, off int64, p []byte) error {
 	if len(p) == 0 {
-		return 0, nil
+		return nil
 	}
 	size := c.src.Size(id)
 	if off < 0 || off+int64(len(p)) > size {
-		return 0, fmt.Errorf("file %d: [%d, %d) of %d bytes: %w", id, off, off+int64(len(p)), size, ErrRange)
+		return fmt.Errorf("file %d: [%d, %d) of %d bytes: %w", id, off, off+int64(len(p)), size, ErrRange)
 	}
 	ps := int64(c.opt.PageSize)
 	first, last := off/ps, (off+int64(len(p))-1)/ps
@@ -202,15 +203,8 @@ func (c *Cache) ReadAt(id FileID, p []byte, off int64) (int, error) {
 	}
 	ents, _ = c.pin(id, first, last, size, false, false, ents)
 	defer c.unpin(ents)
-	var err error
-	for _, e := range ents {
-		<-e.ready
-		if e.err != nil && err == nil {
-			err = e.err
-		}
-	}
-	if err != nil {
-		return 0, err
+	if err := waitAll(ctx, ents); err != nil {
+		return err
 	}
 	n := 0
 	for _, e := range ents {
@@ -218,7 +212,30 @@ func (c *Cache) ReadAt(id FileID, p []byte, off int64) (int, error) {
 		n += copy(p[n:], e.buf[start:])
 	}
 	c.stats.served.Add(uint64(n))
-	return n, nil
+	return nil
+}
+
+// waitAll waits until every entry has loaded, and returns the first load error, or ctx's error
+// if it ends first (the entries stay pinned: the caller unpins them as usual).
+func waitAll(ctx context.Context, ents []*entry) error {
+	for _, e := range ents {
+		select {
+		case <-e.ready:
+			continue
+		default:
+		}
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for _, e := range ents {
+		if e.err != nil {
+			return e.err
+		}
+	}
+	return nil
 }
 
 // pin takes a reference on pages first..last of file id, creating and loading the missing
@@ -312,7 +329,7 @@ func (c *Cache) newEntryLocked(k key, size int64) *entry {
 		c.free = c.free[:nf-1]
 		base := int64(e.slot) * ps
 		// The capacity reaches the slot's end, so a short last page may be read to an
-		// alignment boundary (Source.ReadAt with direct I/O).
+		// alignment boundary (source.Blocks.Fill with direct I/O).
 		e.buf = c.arena[base : base+n : base+ps]
 		c.pages[k] = e
 	} else {
@@ -334,7 +351,8 @@ func (c *Cache) removeLocked(e *entry) {
 	}
 }
 
-// load reads a run of consecutive pages of one file with one ReadAt and publishes them.
+// load reads a run of consecutive pages of one file with one Fill of the source and publishes
+// them.
 func (c *Cache) load(run []*entry) {
 	bufs := make([][]byte, len(run))
 	var n int64
@@ -343,7 +361,7 @@ func (c *Cache) load(run []*entry) {
 		n += int64(len(e.buf))
 	}
 	k := run[0].key
-	err := c.src.ReadAt(k.id, bufs, k.page*int64(c.opt.PageSize))
+	err := c.src.Fill(c.ctx, k.id, k.page*int64(c.opt.PageSize), bufs)
 	c.stats.diskReads.Add(1)
 	if err == nil {
 		c.stats.diskBytes.Add(uint64(n))
@@ -357,9 +375,14 @@ func (c *Cache) load(run []*entry) {
 			continue
 		}
 		if err != nil {
-			// Forget the page so a later read tries again; its slot is free once unpinned.
+			// Forget the page so a later read tries again; its slot is free once unpinned
+			// (now, if every reader has stopped waiting for it).
 			e.err = err
 			delete(c.pages, e.key)
+			if e.refs == 0 {
+				c.free = append(c.free, e.slot)
+				e.slot = -1
+			}
 			continue
 		}
 		e.elem = c.lru.PushFront(e)

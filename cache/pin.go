@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -24,21 +25,21 @@ type Run struct {
 
 // Pin loads (or finds) the pages of file id covering [off, off+n), pins them into ps and
 // returns them as a Run. The pages stay in memory, unchanged, until ps.Release; an error (a
-// failed load, a range outside the file) leaves whatever was pinned before in ps. Requires
-// n > 0. Counted as hits and misses like ReadAt, once per page.
-func (c *Cache) Pin(ps *Pins, id FileID, off, n int64) (Run, error) {
+// failed load, a range outside the file, ctx ending while pages load) leaves whatever was
+// pinned before in ps. Requires n > 0. Counted as hits and misses like Fill, once per page.
+func (c *Cache) Pin(ctx context.Context, ps *Pins, id FileID, off, n int64) (Run, error) {
 	size := c.src.Size(id)
 	if n <= 0 || off < 0 || off+n > size {
 		return Run{}, fmt.Errorf("file %d: [%d, %d) of %d bytes: %w", id, off, off+n, size, ErrRange)
 	}
 	pgs := int64(c.opt.PageSize)
-	return c.PinPages(ps, id, off/pgs, (off+n-1)/pgs+1, nil)
+	return c.PinPages(ctx, ps, id, off/pgs, (off+n-1)/pgs+1, nil)
 }
 
 // PinPages is Pin for the pages first <= p < end of file id that are set in the bitset want
 // (bit p%64 of want[p/64] for page p; nil wants them all). Consecutive pages that are missing
 // are loaded with one read.
-func (c *Cache) PinPages(ps *Pins, id FileID, first, end int64, want []uint64) (Run, error) {
+func (c *Cache) PinPages(ctx context.Context, ps *Pins, id FileID, first, end int64, want []uint64) (Run, error) {
 	if ps.c == nil {
 		ps.c = c
 	}
@@ -69,27 +70,22 @@ func (c *Cache) PinPages(ps *Pins, id FileID, first, end int64, want []uint64) (
 		ps.ents, full = c.pin(id, p, q-1, size, false, true, ps.ents)
 		copy(r.ents[p-first:], ps.ents[from:])
 		if full {
-			for _, e := range ps.ents[start:] {
-				<-e.ready
+			if err := waitAll(ctx, ps.ents[start:]); err != nil {
+				return Run{}, err
 			}
 			return Run{}, ErrFull
 		}
 		p = q
 	}
-	for _, e := range ps.ents[start:] {
-		<-e.ready
-	}
-	for _, e := range ps.ents[start:] {
-		if e.err != nil {
-			return Run{}, e.err
-		}
+	if err := waitAll(ctx, ps.ents[start:]); err != nil {
+		return Run{}, err
 	}
 	return r, nil
 }
 
 // PinPage pins page p of file id like PinPages, except that when every slot is pinned the page
 // is read into a buffer of its own (served once, not cached) instead of failing.
-func (c *Cache) PinPage(ps *Pins, id FileID, p int64) (Run, error) {
+func (c *Cache) PinPage(ctx context.Context, ps *Pins, id FileID, p int64) (Run, error) {
 	if ps.c == nil {
 		ps.c = c
 	}
@@ -100,16 +96,14 @@ func (c *Cache) PinPage(ps *Pins, id FileID, p int64) (Run, error) {
 	}
 	at := len(ps.ents)
 	ps.ents, _ = c.pin(id, p, p, size, false, false, ps.ents)
-	e := ps.ents[at]
-	<-e.ready
-	if e.err != nil {
-		return Run{}, e.err
+	if err := waitAll(ctx, ps.ents[at:at+1]); err != nil {
+		return Run{}, err
 	}
 	return Run{first: p, ps: pgs, ents: ps.ents[at : at+1 : at+1]}, nil
 }
 
 // ErrFull is PinPages's answer when every slot of the cache is pinned: the caller should
-// release its pins and read with ReadAt, which needs one page at a time.
+// release its pins and read one page at a time (PinPage).
 var ErrFull = errors.New("every cache page is pinned")
 
 // Append appends to vecs the bytes [off, off+n) of the run's file (inside the run), as one

@@ -12,7 +12,7 @@ type counters struct {
 
 // Stats is a snapshot of the cache's counters.
 type Stats struct {
-	BytesServed     uint64 `json:"bytes_served"`     // bytes copied out by ReadAt
+	BytesServed     uint64 `json:"bytes_served"`     // bytes handed to readers (Fill, and pinned pages served)
 	Hits            uint64 `json:"cache_hits"`       // pages found loaded
 	Misses          uint64 `json:"cache_misses"`     // pages a reader had to load
 	Merged          uint64 `json:"merged_misses"`    // pages a reader found loading and waited for

@@ -6,22 +6,49 @@ import (
 	"io"
 	"log"
 	"syscall"
+
+	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/source"
 )
 
-// toErrno turns an error from the view into the errno a reader sees. Everything that is not an
-// end of file or a cancellation is logged and becomes EIO: a reader gets an error, never zeros
-// or a silent short read.
+// toErrno turns an error from the view into the errno a reader sees, and logs what happened
+// (what names the request). A reader gets an error, never zeros or a silent short read:
+//
+//   - end of file: no error;
+//   - the request was interrupted (its context ended): EINTR, not logged;
+//   - the daemon is out of file descriptors (EMFILE, ENFILE) or memory (ENOMEM): that errno,
+//     logged with what to do;
+//   - corrupt data (a bad checksum, a file shorter than the manifest says or gone, a file
+//     outside the dataset): EIO, logged as corruption;
+//   - an I/O error from the disk (EIO) or anything else: EIO, logged with its cause.
 func toErrno(err error, what string) syscall.Errno {
+	errno, why := classify(err)
+	if why != "" {
+		log.Printf("blockfs: %s: %s: %v", what, why, err)
+	}
+	return errno
+}
+
+// classify maps err to an errno and to the words a log line gives for it ("" for no log line).
+func classify(err error) (syscall.Errno, string) {
+	var se *source.Error
 	switch {
 	case err == nil, errors.Is(err, io.EOF):
-		return 0
-	case errors.Is(err, context.Canceled):
-		return syscall.EINTR
+		return 0, ""
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return syscall.EINTR, ""
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		return syscall.EMFILE, "out of file descriptors (raise the daemon's limit: ulimit -n)"
+	case errors.Is(err, syscall.ENOMEM):
+		return syscall.ENOMEM, "out of memory"
+	case errors.Is(err, layout.ErrCorrupt), errors.Is(err, layout.ErrUnsafePath), errors.Is(err, source.ErrShort):
+		return syscall.EIO, "corrupt dataset"
+	case errors.As(err, &se) && errors.Is(err, syscall.ENOENT):
+		return syscall.EIO, "a dataset file is gone (changed under the mount? remount it)"
+	case errors.Is(err, syscall.ENOENT):
+		return syscall.ENOENT, ""
+	case errors.Is(err, syscall.EIO):
+		return syscall.EIO, "I/O error from the disk"
 	}
-	var errno syscall.Errno
-	if errors.As(err, &errno) && errno == syscall.ENOENT {
-		return syscall.ENOENT
-	}
-	log.Printf("blockfs: %s: %v", what, err)
-	return syscall.EIO
+	return syscall.EIO, "error"
 }

@@ -57,12 +57,30 @@ type mount struct {
 
 // Mount mounts set at mountpoint and returns once the kernel has the mount ready.
 func Mount(mountpoint string, set *view.Set, opt Options) (*Server, error) {
-	if opt.Epochs == 0 {
-		opt.Epochs = DefaultEpochs
-	}
 	mnt, err := filepath.Abs(mountpoint)
 	if err != nil {
 		return nil, err
+	}
+	m, err := newMount(set, opt)
+	if err != nil {
+		return nil, err
+	}
+	fopt := mountOptions(set.DS.Dir, m.uid, m.gid, opt.AllowOther, opt.Debug)
+	srv, err := gofs.Mount(mnt, m.root(), fopt)
+	if err != nil {
+		if os.Geteuid() != 0 {
+			return nil, fmt.Errorf("cannot mount at %s: %v (without root, FUSE needs fusermount3 from the fuse3 package and read-write access to /dev/fuse)", mnt, err)
+		}
+		return nil, fmt.Errorf("cannot mount at %s: %w", mnt, err)
+	}
+	raiseReadahead(mnt)
+	return &Server{Server: srv, Mountpoint: mnt}, nil
+}
+
+// newMount builds the state of a mount of set, and its info.json.
+func newMount(set *view.Set, opt Options) (*mount, error) {
+	if opt.Epochs == 0 {
+		opt.Epochs = DefaultEpochs
 	}
 	m := &mount{set: set, opt: opt, uid: uint32(os.Getuid()), gid: uint32(os.Getgid()), mtime: time.Now(),
 		inval: newInvalidator()}
@@ -73,21 +91,16 @@ func Mount(mountpoint string, set *view.Set, opt Options) (*Server, error) {
 	if st, err := os.Stat(stamp); err == nil {
 		m.mtime = st.ModTime()
 	}
-	if m.info, err = json.MarshalIndent(m.infoFacts(), "", "  "); err != nil {
+	info, err := json.MarshalIndent(m.infoFacts(), "", "  ")
+	if err != nil {
 		return nil, err
 	}
-	m.info = append(m.info, '\n')
-	fopt := mountOptions(set.DS.Dir, m.uid, m.gid, opt.AllowOther, opt.Debug)
-	srv, err := gofs.Mount(mnt, &dirNode{m: m, root: true}, fopt)
-	if err != nil {
-		if os.Geteuid() != 0 {
-			return nil, fmt.Errorf("cannot mount at %s: %v (without root, FUSE needs fusermount3 from the fuse3 package and read-write access to /dev/fuse)", mnt, err)
-		}
-		return nil, fmt.Errorf("cannot mount at %s: %w", mnt, err)
-	}
-	raiseReadahead(mnt)
-	return &Server{Server: srv, Mountpoint: mnt}, nil
+	m.info = append(info, '\n')
+	return m, nil
 }
+
+// root returns the root directory node of the mount.
+func (m *mount) root() gofs.InodeEmbedder { return &dirNode{m: m, root: true} }
 
 // mountOptions are the go-fuse options of every blockfs mount (and of the benchmark's
 // loopback baseline, so that it measures the same thing).

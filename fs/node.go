@@ -57,11 +57,11 @@ func (d *dirNode) lookupEpoch(ctx context.Context, epoch uint64, kind view.Kind,
 		return nil, syscall.ENOENT
 	}
 	n := &fileNode{m: d.m, epoch: epoch, kind: kind, root: d.root, r: d.r, w: d.w}
-	f, errno := n.open()
-	if errno != 0 {
-		return nil, errno
+	size, err := d.m.set.FileSize(ctx, epoch, kind, n.rangeOf())
+	if err != nil {
+		return nil, toErrno(err, "epoch "+EpochName(epoch))
 	}
-	n.size = f.Size()
+	n.size = size
 	n.attr(&out.Attr)
 	return d.NewInode(ctx, n, gofs.StableAttr{Mode: fuse.S_IFREG}), 0
 }
@@ -127,8 +127,16 @@ type fileNode struct {
 	drop  dropper   // what of the file readers have passed, to drop from the kernel's cache
 }
 
+// rangeOf returns the positions of the epoch that the file covers: all, or its shard's.
+func (n *fileNode) rangeOf() view.Range {
+	if n.root {
+		return view.Range{Start: 0, End: n.m.set.DS.Records()}
+	}
+	return view.ShardRange(n.m.set.DS.Records(), n.r, n.w)
+}
+
 // open builds the view file: the epoch from the mount's set, then the range and kind.
-func (n *fileNode) open() (view.File, syscall.Errno) {
+func (n *fileNode) open(ctx context.Context) (view.File, syscall.Errno) {
 	if n.fixed != nil {
 		return n.fixed, 0
 	}
@@ -136,11 +144,7 @@ func (n *fileNode) open() (view.File, syscall.Errno) {
 	if err != nil {
 		return nil, toErrno(err, "epoch "+EpochName(n.epoch))
 	}
-	rg := e.All()
-	if !n.root {
-		rg = e.Shard(n.r, n.w)
-	}
-	f, err := e.Open(n.kind, rg)
+	f, err := e.Open(ctx, n.kind, n.rangeOf())
 	if err != nil {
 		return nil, toErrno(err, "epoch "+EpochName(n.epoch))
 	}
@@ -166,7 +170,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
 		return nil, 0, syscall.EROFS
 	}
-	f, errno := n.open()
+	f, errno := n.open(ctx)
 	if errno != 0 {
 		return nil, 0, errno
 	}
@@ -211,7 +215,7 @@ func (n *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 	}
 	n.m.reads.Add(1)
 	g := view.NewGather()
-	got, err := h.r.Gather(g, dest, off)
+	got, err := h.r.Gather(ctx, g, dest, off)
 	if err != nil {
 		g.Release()
 		n.m.errs.Add(1)

@@ -1,6 +1,7 @@
 package layout
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,30 +11,54 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync/atomic"
-	"unsafe"
+	"syscall"
 
-	"golang.org/x/sys/unix"
+	"github.com/blockfs/blockfs/source"
+	"github.com/blockfs/blockfs/source/local"
 )
 
-// FileID names one file of a dataset for the page cache: 3*block + role.
-type FileID uint64
+// FileID names one file of a dataset: 3*block + role for a block's files, 3*blocks for the
+// names file. Make them with DataFile, IDsFile, OffsetsFile and NamesFile; read what one names
+// with Dataset.File (the only place that decodes them).
+type FileID = source.FileID
 
-// Roles of the files of a block, the low part of a FileID.
+// Role is what a file of a dataset holds.
+type Role uint8
+
+// Roles. A block has a data file, and an ids file (pre-shuffled datasets) and an offsets index
+// (variable-length datasets); a dataset may have one names file.
 const (
-	RoleData    = 0
-	RoleIDs     = 1
-	RoleOffsets = 2
-	numRoles    = 3
+	RoleData    Role = 0
+	RoleIDs     Role = 1
+	RoleOffsets Role = 2
+	RoleNames   Role = 3
+	numRoles         = 3 // FileIDs per block
 )
+
+func (r Role) String() string {
+	return [...]string{"data", "ids", "offsets", "names"}[r]
+}
 
 // DataFile, IDsFile and OffsetsFile return the FileID of a block's files.
-func DataFile(block int) FileID    { return FileID(block)*numRoles + RoleData }
-func IDsFile(block int) FileID     { return FileID(block)*numRoles + RoleIDs }
-func OffsetsFile(block int) FileID { return FileID(block)*numRoles + RoleOffsets }
+func DataFile(block int) FileID    { return FileID(block)*numRoles + FileID(RoleData) }
+func IDsFile(block int) FileID     { return FileID(block)*numRoles + FileID(RoleIDs) }
+func OffsetsFile(block int) FileID { return FileID(block)*numRoles + FileID(RoleOffsets) }
 
 // NamesFile returns the FileID of the names file of a dataset of the given number of blocks.
 func NamesFile(blocks int) FileID { return FileID(blocks) * numRoles }
+
+// RoleFile returns the FileID of block b's file of role r (data, ids or offsets).
+func RoleFile(block int, r Role) FileID { return FileID(block)*numRoles + FileID(r) }
+
+// File is one entry of a dataset's file table: where the file is (its path, and for a file
+// served in place the range of it), its role and block, and its checksum.
+type File struct {
+	source.Extent        // Name is the absolute path
+	Role          Role   // what it holds
+	Block         int    // its block, or -1 for the names file
+	CRC32C        uint32 // the manifest's checksum, when HasCRC
+	HasCRC        bool   // false for files served in place
+}
 
 // Names returns the FileID of the names file, and whether the dataset has one.
 func (d *Dataset) Names() (FileID, bool) {
@@ -41,8 +66,9 @@ func (d *Dataset) Names() (FileID, bool) {
 	return id, d.Manifest.Names != nil
 }
 
-// Dataset is an opened, validated dataset. It holds O(blocks) state and is immutable after
-// Open, so it is safe for concurrent use. It implements cache.Source.
+// Dataset is an opened, validated dataset: its manifest and its file table. It holds
+// O(blocks) state, does no I/O after Open and is immutable, so it is safe for concurrent use.
+// It implements source.Table; package source/local (or another backend) reads the files.
 type Dataset struct {
 	Dir      string
 	Manifest *Manifest
@@ -50,26 +76,50 @@ type Dataset struct {
 	recStart []uint64
 	// byteStart[b] is the offset of block b's first byte in storage order; len = blocks+1.
 	byteStart []uint64
-	// files[id] is the resolved path of each FileID of a packed dataset ("" when the block has
-	// no such file); nil for a flat file, whose blocks are ranges of flat.
-	files []string
+	// files[id] is the table entry of each FileID of a packed dataset (Size 0 when the block
+	// has no such file); nil for a flat file, whose table is computed (see File).
+	files []File
 	flat  *flatFile
-
-	// direct, when set, reads block data with O_DIRECT (see UseDirectIO); cleared for good
-	// if the filesystem refuses it.
-	direct atomic.Bool
 }
-
-// UseDirectIO makes ReadAt read block data files with O_DIRECT where the filesystem, the
-// offset and the buffers allow it: the data goes from the disk to the caller's buffers without
-// a second copy in the kernel's page cache. The mount's page cache turns it on; its buffers are
-// page-aligned. Other files (ids, offsets, names) and unaligned requests read as usual.
-func (d *Dataset) UseDirectIO(on bool) { d.direct.Store(on) }
 
 // flatFile is the one file a flat dataset serves in place.
 type flatFile struct {
 	path       string
 	dataOffset int64 // where record 0 starts
+}
+
+// File returns the table entry of file id, and false for a file the dataset does not have.
+func (d *Dataset) File(id FileID) (File, bool) {
+	if d.flat == nil {
+		if id >= FileID(len(d.files)) || d.files[id].Name == "" {
+			return File{Block: -1}, false
+		}
+		return d.files[id], true
+	}
+	b := int(id / numRoles)
+	if b >= d.Blocks() || Role(id%numRoles) != RoleData {
+		return File{Block: -1}, false
+	}
+	return File{Extent: source.Extent{Name: d.flat.path, Offset: d.flat.dataOffset + int64(d.byteStart[b]),
+		Size: int64(d.BlockBytes(b))}, Role: RoleData, Block: b}, true
+}
+
+// Extent implements source.Table.
+func (d *Dataset) Extent(id FileID) (source.Extent, bool) {
+	f, ok := d.File(id)
+	return f.Extent, ok
+}
+
+// Size returns the size of file id (0 for a file the dataset does not have).
+func (d *Dataset) Size(id FileID) int64 {
+	f, _ := d.File(id)
+	return f.Size
+}
+
+// Path returns the absolute path of file id, for messages.
+func (d *Dataset) Path(id FileID) string {
+	f, _ := d.File(id)
+	return f.Name
 }
 
 // Open reads and validates the dataset in dir: the manifest, and for every block that its
@@ -96,7 +146,7 @@ func loadManifest(dir string) (string, *Manifest, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", nil, errorf(ErrFormat, dir, -1, "no such directory")
 		}
-		return "", nil, errorf(ErrFormat, dir, -1, "%v", unwrapPathError(err))
+		return "", nil, wrapf(ErrFormat, err, dir, -1, "%v", unwrapPathError(err))
 	}
 	if !st.IsDir() {
 		return "", nil, errorf(ErrFormat, dir, -1, "not a directory (a dataset is a directory with a %s)", ManifestName)
@@ -119,12 +169,12 @@ func readManifest(mpath string) ([]byte, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, errorf(ErrFormat, mpath, -1, "no manifest: not a blockfs dataset, or an unfinished pack (pack it with blockfs pack)")
 		}
-		return nil, errorf(ErrFormat, mpath, -1, "%v", unwrapPathError(err))
+		return nil, wrapf(ErrFormat, err, mpath, -1, "%v", unwrapPathError(err))
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxManifestBytes+1))
 	if err != nil {
-		return nil, errorf(ErrFormat, mpath, -1, "%v", unwrapPathError(err))
+		return nil, wrapf(ErrFormat, err, mpath, -1, "%v", unwrapPathError(err))
 	}
 	if len(data) > MaxManifestBytes {
 		return nil, errorf(ErrFormat, mpath, -1, "manifest is larger than %d bytes", MaxManifestBytes)
@@ -132,7 +182,7 @@ func readManifest(mpath string) ([]byte, error) {
 	return data, nil
 }
 
-// newDataset checks the block files named by a validated manifest and builds the lookup tables.
+// newDataset checks the block files named by a validated manifest and builds the file table.
 // With collect nil the first bad file is an error; otherwise each is passed to collect and
 // its block is left out of the checks that follow (Verify reports them all).
 func newDataset(dir string, m *Manifest, collect func(block int, err error)) (*Dataset, error) {
@@ -146,35 +196,23 @@ func newDataset(dir string, m *Manifest, collect func(block int, err error)) (*D
 		Manifest:  m,
 		recStart:  make([]uint64, nb+1),
 		byteStart: make([]uint64, nb+1),
-		files:     make([]string, nb*numRoles+1),
+		files:     make([]File, nb*numRoles+1),
 	}
 	for i, b := range m.Blocks {
 		d.recStart[i+1] = d.recStart[i] + b.Records
 		d.byteStart[i+1] = d.byteStart[i] + b.Bytes
-		want := map[FileID]struct {
-			rel  string
-			size uint64
-		}{DataFile(i): {b.File, b.Bytes}}
+		files := []File{{Extent: source.Extent{Name: b.File, Size: int64(b.Bytes)}, Role: RoleData, CRC32C: b.CRC32C}}
 		if b.IDsFile != "" {
-			want[IDsFile(i)] = struct {
-				rel  string
-				size uint64
-			}{b.IDsFile, 8 * b.Records}
+			files = append(files, File{Extent: source.Extent{Name: b.IDsFile, Size: 8 * int64(b.Records)}, Role: RoleIDs, CRC32C: b.IDsCRC32C})
 		}
 		if b.OffsetsFile != "" {
-			want[OffsetsFile(i)] = struct {
-				rel  string
-				size uint64
-			}{b.OffsetsFile, 8 * (b.Records + 1)}
+			files = append(files, File{Extent: source.Extent{Name: b.OffsetsFile, Size: 8 * int64(b.Records+1)}, Role: RoleOffsets, CRC32C: b.OffsetsCRC32C})
 		}
 		var bad error
-		for _, id := range []FileID{DataFile(i), IDsFile(i), OffsetsFile(i)} {
-			w, ok := want[id]
-			if !ok || bad != nil {
-				continue
+		for _, f := range files {
+			if bad = d.addFile(realDir, i, f); bad != nil {
+				break
 			}
-			p, err := d.checkFile(realDir, i, w.rel, w.size)
-			d.files[id], bad = p, err
 		}
 		if bad == nil && b.OffsetsFile != "" {
 			bad = d.checkOffsetsEnds(i)
@@ -187,16 +225,30 @@ func newDataset(dir string, m *Manifest, collect func(block int, err error)) (*D
 		}
 	}
 	if m.Names != nil {
-		p, err := d.checkFile(realDir, -1, m.Names.File, m.Names.Bytes)
-		if err != nil {
+		f := File{Extent: source.Extent{Name: m.Names.File, Size: int64(m.Names.Bytes)}, Role: RoleNames, CRC32C: m.Names.CRC32C}
+		if err := d.addFile(realDir, -1, f); err != nil {
 			if collect == nil {
 				return nil, err
 			}
 			collect(-1, err)
 		}
-		d.files[NamesFile(nb)] = p
 	}
 	return d, nil
+}
+
+// addFile checks the file f names (relative to the dataset) and enters it in the table.
+func (d *Dataset) addFile(realDir string, block int, f File) error {
+	p, err := d.checkFile(realDir, block, f.Name, uint64(f.Size))
+	if err != nil {
+		return err
+	}
+	f.Name, f.Block, f.HasCRC = p, block, true
+	id := NamesFile(d.Blocks())
+	if f.Role != RoleNames {
+		id = RoleFile(block, f.Role)
+	}
+	d.files[id] = f
+	return nil
 }
 
 // checkFile resolves rel inside realDir and checks that it is a regular file of size bytes that
@@ -208,14 +260,14 @@ func (d *Dataset) checkFile(realDir string, block int, rel string, size uint64) 
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", errorf(ErrCorrupt, p, block, "file is missing (the dataset is incomplete; re-pack it)")
 		}
-		return "", errorf(ErrCorrupt, p, block, "%v", unwrapPathError(err))
+		return "", wrapf(ErrIO, err, p, block, "%v", unwrapPathError(err))
 	}
 	if r, err := filepath.Rel(realDir, resolved); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
 		return "", errorf(ErrUnsafePath, p, block, "resolves to %s, outside the dataset directory", resolved)
 	}
 	st, err := os.Stat(resolved)
 	if err != nil {
-		return "", errorf(ErrCorrupt, p, block, "%v", unwrapPathError(err))
+		return "", wrapf(ErrIO, err, p, block, "%v", unwrapPathError(err))
 	}
 	if !st.Mode().IsRegular() {
 		return "", errorf(ErrCorrupt, p, block, "not a regular file (%s)", st.Mode().Type())
@@ -230,17 +282,42 @@ func (d *Dataset) checkFile(realDir string, block int, rel string, size uint64) 
 func (d *Dataset) checkOffsetsEnds(block int) error {
 	id := OffsetsFile(block)
 	var first, last [8]byte
-	if err := d.ReadAt(id, [][]byte{first[:]}, 0); err != nil {
-		return err
+	src := local.New(d, false)
+	if err := src.Fill(context.Background(), id, 0, [][]byte{first[:]}); err != nil {
+		return d.ioError(id, err)
 	}
-	if err := d.ReadAt(id, [][]byte{last[:]}, d.Size(id)-8); err != nil {
-		return err
+	if err := src.Fill(context.Background(), id, d.Size(id)-8, [][]byte{last[:]}); err != nil {
+		return d.ioError(id, err)
 	}
 	f, l := binary.LittleEndian.Uint64(first[:]), binary.LittleEndian.Uint64(last[:])
 	if f != 0 || l != d.BlockBytes(block) {
-		return errorf(ErrCorrupt, d.files[id], block, "offsets index runs from %d to %d, want 0 to %d", f, l, d.BlockBytes(block))
+		return errorf(ErrCorrupt, d.Path(id), block, "offsets index runs from %d to %d, want 0 to %d", f, l, d.BlockBytes(block))
 	}
 	return nil
+}
+
+// ioError describes a failed read of file id: corruption when the file is shorter than the
+// table says or gone, and otherwise the cause (EMFILE, EIO) as it is. Either way the cause
+// stays reachable with errors.Is.
+func (d *Dataset) ioError(id FileID, err error) error {
+	f, _ := d.File(id)
+	kind := ErrIO
+	if errors.Is(err, source.ErrShort) || errors.Is(err, syscall.ENOENT) {
+		kind = ErrCorrupt
+	}
+	return wrapf(kind, err, f.Name, f.Block, "%v", errorCause(err))
+}
+
+// errorCause returns what a source error says without the path (which the caller prints).
+func errorCause(err error) string {
+	var se *source.Error
+	if errors.As(err, &se) {
+		if se.Off >= 0 {
+			return fmt.Sprintf("%s at offset %d: %v", se.Op, se.Off, se.Err)
+		}
+		return fmt.Sprintf("%s: %v", se.Op, se.Err)
+	}
+	return err.Error()
 }
 
 // Blocks returns the number of blocks.
@@ -283,9 +360,9 @@ func (d *Dataset) FirstRecord(b int) uint64 { return d.recStart[b] }
 // record's id is its storage index.
 func (d *Dataset) HasIDs() bool { return d.Manifest.IDs }
 
-// BlockIDs returns the source ids of block b's records, in storage order: its ids file, or
-// the records' storage indices when the dataset stores no ids.
-func (d *Dataset) BlockIDs(b int) ([]uint64, error) {
+// BlockIDs returns the source ids of block b's records, in storage order: its ids file read
+// from src, or the records' storage indices when the dataset stores no ids.
+func (d *Dataset) BlockIDs(ctx context.Context, src source.Blocks, b int) ([]uint64, error) {
 	n := d.BlockRecords(b)
 	ids := make([]uint64, n)
 	if !d.HasIDs() {
@@ -295,8 +372,8 @@ func (d *Dataset) BlockIDs(b int) ([]uint64, error) {
 		return ids, nil
 	}
 	raw := make([]byte, 8*n)
-	if err := d.ReadAt(IDsFile(b), [][]byte{raw}, 0); err != nil {
-		return nil, err
+	if err := src.Fill(ctx, IDsFile(b), 0, [][]byte{raw}); err != nil {
+		return nil, d.ioError(IDsFile(b), err)
 	}
 	for i := range ids {
 		ids[i] = binary.LittleEndian.Uint64(raw[8*i:])
@@ -308,176 +385,6 @@ func (d *Dataset) BlockIDs(b int) ([]uint64, error) {
 func (d *Dataset) BlockOf(i uint64) (int, uint64) {
 	b := sort.Search(d.Blocks(), func(b int) bool { return d.recStart[b+1] > i })
 	return b, i - d.recStart[b]
-}
-
-// Path returns the absolute path of a file, for messages.
-func (d *Dataset) Path(id FileID) string {
-	if d.flat != nil {
-		return d.flat.path
-	}
-	return d.files[id]
-}
-
-// Size returns the size of a file as the manifest says (0 for a file the dataset does not
-// have). Part of cache.Source.
-func (d *Dataset) Size(id FileID) int64 {
-	b := int(id / numRoles)
-	if b == d.Blocks() {
-		if d.Manifest.Names != nil && id%numRoles == 0 {
-			return int64(d.Manifest.Names.Bytes)
-		}
-		return 0
-	}
-	switch id % numRoles {
-	case RoleData:
-		return int64(d.BlockBytes(b))
-	case RoleIDs:
-		if d.HasIDs() {
-			return 8 * int64(d.BlockRecords(b))
-		}
-	case RoleOffsets:
-		if d.Kind() == Variable {
-			return 8 * int64(d.BlockRecords(b)+1)
-		}
-	}
-	return 0
-}
-
-// base returns where file id's bytes start in the file that holds them.
-func (d *Dataset) base(id FileID) int64 {
-	if d.flat == nil {
-		return 0
-	}
-	return d.flat.dataOffset + int64(d.byteStart[id/numRoles])
-}
-
-// ReadAt fills bufs, in order, from file id starting at off, with one preadv per call where the
-// kernel allows. A file that is gone or shorter than the manifest says gives an error wrapping
-// ErrCorrupt that names the file and block: never zeros. Part of cache.Source.
-func (d *Dataset) ReadAt(id FileID, bufs [][]byte, off int64) error {
-	block := int(id / numRoles)
-	p := d.Path(id)
-	if p == "" || d.Size(id) == 0 && len(bufs) > 0 {
-		return errorf(ErrCorrupt, d.Dir, block, "no file for role %d", id%numRoles)
-	}
-	off += d.base(id)
-	if id%numRoles == RoleData && d.direct.Load() {
-		done, err := d.readDirect(p, block, bufs, off)
-		if done || err != nil {
-			return err
-		}
-	}
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return errorf(ErrCorrupt, p, block, "cannot open: %v", err)
-	}
-	defer unix.Close(fd)
-	return preadFull(fd, p, block, bufs, off)
-}
-
-// preadFull fills bufs from fd at off with as many preadv calls as it takes; a file that ends
-// first is an error, never a short read.
-func preadFull(fd int, p string, block int, bufs [][]byte, off int64) error {
-	want := 0
-	for _, b := range bufs {
-		want += len(b)
-	}
-	got := 0
-	for got < want {
-		n, err := unix.Preadv(fd, skipBufs(bufs, got), off+int64(got))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return errorf(ErrCorrupt, p, block, "read at offset %d: %v", off+int64(got), err)
-		}
-		if n == 0 {
-			return errorf(ErrCorrupt, p, block, "file ends at offset %d, before the bytes the dataset needs (truncated?)", off+int64(got))
-		}
-		got += n
-	}
-	return nil
-}
-
-// directAlign is the alignment O_DIRECT needs of offsets, lengths and buffers here.
-const directAlign = 4096
-
-// readDirect tries an O_DIRECT read of bufs at off. It reports done=false, with no error, when
-// the request does not qualify (alignment) or the filesystem refuses O_DIRECT, and the caller
-// reads as usual. The last buffer may be short (a file's tail): its capacity must then reach
-// the next alignment boundary, which is read into and ignored.
-func (d *Dataset) readDirect(p string, block int, bufs [][]byte, off int64) (bool, error) {
-	if off%directAlign != 0 {
-		return false, nil
-	}
-	iov := make([][]byte, len(bufs))
-	want := 0
-	for i, b := range bufs {
-		if len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))%directAlign != 0 {
-			return false, nil
-		}
-		n := len(b)
-		if n%directAlign != 0 {
-			up := (n + directAlign - 1) / directAlign * directAlign
-			if i != len(bufs)-1 || cap(b) < up {
-				return false, nil
-			}
-			n = up
-		}
-		iov[i] = b[:n]
-		want += len(b)
-	}
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_DIRECT, 0)
-	if err == unix.EINVAL {
-		d.direct.Store(false) // this filesystem has no O_DIRECT
-		return false, nil
-	}
-	if err != nil {
-		return true, errorf(ErrCorrupt, p, block, "cannot open: %v", err)
-	}
-	defer unix.Close(fd)
-	got := 0
-	for got < want {
-		n, err := unix.Preadv(fd, skipBufs(iov, got), off+int64(got))
-		if err == unix.EINTR {
-			continue
-		}
-		if err == unix.EINVAL && got == 0 {
-			return false, nil
-		}
-		if err != nil {
-			return true, errorf(ErrCorrupt, p, block, "read at offset %d: %v", off+int64(got), err)
-		}
-		if n == 0 {
-			return true, errorf(ErrCorrupt, p, block, "file ends at offset %d, before the bytes the dataset needs (truncated?)", off+int64(got))
-		}
-		got += n
-		if got%directAlign != 0 && got < want {
-			// A short read that breaks alignment before the end: finish without O_DIRECT.
-			bfd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return true, errorf(ErrCorrupt, p, block, "cannot open: %v", err)
-			}
-			defer unix.Close(bfd)
-			return true, preadFull(bfd, p, block, skipBufs(bufs, got), off+int64(got))
-		}
-	}
-	return true, nil
-}
-
-// skipBufs returns the iovecs of bufs after the first n bytes.
-func skipBufs(bufs [][]byte, n int) [][]byte {
-	for len(bufs) > 0 && n >= len(bufs[0]) {
-		n -= len(bufs[0])
-		bufs = bufs[1:]
-	}
-	if n == 0 || len(bufs) == 0 {
-		return bufs
-	}
-	out := make([][]byte, len(bufs))
-	copy(out, bufs)
-	out[0] = out[0][n:]
-	return out
 }
 
 func unwrapPathError(err error) error {

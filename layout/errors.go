@@ -17,6 +17,9 @@ var (
 	ErrUnsafePath = errors.New("unsafe path in manifest")
 	// ErrExists: the destination of a writer already exists and overwriting was not asked for.
 	ErrExists = errors.New("destination exists")
+	// ErrIO: a file could not be opened or read for a reason that says nothing about the data
+	// (EMFILE, EIO, EACCES): the cause says which.
+	ErrIO = errors.New("cannot read dataset")
 )
 
 // Error describes what is wrong with one file of a dataset.
@@ -25,6 +28,7 @@ type Error struct {
 	Block int    // the block index, or -1 when the problem is not about a block
 	Kind  error  // one of the sentinels above
 	Msg   string // what is wrong, in words
+	Err   error  // the cause (an errno, a source error), or nil
 }
 
 func (e *Error) Error() string {
@@ -34,9 +38,22 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s", e.Path, e.Msg)
 }
 
-// Unwrap returns the sentinel, so errors.Is(err, ErrCorrupt) works.
-func (e *Error) Unwrap() error { return e.Kind }
+// Unwrap returns the sentinel and the cause, so errors.Is(err, ErrCorrupt) and
+// errors.Is(err, syscall.EMFILE) both work.
+func (e *Error) Unwrap() []error {
+	if e.Err == nil {
+		return []error{e.Kind}
+	}
+	return []error{e.Kind, e.Err}
+}
 
 func errorf(kind error, path string, block int, format string, args ...any) *Error {
 	return &Error{Path: path, Block: block, Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
+
+// wrapf is errorf keeping cause as the error's cause.
+func wrapf(kind, cause error, path string, block int, format string, args ...any) *Error {
+	e := errorf(kind, path, block, format, args...)
+	e.Err = cause
+	return e
 }

@@ -29,7 +29,7 @@ func OpenFlat(path string, opt FlatOptions) (*Dataset, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, errorf(ErrFormat, path, -1, "no such file")
 		}
-		return nil, errorf(ErrFormat, path, -1, "%v", unwrapPathError(err))
+		return nil, wrapf(ErrFormat, err, path, -1, "%v", unwrapPathError(err))
 	}
 	defer f.Close()
 	st, err := f.Stat()

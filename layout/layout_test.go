@@ -1,7 +1,6 @@
 package layout
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 )
 
 // writeFixed packs n records of size rs (record i is filled with byte i) with ids reversed.
@@ -238,47 +236,4 @@ func TestVariableOffsetsChecked(t *testing.T) {
 	_, err = Open(dir)
 	assert.ErrorIs(t, err, ErrCorrupt)
 	assert.ErrorContains(t, err, "offsets index runs from 0 to 4, want 0 to 5")
-}
-
-func TestReadAtNeverShort(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "ds")
-	writeFixed(t, dir, 10, 16, 64)
-	ds, err := Open(dir)
-	require.NoError(t, err)
-	buf := make([]byte, 64)
-	require.NoError(t, ds.ReadAt(DataFile(0), [][]byte{buf[:10], buf[10:]}, 0))
-	require.NoError(t, os.Truncate(filepath.Join(dir, "blocks/000000.bin"), 40))
-	err = ds.ReadAt(DataFile(0), [][]byte{buf}, 0)
-	assert.ErrorIs(t, err, ErrCorrupt)
-	assert.ErrorContains(t, err, "truncated")
-	require.NoError(t, os.Remove(filepath.Join(dir, "blocks/000001.bin")))
-	assert.ErrorIs(t, ds.ReadAt(DataFile(1), [][]byte{buf}, 0), ErrCorrupt)
-}
-
-// TestDirectIO reads block data with O_DIRECT into page-aligned buffers, including a short
-// tail page, and gets the same bytes as a buffered read; unaligned requests fall back.
-func TestDirectIO(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "ds")
-	writeVariable(t, dir, [][]byte{bytes.Repeat([]byte("a"), 10000), bytes.Repeat([]byte("b"), 7777)}, 1<<20)
-	ds, err := Open(dir)
-	require.NoError(t, err)
-	size := int(ds.BlockBytes(0))
-	want := make([]byte, size)
-	require.NoError(t, ds.ReadAt(DataFile(0), [][]byte{want}, 0))
-	arena, err := unix.Mmap(-1, 0, 3*4096+8192, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	require.NoError(t, err)
-	defer unix.Munmap(arena)
-	ds.UseDirectIO(true)
-	// Pages 0-3 as separate iovecs; the last one short, with room to the slot's end.
-	bufs := [][]byte{arena[0:4096], arena[4096:8192], arena[8192:12288], arena[12288 : 12288+size-12288 : 12288+8192]}
-	require.NoError(t, ds.ReadAt(DataFile(0), bufs, 0))
-	assert.True(t, bytes.Equal(want, arena[:size]))
-	// Unaligned offset and buffer: served by the buffered path.
-	odd := make([]byte, 100)
-	require.NoError(t, ds.ReadAt(DataFile(0), [][]byte{odd}, 9999))
-	assert.Equal(t, want[9999:10099], odd)
-	// A truncated file is still an error, not a short read.
-	require.NoError(t, os.Truncate(filepath.Join(dir, "blocks/000000.bin"), 9000))
-	err = ds.ReadAt(DataFile(0), bufs, 0)
-	assert.ErrorIs(t, err, ErrCorrupt)
 }

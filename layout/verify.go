@@ -1,71 +1,46 @@
 package layout
 
 import (
+	"context"
 	"fmt"
 	"hash/crc32"
 	"sync"
 	"sync/atomic"
+
+	"github.com/blockfs/blockfs/source"
+	"github.com/blockfs/blockfs/source/local"
 )
 
-// ExpectedCRC returns the CRC32C the manifest gives for file id, and whether it gives one
-// (flat datasets have none).
-func (d *Dataset) ExpectedCRC(id FileID) (uint32, bool) {
-	if d.flat != nil {
-		return 0, false
-	}
-	b := int(id / numRoles)
-	if b == d.Blocks() {
-		if d.Manifest.Names == nil {
-			return 0, false
-		}
-		return d.Manifest.Names.CRC32C, true
-	}
-	e := d.Manifest.Blocks[b]
-	switch id % numRoles {
-	case RoleData:
-		return e.CRC32C, true
-	case RoleIDs:
-		return e.IDsCRC32C, e.IDsFile != ""
-	default:
-		return e.OffsetsCRC32C, e.OffsetsFile != ""
-	}
-}
-
-// CheckCRC reads file id whole and compares its CRC32C with the manifest's. A mismatch is an
-// error wrapping ErrCorrupt that names the file and block.
-func (d *Dataset) CheckCRC(id FileID) error {
-	want, ok := d.ExpectedCRC(id)
-	if !ok {
+// CheckCRC reads file id whole from src and compares its CRC32C with the manifest's (a file
+// without one passes). A mismatch is an error wrapping ErrCorrupt that names the file and
+// block; a failed read keeps its cause (see ioError).
+func (d *Dataset) CheckCRC(ctx context.Context, src source.Blocks, id FileID) error {
+	f, ok := d.File(id)
+	if !ok || !f.HasCRC {
 		return nil
 	}
-	size := d.Size(id)
-	buf := make([]byte, min(size, 4<<20))
+	buf := make([]byte, min(f.Size, 4<<20))
 	var crc uint32
-	for off := int64(0); off < size; off += int64(len(buf)) {
-		n := min(int64(len(buf)), size-off)
-		if err := d.ReadAt(id, [][]byte{buf[:n]}, off); err != nil {
-			return err
+	for off := int64(0); off < f.Size; off += int64(len(buf)) {
+		n := min(int64(len(buf)), f.Size-off)
+		if err := src.Fill(ctx, id, off, [][]byte{buf[:n]}); err != nil {
+			return d.ioError(id, err)
 		}
 		crc = crc32.Update(crc, castagnoli, buf[:n])
 	}
-	if crc != want {
-		block := int(id / numRoles)
-		if block == d.Blocks() {
-			block = -1
-		}
-		return errorf(ErrCorrupt, d.Path(id), block, "CRC32C is %#08x, the manifest says %#08x (the file is damaged; re-pack the dataset)", crc, want)
+	if crc != f.CRC32C {
+		return errorf(ErrCorrupt, f.Name, f.Block, "CRC32C is %#08x, the manifest says %#08x (the file is damaged; re-pack the dataset)", crc, f.CRC32C)
 	}
 	return nil
 }
 
 // fileIDs returns the FileIDs of block b that have a file.
 func (d *Dataset) fileIDs(b int) []FileID {
-	ids := []FileID{DataFile(b)}
-	if d.HasIDs() {
-		ids = append(ids, IDsFile(b))
-	}
-	if d.Kind() == Variable {
-		ids = append(ids, OffsetsFile(b))
+	var ids []FileID
+	for _, r := range []Role{RoleData, RoleIDs, RoleOffsets} {
+		if _, ok := d.File(RoleFile(b, r)); ok {
+			ids = append(ids, RoleFile(b, r))
+		}
 	}
 	return ids
 }
@@ -97,12 +72,14 @@ func Verify(dir string, report func(error)) (VerifyResult, error) {
 		return res, err
 	}
 	res.Blocks = d.Blocks()
+	src := local.New(d, false)
+	ctx := context.Background()
 	for b := 0; b < d.Blocks(); b++ {
 		if bad[b] {
 			continue
 		}
 		for _, id := range d.fileIDs(b) {
-			if err := d.CheckCRC(id); err != nil {
+			if err := d.CheckCRC(ctx, src, id); err != nil {
 				problem(b, err)
 				break
 			}
@@ -110,7 +87,7 @@ func Verify(dir string, report func(error)) (VerifyResult, error) {
 		}
 	}
 	if id, ok := d.Names(); ok && !bad[-1] {
-		if err := d.CheckCRC(id); err != nil {
+		if err := d.CheckCRC(ctx, src, id); err != nil {
 			problem(-1, err)
 		}
 		res.Bytes += d.Size(id)
@@ -118,25 +95,41 @@ func Verify(dir string, report func(error)) (VerifyResult, error) {
 	return res, nil
 }
 
-// Verifier checks each file's CRC32C the first time it is read (blockfs mount --verify).
-// Safe for concurrent use; O(files) bits of state.
-type Verifier struct {
+// Verified is a source.Blocks that checks each file's CRC32C the first time any of it is read
+// (blockfs mount --verify): a file that fails gives an error for every read, so its bytes
+// never reach the cache. Safe for concurrent use; O(files) bits of state.
+type Verified struct {
 	ds    *Dataset
+	src   source.Blocks
 	ok    []atomic.Bool
 	locks [64]sync.Mutex // striped by FileID, so one file is checked once at a time
 }
 
-// NewVerifier returns a Verifier for ds, or an error if ds has no checksums.
-func NewVerifier(ds *Dataset) (*Verifier, error) {
+// NewVerified returns src with checksums checked, or an error if ds has no checksums.
+func NewVerified(ds *Dataset, src source.Blocks) (*Verified, error) {
 	if ds.flat != nil {
 		return nil, fmt.Errorf("%s is served in place and has no checksums to verify", ds.flat.path)
 	}
-	return &Verifier{ds: ds, ok: make([]atomic.Bool, ds.Blocks()*numRoles+1)}, nil
+	return &Verified{ds: ds, src: src, ok: make([]atomic.Bool, ds.Blocks()*numRoles+1)}, nil
 }
 
-// Check returns nil once file id has matched its CRC32C; until then it checks it (a failure
+// Size implements source.Blocks.
+func (v *Verified) Size(id FileID) int64 { return v.src.Size(id) }
+
+// Fill implements source.Blocks: it checks file id (once) and then reads from it.
+func (v *Verified) Fill(ctx context.Context, id FileID, off int64, bufs [][]byte) error {
+	if err := v.check(ctx, id); err != nil {
+		return err
+	}
+	return v.src.Fill(ctx, id, off, bufs)
+}
+
+// check returns nil once file id has matched its CRC32C; until then it checks it (a failure
 // is not remembered, so a repaired file passes later).
-func (v *Verifier) Check(id FileID) error {
+func (v *Verified) check(ctx context.Context, id FileID) error {
+	if id >= FileID(len(v.ok)) {
+		return &source.Error{Op: "read", Name: v.ds.Dir, Off: -1, Err: source.ErrNoFile}
+	}
 	if v.ok[id].Load() {
 		return nil
 	}
@@ -146,7 +139,7 @@ func (v *Verifier) Check(id FileID) error {
 	if v.ok[id].Load() {
 		return nil
 	}
-	if err := v.ds.CheckCRC(id); err != nil {
+	if err := v.ds.CheckCRC(ctx, v.src, id); err != nil {
 		return err
 	}
 	v.ok[id].Store(true)

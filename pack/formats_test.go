@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/source/local"
 )
 
 // readBack returns every record of a dataset by source id, and the names file if any.
@@ -27,13 +28,13 @@ func readBack(t *testing.T, dir string) (map[uint64][]byte, []string) {
 	for b := 0; b < ds.Blocks(); b++ {
 		data := make([]byte, ds.BlockBytes(b))
 		if len(data) > 0 {
-			require.NoError(t, ds.ReadAt(layout.DataFile(b), [][]byte{data}, 0))
+			require.NoError(t, local.New(ds, false).Fill(context.Background(), layout.DataFile(b), 0, [][]byte{data}))
 		}
 		n := ds.BlockRecords(b)
 		ids := make([]uint64, n)
 		if ds.HasIDs() {
 			raw := make([]byte, 8*n)
-			require.NoError(t, ds.ReadAt(layout.IDsFile(b), [][]byte{raw}, 0))
+			require.NoError(t, local.New(ds, false).Fill(context.Background(), layout.IDsFile(b), 0, [][]byte{raw}))
 			for i := range ids {
 				ids[i] = binary.LittleEndian.Uint64(raw[8*i:])
 			}
@@ -46,7 +47,7 @@ func readBack(t *testing.T, dir string) (map[uint64][]byte, []string) {
 		offs := make([]uint64, n+1)
 		if ds.Kind() == layout.Variable {
 			raw := make([]byte, 8*(n+1))
-			require.NoError(t, ds.ReadAt(layout.OffsetsFile(b), [][]byte{raw}, 0))
+			require.NoError(t, local.New(ds, false).Fill(context.Background(), layout.OffsetsFile(b), 0, [][]byte{raw}))
 			for i := range offs {
 				offs[i] = binary.LittleEndian.Uint64(raw[8*i:])
 			}
@@ -64,7 +65,7 @@ func readBack(t *testing.T, dir string) (map[uint64][]byte, []string) {
 	var names []string
 	if id, ok := ds.Names(); ok {
 		raw := make([]byte, ds.Size(id))
-		require.NoError(t, ds.ReadAt(id, [][]byte{raw}, 0))
+		require.NoError(t, local.New(ds, false).Fill(context.Background(), id, 0, [][]byte{raw}))
 		names = strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
 	}
 	return out, names

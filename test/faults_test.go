@@ -14,6 +14,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/blockfs/blockfs/internal/dstest"
+	"github.com/blockfs/blockfs/shuffle"
 )
 
 // readStats returns the mount's .blockfs/stats.json.
@@ -63,8 +67,8 @@ func TestBlockLostUnderMount(t *testing.T) {
 	st := readStats(t, m)
 	assert.Positive(t, st["read_errors"])
 	log := m.stderr.String()
-	assert.Contains(t, log, "blocks/000003.bin: block 3: cannot open")
-	assert.Contains(t, log, "blocks/000005.bin: block 5")
+	assert.Contains(t, log, "a dataset file is gone (changed under the mount? remount it): open "+p.dir+"/blocks/000003.bin: no such file or directory")
+	assert.Contains(t, log, "corrupt dataset: read "+p.dir+"/blocks/000005.bin at offset")
 }
 
 // TestKill9AndRemount: after kill -9 the mount point is stale; mount refuses it with advice,
@@ -154,4 +158,41 @@ func TestSigintWhileReading(t *testing.T) {
 	}
 	assert.False(t, isMounted(m.dir))
 	assert.True(t, strings.Contains(m.stderr.String(), "interrupt"), m.stderr.String())
+}
+
+// TestFDLimitIsEMFILE: a daemon out of file descriptors answers reads with EMFILE and logs one
+// line saying so and what to do, instead of calling the data corrupt; once the limit is raised
+// the same reads give the epoch's bytes.
+func TestFDLimitIsEMFILE(t *testing.T) {
+	p := packRaw(t, 256, "64KiB") // 16 records per block, 16 blocks
+	m := mount(t, p.dir, "--cache-size", "4MiB", "--readahead", "0", "--direct", "off")
+	pid := m.cmd.Process.Pid
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	require.NoError(t, err)
+	open := map[string]bool{}
+	for _, fd := range fds {
+		open[fd.Name()] = true
+	}
+	lowest := 0 // the descriptor the next open would get
+	for open[fmt.Sprint(lowest)] {
+		lowest++
+	}
+	var old unix.Rlimit
+	require.NoError(t, unix.Prlimit(pid, unix.RLIMIT_NOFILE, nil, &old))
+	// No descriptor left below the limit: the next open of a block file fails.
+	tight := unix.Rlimit{Cur: uint64(lowest), Max: old.Max}
+	require.NoError(t, unix.Prlimit(pid, unix.RLIMIT_NOFILE, &tight, nil))
+	_, err = os.ReadFile(m.path("epoch-0000"))
+	require.Error(t, err)
+	assert.ErrorIs(t, err, syscall.EMFILE)
+	assert.Contains(t, m.stderr.String(), "out of file descriptors (raise the daemon's limit: ulimit -n)")
+	assert.Contains(t, m.stderr.String(), "too many open files")
+	assert.NotContains(t, m.stderr.String(), "corrupt")
+
+	require.NoError(t, unix.Prlimit(pid, unix.RLIMIT_NOFILE, &old, nil))
+	got, err := os.ReadFile(m.path("epoch-0000"))
+	require.NoError(t, err)
+	d := dstest.FromDir(t, p.dir, p.records)
+	want, _, _ := d.Epoch(shuffle.Options{Mode: shuffle.Full}, 0, 256)
+	assert.Equal(t, sum(want), sum(got))
 }

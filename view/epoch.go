@@ -4,6 +4,7 @@
 package view
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"sort"
@@ -13,27 +14,6 @@ import (
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
 )
-
-// Source adapts a dataset to cache.Source. With Verify set, a file's CRC32C is checked the
-// first time any of it is read, and a file that fails gives an error for every read (its
-// bytes never reach the cache).
-type Source struct {
-	DS     *layout.Dataset
-	Verify *layout.Verifier // optional
-}
-
-// Size implements cache.Source.
-func (s Source) Size(id cache.FileID) int64 { return s.DS.Size(layout.FileID(id)) }
-
-// ReadAt implements cache.Source.
-func (s Source) ReadAt(id cache.FileID, bufs [][]byte, off int64) error {
-	if s.Verify != nil {
-		if err := s.Verify.Check(layout.FileID(id)); err != nil {
-			return err
-		}
-	}
-	return s.DS.ReadAt(layout.FileID(id), bufs, off)
-}
 
 // Epoch is one epoch's order over a dataset, with the byte layout of its files. It holds
 // O(windows) state plus a few cached windows, and is safe for concurrent use.
@@ -96,10 +76,14 @@ func (r Range) Len() uint64 { return r.End - r.Start }
 // All returns the whole epoch.
 func (e *Epoch) All() Range { return Range{0, e.ord.Len()} }
 
-// Shard returns slice r of w: floor(records / w) consecutive positions starting at r times that;
-// the remainder at the end of the epoch belongs to no shard. Requires 0 <= r < w.
-func (e *Epoch) Shard(r, w uint64) Range {
-	per := e.ord.Len() / w
+// Shard returns slice r of w of the epoch (see ShardRange).
+func (e *Epoch) Shard(r, w uint64) Range { return ShardRange(e.ord.Len(), r, w) }
+
+// ShardRange returns slice r of w of an epoch of n records: floor(n / w) consecutive positions
+// starting at r times that; the remainder at the end of the epoch belongs to no shard. Requires
+// 0 <= r < w. Every shard file, and blockfs order --shard, use it.
+func ShardRange(n, r, w uint64) Range {
+	per := n / w
 	return Range{r * per, (r + 1) * per}
 }
 
@@ -118,14 +102,14 @@ type varWindow struct {
 }
 
 // varWindow returns the layout of window w, building it from the blocks' offsets indexes.
-func (e *Epoch) varWindow(w int) (*varWindow, error) {
+func (e *Epoch) varWindow(ctx context.Context, w int) (*varWindow, error) {
 	if v, ok := e.vwin.Get(w); ok {
 		return v, nil
 	}
 	win := e.ord.Window(w)
 	offs := make(map[int][]uint64, len(win.Blocks))
 	for _, b := range win.Blocks {
-		o, err := e.readOffsets(b)
+		o, err := e.readOffsets(ctx, b)
 		if err != nil {
 			return nil, err
 		}
@@ -143,10 +127,10 @@ func (e *Epoch) varWindow(w int) (*varWindow, error) {
 
 // readOffsets reads and checks block b's offsets index (records+1 ascending values from 0 to
 // the block's size).
-func (e *Epoch) readOffsets(b int) ([]uint64, error) {
+func (e *Epoch) readOffsets(ctx context.Context, b int) ([]uint64, error) {
 	id := layout.OffsetsFile(b)
 	buf := make([]byte, e.ds.Size(id))
-	if _, err := e.c.ReadAt(cache.FileID(id), buf, 0); err != nil {
+	if err := e.c.Fill(ctx, id, 0, buf); err != nil {
 		return nil, err
 	}
 	o := make([]uint64, len(buf)/8)
@@ -161,7 +145,7 @@ func (e *Epoch) readOffsets(b int) ([]uint64, error) {
 }
 
 // byteOf returns the epoch byte offset of position pos (pos may equal Records()).
-func (e *Epoch) byteOf(pos uint64) (uint64, error) {
+func (e *Epoch) byteOf(ctx context.Context, pos uint64) (uint64, error) {
 	if rs := e.ds.RecordSize(); rs > 0 {
 		return pos * uint64(rs), nil
 	}
@@ -169,7 +153,7 @@ func (e *Epoch) byteOf(pos uint64) (uint64, error) {
 		return e.ds.Bytes(), nil
 	}
 	w := e.ord.WindowOf(pos)
-	v, err := e.varWindow(w)
+	v, err := e.varWindow(ctx, w)
 	if err != nil {
 		return 0, err
 	}
@@ -178,7 +162,7 @@ func (e *Epoch) byteOf(pos uint64) (uint64, error) {
 
 // walk calls fn for the records at positions from, from+1, ... until fn returns false. For the
 // record at from, skip bytes are to be skipped (the caller's offset into it).
-func (e *Epoch) walk(from uint64, fn func(pos uint64, r record) bool) error {
+func (e *Epoch) walk(ctx context.Context, from uint64, fn func(pos uint64, r record) bool) error {
 	rs := uint64(e.ds.RecordSize())
 	for pos := from; pos < e.ord.Len(); {
 		w := e.ord.WindowOf(pos)
@@ -186,7 +170,7 @@ func (e *Epoch) walk(from uint64, fn func(pos uint64, r record) bool) error {
 		var v *varWindow
 		if rs == 0 {
 			var err error
-			if v, err = e.varWindow(w); err != nil {
+			if v, err = e.varWindow(ctx, w); err != nil {
 				return err
 			}
 		}
@@ -206,16 +190,130 @@ func (e *Epoch) walk(from uint64, fn func(pos uint64, r record) bool) error {
 
 // positionOf returns the position of the record holding epoch byte offset off (< total bytes)
 // and off's distance from that record's start.
-func (e *Epoch) positionOf(off uint64) (uint64, uint64, error) {
+func (e *Epoch) positionOf(ctx context.Context, off uint64) (uint64, uint64, error) {
 	if rs := uint64(e.ds.RecordSize()); rs > 0 {
 		return off / rs, off % rs, nil
 	}
 	w := sort.Search(e.ord.Windows(), func(w int) bool { return e.winByte(w+1) > off })
-	v, err := e.varWindow(w)
+	v, err := e.varWindow(ctx, w)
 	if err != nil {
 		return 0, 0, err
 	}
 	rel := off - e.winByte(w)
 	i := sort.Search(len(v.prefix)-1, func(i int) bool { return v.prefix[i+1] > rel })
 	return e.ord.WindowStart(w) + uint64(i), rel - v.prefix[i], nil
+}
+
+// locate walks the records at positions from pos on, covering want bytes of the data (data
+// true; the first record from its byte skip) or want records (ids, 8 bytes each in their
+// files), and records them in g as spans per block file, with the pages of each file they
+// touch. It stops early, before a record that would need a span beyond maxSpans, and returns
+// how much it covered and where the next record starts (position and byte skip). It does no
+// I/O beyond what a variable-length window's layout needs, and no per-record locking.
+func (e *Epoch) locate(ctx context.Context, g *Gather, pos, skip, want uint64, data bool, maxSpans int) (covered, next, nextSkip uint64, err error) {
+	rs := uint64(e.ds.RecordSize())
+	unit, role := uint64(8), layout.IDsFile
+	if data {
+		unit, role = 1, layout.DataFile
+	}
+	ps := uint64(e.c.PageSize())
+	track := data || e.ds.HasIDs() // whether the records come from files (ids may be computed)
+	for covered < want && pos < e.ord.Len() {
+		w := e.ord.WindowOf(pos)
+		win := e.ord.Window(w)
+		var v *varWindow
+		if data && rs == 0 {
+			if v, err = e.varWindow(ctx, w); err != nil {
+				return 0, 0, 0, err
+			}
+		}
+		base := len(g.blocks)
+		for _, b := range win.Blocks {
+			words := 0
+			if track {
+				words = int((uint64(e.ds.Size(role(b)))+ps-1)/ps+63) / 64
+			}
+			g.blocks = append(g.blocks, blockRange{block: b, lo: ^uint64(0), bits: len(g.bits)})
+			for range words {
+				g.bits = append(g.bits, 0)
+			}
+		}
+		for i := pos - win.Start; i < win.Count && covered < want; i, pos = i+1, pos+1 {
+			k, local := win.Locate(i)
+			var off, n uint64 = local, 1 // ids: in records
+			if data {
+				off, n = local*rs, rs
+				if v != nil {
+					off, n = v.off[i], v.prefix[i+1]-v.prefix[i]
+				}
+				off, n = off+skip, min(n-skip, want-covered)
+				if n == 0 {
+					skip = 0
+					continue
+				}
+			}
+			slot := base + k
+			if last := len(g.spans) - 1; last >= 0 && g.spans[last].slot == slot && g.spans[last].off+g.spans[last].n == off {
+				g.spans[last].n += n
+			} else if len(g.spans) == maxSpans {
+				return covered, pos, skip, nil
+			} else {
+				g.spans = append(g.spans, span{slot: slot, off: off, n: n})
+			}
+			skip = 0
+			covered += n
+			br := &g.blocks[slot]
+			br.lo, br.hi = min(br.lo, off), max(br.hi, off+n)
+			for p := off * unit / ps; track && p <= ((off+n)*unit-1)/ps; p++ {
+				g.bits[br.bits+int(p/64)] |= 1 << (p % 64)
+			}
+		}
+	}
+	return covered, pos, skip, nil
+}
+
+// pin pins, for each block file the spans touch, the pages they need of file role.
+func (e *Epoch) pin(ctx context.Context, g *Gather, role func(block int) layout.FileID, unit uint64) error {
+	ps := uint64(e.c.PageSize())
+	for i := range g.blocks {
+		br := &g.blocks[i]
+		if br.hi <= br.lo {
+			continue
+		}
+		first, end := br.lo*unit/ps, (br.hi*unit-1)/ps+1
+		run, err := e.c.PinPages(ctx, &g.pins, role(br.block), int64(first), int64(end), g.bits[br.bits:])
+		if err != nil {
+			return err
+		}
+		br.run = run
+	}
+	return nil
+}
+
+// roleStart returns where window w (w may equal Windows()) starts in the bytes of role: epoch
+// data bytes, or 8 per record for ids.
+func (e *Epoch) roleStart(role layout.Role, w int) uint64 {
+	if role == layout.RoleIDs {
+		return 8 * e.ord.WindowStart(w)
+	}
+	return e.winByte(w)
+}
+
+// prefetchBlock asks the cache for block b's files that a reader of role needs: its ids file,
+// or its data file (and offsets index, variable-length). It reports false when the readahead
+// queue is full.
+func (e *Epoch) prefetchBlock(b int, role layout.Role) bool {
+	ids := []layout.FileID{layout.DataFile(b)}
+	switch {
+	case role == layout.RoleIDs:
+		ids = []layout.FileID{layout.IDsFile(b)}
+	case e.ds.Kind() == layout.Variable:
+		ids = append(ids, layout.OffsetsFile(b))
+	}
+	for _, id := range ids {
+		if !e.c.Prefetch(id, 0, e.ds.Size(id)) {
+			return false
+		}
+	}
+	return true
 }

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"context"
 	"encoding/binary"
 	"io"
 
@@ -8,14 +9,14 @@ import (
 	"github.com/blockfs/blockfs/layout"
 )
 
-// File is one served file: a ReaderAt of known, exact size. ReadAt follows io.ReaderAt: at
-// the end of the file it returns fewer bytes and io.EOF; any other error means nothing in p is
-// to be trusted.
+// File is one served file of known, exact size. ReadAt follows io.ReaderAt: at the end of
+// the file it returns fewer bytes and io.EOF; any other error means nothing in p is to be
+// trusted. Reader.Gather serves the same bytes without a copy where it can.
 type File interface {
 	io.ReaderAt
 	Size() int64
-	// prefetch asks for the disk data of the windows ahead of byte offset off; see Reader.
-	prefetch(off int64, ahead int64, next *int)
+	// gather serves [off, off+len(buf)) clamped to the file as slices in g (see Reader.Gather).
+	gather(ctx context.Context, g *Gather, buf []byte, off int64) (int, error)
 }
 
 // Kind of a served file.
@@ -32,60 +33,18 @@ const (
 // NumKinds is the number of Kinds.
 const NumKinds = int(numKinds)
 
-// OpenNames returns the dataset's names file (one source name per line, in source id order),
-// read through the cache, or false if the dataset has none.
-func OpenNames(ds *layout.Dataset, c *cache.Cache) (File, bool) {
-	id, ok := ds.Names()
-	if !ok {
-		return nil, false
-	}
-	return &plainFile{c: c, id: cache.FileID(id), size: ds.Size(id)}, true
-}
-
-// plainFile serves one dataset file as it is.
-type plainFile struct {
-	c    *cache.Cache
-	id   cache.FileID
-	size int64
-}
-
-func (f *plainFile) Size() int64 { return f.size }
-
-func (f *plainFile) ReadAt(p []byte, off int64) (int, error) {
-	n := clamp(p, off, f.size)
-	if n == 0 {
-		return 0, eofIf(0, len(p))
-	}
-	if _, err := f.c.ReadAt(f.id, p[:n], off); err != nil {
+// readAt serves an io.ReaderAt read of f through its gather, copying the slices into p.
+func readAt(f File, p []byte, off int64) (int, error) {
+	g := NewGather()
+	defer g.Release()
+	n, err := f.gather(context.Background(), g, p, off)
+	if err != nil {
 		return 0, err
 	}
-	return n, eofIf(n, len(p))
-}
-
-func (f *plainFile) prefetch(off, ahead int64, next *int) {}
-
-// Open returns the file of kind k over positions rg of the epoch.
-func (e *Epoch) Open(k Kind, rg Range) (File, error) {
-	switch k {
-	case IDs:
-		return &idsFile{e: e, rg: rg}, nil
-	case Offsets:
-		base, err := e.byteOf(rg.Start)
-		if err != nil {
-			return nil, err
-		}
-		return &offsetsFile{e: e, rg: rg, base: base}, nil
-	default:
-		base, err := e.byteOf(rg.Start)
-		if err != nil {
-			return nil, err
-		}
-		end, err := e.byteOf(rg.End)
-		if err != nil {
-			return nil, err
-		}
-		return &dataFile{e: e, rg: rg, base: base, size: int64(end - base)}, nil
+	if !g.InBuf(p) {
+		g.CopyTo(p)
 	}
+	return n, eofIf(n, len(p))
 }
 
 // clamp applies the ReaderAt bounds: it returns how many bytes of p a read at off may fill.
@@ -103,9 +62,67 @@ func eofIf(n, want int) error {
 	return nil
 }
 
+// OpenNames returns the dataset's names file (one source name per line, in source id order),
+// read through the cache, or false if the dataset has none.
+func OpenNames(ds *layout.Dataset, c *cache.Cache) (File, bool) {
+	id, ok := ds.Names()
+	if !ok {
+		return nil, false
+	}
+	return &plainFile{c: c, id: id, size: ds.Size(id)}, true
+}
+
+// plainFile serves one dataset file as it is.
+type plainFile struct {
+	c    *cache.Cache
+	id   layout.FileID
+	size int64
+}
+
+func (f *plainFile) Size() int64 { return f.size }
+
+func (f *plainFile) ReadAt(p []byte, off int64) (int, error) { return readAt(f, p, off) }
+
+func (f *plainFile) gather(ctx context.Context, g *Gather, buf []byte, off int64) (int, error) {
+	n := clamp(buf, off, f.size)
+	if n == 0 {
+		return 0, nil
+	}
+	if err := f.c.Fill(ctx, f.id, off, buf[:n]); err != nil {
+		return 0, err
+	}
+	g.Vecs = append(g.Vecs, buf[:n])
+	return n, nil
+}
+
+// Open returns the file of kind k over positions rg of the epoch. ctx bounds the reads a
+// variable-length epoch needs to find the range's bytes.
+func (e *Epoch) Open(ctx context.Context, k Kind, rg Range) (File, error) {
+	switch k {
+	case IDs:
+		return &idsFile{e: e, rg: rg}, nil
+	case Offsets:
+		base, err := e.byteOf(ctx, rg.Start)
+		if err != nil {
+			return nil, err
+		}
+		return &offsetsFile{e: e, rg: rg, base: base}, nil
+	default:
+		base, err := e.byteOf(ctx, rg.Start)
+		if err != nil {
+			return nil, err
+		}
+		end, err := e.byteOf(ctx, rg.End)
+		if err != nil {
+			return nil, err
+		}
+		return &dataFile{e: e, base: base, size: int64(end - base)}, nil
+	}
+}
+
+// dataFile is the records of a range of an epoch, in its order.
 type dataFile struct {
 	e    *Epoch
-	rg   Range
 	base uint64 // epoch byte offset of the range's first record
 	size int64
 }
@@ -113,26 +130,17 @@ type dataFile struct {
 func (f *dataFile) Size() int64 { return f.size }
 
 // ReadAt copies the records overlapping [off, off+len(p)) into p.
-func (f *dataFile) ReadAt(p []byte, off int64) (int, error) {
-	n := clamp(p, off, f.size)
+func (f *dataFile) ReadAt(p []byte, off int64) (int, error) { return readAt(f, p, off) }
+
+func (f *dataFile) gather(ctx context.Context, g *Gather, buf []byte, off int64) (int, error) {
+	n := clamp(buf, off, f.size)
 	if n == 0 {
-		return 0, eofIf(0, len(p))
+		return 0, nil
 	}
-	g := NewGather()
-	defer g.Release()
-	if err := f.gatherData(g, p, off, n); err != nil {
-		return 0, err
-	}
-	if !g.InBuf(p) {
-		g.CopyTo(p)
-	}
-	return n, eofIf(n, len(p))
+	return n, f.gatherData(ctx, g, buf, off, n)
 }
 
-func (f *dataFile) prefetch(off, ahead int64, next *int) {
-	f.e.prefetch(f.base+uint64(off), uint64(ahead), next, layout.RoleData)
-}
-
+// idsFile is the source ids of a range of an epoch's records.
 type idsFile struct {
 	e  *Epoch
 	rg Range
@@ -141,27 +149,26 @@ type idsFile struct {
 func (f *idsFile) Size() int64 { return 8 * int64(f.rg.Len()) }
 
 // ReadAt fills p with the uint64 LE source ids of the records overlapping [off, off+len(p)).
-func (f *idsFile) ReadAt(p []byte, off int64) (int, error) {
-	return readTable(p, off, f.Size(), func(first uint64, vals []uint64) error {
-		g := NewGather()
-		defer g.Release()
-		return f.fillIDs(g, first, vals)
+func (f *idsFile) ReadAt(p []byte, off int64) (int, error) { return readAt(f, p, off) }
+
+func (f *idsFile) gather(ctx context.Context, g *Gather, buf []byte, off int64) (int, error) {
+	n, err := readTable(buf, off, f.Size(), func(first uint64, vals []uint64) error {
+		return f.fillIDs(ctx, g, first, vals)
 	})
-}
-
-func (f *idsFile) prefetch(off, ahead int64, next *int) {
-	if f.e.ds.HasIDs() {
-		f.e.prefetch(8*(f.rg.Start+uint64(off)/8), uint64(ahead), next, layout.RoleIDs)
+	g.reset()
+	if n > 0 && err == nil {
+		g.Vecs = append(g.Vecs, buf[:n])
 	}
+	return n, err
 }
 
-// readTable serves a ReadAt on a file of uint64 LE values: it asks fill for the values
-// overlapping [off, off+len(p)) (the first one's index, and a slice to fill) and copies their
-// bytes out.
-func readTable(p []byte, off, size int64, fill func(first uint64, vals []uint64) error) (int, error) {
-	n := clamp(p, off, size)
+// readTable serves a read of a file of uint64 LE values into buf: it asks fill for the values
+// overlapping [off, off+len(buf)) clamped to size (the first one's index, and a slice to fill)
+// and copies their bytes out. It returns how many bytes it filled.
+func readTable(buf []byte, off, size int64, fill func(first uint64, vals []uint64) error) (int, error) {
+	n := clamp(buf, off, size)
 	if n == 0 {
-		return 0, eofIf(0, len(p))
+		return 0, nil
 	}
 	first := uint64(off) / 8
 	last := (uint64(off) + uint64(n) - 1) / 8
@@ -169,14 +176,15 @@ func readTable(p []byte, off, size int64, fill func(first uint64, vals []uint64)
 	if err := fill(first, vals); err != nil {
 		return 0, err
 	}
-	buf := make([]byte, 8*len(vals))
+	raw := make([]byte, 8*len(vals))
 	for i, v := range vals {
-		binary.LittleEndian.PutUint64(buf[8*i:], v)
+		binary.LittleEndian.PutUint64(raw[8*i:], v)
 	}
-	copy(p[:n], buf[uint64(off)-8*first:])
-	return n, eofIf(n, len(p))
+	copy(buf[:n], raw[uint64(off)-8*first:])
+	return n, nil
 }
 
+// offsetsFile is the byte offsets of a range of a variable-length epoch's records.
 type offsetsFile struct {
 	e    *Epoch
 	rg   Range
@@ -187,9 +195,11 @@ func (f *offsetsFile) Size() int64 { return 8 * int64(f.rg.Len()+1) }
 
 // ReadAt fills p with the uint64 LE offsets, relative to the range's first record, of the
 // records overlapping [off, off+len(p)), and after the last record the range's size.
-func (f *offsetsFile) ReadAt(p []byte, off int64) (int, error) {
-	return readTable(p, off, f.Size(), func(first uint64, vals []uint64) error {
-		start, err := f.e.byteOf(f.rg.Start + first)
+func (f *offsetsFile) ReadAt(p []byte, off int64) (int, error) { return readAt(f, p, off) }
+
+func (f *offsetsFile) gather(ctx context.Context, g *Gather, buf []byte, off int64) (int, error) {
+	n, err := readTable(buf, off, f.Size(), func(first uint64, vals []uint64) error {
+		start, err := f.e.byteOf(ctx, f.rg.Start+first)
 		if err != nil {
 			return err
 		}
@@ -198,7 +208,7 @@ func (f *offsetsFile) ReadAt(p []byte, off int64) (int, error) {
 		if first == f.rg.Len() {
 			return nil
 		}
-		return f.e.walk(f.rg.Start+first, func(pos uint64, r record) bool {
+		return f.e.walk(ctx, f.rg.Start+first, func(pos uint64, r record) bool {
 			at += r.length
 			i := pos - f.rg.Start - first + 1
 			if i < uint64(len(vals)) {
@@ -207,6 +217,8 @@ func (f *offsetsFile) ReadAt(p []byte, off int64) (int, error) {
 			return i+1 < uint64(len(vals)) && pos+1 < f.rg.End
 		})
 	})
+	if n > 0 && err == nil {
+		g.Vecs = append(g.Vecs, buf[:n])
+	}
+	return n, err
 }
-
-func (f *offsetsFile) prefetch(off, ahead int64, next *int) {}

@@ -64,7 +64,7 @@ func gatherAt(t *testing.T, r *Reader, off int64, n int) gathered {
 	g := NewGather()
 	defer g.Release()
 	buf := make([]byte, n)
-	got, err := r.Gather(g, buf, off)
+	got, err := r.Gather(bg, g, buf, off)
 	require.NoError(t, err, "Gather(%d, %d)", off, n)
 	require.Equal(t, got, g.Len())
 	out := gathered{n: got, bytes: make([]byte, got)}
@@ -104,7 +104,7 @@ func TestGatherReference(t *testing.T) {
 								if c.k == Offsets && d.Kind == layout.Fixed {
 									continue
 								}
-								f, err := e.Open(c.k, rg)
+								f, err := e.Open(bg, c.k, rg)
 								require.NoError(t, err)
 								size := f.Size()
 								require.EqualValues(t, len(c.want), size)
@@ -171,7 +171,7 @@ func TestGatherMaxVecs(t *testing.T) {
 	e, err := s.Epoch(opt.Epoch)
 	require.NoError(t, err)
 	want, _, _ := d.Epoch(opt, 0, e.Records())
-	f, err := e.Open(Data, e.All())
+	f, err := e.Open(bg, Data, e.All())
 	require.NoError(t, err)
 	rd := NewReader(f, 0)
 	var pinned, copiedBySlices, copiedBySpans int
@@ -179,9 +179,9 @@ func TestGatherMaxVecs(t *testing.T) {
 		for _, off := range []int64{0, 12345} {
 			// How many spans the read is, as gatherData locates them.
 			g := NewGather()
-			pos, skip, err := e.positionOf(uint64(off))
+			pos, skip, err := e.positionOf(bg, uint64(off))
 			require.NoError(t, err)
-			covered, _, _, err := e.locate(g, pos, skip, uint64(l), true, MaxVecs)
+			covered, _, _, err := e.locate(bg, g, pos, skip, uint64(l), true, MaxVecs)
 			require.NoError(t, err)
 			g.Release()
 
@@ -223,7 +223,7 @@ func requireNothingPinned(t *testing.T, s *Set) {
 			for _, id := range []layout.FileID{layout.DataFile(b), layout.IDsFile(b), layout.OffsetsFile(b)} {
 				pages := int((s.DS.Size(id) + ps - 1) / ps)
 				if take := min(pages, slots-pinned); take > 0 {
-					if _, err := c.PinPages(&pins, cache.FileID(id), 0, int64(take), nil); err != nil {
+					if _, err := c.PinPages(bg, &pins, id, 0, int64(take), nil); err != nil {
 						return fmt.Errorf("pinning %d pages after %d of %d slots: %w", take, pinned, slots, err)
 					}
 					pinned += take
@@ -261,9 +261,9 @@ func TestGatherConcurrent(t *testing.T) {
 				var files []file
 				for _, rg := range []Range{e.All(), e.Shard(0, 2), e.Shard(1, 2)} {
 					data, ids, _ := d.Epoch(opt, rg.Start, rg.End)
-					fd, err := e.Open(Data, rg)
+					fd, err := e.Open(bg, Data, rg)
 					require.NoError(t, err)
-					fi, err := e.Open(IDs, rg)
+					fi, err := e.Open(bg, IDs, rg)
 					require.NoError(t, err)
 					files = append(files, file{fd, data}, file{fi, ids})
 				}
@@ -292,7 +292,7 @@ func TestGatherConcurrent(t *testing.T) {
 							l := 1 + r.Intn(20000)
 							g := NewGather()
 							buf := make([]byte, l)
-							n, err := rd.Gather(g, buf, off)
+							n, err := rd.Gather(bg, g, buf, off)
 							if !assert.NoError(t, err) {
 								g.Release()
 								return

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,3 +10,5 @@ import (
 func removeBlock(dir string, b int) error {
 	return os.Remove(filepath.Join(dir, fmt.Sprintf("blocks/%06d.bin", b)))
 }
+
+var bg = context.Background()

@@ -126,3 +126,27 @@ func MemTotal() int64 {
 }
 
 func ibytes(n int64) string { return humanize.IBytes(uint64(n)) }
+
+// CacheNeed is the least page cache a mount needs: the window being read (mix blocks of up to
+// the largest block's size) plus the readahead, and never less than cache.MinPages pages (a
+// read pins its pages while the reply is written, and readahead needs room beside it).
+type CacheNeed struct {
+	MaxBlock  int64 // the largest block's data
+	Mix       int   // blocks per window
+	Readahead int64 // bytes prefetched ahead of a reader
+	Window    int64 // MaxBlock x Mix + Readahead
+	MinCache  int64 // cache.MinPages pages
+	Need      int64 // max(Window, MinCache)
+}
+
+// NeedCache returns what a mount of ds with windows of mix blocks and the given readahead
+// needs of a cache of pageSize pages.
+func NeedCache(ds *layout.Dataset, mix int, readahead, pageSize int64) CacheNeed {
+	n := CacheNeed{Mix: max(1, mix), Readahead: readahead, MinCache: int64(cache.MinPages) * pageSize}
+	for b := 0; b < ds.Blocks(); b++ {
+		n.MaxBlock = max(n.MaxBlock, int64(ds.BlockBytes(b)))
+	}
+	n.Window = n.MaxBlock*int64(n.Mix) + readahead
+	n.Need = max(n.Window, n.MinCache)
+	return n
+}

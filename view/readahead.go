@@ -1,11 +1,10 @@
 package view
 
 import (
-	"io"
+	"context"
 	"sort"
 	"sync"
 
-	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/layout"
 )
 
@@ -16,14 +15,26 @@ type Reader struct {
 	File
 	ahead int64
 
-	mu   sync.Mutex
-	next int // first window not yet requested; guarded by mu
+	mu sync.Mutex
+	ra *readahead // nil for files without readahead (offsets, names); guarded by mu
 }
 
-// NewReader wraps f with readahead of ahead bytes (0 disables it).
-func NewReader(f File, ahead int64) *Reader { return &Reader{File: f, ahead: ahead, next: -1} }
+// NewReader wraps f with readahead of ahead bytes (0 disables it). An epoch's data and ids
+// files read ahead; the others (offsets, names) do not.
+func NewReader(f File, ahead int64) *Reader {
+	r := &Reader{File: f, ahead: ahead}
+	switch f := f.(type) {
+	case *dataFile:
+		r.ra = &readahead{e: f.e, role: layout.RoleData, base: f.base, next: -1}
+	case *idsFile:
+		if f.e.ds.HasIDs() {
+			r.ra = &readahead{e: f.e, role: layout.RoleIDs, base: 8 * f.rg.Start, next: -1}
+		}
+	}
+	return r
+}
 
-// ReadAt prefetches, then reads.
+// ReadAt prefetches, then reads (io.ReaderAt).
 func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 	r.readahead(off, len(p))
 	return r.File.ReadAt(p, off)
@@ -32,69 +43,45 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 // Gather is ReadAt without the copy where the file allows it: it serves the bytes
 // [off, off+len(buf)) of the file, clamped to its end, as slices in g (empty at the end of the
 // file) and returns how many bytes they hold. Epoch data comes as slices of pinned cache pages;
-// other files are read into buf. The caller releases g once the slices have been used.
-func (r *Reader) Gather(g *Gather, buf []byte, off int64) (int, error) {
+// other files are read into buf. ctx bounds the wait for pages. The caller releases g once the
+// slices have been used.
+func (r *Reader) Gather(ctx context.Context, g *Gather, buf []byte, off int64) (int, error) {
 	r.readahead(off, len(buf))
-	if d, ok := r.File.(*dataFile); ok {
-		n := clamp(buf, off, d.size)
-		if n == 0 {
-			return 0, nil
-		}
-		return n, d.gatherData(g, buf, off, n)
-	}
-	n, err := r.File.ReadAt(buf, off)
-	if err != nil && err != io.EOF {
-		return 0, err
-	}
-	if n > 0 {
-		g.Vecs = append(g.Vecs, buf[:n])
-	}
-	return n, nil
+	return r.File.gather(ctx, g, buf, off)
 }
 
 func (r *Reader) readahead(off int64, n int) {
-	if r.ahead > 0 && off < r.Size() {
+	if r.ra != nil && r.ahead > 0 && off >= 0 && off < r.Size() {
 		r.mu.Lock()
-		r.File.prefetch(off, r.ahead+int64(n), &r.next)
+		r.ra.advance(r.ra.base+uint64(off), uint64(r.ahead+int64(n)))
 		r.mu.Unlock()
 	}
 }
 
-// prefetch requests the files of role of every window from the one holding at up to the one
-// holding at+ahead, skipping windows before *next (already requested) unless the reader moved
-// back. at and ahead are in the role's own file bytes: epoch data bytes, or 8 per record for
-// ids. A full queue stops it; the windows not requested are tried next time.
-func (e *Epoch) prefetch(at, ahead uint64, next *int, role int) {
-	bound := e.winByte // where window w starts, in role bytes
-	if role == layout.RoleIDs {
-		bound = func(w int) uint64 { return 8 * e.ord.WindowStart(w) }
-	}
-	nw := e.ord.Windows()
+// readahead is a reader's position in the epoch order for prefetching.
+type readahead struct {
+	e    *Epoch
+	role layout.Role // the block files prefetched: data (with offsets) or ids
+	base uint64      // where the file starts in the role's bytes (see Epoch.roleStart)
+	next int         // first window not yet requested
+}
+
+// advance requests the files of every window from the one holding at up to the one holding
+// at+ahead, skipping windows before next (already requested) unless the reader moved back. at
+// and ahead are in the role's bytes. A full queue stops it; the windows not requested are
+// tried next time.
+func (a *readahead) advance(at, ahead uint64) {
+	bound := func(w int) uint64 { return a.e.roleStart(a.role, w) }
+	nw := a.e.ord.Windows()
 	w := sort.Search(nw, func(w int) bool { return bound(w+1) > at })
-	if *next < w || *next > w+1 && bound(*next) > at+ahead+bound(w+1)-bound(w) {
-		*next = w // first read, a jump forward, or a jump back: start at the current window
+	if a.next < w || a.next > w+1 && bound(a.next) > at+ahead+bound(w+1)-bound(w) {
+		a.next = w // first read, a jump forward, or a jump back: start at the current window
 	}
-	for ; *next < nw && bound(*next) < at+ahead; *next++ {
-		for _, b := range e.ord.WindowBlocks(*next) {
-			if !e.prefetchBlock(int(b), role) {
+	for ; a.next < nw && bound(a.next) < at+ahead; a.next++ {
+		for _, b := range a.e.ord.WindowBlocks(a.next) {
+			if !a.e.prefetchBlock(int(b), a.role) {
 				return
 			}
 		}
 	}
-}
-
-func (e *Epoch) prefetchBlock(b, role int) bool {
-	ids := []layout.FileID{layout.DataFile(b)}
-	switch {
-	case role == layout.RoleIDs:
-		ids = []layout.FileID{layout.IDsFile(b)}
-	case e.ds.Kind() == layout.Variable:
-		ids = append(ids, layout.OffsetsFile(b))
-	}
-	for _, id := range ids {
-		if !e.c.Prefetch(cache.FileID(id), 0, e.ds.Size(id)) {
-			return false
-		}
-	}
-	return true
 }

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"context"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -14,20 +15,22 @@ import (
 	"github.com/blockfs/blockfs/internal/dstest"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
+	"github.com/blockfs/blockfs/source"
+	"github.com/blockfs/blockfs/source/local"
 )
 
 // recordingSource notes which files the cache reads.
 type recordingSource struct {
-	Source
+	source.Blocks
 	mu    sync.Mutex
 	files map[cache.FileID]bool
 }
 
-func (s *recordingSource) ReadAt(id cache.FileID, bufs [][]byte, off int64) error {
+func (s *recordingSource) Fill(ctx context.Context, id cache.FileID, off int64, bufs [][]byte) error {
 	s.mu.Lock()
 	s.files[id] = true
 	s.mu.Unlock()
-	return s.Source.ReadAt(id, bufs, off)
+	return s.Blocks.Fill(ctx, id, off, bufs)
 }
 
 func (s *recordingSource) read() []cache.FileID {
@@ -47,7 +50,7 @@ func TestReadaheadFollowsOrder(t *testing.T) {
 	d := dstest.Fixed(t, filepath.Join(t.TempDir(), "ds"), 400, 256, 4096, true) // 16 per block, 25 blocks
 	ds, err := layout.Open(d.Dir)
 	require.NoError(t, err)
-	src := &recordingSource{Source: Source{DS: ds}, files: map[cache.FileID]bool{}}
+	src := &recordingSource{Blocks: local.New(ds, false), files: map[cache.FileID]bool{}}
 	c, err := cache.New(src, cache.Options{Size: 64 * 4096, PageSize: 4096, MaxRead: 4096})
 	require.NoError(t, err)
 	defer c.Close()
@@ -56,7 +59,7 @@ func TestReadaheadFollowsOrder(t *testing.T) {
 	e, err := set.Epoch(1)
 	require.NoError(t, err)
 
-	want := func(role int, windows ...int) []cache.FileID {
+	want := func(role layout.Role, windows ...int) []cache.FileID {
 		var ids []cache.FileID
 		for _, w := range windows {
 			for _, b := range e.Order().Window(w).Blocks {
@@ -78,7 +81,7 @@ func TestReadaheadFollowsOrder(t *testing.T) {
 
 	// Windows are 2 blocks of 4096 bytes. Reading 100 bytes at 0 with 8192 bytes of readahead
 	// covers windows 0 and 1 (window 1 starts at 8192 < 0+8192+100).
-	f, err := e.Open(Data, e.All())
+	f, err := e.Open(bg, Data, e.All())
 	require.NoError(t, err)
 	r := NewReader(f, 8192)
 	_, err = r.ReadAt(make([]byte, 100), 0)
@@ -92,7 +95,7 @@ func TestReadaheadFollowsOrder(t *testing.T) {
 
 	// ids readahead counts 8 bytes per record: 32 records are one window here.
 	src.files = map[cache.FileID]bool{}
-	ids, err := e.Open(IDs, e.All())
+	ids, err := e.Open(bg, IDs, e.All())
 	require.NoError(t, err)
 	ri := NewReader(ids, 8*32)
 	_, err = ri.ReadAt(make([]byte, 8), 8*40) // record 40 is in window 1

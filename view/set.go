@@ -1,6 +1,8 @@
 package view
 
 import (
+	"context"
+
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/internal/lru"
 	"github.com/blockfs/blockfs/layout"
@@ -46,4 +48,29 @@ func (s *Set) Epoch(n uint64) (*Epoch, error) {
 	}
 	s.recent.Add(n, e, 1)
 	return e, nil
+}
+
+// FileSize returns the size of the file of kind k over positions rg of epoch n. Only the data of
+// part of a variable-length epoch needs the epoch built (its records' sizes depend on the
+// order); every other size follows from the dataset, so listing a directory stays cheap.
+func (s *Set) FileSize(ctx context.Context, n uint64, k Kind, rg Range) (int64, error) {
+	switch {
+	case k == IDs:
+		return 8 * int64(rg.Len()), nil
+	case k == Offsets:
+		return 8 * int64(rg.Len()+1), nil
+	case s.DS.RecordSize() > 0:
+		return int64(rg.Len()) * s.DS.RecordSize(), nil
+	case rg == Range{0, s.DS.Records()}:
+		return int64(s.DS.Bytes()), nil
+	}
+	e, err := s.Epoch(n)
+	if err != nil {
+		return 0, err
+	}
+	f, err := e.Open(ctx, k, rg)
+	if err != nil {
+		return 0, err
+	}
+	return f.Size(), nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand"
 	"path/filepath"
 	"testing"
@@ -15,13 +16,14 @@ import (
 	"github.com/blockfs/blockfs/internal/dstest"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
+	"github.com/blockfs/blockfs/source/local"
 )
 
 func openSet(t *testing.T, dir string, opt shuffle.Options, cacheBytes int64) *Set {
 	t.Helper()
 	ds, err := layout.Open(dir)
 	require.NoError(t, err)
-	c, err := cache.New(Source{DS: ds}, cache.Options{Size: cacheBytes, PageSize: 4096, MaxRead: 16384})
+	c, err := cache.New(local.New(ds, false), cache.Options{Size: cacheBytes, PageSize: 4096, MaxRead: 16384})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	s, err := NewSet(ds, c, opt)
@@ -116,7 +118,7 @@ func TestReferenceReads(t *testing.T) {
 							if c.k == Offsets && d.Kind == layout.Fixed {
 								continue
 							}
-							f, err := e.Open(c.k, Range{rg[0], rg[1]})
+							f, err := e.Open(bg, c.k, Range{rg[0], rg[1]})
 							require.NoError(t, err)
 							checkFile(t, f, f.Size(), c.want, r)
 							// The same through a Reader with readahead.
@@ -136,7 +138,7 @@ func TestShardsPartition(t *testing.T) {
 	s := openSet(t, d.Dir, opt, 16*4096)
 	e, err := s.Epoch(5)
 	require.NoError(t, err)
-	whole, err := e.Open(Data, e.All())
+	whole, err := e.Open(bg, Data, e.All())
 	require.NoError(t, err)
 	all := make([]byte, whole.Size())
 	_, err = whole.ReadAt(all, 0)
@@ -144,7 +146,7 @@ func TestShardsPartition(t *testing.T) {
 	for _, w := range []uint64{1, 2, 4, 10, 103, 200} {
 		var joined []byte
 		for r := uint64(0); r < w; r++ {
-			f, err := e.Open(Data, e.Shard(r, w))
+			f, err := e.Open(bg, Data, e.Shard(r, w))
 			require.NoError(t, err)
 			assert.EqualValues(t, 16*(103/w), f.Size(), "equal lengths")
 			buf := make([]byte, f.Size())
@@ -165,12 +167,13 @@ func TestUnreadableBlockIsError(t *testing.T) {
 	s := openSet(t, d.Dir, shuffle.Options{Mode: shuffle.None}, 16*4096)
 	e, err := s.Epoch(0)
 	require.NoError(t, err)
-	f, err := e.Open(Data, e.All())
+	f, err := e.Open(bg, Data, e.All())
 	require.NoError(t, err)
 	require.NoError(t, removeBlock(d.Dir, 3))
 	buf := make([]byte, 640)
 	_, err = f.ReadAt(buf, 3*640)
-	assert.ErrorIs(t, err, layout.ErrCorrupt)
+	assert.ErrorIs(t, err, fs.ErrNotExist, "the cause is kept")
+	assert.ErrorContains(t, err, "000003.bin")
 	_, err = f.ReadAt(buf, 2*640)
 	assert.NoError(t, err, "other blocks keep working")
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/source/local"
 )
 
 func newInfo() *cobra.Command {
@@ -44,9 +46,10 @@ func printNames(ds *layout.Dataset) error {
 	}
 	w := bufio.NewWriterSize(os.Stdout, 1<<20)
 	buf := make([]byte, 1<<20)
+	src := local.New(ds, false)
 	for off := int64(0); off < ds.Size(id); off += int64(len(buf)) {
 		n := min(int64(len(buf)), ds.Size(id)-off)
-		if err := ds.ReadAt(id, [][]byte{buf[:n]}, off); err != nil {
+		if err := src.Fill(context.Background(), id, off, [][]byte{buf[:n]}); err != nil {
 			return err
 		}
 		if _, err := w.Write(buf[:n]); err != nil {

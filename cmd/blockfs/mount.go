@@ -19,6 +19,8 @@ import (
 	bfs "github.com/blockfs/blockfs/fs"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
+	"github.com/blockfs/blockfs/source"
+	"github.com/blockfs/blockfs/source/local"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -100,7 +102,7 @@ mount is ready.`,
 // mountPlan is everything checked before mounting.
 type mountPlan struct {
 	ds        *layout.Dataset
-	verifier  *layout.Verifier
+	src       source.Blocks // the dataset's files: local, checksums checked with --verify
 	order     shuffle.Options
 	cacheOpt  cache.Options
 	mem       view.MemoryPlan
@@ -109,15 +111,9 @@ type mountPlan struct {
 }
 
 func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
-	mode, err := shuffle.ParseMode(f.shuffle)
+	order, err := orderOptions(f.seed, 0, f.shuffle, f.mix)
 	if err != nil {
-		return nil, usagef("--shuffle: %v", err)
-	}
-	if f.mix < 1 || f.mix > shuffle.MaxMix {
-		return nil, usagef("--mix %d is out of range (1 to %d)", f.mix, shuffle.MaxMix)
-	}
-	if f.mix > 1 && mode != shuffle.Full {
-		return nil, usagef("--mix %d needs --shuffle full", f.mix)
+		return nil, err
 	}
 	if f.epochs == 0 || f.epochs > 1_000_000 {
 		return nil, usagef("--epochs %d is out of range (1 to 1000000)", f.epochs)
@@ -148,25 +144,22 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	var maxBlock uint64
-	for b := 0; b < ds.Blocks(); b++ {
-		maxBlock = max(maxBlock, ds.BlockBytes(b))
+	need := view.NeedCache(ds, f.mix, ra, cache.DefaultPageSize)
+	if cs > 0 && cs < need.Need {
+		return nil, usagef("--cache-size %s is too small: it needs %s, the larger of a window of --mix %d blocks of up to %s plus --readahead %s (%s) and %d pages of %s (a read holds its pages while the reply is written, and readahead needs room beside it); raise --cache-size or lower --mix or --readahead",
+			ibytes(uint64(cs)), ibytes(uint64(need.Need)), need.Mix, ibytes(uint64(need.MaxBlock)), ibytes(uint64(ra)), ibytes(uint64(need.Window)), cache.MinPages, ibytes(cache.DefaultPageSize))
 	}
-	need := int64(maxBlock)*int64(f.mix) + ra
-	minimum := max(need, int64(cache.MinPages)*cache.DefaultPageSize)
-	if cs > 0 && cs < minimum {
-		return nil, usagef("--cache-size %s is too small: a window of --mix %d blocks of up to %s plus --readahead %s needs %s (and the cache at least %d pages of %s); raise --cache-size or lower --mix or --readahead",
-			ibytes(uint64(cs)), f.mix, ibytes(maxBlock), ibytes(uint64(ra)), ibytes(uint64(minimum)), cache.MinPages, ibytes(cache.DefaultPageSize))
-	}
-	mem := view.PlanMemory(ds, cache.DefaultPageSize, cs, need, direct, view.MemTotal())
+	mem := view.PlanMemory(ds, cache.DefaultPageSize, cs, need.Window, direct, view.MemTotal())
 	copt := cache.Options{Size: mem.CacheSize}
 	if err := copt.Validate(); err != nil {
 		return nil, usagef("--cache-size: %v", err)
 	}
-	plan := &mountPlan{ds: ds, order: shuffle.Options{Seed: f.seed, Mode: mode, Mix: f.mix},
-		cacheOpt: copt, mem: mem, readahead: ra, mnt: absMnt}
+	plan := &mountPlan{ds: ds, order: order, cacheOpt: copt, mem: mem, readahead: ra, mnt: absMnt}
+	// Direct I/O: block data goes from the disk straight into the page-aligned cache, cached
+	// once; buffered: the kernel keeps the block files too (view.PlanMemory says when).
+	plan.src = local.New(ds, mem.Direct)
 	if f.verify {
-		if plan.verifier, err = layout.NewVerifier(ds); err != nil {
+		if plan.src, err = layout.NewVerified(ds, plan.src); err != nil {
 			return nil, usagef("--verify: %v", err)
 		}
 	}
@@ -216,10 +209,7 @@ func runMount(f mountFlags, data, mnt string) error {
 	// buffers) tight so RSS stays within the cache budget plus a small constant.
 	debug.SetGCPercent(50)
 	debug.SetMemoryLimit(daemonHeapLimit)
-	// Direct I/O: block data goes from the disk straight into the page-aligned cache, cached
-	// once; buffered: the kernel keeps the block files too (view.PlanMemory says when).
-	plan.ds.UseDirectIO(plan.mem.Direct)
-	c, err := cache.New(view.Source{DS: plan.ds, Verify: plan.verifier}, plan.cacheOpt)
+	c, err := cache.New(plan.src, plan.cacheOpt)
 	if err != nil {
 		return err
 	}
@@ -238,7 +228,7 @@ func runMount(f mountFlags, data, mnt string) error {
 		Epochs: f.epochs, Readahead: plan.readahead, AllowOther: f.allowOther, Debug: f.debug,
 		Info: map[string]any{"cache_size": c.Capacity(), "cache_size_reason": plan.mem.CacheReason,
 			"direct_io": plan.mem.Direct, "direct_io_reason": plan.mem.Reason,
-			"readahead": plan.readahead, "verify": plan.verifier != nil},
+			"readahead": plan.readahead, "verify": f.verify},
 	})
 	if err != nil {
 		c.Close()
@@ -409,4 +399,22 @@ func startCPUProfile(path string) (func(), error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
+}
+
+// orderOptions checks the order flags of mount and order and returns them as shuffle options
+// (shuffle.Options.Validate has the rules; 0 means the default to the library, so --mix 0 is
+// refused here).
+func orderOptions(seed, epoch uint64, mode string, mix int) (shuffle.Options, error) {
+	m, err := shuffle.ParseMode(mode)
+	if err != nil {
+		return shuffle.Options{}, usagef("--shuffle: %v", err)
+	}
+	opt := shuffle.Options{Seed: seed, Epoch: epoch, Mode: m, Mix: mix}
+	if mix < 1 {
+		return opt, usagef("--mix %d is out of range (1 to %d)", mix, shuffle.MaxMix)
+	}
+	if err := opt.Validate(); err != nil {
+		return opt, usagef("--mix %d: %v", mix, err)
+	}
+	return opt, nil
 }

@@ -2,7 +2,10 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"strconv"
@@ -10,8 +13,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
+	"github.com/blockfs/blockfs/source/local"
+	"github.com/blockfs/blockfs/view"
 )
 
 type orderFlags struct {
@@ -68,35 +74,26 @@ func runOrder(f orderFlags, data string) error {
 	if f.labels != "" && !f.stats {
 		return usagef("--labels goes with --stats")
 	}
-	mode, err := shuffle.ParseMode(f.shuffle)
+	opt, err := orderOptions(f.seed, f.epoch, f.shuffle, f.mix)
 	if err != nil {
-		return usagef("--shuffle: %v", err)
-	}
-	opt := shuffle.Options{Seed: f.seed, Epoch: f.epoch, Mode: mode, Mix: f.mix}
-	if err := opt.Validate(); err != nil || f.mix < 1 {
-		return usagef("--mix %d: %v", f.mix, err)
+		return err
 	}
 	ds, err := openData(mountFlags{recordSize: f.recordSize, blockSize: f.blockSize}, data)
 	if err != nil {
 		return err
 	}
-	ord, err := shuffle.New(ds.BlockCounts(), opt)
-	if err != nil {
-		return err
-	}
-	lo, hi := uint64(0), ord.Len()
+	rg := view.Range{Start: 0, End: ds.Records()}
 	if f.shard != "" {
 		r, w, ok := parseShard(f.shard)
 		if !ok {
 			return usagef("--shard %q is not R/W with 0 <= R < W", f.shard)
 		}
-		per := ord.Len() / w
-		lo, hi = r*per, (r+1)*per
+		rg = view.ShardRange(ds.Records(), r, w)
 	}
 	if f.ids {
-		return printIDs(ds, ord, lo, hi)
+		return printIDs(ds, opt, rg)
 	}
-	return printStats(ds, opt, lo, hi, f)
+	return printStats(ds, opt, rg.Start, rg.End, f)
 }
 
 func parseShard(s string) (r, w uint64, ok bool) {
@@ -106,24 +103,39 @@ func parseShard(s string) (r, w uint64, ok bool) {
 	return r, w, found && err1 == nil && err2 == nil && w > 0 && r < w
 }
 
-// printIDs streams the ids of positions [lo, hi), one window's ids files at a time.
-func printIDs(ds *layout.Dataset, ord *shuffle.Order, lo, hi uint64) error {
+// printIDs streams the ids of positions rg of the epoch: it reads the epoch's ids file as the
+// mount serves it (view, through a small page cache with readahead), a MiB at a time.
+func printIDs(ds *layout.Dataset, opt shuffle.Options, rg view.Range) error {
+	c, err := cache.New(local.New(ds, false), cache.Options{Size: 16 << 20, Workers: 1})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	set, err := view.NewSet(ds, c, opt)
+	if err != nil {
+		return err
+	}
+	e, err := set.Epoch(opt.Epoch)
+	if err != nil {
+		return err
+	}
+	f, err := e.Open(context.Background(), view.IDs, rg)
+	if err != nil {
+		return err
+	}
+	r := view.NewReader(f, 8<<20)
 	w := bufio.NewWriterSize(os.Stdout, 1<<20)
-	for pos := lo; pos < hi; {
-		win := ord.Window(ord.WindowOf(pos))
-		ids := map[int][]uint64{}
-		for _, b := range win.Blocks {
-			v, err := ds.BlockIDs(b)
-			if err != nil {
-				return err
-			}
-			ids[b] = v
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < f.Size(); {
+		n, err := r.ReadAt(buf, off)
+		if err != nil && err != io.EOF {
+			return err
 		}
-		for ; pos < hi && pos < win.Start+win.Count; pos++ {
-			b, l := win.At(pos - win.Start)
-			w.WriteString(strconv.FormatUint(ids[b][l], 10))
+		for i := 0; i+8 <= n; i += 8 {
+			w.WriteString(strconv.FormatUint(binary.LittleEndian.Uint64(buf[i:]), 10))
 			w.WriteByte('\n')
 		}
+		off += int64(n)
 	}
 	return w.Flush()
 }
@@ -141,8 +153,9 @@ func sample(ord *shuffle.Order, ids []uint64, ds *layout.Dataset, lo, hi uint64)
 
 func printStats(ds *layout.Dataset, opt shuffle.Options, lo, hi uint64, f orderFlags) error {
 	ids := make([]uint64, 0, ds.Records()) // source id by storage index
+	src := local.New(ds, false)
 	for b := 0; b < ds.Blocks(); b++ {
-		v, err := ds.BlockIDs(b)
+		v, err := ds.BlockIDs(context.Background(), src, b)
 		if err != nil {
 			return err
 		}

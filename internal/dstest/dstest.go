@@ -3,6 +3,7 @@
 package dstest
 
 import (
+	"context"
 	"encoding/binary"
 	"math/rand"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
+	"github.com/blockfs/blockfs/source/local"
 )
 
 // Dataset is a packed dataset and everything about it, held in memory.
@@ -143,7 +145,7 @@ func FromDir(t testing.TB, dir string, source [][]byte) *Dataset {
 	require.NoError(t, err)
 	d := &Dataset{Dir: dir, Kind: ds.Kind(), Source: source, Counts: ds.BlockCounts()}
 	for b := 0; b < ds.Blocks(); b++ {
-		ids, err := ds.BlockIDs(b)
+		ids, err := ds.BlockIDs(context.Background(), local.New(ds, false), b)
 		require.NoError(t, err)
 		d.Stored = append(d.Stored, ids...)
 	}

@@ -1,0 +1,79 @@
+// Package source is the seam below the page cache: where a dataset's bytes come from. The cache
+// reads whole pages through Blocks and knows nothing of paths, directories or object keys; a
+// backend (local files in package source/local, an object store next) implements Blocks over
+// a Table of extents that package layout builds when a dataset opens.
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// FileID names one file of a dataset (layout.DataFile and friends make them); it is the cache's
+// key.
+type FileID uint64
+
+// Blocks is a fixed set of immutable files of known size. Implementations are safe for
+// concurrent use.
+type Blocks interface {
+	// Size returns the length of file id in bytes; 0 for a file the dataset does not have.
+	Size(id FileID) int64
+	// Fill reads the bytes of file id from off into bufs, in order, filling every one, or
+	// returns an error: never a short read. A request past the end of the file is an error.
+	// A buf's capacity may reach past its length up to a 4096-byte boundary, and a backend may
+	// read into that tail (direct I/O of a file's last page). ctx bounds the wait: a backend
+	// checks it before it starts and, where it can, while it waits.
+	Fill(ctx context.Context, id FileID, off int64, bufs [][]byte) error
+}
+
+// Extent is where a file's bytes are: Size bytes from Offset of the object Name (a path, or an
+// object key). A file served in place is a range of a larger file.
+type Extent struct {
+	Name   string
+	Offset int64
+	Size   int64
+}
+
+// Table maps the files of a dataset to their extents. layout.Dataset implements it.
+type Table interface {
+	// Extent returns where file id's bytes are, and false for a file the dataset does not have.
+	Extent(id FileID) (Extent, bool)
+}
+
+// Errors a backend wraps (in an *Error) besides the operating system's own (syscall.Errno).
+var (
+	// ErrShort: a file ended before the bytes the dataset says it has (truncated or replaced).
+	ErrShort = errors.New("file is shorter than the dataset says (truncated or replaced?)")
+	// ErrNoFile: a FileID the dataset does not have, or a range outside the file (a bug in
+	// the caller, never the data's fault).
+	ErrNoFile = errors.New("no such file or range in the dataset")
+)
+
+// Error is a failed operation on one file of a source. Err is the cause: an errno (EMFILE, EIO,
+// ENOENT), ErrShort, ErrNoFile, or a context's error; errors.Is sees through to it.
+type Error struct {
+	Op   string // "open", "read"
+	Name string // the file's path or key
+	Off  int64  // the offset in Name where the operation failed (-1 for open)
+	Err  error
+}
+
+func (e *Error) Error() string {
+	if e.Off < 0 {
+		return fmt.Sprintf("%s %s: %v", e.Op, e.Name, e.Err)
+	}
+	return fmt.Sprintf("%s %s at offset %d: %v", e.Op, e.Name, e.Off, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Len returns the bytes bufs hold.
+func Len(bufs [][]byte) int {
+	n := 0
+	for _, b := range bufs {
+		n += len(b)
+	}
+	return n
+}
