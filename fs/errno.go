@@ -18,8 +18,10 @@ import (
 //   - the request was interrupted (its context ended): EINTR, not logged;
 //   - the daemon is out of file descriptors (EMFILE, ENFILE) or memory (ENOMEM): that errno,
 //     logged with what to do;
-//   - corrupt data (a bad checksum, a file shorter than the manifest says or gone, a file
-//     outside the dataset): EIO, logged as corruption;
+//   - a dataset file replaced, rewritten or turned into a link or special file since the mount
+//     opened it: EIO, logged with what changed;
+//   - corrupt data (a bad checksum, a file shorter than the manifest says, a file outside the
+//     dataset): EIO, logged as corruption; a file gone: EIO;
 //   - an I/O error from the disk (EIO) or anything else: EIO, logged with its cause.
 func toErrno(err error, what string) syscall.Errno {
 	errno, why := classify(err)
@@ -41,6 +43,8 @@ func classify(err error) (syscall.Errno, string) {
 		return syscall.EMFILE, "out of file descriptors (raise the daemon's limit: ulimit -n)"
 	case errors.Is(err, syscall.ENOMEM):
 		return syscall.ENOMEM, "out of memory"
+	case errors.Is(err, source.ErrChanged):
+		return syscall.EIO, "a dataset file changed under the mount (the mount serves the version it opened, or nothing; remount to serve the new one)"
 	case errors.Is(err, layout.ErrCorrupt), errors.Is(err, layout.ErrUnsafePath), errors.Is(err, source.ErrShort):
 		return syscall.EIO, "corrupt dataset"
 	case errors.As(err, &se) && errors.Is(err, syscall.ENOENT):

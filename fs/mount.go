@@ -33,6 +33,11 @@ type Options struct {
 // DefaultEpochs is how many epochs a directory lists.
 const DefaultEpochs = 100
 
+// MaxEpochs is the most epochs a directory may list. ls looks up every entry it lists, and the
+// kernel keeps an inode for each (in the daemon too), so a listing must stay small whatever
+// the training length: any epoch can be opened by name beyond it.
+const MaxEpochs = 10000
+
 // Server is a mounted blockfs.
 type Server struct {
 	*fuse.Server

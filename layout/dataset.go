@@ -86,6 +86,7 @@ type Dataset struct {
 type flatFile struct {
 	path       string
 	dataOffset int64 // where record 0 starts
+	ident      source.Identity
 }
 
 // File returns the table entry of file id, and false for a file the dataset does not have.
@@ -101,7 +102,7 @@ func (d *Dataset) File(id FileID) (File, bool) {
 		return File{Block: -1}, false
 	}
 	return File{Extent: source.Extent{Name: d.flat.path, Offset: d.flat.dataOffset + int64(d.byteStart[b]),
-		Size: int64(d.BlockBytes(b))}, Role: RoleData, Block: b}, true
+		Size: int64(d.BlockBytes(b)), Ident: d.flat.ident}, Role: RoleData, Block: b}, true
 }
 
 // Extent implements source.Table.
@@ -238,11 +239,11 @@ func newDataset(dir string, m *Manifest, collect func(block int, err error)) (*D
 
 // addFile checks the file f names (relative to the dataset) and enters it in the table.
 func (d *Dataset) addFile(realDir string, block int, f File) error {
-	p, err := d.checkFile(realDir, block, f.Name, uint64(f.Size))
+	p, ident, err := d.checkFile(realDir, block, f.Name, uint64(f.Size))
 	if err != nil {
 		return err
 	}
-	f.Name, f.Block, f.HasCRC = p, block, true
+	f.Name, f.Ident, f.Block, f.HasCRC = p, ident, block, true
 	id := NamesFile(d.Blocks())
 	if f.Role != RoleNames {
 		id = RoleFile(block, f.Role)
@@ -252,30 +253,41 @@ func (d *Dataset) addFile(realDir string, block int, f File) error {
 }
 
 // checkFile resolves rel inside realDir and checks that it is a regular file of size bytes that
-// does not escape the directory through a symlink.
-func (d *Dataset) checkFile(realDir string, block int, rel string, size uint64) (string, error) {
+// does not escape the directory through a symlink. It returns the resolved path and what the
+// file is now (its identity), which every later read checks.
+func (d *Dataset) checkFile(realDir string, block int, rel string, size uint64) (string, source.Identity, error) {
+	var none source.Identity
 	p := filepath.Join(d.Dir, filepath.FromSlash(rel))
 	resolved, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return "", errorf(ErrCorrupt, p, block, "file is missing (the dataset is incomplete; re-pack it)")
+			return "", none, errorf(ErrCorrupt, p, block, "file is missing (the dataset is incomplete; re-pack it)")
 		}
-		return "", wrapf(ErrIO, err, p, block, "%v", unwrapPathError(err))
+		return "", none, wrapf(ErrIO, err, p, block, "%v", unwrapPathError(err))
 	}
 	if r, err := filepath.Rel(realDir, resolved); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
-		return "", errorf(ErrUnsafePath, p, block, "resolves to %s, outside the dataset directory", resolved)
+		return "", none, errorf(ErrUnsafePath, p, block, "resolves to %s, outside the dataset directory", resolved)
 	}
 	st, err := os.Stat(resolved)
 	if err != nil {
-		return "", wrapf(ErrIO, err, p, block, "%v", unwrapPathError(err))
+		return "", none, wrapf(ErrIO, err, p, block, "%v", unwrapPathError(err))
 	}
 	if !st.Mode().IsRegular() {
-		return "", errorf(ErrCorrupt, p, block, "not a regular file (%s)", st.Mode().Type())
+		return "", none, errorf(ErrCorrupt, p, block, "not a regular file (%s)", st.Mode().Type())
 	}
 	if uint64(st.Size()) != size {
-		return "", errorf(ErrCorrupt, p, block, "file is %d bytes, the manifest says %d (truncated or replaced? re-pack the dataset)", st.Size(), size)
+		return "", none, errorf(ErrCorrupt, p, block, "file is %d bytes, the manifest says %d (truncated or replaced? re-pack the dataset)", st.Size(), size)
 	}
-	return resolved, nil
+	return resolved, identity(st), nil
+}
+
+// identity returns what a local file is: device, inode, size and modification time.
+func identity(st fs.FileInfo) source.Identity {
+	id := source.Identity{Size: st.Size(), MtimeNs: st.ModTime().UnixNano()}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		id.Dev, id.Ino = uint64(sys.Dev), sys.Ino
+	}
+	return id
 }
 
 // checkOffsetsEnds reads the first and last entry of a block's offsets index.

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // FlatOptions describe how to serve one existing file in place.
@@ -21,14 +22,22 @@ type FlatOptions struct {
 // are consecutive ranges of the file. Nothing is copied or written; record i's source id is i.
 func OpenFlat(path string, opt FlatOptions) (*Dataset, error) {
 	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		// Reads open the file itself, never through a link (see source/local).
+		abs, err = filepath.EvalSymlinks(abs)
 	}
-	f, err := os.Open(abs)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, errorf(ErrFormat, path, -1, "no such file")
 		}
+		return nil, wrapf(ErrFormat, err, path, -1, "%v", unwrapPathError(err))
+	}
+	// Checked before it is opened: opening a FIFO would wait for a writer.
+	if st, err := os.Stat(abs); err == nil && !st.Mode().IsRegular() {
+		return nil, errorf(ErrFormat, path, -1, "not a regular file")
+	}
+	f, err := os.OpenFile(abs, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
 		return nil, wrapf(ErrFormat, err, path, -1, "%v", unwrapPathError(err))
 	}
 	defer f.Close()
@@ -76,7 +85,7 @@ func OpenFlat(path string, opt FlatOptions) (*Dataset, error) {
 	per := uint64(max(1, bs/m.RecordSize))
 	nb := (n + per - 1) / per
 	m.Records, m.Bytes = n, n*uint64(m.RecordSize)
-	d := &Dataset{Dir: filepath.Dir(abs), Manifest: m, flat: &flatFile{path: abs, dataOffset: offset},
+	d := &Dataset{Dir: filepath.Dir(abs), Manifest: m, flat: &flatFile{path: abs, dataOffset: offset, ident: identity(st)},
 		recStart: make([]uint64, nb+1), byteStart: make([]uint64, nb+1)}
 	for b := uint64(0); b < nb; b++ {
 		d.recStart[b+1] = min(n, (b+1)*per)

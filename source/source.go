@@ -28,11 +28,22 @@ type Blocks interface {
 }
 
 // Extent is where a file's bytes are: Size bytes from Offset of the object Name (a path, or an
-// object key). A file served in place is a range of a larger file.
+// object key). A file served in place is a range of a larger file. Ident is what the object was
+// when the dataset opened: a backend refuses to read an object that no longer matches it.
 type Extent struct {
 	Name   string
 	Offset int64
 	Size   int64
+	Ident  Identity
+}
+
+// Identity is what an object was when a dataset opened, so that a mount serves that version or
+// nothing (ErrChanged). The zero Identity checks nothing.
+type Identity struct {
+	Dev, Ino uint64 // a local file's device and inode
+	Size     int64  // the whole object's size
+	MtimeNs  int64  // a local file's modification time, in nanoseconds
+	Tag      string // an object store's ETag
 }
 
 // Table maps the files of a dataset to their extents. layout.Dataset implements it.
@@ -48,10 +59,13 @@ var (
 	// ErrNoFile: a FileID the dataset does not have, or a range outside the file (a bug in
 	// the caller, never the data's fault).
 	ErrNoFile = errors.New("no such file or range in the dataset")
+	// ErrChanged: the object is not the one the dataset opened (replaced, rewritten, resized,
+	// turned into a link or a special file); the error says what changed.
+	ErrChanged = errors.New("changed since the dataset was opened")
 )
 
 // Error is a failed operation on one file of a source. Err is the cause: an errno (EMFILE, EIO,
-// ENOENT), ErrShort, ErrNoFile, or a context's error; errors.Is sees through to it.
+// ENOENT), ErrShort, ErrNoFile, ErrChanged, or a context's error; errors.Is sees through to it.
 type Error struct {
 	Op   string // "open", "read"
 	Name string // the file's path or key

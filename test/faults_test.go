@@ -68,7 +68,7 @@ func TestBlockLostUnderMount(t *testing.T) {
 	assert.Positive(t, st["read_errors"])
 	log := m.stderr.String()
 	assert.Contains(t, log, "a dataset file is gone (changed under the mount? remount it): open "+p.dir+"/blocks/000003.bin: no such file or directory")
-	assert.Contains(t, log, "corrupt dataset: read "+p.dir+"/blocks/000005.bin at offset")
+	assert.Contains(t, log, "a dataset file changed under the mount (the mount serves the version it opened, or nothing; remount to serve the new one): open "+p.dir+"/blocks/000005.bin: changed since the dataset was opened: its size is 1000 bytes, was 65536")
 }
 
 // TestKill9AndRemount: after kill -9 the mount point is stale; mount refuses it with advice,

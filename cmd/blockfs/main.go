@@ -11,6 +11,9 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	// First: refuse a file-descriptor limit too low to start, before go-fuse's init panics on it.
+	_ "github.com/blockfs/blockfs/internal/fdlimit"
 )
 
 // usageError marks command-line mistakes (exit code 2).

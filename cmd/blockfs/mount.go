@@ -115,8 +115,8 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.epochs == 0 || f.epochs > 1_000_000 {
-		return nil, usagef("--epochs %d is out of range (1 to 1000000)", f.epochs)
+	if f.epochs == 0 || f.epochs > bfs.MaxEpochs {
+		return nil, usagef("--epochs %d is out of range (1 to %d; it is how many epochs ls lists, and any epoch can be opened by name)", f.epochs, bfs.MaxEpochs)
 	}
 	var cs int64 // 0: auto
 	if f.cacheSize != "auto" {
@@ -221,8 +221,12 @@ func runMount(f mountFlags, data, mnt string) error {
 	// Signals are caught from before the mount appears: one that arrives while go-fuse is still
 	// mounting is served (unmount, exit 0) once the mount is up, instead of killing the
 	// daemon and leaving a dead mount behind.
+	// Every signal whose default would kill the daemon is caught, so none leaves a dead mount
+	// behind: SIGINT, SIGTERM and SIGQUIT unmount; SIGHUP, SIGUSR1 and SIGUSR2 are logged and
+	// ignored; SIGPIPE (a closed log pipe) is ignored, so a log write fails instead.
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	signal.Ignore(syscall.SIGPIPE)
 	defer signal.Stop(sigs)
 	srv, err := bfs.Mount(plan.mnt, set, bfs.Options{
 		Epochs: f.epochs, Readahead: plan.readahead, AllowOther: f.allowOther, Debug: f.debug,
@@ -260,7 +264,7 @@ func runMount(f mountFlags, data, mnt string) error {
 const drainTime = 5 * time.Second
 
 // serve waits until the mount goes away (blockfs unmount, fusermount -u) or a signal asks for
-// it. On SIGINT/SIGTERM it unmounts; if readers keep files open it detaches lazily and waits
+// it. SIGHUP, SIGUSR1 and SIGUSR2 are logged and ignored. On SIGINT/SIGTERM/SIGQUIT it unmounts; if readers keep files open it detaches lazily and waits
 // at most drainTime. It reports whether the server stopped (false: exiting with it running).
 func serve(srv *bfs.Server, mnt string, sigs <-chan os.Signal) bool {
 	done := make(chan struct{})
@@ -268,11 +272,19 @@ func serve(srv *bfs.Server, mnt string, sigs <-chan os.Signal) bool {
 		srv.Wait()
 		close(done)
 	}()
-	select {
-	case <-done:
-		return true
-	case sig := <-sigs:
-		log.Printf("blockfs: %v: unmounting %s", sig, mnt)
+	for waiting := true; waiting; {
+		select {
+		case <-done:
+			return true
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP || sig == syscall.SIGUSR1 || sig == syscall.SIGUSR2 {
+				// A closed terminal, a log rotation, a stray signal: the mount stays.
+				log.Printf("blockfs: %v: ignored; %s stays mounted (stop it with blockfs unmount %s)", sig, mnt, mnt)
+				continue
+			}
+			log.Printf("blockfs: %v: unmounting %s", sig, mnt)
+			waiting = false
+		}
 	}
 	if err := srv.Unmount(); err != nil {
 		log.Printf("blockfs: unmount: %s; detaching lazily", strings.Join(strings.Fields(err.Error()), " "))
@@ -286,7 +298,7 @@ func serve(srv *bfs.Server, mnt string, sigs <-chan os.Signal) bool {
 	case <-time.After(drainTime):
 		log.Printf("blockfs: readers still hold files open after %v; exiting (their reads now fail)", drainTime)
 	case sig := <-sigs:
-		log.Printf("blockfs: %v again: exiting now", sig)
+		log.Printf("blockfs: %v during unmount: exiting now", sig)
 	}
 	return false
 }

@@ -5,6 +5,7 @@ package local
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"unsafe"
 
@@ -58,31 +59,69 @@ func (f *Files) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]
 	}
 	off += e.Offset
 	if f.direct.Load() {
-		done, err := f.readDirect(e.Name, bufs, off)
+		done, err := f.readDirect(e, bufs, off)
 		if done || err != nil {
 			return err
 		}
 	}
-	fd, err := open(e.Name, 0)
+	fd, err := open(e, 0)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	return preadFull(fd, e.Name, bufs, off)
+	if err := preadFull(fd, e.Name, bufs, off); err != nil {
+		return err
+	}
+	return check(fd, e) // rewritten in place while it was read?
 }
 
-// open opens path read-only, retrying EINTR.
-func open(path string, flags int) (int, error) {
+// open opens e's file read-only and checks that it is still the file the dataset opened. It
+// follows no symlink in the last component and never blocks (a FIFO put in the file's place
+// opens at once, and fails the check).
+func open(e source.Extent, flags int) (int, error) {
 	for {
-		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|flags, 0)
+		fd, err := unix.Open(e.Name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK|flags, 0)
 		if err == unix.EINTR {
 			continue
 		}
+		if err == unix.ELOOP {
+			err = fmt.Errorf("%w: it is now a symbolic link", source.ErrChanged)
+		}
 		if err != nil {
-			return -1, &source.Error{Op: "open", Name: path, Off: -1, Err: err}
+			return -1, &source.Error{Op: "open", Name: e.Name, Off: -1, Err: err}
+		}
+		if err := check(fd, e); err != nil {
+			unix.Close(fd)
+			return -1, err
 		}
 		return fd, nil
 	}
+}
+
+// check compares the open file fd with the identity e recorded when the dataset opened.
+func check(fd int, e source.Extent) error {
+	if e.Ident == (source.Identity{}) {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return &source.Error{Op: "stat", Name: e.Name, Off: -1, Err: err}
+	}
+	var what string
+	id := e.Ident
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		what = fmt.Sprintf("it is no longer a regular file (mode %#o)", st.Mode&unix.S_IFMT)
+	case uint64(st.Dev) != id.Dev || st.Ino != id.Ino:
+		what = fmt.Sprintf("another file is in its place (inode %d, was %d): replaced or re-packed", st.Ino, id.Ino)
+	case st.Size != id.Size:
+		what = fmt.Sprintf("its size is %d bytes, was %d", st.Size, id.Size)
+	case st.Mtim.Nano() != id.MtimeNs:
+		what = "it was modified (its modification time changed)"
+	default:
+		return nil
+	}
+	return &source.Error{Op: "open", Name: e.Name, Off: -1, Err: fmt.Errorf("%w: %s", source.ErrChanged, what)}
 }
 
 // preadFull fills bufs from fd at off with as many preadv calls as it takes; a file that ends
@@ -112,7 +151,8 @@ const directAlign = 4096
 // the request does not qualify (alignment) or the filesystem refuses O_DIRECT, and the caller
 // reads as usual. The last buffer may be short (a file's tail): its capacity must then reach
 // the next alignment boundary, which is read into and ignored.
-func (f *Files) readDirect(path string, bufs [][]byte, off int64) (bool, error) {
+func (f *Files) readDirect(e source.Extent, bufs [][]byte, off int64) (bool, error) {
+	path := e.Name
 	if off%directAlign != 0 {
 		return false, nil
 	}
@@ -133,7 +173,7 @@ func (f *Files) readDirect(path string, bufs [][]byte, off int64) (bool, error) 
 		iov[i] = b[:n]
 		want += len(b)
 	}
-	fd, err := open(path, unix.O_DIRECT)
+	fd, err := open(e, unix.O_DIRECT)
 	if se, ok := err.(*source.Error); ok && se.Err == unix.EINVAL {
 		f.direct.Store(false) // this filesystem has no O_DIRECT
 		return false, nil
@@ -159,15 +199,18 @@ func (f *Files) readDirect(path string, bufs [][]byte, off int64) (bool, error) 
 		got += n
 		if got%directAlign != 0 && got < want {
 			// A short read that breaks alignment before the end: finish without O_DIRECT.
-			bfd, err := open(path, 0)
+			bfd, err := open(e, 0)
 			if err != nil {
 				return true, err
 			}
 			defer unix.Close(bfd)
-			return true, preadFull(bfd, path, skipBufs(bufs, got), off+int64(got))
+			if err := preadFull(bfd, path, skipBufs(bufs, got), off+int64(got)); err != nil {
+				return true, err
+			}
+			return true, check(fd, e)
 		}
 	}
-	return true, nil
+	return true, check(fd, e)
 }
 
 // skipBufs returns the iovecs of bufs after the first n bytes.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,8 +22,17 @@ import (
 
 var bg = context.Background()
 
-// TestFillNeverShort: Fill fills every buffer or fails; a truncated file is source.ErrShort and
-// a deleted one keeps its errno (ENOENT), each naming the file.
+// table is a source.Table without identities: reads are not checked against the file as it was.
+type table map[source.FileID]source.Extent
+
+func (t table) Extent(id source.FileID) (source.Extent, bool) {
+	e, ok := t[id]
+	return e, ok
+}
+
+// TestFillNeverShort: Fill fills every buffer or fails; a file shorter than the table says is
+// source.ErrShort (a table without identities: with them the change is caught first) and a
+// deleted one keeps its errno (ENOENT), each naming the file.
 func TestFillNeverShort(t *testing.T) {
 	d := dstest.Fixed(t, filepath.Join(t.TempDir(), "ds"), 10, 16, 64, false) // 4 per block
 	ds, err := layout.Open(d.Dir)
@@ -32,10 +42,14 @@ func TestFillNeverShort(t *testing.T) {
 	require.NoError(t, f.Fill(bg, layout.DataFile(0), 0, [][]byte{buf[:10], buf[10:]}))
 	assert.Equal(t, dstest.Record(0, 16), buf[:16])
 
-	require.NoError(t, os.Truncate(filepath.Join(d.Dir, "blocks/000000.bin"), 40))
-	err = f.Fill(bg, layout.DataFile(0), 0, [][]byte{buf})
+	p0 := filepath.Join(d.Dir, "blocks/000000.bin")
+	require.NoError(t, os.Truncate(p0, 40))
+	err = local.New(table{0: {Name: p0, Size: 64}}, false).Fill(bg, 0, 0, [][]byte{buf})
 	assert.ErrorIs(t, err, source.ErrShort)
 	assert.ErrorContains(t, err, "000000.bin at offset 40")
+	err = f.Fill(bg, layout.DataFile(0), 0, [][]byte{buf})
+	assert.ErrorIs(t, err, source.ErrChanged)
+	assert.ErrorContains(t, err, "000000.bin: changed since the dataset was opened: its size is 40 bytes, was 64")
 
 	require.NoError(t, os.Remove(filepath.Join(d.Dir, "blocks/000001.bin")))
 	err = f.Fill(bg, layout.DataFile(1), 0, [][]byte{buf})
@@ -84,7 +98,68 @@ func TestDirectIO(t *testing.T) {
 	assert.Equal(t, want[9999:10099], odd)
 	// A truncated file is still an error, not a short read.
 	require.NoError(t, os.Truncate(filepath.Join(d.Dir, "blocks/000000.bin"), 9000))
-	assert.ErrorIs(t, f.Fill(bg, layout.DataFile(0), 0, bufs), source.ErrShort)
+	assert.ErrorIs(t, f.Fill(bg, layout.DataFile(0), 0, bufs), source.ErrChanged)
+}
+
+// TestChangedUnderneath: a file replaced, re-packed, rewritten in place, grown, turned into a
+// symlink to a file elsewhere or into a FIFO is refused with source.ErrChanged saying what
+// changed, at once (a FIFO never blocks), and never read.
+func TestChangedUnderneath(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(outside, bytes.Repeat([]byte("s"), 64), 0o600))
+	cases := []struct {
+		name   string
+		change func(t *testing.T, p string)
+		want   string
+	}{
+		{"replaced", func(t *testing.T, p string) {
+			require.NoError(t, os.WriteFile(p+".new", bytes.Repeat([]byte("x"), 64), 0o644))
+			require.NoError(t, os.Rename(p+".new", p))
+		}, "another file is in its place"},
+		{"appended to", func(t *testing.T, p string) {
+			f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+			require.NoError(t, err)
+			_, err = f.Write([]byte("more"))
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+		}, "its size is 68 bytes, was 64"},
+		{"rewritten in place", func(t *testing.T, p string) {
+			require.NoError(t, os.WriteFile(p, bytes.Repeat([]byte("y"), 64), 0o644))
+			future := time.Now().Add(time.Hour)
+			require.NoError(t, os.Chtimes(p, future, future))
+		}, "it was modified"},
+		{"a symlink to a file elsewhere", func(t *testing.T, p string) {
+			require.NoError(t, os.Remove(p))
+			require.NoError(t, os.Symlink(outside, p))
+		}, "it is now a symbolic link"},
+		{"a FIFO", func(t *testing.T, p string) {
+			require.NoError(t, os.Remove(p))
+			require.NoError(t, syscall.Mkfifo(p, 0o644))
+		}, "it is no longer a regular file"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := dstest.Fixed(t, filepath.Join(t.TempDir(), "ds"), 10, 16, 64, false)
+			ds, err := layout.Open(d.Dir)
+			require.NoError(t, err)
+			c.change(t, filepath.Join(d.Dir, "blocks/000001.bin"))
+			for _, direct := range []bool{false, true} {
+				buf := make([]byte, 64)
+				done := make(chan error, 1)
+				go func() { done <- local.New(ds, direct).Fill(bg, layout.DataFile(1), 0, [][]byte{buf}) }()
+				select {
+				case err = <-done:
+				case <-time.After(5 * time.Second):
+					t.Fatal("Fill blocked")
+				}
+				assert.ErrorIs(t, err, source.ErrChanged)
+				assert.ErrorContains(t, err, c.want)
+				assert.NotContains(t, string(buf), "s", "no byte of the file elsewhere")
+			}
+			buf := make([]byte, 64)
+			assert.NoError(t, local.New(ds, false).Fill(bg, layout.DataFile(0), 0, [][]byte{buf}), "other files are fine")
+		})
+	}
 }
 
 // TestFlatExtents: a file served in place is read at its blocks' offsets past the header.
