@@ -375,14 +375,10 @@ func (c *Cache) load(run []*entry) {
 			continue
 		}
 		if err != nil {
-			// Forget the page so a later read tries again; its slot is free once unpinned
-			// (now, if every reader has stopped waiting for it).
+			// Forget the page so a later read tries again; its slot is free once unpinned (the
+			// loading request holds a reference until then, whoever else stopped waiting).
 			e.err = err
 			delete(c.pages, e.key)
-			if e.refs == 0 {
-				c.free = append(c.free, e.slot)
-				e.slot = -1
-			}
 			continue
 		}
 		e.elem = c.lru.PushFront(e)

@@ -334,3 +334,30 @@ func TestOptionsValidate(t *testing.T) {
 	require.NoError(t, o.Validate())
 	assert.EqualValues(t, DefaultPageSize, o.PageSize)
 }
+
+// TestWaitCancelled: a read waiting for a page another read is loading returns its context's
+// error at once; the load completes for the loader, and the page stays cached with no slot lost.
+func TestWaitCancelled(t *testing.T) {
+	src := newSource(4 * ps)
+	src.gate = make(chan struct{})
+	c := newCache(t, src, 4)
+	loaded := make(chan error, 1)
+	go func() { loaded <- c.Fill(bg, 0, 0, make([]byte, 10)) }()
+	require.Eventually(t, func() bool { return src.inFly.Load() == 1 }, 5*time.Second, time.Millisecond)
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	assert.ErrorIs(t, c.Fill(ctx, 0, 5, make([]byte, 10)), context.Canceled)
+	var pins Pins
+	_, err := c.Pin(ctx, &pins, 0, 0, 10)
+	assert.ErrorIs(t, err, context.Canceled)
+	pins.Release()
+	close(src.gate)
+	require.NoError(t, <-loaded)
+	buf := make([]byte, 10)
+	require.NoError(t, c.Fill(ctx, 0, 0, buf), "a loaded page is served even to a cancelled context")
+	assert.Equal(t, src.files[0][:10], buf)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	assert.Equal(t, 0, c.pinned)
+	assert.Equal(t, c.slots, len(c.free)+c.lru.Len())
+}

@@ -87,6 +87,31 @@ func ShardRange(n, r, w uint64) Range {
 	return Range{r * per, (r + 1) * per}
 }
 
+// Open returns the file of kind k over positions rg of the epoch. ctx bounds the reads a
+// variable-length epoch needs to find the range's bytes.
+func (e *Epoch) Open(ctx context.Context, k Kind, rg Range) (File, error) {
+	switch k {
+	case IDs:
+		return &idsFile{e: e, rg: rg}, nil
+	case Offsets:
+		base, err := e.byteOf(ctx, rg.Start)
+		if err != nil {
+			return nil, err
+		}
+		return &offsetsFile{e: e, rg: rg, base: base}, nil
+	default:
+		base, err := e.byteOf(ctx, rg.Start)
+		if err != nil {
+			return nil, err
+		}
+		end, err := e.byteOf(ctx, rg.End)
+		if err != nil {
+			return nil, err
+		}
+		return &dataFile{e: e, base: base, size: int64(end - base)}, nil
+	}
+}
+
 // record is where one record of the epoch lives.
 type record struct {
 	block  int

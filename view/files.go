@@ -95,31 +95,6 @@ func (f *plainFile) gather(ctx context.Context, g *Gather, buf []byte, off int64
 	return n, nil
 }
 
-// Open returns the file of kind k over positions rg of the epoch. ctx bounds the reads a
-// variable-length epoch needs to find the range's bytes.
-func (e *Epoch) Open(ctx context.Context, k Kind, rg Range) (File, error) {
-	switch k {
-	case IDs:
-		return &idsFile{e: e, rg: rg}, nil
-	case Offsets:
-		base, err := e.byteOf(ctx, rg.Start)
-		if err != nil {
-			return nil, err
-		}
-		return &offsetsFile{e: e, rg: rg, base: base}, nil
-	default:
-		base, err := e.byteOf(ctx, rg.Start)
-		if err != nil {
-			return nil, err
-		}
-		end, err := e.byteOf(ctx, rg.End)
-		if err != nil {
-			return nil, err
-		}
-		return &dataFile{e: e, base: base, size: int64(end - base)}, nil
-	}
-}
-
 // dataFile is the records of a range of an epoch, in its order.
 type dataFile struct {
 	e    *Epoch
