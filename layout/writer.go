@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -165,37 +166,131 @@ func (w *Writer) TempDir() string { return w.tmp }
 // Append adds one record with its source id. A block is closed when the next record would not
 // fit: for fixed records after floor(BlockSize / RecordSize) records; for variable records when its data
 // plus its 8-byte index entries would pass the block size (a record larger than the block
-// size gets a block of its own). Once a block file could not be written, Append refuses every
-// record with that first error.
+// size gets a block of its own). A record sure to be alone in its block is written straight to
+// its block file, without a copy in a block buffer (see AppendFrom). Once a block file could
+// not be written, Append refuses every record with that first error.
 func (w *Writer) Append(id uint64, rec []byte) error {
+	n := int64(len(rec))
+	if err := w.admit(id, n); err != nil {
+		return err
+	}
+	if w.alone(n) {
+		return w.appendAlone(id, bytes.NewReader(rec), n)
+	}
+	if err := w.makeRoom(n); err != nil {
+		return err
+	}
+	w.data = append(w.data, rec...)
+	return w.placed(id)
+}
+
+// AppendFrom adds one record of n bytes read from r, with its source id, exactly as Append
+// would add those bytes. A record sure to be alone in its block (variable records of more
+// than the block size less 24 bytes; fixed records when a block holds one) is copied from r
+// to its block file by the background writer, a buffer at a time, so it is never held in
+// memory whatever its size; AppendFrom waits for that copy, and r is not used once it
+// returns. Other records are read into the block being filled. If r fails or ends early, its
+// error is returned: for a record read into the block, nothing is added; for one being copied
+// to its block file, the writer fails with that error, as for a failed write.
+func (w *Writer) AppendFrom(id uint64, r io.Reader, n int64) error {
+	if err := w.admit(id, n); err != nil {
+		return err
+	}
+	if w.alone(n) {
+		return w.appendAlone(id, r, n)
+	}
+	if err := w.makeRoom(n); err != nil {
+		return err
+	}
+	have := len(w.data)
+	w.grow(int(n))
+	w.data = w.data[:have+int(n)]
+	if _, err := io.ReadFull(r, w.data[have:]); err != nil {
+		w.data = w.data[:have]
+		return err
+	}
+	return w.placed(id)
+}
+
+// MaxRecord returns the size of the largest record the writer takes: the record size for
+// fixed records; for variable ones MaxBlockBytes, as such a record gets a block of its own.
+func (w *Writer) MaxRecord() int64 {
+	if w.opt.Kind == Fixed {
+		return w.opt.RecordSize
+	}
+	return MaxBlockBytes
+}
+
+// admit checks that the writer takes a record of n bytes with source id id.
+func (w *Writer) admit(id uint64, n int64) error {
 	if err := w.writable(); err != nil {
 		return err
 	}
 	if !w.opt.IDs && id != w.nextID {
 		return fmt.Errorf("record id %d out of sequence (want %d); enable IDs to store arbitrary ids", id, w.nextID)
 	}
-	w.nextID++
+	if w.opt.Kind == Fixed && n != w.opt.RecordSize {
+		return fmt.Errorf("record %d is %d bytes, want %d", id, n, w.opt.RecordSize)
+	}
+	if n < 0 || n > w.MaxRecord() {
+		return fmt.Errorf("record %d is %d bytes, over the limit of %d bytes for one record", id, n, w.MaxRecord())
+	}
+	return nil
+}
+
+// alone reports whether a record of n bytes is sure to get a block of its own under Append's
+// rule: for variable records, when even an empty record after it would not fit (n plus the
+// three index entries of a two-record block passes the block size), which also closes any
+// block before it.
+func (w *Writer) alone(n int64) bool {
 	if w.opt.Kind == Fixed {
-		if int64(len(rec)) != w.opt.RecordSize {
-			return fmt.Errorf("record %d is %d bytes, want %d", id, len(rec), w.opt.RecordSize)
-		}
-		w.data = append(w.data, rec...)
-		w.ids = append(w.ids, id)
+		return w.perBlock == 1
+	}
+	return n+8*3 > w.opt.BlockSize
+}
+
+// makeRoom closes the block being filled if a variable record of n bytes would not fit in it.
+func (w *Writer) makeRoom(n int64) error {
+	k := len(w.ids)
+	if w.opt.Kind == Variable && k > 0 && int64(len(w.data))+n+8*int64(k+2) > w.opt.BlockSize {
+		return w.flush()
+	}
+	return nil
+}
+
+// placed enters the record just added to w.data, and closes the block when a fixed block is
+// full.
+func (w *Writer) placed(id uint64) error {
+	w.nextID++
+	w.ids = append(w.ids, id)
+	if w.opt.Kind == Fixed {
 		if uint64(len(w.ids)) == w.perBlock {
 			return w.flush()
 		}
 		return nil
 	}
-	n := len(w.ids)
-	if n > 0 && int64(len(w.data)+len(rec))+8*int64(n+2) > w.opt.BlockSize {
-		if err := w.flush(); err != nil {
-			return err
-		}
-	}
-	w.data = append(w.data, rec...)
-	w.ids = append(w.ids, id)
 	w.offsets = append(w.offsets, uint64(len(w.data)))
 	return nil
+}
+
+// appendAlone closes the block being filled and makes a block of the one record of n bytes
+// in r: the background writer copies it to the block's data file, and appendAlone waits for
+// it. It returns the writer's first error if that or an earlier block failed.
+func (w *Writer) appendAlone(id uint64, r io.Reader, n int64) error {
+	if err := w.flush(); err != nil {
+		return err
+	}
+	w.nextID++
+	w.ids = append(w.ids, id)
+	if w.opt.Kind == Variable {
+		w.offsets = append(w.offsets, uint64(n))
+	}
+	done := make(chan struct{})
+	if err := w.queueBlock(fileJob{src: r, size: n, done: done}); err != nil {
+		return err
+	}
+	<-done
+	return w.failed()
 }
 
 // ReadFixed appends n fixed-size records read from r, with source ids first, first+1, ...,
@@ -216,11 +311,7 @@ func (w *Writer) ReadFixed(r io.Reader, first, n uint64) error {
 		k := min(n, w.perBlock-uint64(len(w.ids)))
 		have := len(w.data)
 		need := have + int(k*rs)
-		if cap(w.data) < need {
-			grown := make([]byte, have, max(need, int(w.perBlock*rs)))
-			copy(grown, w.data)
-			w.data = grown
-		}
+		w.grow(int(k * rs))
 		w.data = w.data[:need]
 		if _, err := io.ReadFull(r, w.data[have:]); err != nil {
 			w.data = w.data[:have]
@@ -240,6 +331,20 @@ func (w *Writer) ReadFixed(r io.Reader, first, n uint64) error {
 	return nil
 }
 
+// grow makes room for n more bytes in the block buffer. A fixed block's buffer is sized for
+// the whole block at once.
+func (w *Writer) grow(n int) {
+	if w.opt.Kind == Variable {
+		w.data = slices.Grow(w.data, n)
+		return
+	}
+	if need := len(w.data) + n; cap(w.data) < need {
+		grown := make([]byte, len(w.data), max(need, int(w.perBlock*uint64(w.opt.RecordSize))))
+		copy(grown, w.data)
+		w.data = grown
+	}
+}
+
 // writable returns why the writer takes no more records: it is closed, or the background
 // writer has failed (its first error). Nil if it takes them.
 func (w *Writer) writable() error {
@@ -256,6 +361,14 @@ func (w *Writer) flush() error {
 	if len(w.ids) == 0 {
 		return nil
 	}
+	return w.queueBlock(fileJob{data: w.data, size: int64(len(w.data)), recycle: true})
+}
+
+// queueBlock closes the block of the records in w.ids (and w.offsets), whose data file is
+// written from data: w.data for flush, a reader for appendAlone. It appends the block's entry
+// to the manifest and hands its files to the background writer. Once the background writer
+// has failed, it queues nothing and returns its first error.
+func (w *Writer) queueBlock(data fileJob) error {
 	if err := w.failed(); err != nil {
 		return err
 	}
@@ -263,11 +376,12 @@ func (w *Writer) flush() error {
 	e := BlockEntry{
 		File:    fmt.Sprintf("blocks/%06d.bin", i),
 		Records: uint64(len(w.ids)),
-		Bytes:   uint64(len(w.data)),
+		Bytes:   uint64(data.size),
 	}
 	// The background writer computes the data file's CRC32C; Commit copies it into the
 	// manifest after waitBackground.
-	jobs := []fileJob{{path: filepath.Join(w.tmp, e.File), data: w.data, recycle: true, block: i}}
+	data.path, data.block = filepath.Join(w.tmp, e.File), i
+	jobs := []fileJob{data}
 	if w.opt.IDs {
 		e.IDsFile = fmt.Sprintf("blocks/%06d.ids", i)
 		buf := u64bytes(w.ids)
@@ -286,22 +400,30 @@ func (w *Writer) flush() error {
 	w.m.Bytes += e.Bytes
 	w.startBackground()
 	w.jobs <- jobs // waits while one block is being written and another is queued
-	select {
-	case b := <-w.free:
-		w.data = b[:0]
-	default:
-		w.data = nil
+	if data.recycle {
+		select {
+		case b := <-w.free:
+			w.data = b[:0]
+		default:
+			w.data = nil
+		}
 	}
 	w.ids = w.ids[:0]
 	return nil
 }
 
-// fileJob is one file for the background writer to create.
+// fileJob is one file for the background writer to create, from data or, for a block's data
+// file, from src.
 type fileJob struct {
 	path    string
 	data    []byte
 	recycle bool // data is block's data buffer: checksum it, then give it back to the writer
-	block   int
+	block   int  // for a block's data file (recycle or src): the block's number
+	// A data file copied from src: size bytes, checksummed on the way; done is closed once
+	// the copy is over (or skipped after an earlier error).
+	src  io.Reader
+	size int64
+	done chan struct{}
 }
 
 // startBackground starts the goroutine that writes block files, so that reading the input and
@@ -323,6 +445,10 @@ func (w *Writer) runBackground() {
 	defer close(w.written)
 	for jobs := range w.jobs {
 		for _, j := range jobs {
+			if j.src != nil {
+				w.copyBlock(j)
+				continue
+			}
 			if w.failed() == nil {
 				if err := writeFile(j.path, j.data); err != nil {
 					w.fail(err)
@@ -337,6 +463,23 @@ func (w *Writer) runBackground() {
 			}
 		}
 	}
+}
+
+// copyBlock writes a block's data file from j.src (unless the writer has failed already),
+// records its checksum and closes j.done. Background writer only.
+func (w *Writer) copyBlock(j fileJob) {
+	defer close(j.done)
+	var crc uint32
+	if w.failed() == nil {
+		var err error
+		if crc, err = writeFileFrom(j.path, j.src, j.size); err != nil {
+			w.fail(err)
+		}
+	}
+	for len(w.dataCRC) <= j.block {
+		w.dataCRC = append(w.dataCRC, 0)
+	}
+	w.dataCRC[j.block] = crc
 }
 
 // waitBackground stops the background writer and returns its first error. Safe to call more
@@ -507,6 +650,25 @@ func writeFile(path string, data []byte) error {
 		return err
 	}
 	return f.Close()
+}
+
+// writeFileFrom creates path with n bytes read from r, a buffer at a time, and returns their
+// CRC32C. Without syncing, like writeFile.
+func writeFileFrom(path string, r io.Reader, n int64) (uint32, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	h := crc32.New(castagnoli)
+	// Neither side offers ReadFrom or WriteTo, so CopyBuffer uses buf.
+	got, err := io.CopyBuffer(io.MultiWriter(f, h), io.LimitReader(r, n), make([]byte, min(n, 1<<20)+1))
+	if err == nil && got < n {
+		err = fmt.Errorf("writing %s: the record ended after %d of its %d bytes: %w", path, got, n, io.ErrUnexpectedEOF)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return h.Sum32(), err
 }
 
 func writeFileSync(path string, data []byte) error {

@@ -1,9 +1,14 @@
 package layout
 
 import (
+	"bytes"
+	"fmt"
+	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -91,6 +96,122 @@ func TestWriterKeepsFirstBackgroundError(t *testing.T) {
 	assert.Equal(t, first, err)
 	_, err = os.Stat(dst)
 	assert.ErrorIs(t, err, fs.ErrNotExist)
+	ents, _ := os.ReadDir(dir)
+	assert.Empty(t, ents, "no temporary directory left")
+}
+
+// onlyReader hides every method of a reader but Read.
+type onlyReader struct{ io.Reader }
+
+// TestAppendFromCutsBlocksLikeAppend writes the same records with Append and with AppendFrom
+// (records sure to be alone in their block go straight to their block file) and checks that
+// both datasets are byte for byte the blocks the documented rule cuts.
+func TestAppendFromCutsBlocksLikeAppend(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var recs [][]byte
+	for i := 0; i < 300; i++ {
+		n := rng.IntN(30)
+		if i%5 == 0 {
+			n = 35 + rng.IntN(40) // around the 40 bytes above which a record is alone
+		}
+		rec := make([]byte, n)
+		for j := range rec {
+			rec[j] = byte(rng.Uint32())
+		}
+		recs = append(recs, rec)
+	}
+	cases := []struct {
+		name string
+		opt  WriterOptions
+	}{
+		{"variable", WriterOptions{Kind: Variable, BlockSize: 64, IDs: true}},
+		{"fixed, one per block", WriterOptions{Kind: Fixed, RecordSize: 40, BlockSize: 64}},
+		{"fixed, two per block", WriterOptions{Kind: Fixed, RecordSize: 30, BlockSize: 64}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := recs
+			if c.opt.Kind == Fixed {
+				in = nil
+				for _, r := range recs {
+					rec := make([]byte, c.opt.RecordSize)
+					copy(rec, r)
+					in = append(in, rec)
+				}
+			}
+			// The rule of Append's doc comment, naively.
+			var want [][]int // record indices of each block
+			var size int64
+			for i, r := range in {
+				n := len(want)
+				if c.opt.Kind == Fixed {
+					if n == 0 || int64(len(want[n-1])) == c.opt.BlockSize/c.opt.RecordSize {
+						want = append(want, nil)
+						n++
+					}
+				} else if n == 0 || size+int64(len(r))+8*int64(len(want[n-1])+2) > c.opt.BlockSize {
+					want, size = append(want, nil), 0
+					n++
+				}
+				want[n-1] = append(want[n-1], i)
+				size += int64(len(r))
+			}
+			dir := t.TempDir()
+			var files []map[string][]byte
+			for _, from := range []bool{false, true} {
+				dst := filepath.Join(dir, fmt.Sprint(from))
+				w, err := Create(dst, c.opt, false)
+				require.NoError(t, err)
+				for i, r := range in {
+					if from {
+						require.NoError(t, w.AppendFrom(uint64(i), onlyReader{bytes.NewReader(r)}, int64(len(r))))
+					} else {
+						require.NoError(t, w.Append(uint64(i), r))
+					}
+				}
+				m, err := w.Commit()
+				require.NoError(t, err)
+				require.Len(t, m.Blocks, len(want))
+				for b, idx := range want {
+					var data []byte
+					for _, i := range idx {
+						data = append(data, in[i]...)
+					}
+					got, err := os.ReadFile(filepath.Join(dst, m.Blocks[b].File))
+					require.NoError(t, err)
+					require.Equal(t, data, got, "block %d", b)
+					require.Equal(t, CRC32C(data), m.Blocks[b].CRC32C, "block %d", b)
+				}
+				all := map[string][]byte{}
+				require.NoError(t, filepath.WalkDir(dst, func(p string, d fs.DirEntry, err error) error {
+					if err == nil && !d.IsDir() {
+						all[p[len(dst):]], err = os.ReadFile(p)
+					}
+					return err
+				}))
+				files = append(files, all)
+			}
+			assert.Equal(t, files[0], files[1], "Append and AppendFrom write the same files")
+		})
+	}
+}
+
+// TestAppendFromShortRecord gives AppendFrom readers that end early: a record read into the
+// block is not added and the writer goes on; a record copied to its own block file fails the
+// writer, and nothing is left.
+func TestAppendFromShortRecord(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Create(filepath.Join(dir, "ds"), WriterOptions{Kind: Variable, BlockSize: 64}, false)
+	require.NoError(t, err)
+	err = w.AppendFrom(0, strings.NewReader("short"), 10)
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	require.NoError(t, w.AppendFrom(0, strings.NewReader("0123456789"), 10), "the writer goes on")
+	err = w.AppendFrom(1, strings.NewReader("short"), 100)
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	assert.ErrorContains(t, err, "000001.bin: the record ended after 5 of its 100 bytes")
+	assert.Equal(t, err, w.Append(1, []byte("x")), "later records are refused with the first error")
+	_, cerr := w.Commit()
+	assert.Equal(t, err, cerr)
 	ents, _ := os.ReadDir(dir)
 	assert.Empty(t, ents, "no temporary directory left")
 }

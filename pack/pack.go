@@ -10,6 +10,8 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/blockfs/blockfs/layout"
 )
 
@@ -128,13 +130,13 @@ func (p *packer) progress(n, total int64) error {
 	return nil
 }
 
-// inOrder appends the records as they come. Fixed-size records are read straight into the
-// writer's block buffer, a block at a time.
+// inOrder appends the records as they come. Fixed-size records that fit in the read buffer are
+// read straight into the writer's block buffer, a block at a time.
 func (p *packer) inOrder() error {
 	total := p.in.size()
-	if fx, ok := p.in.(*fixedInput); ok {
-		rs := uint64(len(fx.rec))
-		per := max(1, uint64(4<<20)/rs)
+	if fx, ok := p.in.(*fixedInput); ok && fx.r != nil {
+		rs := uint64(fx.rs)
+		per := max(1, uint64(readBuffer)/rs)
 		for first := uint64(0); fx.left > 0; {
 			k := min(per, uint64(fx.left))
 			if err := p.w.ReadFixed(fx.sec, first, k); err != nil {
@@ -157,17 +159,35 @@ func (p *packer) inOrder() error {
 		if err != nil {
 			return err
 		}
-		if err := p.addName(); err != nil {
+		if err := p.take(id, rec); err != nil {
 			return err
 		}
-		p.records++
-		if err := p.w.Append(id, rec); err != nil {
+		if err := p.write(id, rec); err != nil {
 			return err
 		}
-		if err := p.progress(int64(len(rec)), total); err != nil {
+		if err := p.progress(rec.size(), total); err != nil {
 			return err
 		}
 	}
+}
+
+// take accepts the record with source id id, just read: it refuses one larger than the
+// writer takes, before any of it is copied, and counts it and its name.
+func (p *packer) take(id uint64, rec record) error {
+	if n, limit := rec.size(), p.w.MaxRecord(); n > limit {
+		return fmt.Errorf("%s is %s (%d bytes); a record may be at most %s (%d bytes)",
+			p.in.describe(id), humanize.IBytes(uint64(n)), n, humanize.IBytes(uint64(limit)), limit)
+	}
+	p.records++
+	return p.addName()
+}
+
+// write hands a record to the writer: its bytes, or its section to copy from.
+func (p *packer) write(id uint64, rec record) error {
+	if rec.sec != nil {
+		return p.w.AppendFrom(id, rec.sec, rec.sec.Size())
+	}
+	return p.w.Append(id, rec.b)
 }
 
 func (p *packer) addName() error {

@@ -22,7 +22,9 @@ import (
 // writer, bucket after bucket. Records are exchangeable under this procedure (assignment is
 // i.i.d. and each bucket is uniformly permuted), so every order of the records is equally
 // likely: blocks cut from it are uniform samples of the input. Memory: the pass-1 buffers
-// (ScatterMemory) and one bucket (about BucketBytes) at a time.
+// (ScatterMemory) and one bucket (about BucketBytes) at a time. A record larger than the read
+// buffer is never held in memory: pass 1 copies it from the input to the bucket's spill file
+// (its bucket entry says where), and pass 2 streams it from there to the writer.
 func (p *packer) shuffled() error {
 	size := p.in.size()
 	target := p.opt.BucketBytes
@@ -45,6 +47,8 @@ func (p *packer) shuffled() error {
 	bufs := make([][]byte, g)
 	bw := newBucketWriter(name, limit)
 	defer bw.stop()
+	spillName := func(b int) string { return name(b) + ".spill" }
+	spills := newSpiller(spillName, g)
 
 	// Pass 1: scatter.
 	total := 2 * size
@@ -57,24 +61,32 @@ func (p *packer) shuffled() error {
 		if err != nil {
 			return err
 		}
-		if err := p.addName(); err != nil {
+		if err := p.take(id, rec); err != nil {
 			return err
 		}
-		p.records++
 		b := int(rng.Below(uint64(g)))
 		if bufs[b] == nil {
 			bufs[b] = bw.buffer()
 		}
 		bufs[b] = binary.LittleEndian.AppendUint64(bufs[b], id)
-		bufs[b] = binary.LittleEndian.AppendUint64(bufs[b], uint64(len(rec)))
-		bufs[b] = append(bufs[b], rec...)
+		if rec.sec != nil {
+			off, err := spills.copy(b, rec.sec)
+			if err != nil {
+				return fmt.Errorf("%s: %w", p.in.describe(id), err)
+			}
+			bufs[b] = binary.LittleEndian.AppendUint64(bufs[b], uint64(rec.size())|spilled)
+			bufs[b] = binary.LittleEndian.AppendUint64(bufs[b], uint64(off))
+		} else {
+			bufs[b] = binary.LittleEndian.AppendUint64(bufs[b], uint64(len(rec.b)))
+			bufs[b] = append(bufs[b], rec.b...)
+		}
 		if len(bufs[b]) >= limit {
 			if err := bw.write(b, bufs[b]); err != nil {
 				return err
 			}
 			bufs[b] = nil
 		}
-		if err := p.progress(int64(len(rec)), total); err != nil {
+		if err := p.progress(rec.size(), total); err != nil {
 			return err
 		}
 	}
@@ -92,16 +104,22 @@ func (p *packer) shuffled() error {
 
 	// Pass 2: permute each bucket and append it.
 	for b := 0; b < g; b++ {
-		if err := p.appendBucket(b, name(b), total); err != nil {
+		if err := p.appendBucket(b, name(b), spillName(b), total); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// spilled marks the length of a record kept in its bucket's spill file. A bucket file holds
+// one entry per record: its source id and its length (8 bytes each, little endian), then the
+// record; for a record spilled because it is larger than the read buffer, the length has the
+// spilled bit set and is followed by the record's offset in the spill file (8 bytes).
+const spilled = 1 << 63
+
 // appendBucket maps one bucket file, appends its records to the writer in a uniformly random
-// order, and removes it.
-func (p *packer) appendBucket(b int, path string, total int64) error {
+// order (spilled ones streamed from spillPath), and removes both files.
+func (p *packer) appendBucket(b int, path, spillPath string, total int64) error {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil // no record drew this bucket
@@ -118,29 +136,106 @@ func (p *packer) appendBucket(b int, path string, total int64) error {
 	defer unix.Munmap(raw)
 	var starts []int // offset of each entry in raw
 	for off := 0; off < len(raw); {
-		if len(raw)-off < 16 {
+		_, next := bucketEntry(raw, off)
+		if next < 0 {
 			return fmt.Errorf("bucket %d is damaged", b)
 		}
-		n := int(binary.LittleEndian.Uint64(raw[off+8:]))
 		starts = append(starts, off)
-		off += 16 + n
-		if n < 0 || off > len(raw) {
-			return fmt.Errorf("bucket %d is damaged", b)
-		}
+		off = next
+	}
+	spill, err := os.Open(spillPath)
+	if err == nil {
+		defer os.Remove(spillPath)
+		defer spill.Close()
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
 	}
 	perm := shuffle.Permutation(len(starts), shuffle.NewRNG(shuffle.Derive(p.opt.Seed, shuffle.DomainPackInBlock, 0, uint64(b))))
 	for _, j := range perm {
-		off := starts[j]
-		id := binary.LittleEndian.Uint64(raw[off:])
-		n := int(binary.LittleEndian.Uint64(raw[off+8:]))
-		if err := p.w.Append(id, raw[off+16:off+16+n]); err != nil {
+		e, _ := bucketEntry(raw, starts[j])
+		switch {
+		case e.data >= 0:
+			err = p.w.Append(e.id, raw[e.data:e.data+int(e.n)])
+		case spill == nil:
+			err = fmt.Errorf("bucket %d is damaged: its spill file is missing", b)
+		default:
+			err = p.w.AppendFrom(e.id, io.NewSectionReader(spill, e.spillAt, e.n), e.n)
+		}
+		if err != nil {
 			return err
 		}
-		if err := p.progress(int64(n), total); err != nil {
+		if err := p.progress(e.n, total); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// entry is a bucket file's entry for one record.
+type entry struct {
+	id      uint64
+	n       int64 // the record's length
+	data    int   // where the record starts in the bucket file; -1 if it is spilled
+	spillAt int64 // where a spilled record starts in the spill file
+}
+
+// bucketEntry decodes the entry at off in a bucket file and returns it with the offset of the
+// next one, or -1 if the entry is cut short.
+func bucketEntry(raw []byte, off int) (entry, int) {
+	if len(raw)-off < 16 {
+		return entry{}, -1
+	}
+	e := entry{id: binary.LittleEndian.Uint64(raw[off:]), data: off + 16}
+	hdr := binary.LittleEndian.Uint64(raw[off+8:])
+	e.n = int64(hdr &^ spilled)
+	if hdr&spilled != 0 {
+		if len(raw)-off < 24 {
+			return entry{}, -1
+		}
+		e.data, e.spillAt = -1, int64(binary.LittleEndian.Uint64(raw[off+16:]))
+		return e, off + 24
+	}
+	if e.n > int64(len(raw)-e.data) {
+		return entry{}, -1
+	}
+	return e, e.data + int(e.n)
+}
+
+// spiller appends records too large for memory to one spill file per bucket, from the input
+// straight to the file a buffer at a time. Pass 1 only; the files are read back in pass 2.
+type spiller struct {
+	name  func(int) string
+	sizes []int64 // bytes in each bucket's spill file
+	buf   []byte
+}
+
+func newSpiller(name func(int) string, buckets int) *spiller {
+	return &spiller{name: name, sizes: make([]int64, buckets)}
+}
+
+// copy appends rec to bucket b's spill file and returns its offset there.
+func (s *spiller) copy(b int, rec *io.SectionReader) (int64, error) {
+	if s.buf == nil {
+		s.buf = make([]byte, 1<<20)
+	}
+	f, err := os.OpenFile(s.name(b), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	// Hide f's ReadFrom, which would copy through a small buffer of its own.
+	n, err := io.CopyBuffer(struct{ io.Writer }{f}, rec, s.buf)
+	if err == nil && n != rec.Size() {
+		err = fmt.Errorf("it ended after %d of its %d bytes (did the input change?)", n, rec.Size())
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, err
+	}
+	off := s.sizes[b]
+	s.sizes[b] += n
+	return off, nil
 }
 
 // mapFile maps f read-only (a zero-length file maps to an empty slice that Munmap accepts).

@@ -74,12 +74,32 @@ func (e unknownFormatError) Error() string {
 	return fmt.Sprintf("cannot tell the format of %s; give --format raw (with --record-size), npy, lines or files", e.src)
 }
 
-// input yields records in source order. rec is valid until the next call.
+// input yields records in source order. A record is valid until the next call to next.
 type input interface {
-	next() (rec []byte, err error) // io.EOF after the last record
-	name() string                  // source name of the last record ("" if the format has none)
-	size() int64                   // total input bytes, for progress and bucket sizing
+	next() (record, error)     // io.EOF after the last record
+	name() string              // source name of the last record ("" if the format has none)
+	describe(id uint64) string // the record with source id id, for errors: "line 7 of x.txt"
+	size() int64               // total input bytes, for progress and bucket sizing
 	close() error
+}
+
+// readBuffer is the size of the inputs' read buffers. A record larger than that is handed over
+// as a section of the file holding it, so pack streams it and never holds it whole in memory.
+const readBuffer = 4 << 20
+
+// record is one record: its bytes when they fit in the read buffer, else where it lies in a
+// file (read with ReadAt while the record is valid).
+type record struct {
+	b   []byte
+	sec *io.SectionReader
+}
+
+// size returns the record's length.
+func (r record) size() int64 {
+	if r.sec != nil {
+		return r.sec.Size()
+	}
+	return int64(len(r.b))
 }
 
 // element is what an input knows about its records' kind and shape.
@@ -90,14 +110,15 @@ type element struct {
 	shape      []int64
 }
 
-// fixedInput reads fixed-size records from a range of a file.
+// fixedInput reads fixed-size records from a range of a file: through a read buffer when
+// they fit in it, else as sections of the file.
 type fixedInput struct {
 	f    *os.File
 	r    *bufio.Reader
-	sec  *io.SectionReader // the records, unbuffered (for readAll)
-	rec  []byte
-	n    int64 // bytes of records
-	left int64 // records left
+	sec  *io.SectionReader // the records, unbuffered (for ReadFixed and large records)
+	rs   int64             // bytes per record
+	n    int64             // bytes of records
+	left int64             // records left
 	// pending is the size of the record last returned by Peek, discarded on the next call.
 	pending int
 }
@@ -141,46 +162,50 @@ func openNpy(src string, recordSize int64) (input, element, error) {
 
 func newFixedInput(f *os.File, off, n, rs int64) *fixedInput {
 	sec := io.NewSectionReader(f, off, n)
-	return &fixedInput{f: f, r: bufio.NewReaderSize(sec, 4<<20), sec: sec, rec: make([]byte, rs), n: n, left: n / rs}
+	in := &fixedInput{f: f, sec: sec, rs: rs, n: n, left: n / rs}
+	if rs <= readBuffer {
+		in.r = bufio.NewReaderSize(sec, readBuffer)
+	}
+	return in
 }
 
-// next returns the next record; when it fits in the read buffer it is a view of that buffer
-// (no copy), valid until the next call.
-func (in *fixedInput) next() ([]byte, error) {
+// next returns the next record: a view of the read buffer (no copy) when it fits in it, else
+// its section of the file.
+func (in *fixedInput) next() (record, error) {
+	if in.left == 0 {
+		return record{}, io.EOF
+	}
+	i := in.n/in.rs - in.left
+	in.left--
+	if in.r == nil {
+		return record{sec: io.NewSectionReader(in.sec, i*in.rs, in.rs)}, nil
+	}
 	if in.pending > 0 {
 		_, _ = in.r.Discard(in.pending)
 		in.pending = 0
 	}
-	if in.left == 0 {
-		return nil, io.EOF
+	rec, err := in.r.Peek(int(in.rs))
+	if err != nil {
+		return record{}, fmt.Errorf("reading %s: %w", in.f.Name(), err)
 	}
-	in.left--
-	rs := len(in.rec)
-	if rs <= in.r.Size() {
-		rec, err := in.r.Peek(rs)
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", in.f.Name(), err)
-		}
-		in.pending = rs
-		return rec, nil
-	}
-	if _, err := io.ReadFull(in.r, in.rec); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", in.f.Name(), err)
-	}
-	return in.rec, nil
+	in.pending = len(rec)
+	return record{b: rec}, nil
 }
 
 func (in *fixedInput) name() string { return "" }
+func (in *fixedInput) describe(id uint64) string {
+	return fmt.Sprintf("record %d of %s", id, in.f.Name())
+}
 func (in *fixedInput) size() int64  { return in.n }
 func (in *fixedInput) close() error { return in.f.Close() }
 
 // linesInput reads one record per line. The record is the line without its '\n' (a '\r'
 // before it is kept); a last line without '\n' is a record too.
 type linesInput struct {
-	f    *os.File
-	r    *bufio.Reader
-	n    int64
-	line []byte
+	f   *os.File
+	r   *bufio.Reader
+	n   int64
+	pos int64 // offset in f of the next line
 }
 
 func openLines(src string) (input, element, error) {
@@ -188,31 +213,52 @@ func openLines(src string) (input, element, error) {
 	if err != nil {
 		return nil, element{}, err
 	}
-	return &linesInput{f: f, r: bufio.NewReaderSize(f, 4<<20), n: st.Size()}, element{kind: layout.Variable}, nil
+	return &linesInput{f: f, r: bufio.NewReaderSize(f, readBuffer), n: st.Size()}, element{kind: layout.Variable}, nil
 }
 
-func (in *linesInput) next() ([]byte, error) {
-	in.line = in.line[:0]
+// next returns the next line: a view of the read buffer (no copy) when it fits in it, else
+// its section of the file.
+func (in *linesInput) next() (record, error) {
+	start := in.pos
+	line, err := in.r.ReadSlice('\n')
+	in.pos += int64(len(line))
+	switch {
+	case err == nil:
+		return record{b: line[:len(line)-1]}, nil
+	case errors.Is(err, bufio.ErrBufferFull):
+		return in.long(start)
+	case errors.Is(err, io.EOF) && len(line) > 0:
+		return record{b: line}, nil
+	case errors.Is(err, io.EOF):
+		return record{}, io.EOF
+	default:
+		return record{}, fmt.Errorf("reading %s: %w", in.f.Name(), err)
+	}
+}
+
+// long finds the end of a line that starts at start and fills the read buffer, and returns
+// the line as a section of the file: it is read again from there, a buffer at a time, when it
+// is packed.
+func (in *linesInput) long(start int64) (record, error) {
 	for {
 		chunk, err := in.r.ReadSlice('\n')
-		in.line = append(in.line, chunk...)
+		in.pos += int64(len(chunk))
 		switch {
-		case err == nil:
-			return in.line[:len(in.line)-1], nil
 		case errors.Is(err, bufio.ErrBufferFull):
-			continue
+		case err == nil:
+			return record{sec: io.NewSectionReader(in.f, start, in.pos-1-start)}, nil
 		case errors.Is(err, io.EOF):
-			if len(in.line) == 0 {
-				return nil, io.EOF
-			}
-			return in.line, nil
+			return record{sec: io.NewSectionReader(in.f, start, in.pos-start)}, nil
 		default:
-			return nil, fmt.Errorf("reading %s: %w", in.f.Name(), err)
+			return record{}, fmt.Errorf("reading %s: %w", in.f.Name(), err)
 		}
 	}
 }
 
 func (in *linesInput) name() string { return "" }
+func (in *linesInput) describe(id uint64) string {
+	return fmt.Sprintf("line %d of %s", id+1, in.f.Name())
+}
 func (in *linesInput) size() int64  { return in.n }
 func (in *linesInput) close() error { return in.f.Close() }
 
@@ -225,6 +271,7 @@ type filesInput struct {
 	cur   string
 	buf   []byte
 	n     int64
+	open  *os.File // the file of the last record, when it is handed over as a section
 }
 
 func openFiles(src string) (input, element, error) {
@@ -261,29 +308,55 @@ func openFiles(src string) (input, element, error) {
 	return in, element{kind: layout.Variable}, nil
 }
 
-func (in *filesInput) next() ([]byte, error) {
+// next returns the next file's contents: read into a buffer when the file fits in the read
+// buffer, else as a section of the file, which stays open until the next call.
+func (in *filesInput) next() (record, error) {
+	if err := in.close(); err != nil {
+		return record{}, err
+	}
 	if len(in.paths) == 0 {
-		return nil, io.EOF
+		return record{}, io.EOF
 	}
 	in.cur, in.paths = in.paths[0], in.paths[1:]
 	p := filepath.Join(in.root, filepath.FromSlash(in.cur))
 	f, err := os.Open(p)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read %s: %w", p, unwrap(err))
+		return record{}, fmt.Errorf("cannot read %s: %w", p, unwrap(err))
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return record{}, fmt.Errorf("cannot read %s: %w", p, unwrap(err))
+	}
+	if st.Size() > readBuffer {
+		in.open = f
+		return record{sec: io.NewSectionReader(f, 0, st.Size())}, nil
 	}
 	defer f.Close()
 	in.buf = in.buf[:0]
 	b := bytesBuffer{in.buf}
 	if _, err := io.Copy(&b, f); err != nil {
-		return nil, fmt.Errorf("cannot read %s: %w", p, unwrap(err))
+		return record{}, fmt.Errorf("cannot read %s: %w", p, unwrap(err))
 	}
 	in.buf = b.b
-	return in.buf, nil
+	return record{b: in.buf}, nil
 }
 
 func (in *filesInput) name() string { return in.cur }
-func (in *filesInput) size() int64  { return in.n }
-func (in *filesInput) close() error { return nil }
+func (in *filesInput) describe(uint64) string {
+	return filepath.Join(in.root, filepath.FromSlash(in.cur))
+}
+func (in *filesInput) size() int64 { return in.n }
+
+// close closes the file of the last record, if it is open.
+func (in *filesInput) close() error {
+	if in.open == nil {
+		return nil
+	}
+	err := in.open.Close()
+	in.open = nil
+	return err
+}
 
 // bytesBuffer is an io.Writer appending to a reusable slice.
 type bytesBuffer struct{ b []byte }
