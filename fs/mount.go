@@ -179,8 +179,9 @@ func (m *mount) infoFacts() map[string]any {
 	if man.Names != nil {
 		f["names"] = ".blockfs/names.txt: the source name of each record, one per line, in id order"
 	}
-	if ds.Flat() {
-		f["in_place"] = man.Source
+	if path, off, ok := ds.InPlace(); ok {
+		f["in_place"] = path
+		f["in_place_offset"] = off
 	}
 	for k, v := range m.opt.Info {
 		f[k] = v

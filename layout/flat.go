@@ -2,6 +2,7 @@ package layout
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,6 +17,11 @@ type FlatOptions struct {
 	// BlockSize is the size of a logical block; default DefaultBlockSize. A block holds
 	// floor(BlockSize / record size) records, at least one.
 	BlockSize int64
+	// Offset is where record 0 starts in a raw file (after a header); default 0.
+	Offset int64
+	// Records is how many records a raw file holds from Offset (a trailer may follow them);
+	// 0: as many as fill the rest of the file, which must then be whole records.
+	Records int64
 }
 
 // OpenFlat opens a flat file of fixed-size records, or a .npy file, as a dataset whose blocks
@@ -49,8 +55,11 @@ func OpenFlat(path string, opt FlatOptions) (*Dataset, error) {
 		return nil, errorf(ErrFormat, path, -1, "not a regular file")
 	}
 	m := &Manifest{Format: FormatName, Version: Version, Kind: Fixed, Source: abs}
-	var offset int64
+	var offset, n int64
 	if IsNpy(f) {
+		if opt.Offset != 0 || opt.Records != 0 {
+			return nil, errorf(ErrFormat, path, -1, "--offset and --records are for raw files; a .npy file gives its own data offset and length")
+		}
 		npy, err := ParseNpy(path, f, st.Size())
 		if err != nil {
 			return nil, err
@@ -59,14 +68,13 @@ func OpenFlat(path string, opt FlatOptions) (*Dataset, error) {
 			return nil, errorf(ErrFormat, path, -1, "--record-size %d disagrees with the .npy rows of %d bytes (%s %v)", opt.RecordSize, npy.RecordSize, npy.DType, npy.Shape)
 		}
 		m.RecordSize, m.DType, m.Shape, offset = npy.RecordSize, npy.DType, npy.Shape, npy.DataOffset
+		n = (st.Size() - offset) / m.RecordSize
 	} else {
-		if opt.RecordSize <= 0 {
-			return nil, errorf(ErrFormat, path, -1, "a raw file needs --record-size (the size of one record in bytes)")
+		var err error
+		if n, err = rawExtent(path, st.Size(), opt); err != nil {
+			return nil, err
 		}
-		if st.Size()%opt.RecordSize != 0 {
-			return nil, errorf(ErrFormat, path, -1, "file is %d bytes, not a multiple of the record size %d (%d bytes left over); check --record-size", st.Size(), opt.RecordSize, st.Size()%opt.RecordSize)
-		}
-		m.RecordSize = opt.RecordSize
+		m.RecordSize, offset = opt.RecordSize, opt.Offset
 	}
 	if m.RecordSize > MaxRecordSize {
 		return nil, errorf(ErrFormat, path, -1, "record size %d exceeds the limit of %d", m.RecordSize, MaxRecordSize)
@@ -78,18 +86,55 @@ func OpenFlat(path string, opt FlatOptions) (*Dataset, error) {
 	if bs > MaxBlockBytes {
 		return nil, errorf(ErrFormat, path, -1, "block size %d exceeds the limit of %d", bs, int64(MaxBlockBytes))
 	}
-	n := uint64((st.Size() - offset) / m.RecordSize)
 	if n == 0 {
 		return nil, errorf(ErrFormat, path, -1, "no records (the file holds no data)")
 	}
 	per := uint64(max(1, bs/m.RecordSize))
-	nb := (n + per - 1) / per
-	m.Records, m.Bytes = n, n*uint64(m.RecordSize)
+	nb := (uint64(n) + per - 1) / per
+	m.Records, m.Bytes = uint64(n), uint64(n)*uint64(m.RecordSize)
 	d := &Dataset{Dir: filepath.Dir(abs), Manifest: m, flat: &flatFile{path: abs, dataOffset: offset, ident: identity(st)},
 		recStart: make([]uint64, nb+1), byteStart: make([]uint64, nb+1)}
 	for b := uint64(0); b < nb; b++ {
-		d.recStart[b+1] = min(n, (b+1)*per)
+		d.recStart[b+1] = min(uint64(n), (b+1)*per)
 		d.byteStart[b+1] = d.recStart[b+1] * uint64(m.RecordSize)
 	}
 	return d, nil
+}
+
+// rawExtent checks the record size, offset and count of a raw file of size bytes and returns
+// how many records it serves.
+func rawExtent(path string, size int64, opt FlatOptions) (int64, error) {
+	rs := opt.RecordSize
+	switch {
+	case rs <= 0:
+		return 0, errorf(ErrFormat, path, -1, "a raw file needs --record-size (the size of one record in bytes)")
+	case opt.Offset < 0 || opt.Offset > size:
+		return 0, errorf(ErrFormat, path, -1, "--offset %d is outside the file (%d bytes)", opt.Offset, size)
+	case opt.Records < 0:
+		return 0, errorf(ErrFormat, path, -1, "--records %d is negative", opt.Records)
+	}
+	avail := size - opt.Offset
+	if opt.Records > 0 {
+		if opt.Records > avail/rs {
+			return 0, errorf(ErrFormat, path, -1, "--records %d of %d bytes from --offset %d pass the end of the file: there are %d bytes after the offset (%d whole records)", opt.Records, rs, opt.Offset, avail, avail/rs)
+		}
+		return opt.Records, nil
+	}
+	if avail%rs != 0 {
+		what := "file is"
+		if opt.Offset > 0 {
+			what = fmt.Sprintf("the file after --offset %d is", opt.Offset)
+		}
+		return 0, errorf(ErrFormat, path, -1, "%s %d bytes, not a multiple of the record size %d (%d bytes left over); check --record-size, or give --records for a file with a trailer", what, avail, rs, avail%rs)
+	}
+	return avail / rs, nil
+}
+
+// InPlace returns the file a flat dataset serves and where its records start, and false for a
+// packed dataset.
+func (d *Dataset) InPlace() (path string, offset int64, ok bool) {
+	if d.flat == nil {
+		return "", 0, false
+	}
+	return d.flat.path, d.flat.dataOffset, true
 }

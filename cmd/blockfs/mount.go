@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/blockfs/blockfs/cache"
 	bfs "github.com/blockfs/blockfs/fs"
@@ -36,8 +38,7 @@ type mountFlags struct {
 	debug      bool
 	logFile    string
 	verify     bool
-	recordSize string
-	blockSize  string
+	inPlace    inPlaceFlags
 	cpuProfile string
 	direct     string
 }
@@ -92,8 +93,7 @@ mount is ready.`,
 	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fl.StringVar(&f.logFile, "log", "", "append log lines to this file (default: stderr; discarded with --daemon)")
 	fl.BoolVar(&f.verify, "verify", false, "check each block file's CRC32C the first time it is read; a block that fails reads as EIO")
-	fl.StringVar(&f.recordSize, "record-size", "", "record size, to serve a flat file of fixed-size records in place")
-	fl.StringVar(&f.blockSize, "block-size", ibytes(layout.DefaultBlockSize), "logical block size for a file served in place")
+	f.inPlace.register(fl)
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the daemon (pprof format) to this file at unmount")
 	_ = fl.MarkHidden("cpuprofile")
 	return c
@@ -132,7 +132,7 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	ds, err := openData(f, data)
+	ds, err := openData(f.inPlace, data)
 	if err != nil {
 		return nil, err
 	}
@@ -166,12 +166,32 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 	return plan, nil
 }
 
+// inPlaceFlags describe a file served in place (mount and order take them).
+type inPlaceFlags struct {
+	recordSize string
+	blockSize  string
+	offset     string
+	records    uint64
+}
+
+func (f *inPlaceFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&f.recordSize, "record-size", "", "record size, to serve a flat file of fixed-size records in place")
+	fl.StringVar(&f.blockSize, "block-size", ibytes(layout.DefaultBlockSize), "logical block size for a file served in place")
+	fl.StringVar(&f.offset, "offset", "0", "where the records start in a raw file served in place (after a header)")
+	fl.Uint64Var(&f.records, "records", 0, "how many records a raw file served in place holds from --offset (a trailer may follow); 0: the rest of the file")
+}
+
 // openData opens a packed dataset directory, or a file to serve in place.
-func openData(f mountFlags, data string) (*layout.Dataset, error) {
+func openData(f inPlaceFlags, data string) (*layout.Dataset, error) {
 	st, err := os.Stat(data)
 	if err != nil || st.IsDir() {
-		if f.recordSize != "" {
-			return nil, usagef("--record-size is for a file served in place; %s is a dataset directory", data)
+		for _, fl := range []struct {
+			name string
+			set  bool
+		}{{"--record-size", f.recordSize != ""}, {"--offset", f.offset != "0"}, {"--records", f.records != 0}} {
+			if fl.set {
+				return nil, usagef("%s is for a file served in place; %s is a dataset directory", fl.name, data)
+			}
 		}
 		return layout.Open(data)
 	}
@@ -191,7 +211,14 @@ func openData(f mountFlags, data string) (*layout.Dataset, error) {
 	if bs == 0 {
 		return nil, usagef("--block-size must be at least 1 byte")
 	}
-	return layout.OpenFlat(data, layout.FlatOptions{RecordSize: rs, BlockSize: bs})
+	off, err := parseSize("offset", f.offset)
+	if err != nil {
+		return nil, err
+	}
+	if f.records > math.MaxInt64 {
+		return nil, usagef("--records %d is too large", f.records)
+	}
+	return layout.OpenFlat(data, layout.FlatOptions{RecordSize: rs, BlockSize: bs, Offset: off, Records: int64(f.records)})
 }
 
 func runMount(f mountFlags, data, mnt string) error {

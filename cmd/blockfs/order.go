@@ -21,16 +21,15 @@ import (
 )
 
 type orderFlags struct {
-	seed       uint64
-	epoch      uint64
-	shuffle    string
-	mix        int
-	shard      string
-	ids        bool
-	stats      bool
-	labels     string
-	recordSize string
-	blockSize  string
+	seed    uint64
+	epoch   uint64
+	shuffle string
+	mix     int
+	shard   string
+	ids     bool
+	stats   bool
+	labels  string
+	inPlace inPlaceFlags
 }
 
 func newOrder() *cobra.Command {
@@ -62,8 +61,7 @@ shuffle (1 = as random); and the correlation of record positions in this epoch a
 	fl.BoolVar(&f.ids, "ids", false, "print the record ids, one per line")
 	fl.BoolVar(&f.stats, "stats", false, "print quality figures")
 	fl.StringVar(&f.labels, "labels", "", "with --stats: a file of one integer label per line, by record id")
-	fl.StringVar(&f.recordSize, "record-size", "", "record size, for a flat file served in place")
-	fl.StringVar(&f.blockSize, "block-size", ibytes(layout.DefaultBlockSize), "logical block size for a file served in place")
+	f.inPlace.register(fl)
 	return c
 }
 
@@ -78,7 +76,7 @@ func runOrder(f orderFlags, data string) error {
 	if err != nil {
 		return err
 	}
-	ds, err := openData(mountFlags{recordSize: f.recordSize, blockSize: f.blockSize}, data)
+	ds, err := openData(f.inPlace, data)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,140 @@
+package test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestInPlaceOffsetRecords: --offset and --records serve the records of a raw file that has a
+// header before them and a trailer after them, in place: the epoch holds exactly those records
+// (never a header or trailer byte), blockfs order agrees with the mount, and info.json says
+// where the records start. Bad values are refused in one line.
+func TestInPlaceOffsetRecords(t *testing.T) {
+	const rs, n, header, trailer = 64, 1000, 100, 37
+	dir := t.TempDir()
+	p := filepath.Join(dir, "data.bin")
+	var buf bytes.Buffer
+	buf.Write(bytes.Repeat([]byte{'H'}, header))
+	for i := 0; i < n; i++ {
+		rec := make([]byte, rs)
+		binary.LittleEndian.PutUint64(rec, uint64(i))
+		for j := 8; j < rs; j++ {
+			rec[j] = byte(i*7 + j)
+		}
+		buf.Write(rec)
+	}
+	buf.Write(bytes.Repeat([]byte{'T'}, trailer))
+	require.NoError(t, os.WriteFile(p, buf.Bytes(), 0o644))
+	records := buf.Bytes()[header : header+n*rs]
+	flags := []string{"--record-size", "64", "--offset", "100", "--records", "1000", "--block-size", "4KiB"}
+
+	m := mount(t, p, append(flags, "--seed", "3")...)
+	epoch, err := os.ReadFile(m.path("epoch-0002"))
+	require.NoError(t, err)
+	require.Len(t, epoch, n*rs)
+	ids, err := os.ReadFile(m.path("epoch-0002.ids"))
+	require.NoError(t, err)
+	seen := make([]bool, n)
+	for k := 0; k < n; k++ {
+		id := binary.LittleEndian.Uint64(ids[8*k:])
+		require.Equal(t, records[id*rs:(id+1)*rs], epoch[k*rs:(k+1)*rs], "position %d is record %d", k, id)
+		require.False(t, seen[id])
+		seen[id] = true
+	}
+	order := mustRun(t, append([]string{"order", "--ids", "--seed", "3", "--epoch", "2", p}, flags...)...)
+	lines := strings.Fields(order)
+	require.Len(t, lines, n)
+	for k, s := range lines {
+		require.Equal(t, s, strconv.FormatUint(binary.LittleEndian.Uint64(ids[8*k:]), 10), "blockfs order agrees with the mount at %d", k)
+	}
+	raw, err := os.ReadFile(m.path(".blockfs/info.json"))
+	require.NoError(t, err)
+	var info map[string]any
+	require.NoError(t, json.Unmarshal(raw, &info))
+	assert.EqualValues(t, header, info["in_place_offset"])
+	assert.EqualValues(t, n, info["records"])
+
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--record-size", "64", "--offset", "100", "--records", "1001"}, 1, "--records 1001 of 64 bytes from --offset 100 pass the end of the file: there are 64037 bytes after the offset (1000 whole records)"},
+		{[]string{"--record-size", "64", "--offset", "100"}, 1, "the file after --offset 100 is 64037 bytes, not a multiple of the record size 64 (37 bytes left over); check --record-size, or give --records for a file with a trailer"},
+		{[]string{"--record-size", "64", "--offset", "1MiB"}, 1, "--offset 1048576 is outside the file (64137 bytes)"},
+		{[]string{"--offset", "lots"}, 2, "is not a size"},
+	} {
+		_, errs, code := run(t, append([]string{"order", "--ids", p}, c.args...)...)
+		assert.Equal(t, c.code, code, c.args)
+		assert.Contains(t, errs, c.want, c.args)
+		assert.Equal(t, 1, strings.Count(errs, "\n"), "one line: %s", errs)
+	}
+	pk := packRaw(t, 16, "64KiB")
+	_, errs, code := run(t, "order", "--ids", "--offset", "8", pk.dir)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "--offset is for a file served in place")
+}
+
+// TestHDF5InPlace runs docs/examples/hdf5_in_place.py on a real .h5 file (Debian's python3-h5py):
+// an uncompressed contiguous dataset is mounted in place with the flags it prints, and the epoch
+// holds exactly its rows; a compressed one is refused in one line and converted to .npy with
+// the same rows.
+func TestHDF5InPlace(t *testing.T) {
+	py := systemPython(t)
+	if out, err := exec.Command(py, "-c", "import h5py").CombinedOutput(); err != nil {
+		msg := "python3-h5py is not installed (apt-get install python3-h5py): " + string(out)
+		if os.Getenv("BLOCKFS_REQUIRE_FUSE") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	dir := t.TempDir()
+	h5 := filepath.Join(dir, "train.h5")
+	make5 := `import h5py, numpy as np, sys
+x = (np.arange(5000 * 16, dtype=np.float32) * 0.5).reshape(5000, 16)
+with h5py.File(sys.argv[1], "w") as f:
+    f.create_dataset("meta/labels", data=np.arange(5000, dtype=np.int64))
+    f.create_dataset("x", data=x)
+    f.create_dataset("z", data=x, chunks=(500, 16), compression="gzip")
+`
+	out, err := exec.Command(py, "-c", make5, h5).CombinedOutput()
+	require.NoError(t, err, string(out))
+	example := "../docs/examples/hdf5_in_place.py"
+	flags, err := exec.Command(py, example, "flags", h5, "x").Output()
+	require.NoError(t, err)
+	assert.Contains(t, string(flags), "--record-size 64 --offset ")
+	assert.Contains(t, string(flags), " --records 5000")
+
+	m := mount(t, h5, append(strings.Fields(string(flags)), "--shuffle", "none")...)
+	check := `import h5py, numpy as np, sys
+want = h5py.File(sys.argv[1], "r")["x"][:]
+got = np.frombuffer(open(sys.argv[2], "rb").read(), dtype=np.float32).reshape(-1, 16)
+assert got.shape == want.shape and (got == want).all(), "epoch differs from the HDF5 rows"
+print("ok")`
+	out, err = exec.Command(py, "-c", check, h5, m.path("epoch-0000")).CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Equal(t, "ok", strings.TrimSpace(string(out)))
+
+	cmd := exec.Command(py, example, "flags", h5, "z")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.Error(t, cmd.Run())
+	assert.Equal(t, 1, cmd.ProcessState.ExitCode())
+	assert.Contains(t, stderr.String(), "is compressed: it is not one run of bytes in the file")
+	npy := filepath.Join(dir, "z.npy")
+	out, err = exec.Command(py, example, "to-npy", h5, "z", npy, "--chunk-mib", "1").CombinedOutput()
+	require.NoError(t, err, string(out))
+	m2 := mount(t, npy, "--shuffle", "none")
+	out, err = exec.Command(py, "-c", strings.Replace(check, `["x"]`, `["z"]`, 1), h5, m2.path("epoch-0000")).CombinedOutput()
+	require.NoError(t, err, string(out))
+}
