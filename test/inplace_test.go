@@ -138,3 +138,44 @@ print("ok")`
 	out, err = exec.Command(py, "-c", strings.Replace(check, `["x"]`, `["z"]`, 1), h5, m2.path("epoch-0000")).CombinedOutput()
 	require.NoError(t, err, string(out))
 }
+
+// TestStatefulStreams: the recipe of docs/USAGE.md for stateful sequence models. With
+// --shuffle blocks on data stored in order, batch position b reading shard-b-of-B front to back
+// sees one stream: runs of consecutive records in stored order, each run inside one block, and
+// a jump only where one block ends and the next block of the epoch's order begins. The B
+// streams together hold every record of the epoch once (less the remainder), and a new epoch
+// visits the blocks in a new order.
+func TestStatefulStreams(t *testing.T) {
+	const perBlock, blocks, B = 16, 40, 4
+	p := packRaw(t, perBlock*blocks, "64KiB", "--no-shuffle") // storage index = source id
+	m := mount(t, p.dir, "--shuffle", "blocks", "--seed", "8", "--cache-size", "8MiB", "--readahead", "256KiB")
+	firstBlocks := map[uint64][]uint64{}
+	for _, epoch := range []string{"epoch-0000", "epoch-0001"} {
+		seen := map[uint64]bool{}
+		for b := 0; b < B; b++ {
+			raw, err := os.ReadFile(m.path(filepath.Join("shard-"+strconv.Itoa(b)+"-of-"+strconv.Itoa(B), epoch+".ids")))
+			require.NoError(t, err)
+			data, err := os.ReadFile(m.path(filepath.Join("shard-"+strconv.Itoa(b)+"-of-"+strconv.Itoa(B), epoch)))
+			require.NoError(t, err)
+			n := len(raw) / 8
+			require.Equal(t, perBlock*blocks/B, n)
+			prev := uint64(0)
+			for k := 0; k < n; k++ {
+				id := binary.LittleEndian.Uint64(raw[8*k:])
+				require.Equal(t, p.records[id], data[k*recordSize:(k+1)*recordSize], "%s shard %d position %d", epoch, b, k)
+				if k > 0 && id != prev+1 {
+					require.Zero(t, id%perBlock, "%s shard %d: a jump at %d lands mid-block (id %d after %d)", epoch, b, k, id, prev)
+					require.Equal(t, uint64(perBlock-1), prev%perBlock, "%s shard %d: a jump at %d leaves a block unfinished", epoch, b, k)
+				}
+				if k == 0 {
+					firstBlocks[uint64(b)] = append(firstBlocks[uint64(b)], id/perBlock)
+				}
+				require.False(t, seen[id], "record %d twice", id)
+				seen[id] = true
+				prev = id
+			}
+		}
+		assert.Len(t, seen, perBlock*blocks)
+	}
+	assert.NotEqual(t, firstBlocks[0][0], firstBlocks[0][1], "a new epoch starts stream 0 in another block")
+}
