@@ -179,6 +179,11 @@ func (m *mount) infoFacts() map[string]any {
 	if man.Names != nil {
 		f["names"] = ".blockfs/names.txt: the source name of each record, one per line, in id order"
 	}
+	if l, st, row, segs, ok := ds.Window(); ok {
+		f["window"], f["stride"], f["row_size"], f["segments"] = l, st, row, segs
+		f["windows"] = ds.Records()
+		f["ids"] = "uint64 little-endian start row of each window (epoch-NNNN.ids)"
+	}
 	if path, off, ok := ds.InPlace(); ok {
 		f["in_place"] = path
 		f["in_place_offset"] = off

@@ -80,6 +80,7 @@ type Dataset struct {
 	// has no such file); nil for a flat file, whose table is computed (see File).
 	files []File
 	flat  *flatFile
+	win   *windowing // windows over flat's rows (see Windows), or nil
 }
 
 // flatFile is the one file a flat dataset serves in place.
@@ -100,6 +101,9 @@ func (d *Dataset) File(id FileID) (File, bool) {
 	b := int(id / numRoles)
 	if b >= d.Blocks() || Role(id%numRoles) != RoleData {
 		return File{Block: -1}, false
+	}
+	if d.win != nil {
+		return d.windowFile(b), true
 	}
 	return File{Extent: source.Extent{Name: d.flat.path, Offset: d.flat.dataOffset + int64(d.byteStart[b]),
 		Size: int64(d.BlockBytes(b)), Ident: d.flat.ident}, Role: RoleData, Block: b}, true
@@ -350,8 +354,32 @@ func (d *Dataset) RecordSize() int64 { return d.Manifest.RecordSize }
 // BlockRecords returns the number of records in block b.
 func (d *Dataset) BlockRecords(b int) uint64 { return d.recStart[b+1] - d.recStart[b] }
 
-// BlockBytes returns the size of block b's data.
-func (d *Dataset) BlockBytes(b int) uint64 { return d.byteStart[b+1] - d.byteStart[b] }
+// BlockBytes returns the size of block b's data file (for windows, the rows its windows cover).
+func (d *Dataset) BlockBytes(b int) uint64 {
+	if w := d.win; w != nil {
+		return uint64(((int64(d.BlockRecords(b))-1)*w.stride + w.length) * w.rowBytes)
+	}
+	return d.byteStart[b+1] - d.byteStart[b]
+}
+
+// RecordStride returns the distance in a block's data file from one fixed-size record to the
+// next: the record size, or for windows the stride in bytes (windows overlap when it is
+// smaller than the window).
+func (d *Dataset) RecordStride() int64 {
+	if w := d.win; w != nil {
+		return w.stride * w.rowBytes
+	}
+	return d.RecordSize()
+}
+
+// SourceID returns the id of record local of block b when the dataset stores no ids: its
+// storage index, or for windows its start row.
+func (d *Dataset) SourceID(b int, local uint64) uint64 {
+	if w := d.win; w != nil {
+		return uint64(w.first[b] + int64(local)*w.stride)
+	}
+	return d.recStart[b] + local
+}
 
 // BlockCounts returns the record count of every block, in storage order.
 func (d *Dataset) BlockCounts() []uint64 {
@@ -379,7 +407,7 @@ func (d *Dataset) BlockIDs(ctx context.Context, src source.Blocks, b int) ([]uin
 	ids := make([]uint64, n)
 	if !d.HasIDs() {
 		for i := range ids {
-			ids[i] = d.FirstRecord(b) + uint64(i)
+			ids[i] = d.SourceID(b, uint64(i))
 		}
 		return ids, nil
 	}

@@ -201,7 +201,7 @@ func (e *Epoch) walk(ctx context.Context, from uint64, fn func(pos uint64, r rec
 		}
 		for i := pos - win.Start; i < win.Count; i, pos = i+1, pos+1 {
 			b, local := win.At(i)
-			r := record{block: b, local: local, off: local * rs, length: rs}
+			r := record{block: b, local: local, off: local * uint64(e.ds.RecordStride()), length: rs}
 			if v != nil {
 				r.off, r.length = v.off[i], v.prefix[i+1]-v.prefix[i]
 			}
@@ -236,7 +236,7 @@ func (e *Epoch) positionOf(ctx context.Context, off uint64) (uint64, uint64, err
 // how much it covered and where the next record starts (position and byte skip). It does no
 // I/O beyond what a variable-length window's layout needs, and no per-record locking.
 func (e *Epoch) locate(ctx context.Context, g *Gather, pos, skip, want uint64, data bool, maxSpans int) (covered, next, nextSkip uint64, err error) {
-	rs := uint64(e.ds.RecordSize())
+	rs, stride := uint64(e.ds.RecordSize()), uint64(e.ds.RecordStride())
 	unit, role := uint64(8), layout.IDsFile
 	if data {
 		unit, role = 1, layout.DataFile
@@ -267,7 +267,7 @@ func (e *Epoch) locate(ctx context.Context, g *Gather, pos, skip, want uint64, d
 			k, local := win.Locate(i)
 			var off, n uint64 = local, 1 // ids: in records
 			if data {
-				off, n = local*rs, rs
+				off, n = local*stride, rs
 				if v != nil {
 					off, n = v.off[i], v.prefix[i+1]-v.prefix[i]
 				}

@@ -238,7 +238,7 @@ func (f *idsFile) fillChunk(ctx context.Context, g *Gather, first uint64, vals [
 				}
 				vals[i] = binary.LittleEndian.Uint64(b[:])
 			default:
-				vals[i] = ds.FirstRecord(br.block) + local
+				vals[i] = ds.SourceID(br.block, local)
 			}
 			i++
 		}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -172,6 +173,9 @@ type inPlaceFlags struct {
 	blockSize  string
 	offset     string
 	records    uint64
+	window     string // rows per window; "" for none
+	stride     uint64
+	segments   string
 }
 
 func (f *inPlaceFlags) register(fl *pflag.FlagSet) {
@@ -179,6 +183,9 @@ func (f *inPlaceFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.blockSize, "block-size", ibytes(layout.DefaultBlockSize), "logical block size for a file served in place")
 	fl.StringVar(&f.offset, "offset", "0", "where the records start in a raw file served in place (after a header)")
 	fl.Uint64Var(&f.records, "records", 0, "how many records a raw file served in place holds from --offset (a trailer may follow); 0: the rest of the file")
+	fl.StringVar(&f.window, "window", "", "serve windows of this many consecutive rows of a file in place as records (time series)")
+	fl.Uint64Var(&f.stride, "stride", 1, "with --window: rows between window starts")
+	fl.StringVar(&f.segments, "segments", "", "with --window: a JSON file with an index_map of {start_row, end_row} (inclusive), or a .npy of int64 segment start rows; windows never cross a segment")
 }
 
 // openData opens a packed dataset directory, or a file to serve in place.
@@ -193,7 +200,15 @@ func openData(f inPlaceFlags, data string) (*layout.Dataset, error) {
 				return nil, usagef("%s is for a file served in place; %s is a dataset directory", fl.name, data)
 			}
 		}
-		return layout.Open(data)
+		ds, err := layout.Open(data)
+		if err == nil && f.window != "" {
+			why := "packed datasets are not windowed yet"
+			if ds.HasIDs() {
+				why = "pack pre-shuffled its rows, so consecutive records are not consecutive rows"
+			}
+			return nil, fmt.Errorf("--window needs rows in stored order in one file: %s is a packed dataset (%s); serve the .npy or raw file in place instead", data, why)
+		}
+		return ds, err
 	}
 	var rs int64
 	if f.recordSize != "" {
@@ -218,7 +233,29 @@ func openData(f inPlaceFlags, data string) (*layout.Dataset, error) {
 	if f.records > math.MaxInt64 {
 		return nil, usagef("--records %d is too large", f.records)
 	}
-	return layout.OpenFlat(data, layout.FlatOptions{RecordSize: rs, BlockSize: bs, Offset: off, Records: int64(f.records)})
+	if f.window == "" && (f.stride != 1 || f.segments != "") {
+		return nil, usagef("--stride and --segments go with --window")
+	}
+	var window uint64
+	if f.window != "" {
+		if window, err = strconv.ParseUint(f.window, 10, 31); err != nil || window == 0 {
+			return nil, usagef("--window %s: give the rows per window, from 1 to %d", f.window, math.MaxInt32)
+		}
+	}
+	if f.stride == 0 || f.stride > math.MaxInt32 {
+		return nil, usagef("--stride %d: give the rows between window starts, from 1 to %d", f.stride, math.MaxInt32)
+	}
+	ds, err := layout.OpenFlat(data, layout.FlatOptions{RecordSize: rs, BlockSize: bs, Offset: off, Records: int64(f.records)})
+	if err != nil || window == 0 {
+		return ds, err
+	}
+	opt := layout.WindowOptions{Length: int64(window), Stride: int64(f.stride)}
+	if f.segments != "" {
+		if opt.Segments, err = layout.ReadSegments(f.segments, int64(ds.Records())); err != nil {
+			return nil, err
+		}
+	}
+	return layout.Windows(ds, opt, bs)
 }
 
 func runMount(f mountFlags, data, mnt string) error {

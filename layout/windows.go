@@ -1,0 +1,179 @@
+package layout
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/blockfs/blockfs/source"
+)
+
+// WindowOptions describe windows over the rows of a file served in place: each record is L
+// consecutive rows that never cross a segment, starting at seg.Start + k*Stride for every k with
+// start + L - 1 <= seg.End.
+type WindowOptions struct {
+	Length   int64     // L, rows per window; at least 1
+	Stride   int64     // S, rows between window starts; default 1
+	Segments []Segment // sorted, disjoint, inclusive row ranges; nil: the whole file is one
+}
+
+// Segment is an inclusive range of rows [Start, End] (an entity of a time series).
+type Segment struct{ Start, End int64 }
+
+// windowing is what a windowed dataset adds to its flat file: block b's windows start at rows
+// first[b], first[b]+stride, ... (one per record), and its file is the rows they cover.
+type windowing struct {
+	length, stride int64 // in rows
+	rowBytes       int64
+	first          []int64 // first window start row of each block
+	segments       int
+}
+
+// Windows turns rows, a flat dataset of fixed-size rows (OpenFlat), into a dataset whose records
+// are windows of opt.Length rows. Its blocks are runs of consecutive window starts inside one
+// segment, as many as keep the rows they cover within blockSize (at least one window), so
+// neighbouring blocks share Length-1 rows and every other row is read once per epoch. Record
+// ids are window start rows. Errors name the file and say what to change.
+func Windows(rows *Dataset, opt WindowOptions, blockSize int64) (*Dataset, error) {
+	if rows.flat == nil {
+		return nil, fmt.Errorf("windows are served over a file in place (.npy or raw), not over a packed dataset")
+	}
+	path, R, n := rows.flat.path, rows.RecordSize(), int64(rows.Records())
+	bad := func(format string, a ...any) error { return errorf(ErrFormat, path, -1, format, a...) }
+	if opt.Stride == 0 {
+		opt.Stride = 1
+	}
+	switch {
+	case opt.Length < 1:
+		return nil, bad("--window %d: a window needs at least 1 row", opt.Length)
+	case opt.Stride < 1:
+		return nil, bad("--stride %d: must be at least 1", opt.Stride)
+	case opt.Length > MaxRecordSize/R:
+		return nil, bad("--window %d rows of %d bytes exceed the record limit of %d bytes", opt.Length, R, int64(MaxRecordSize))
+	}
+	segs := opt.Segments
+	if segs == nil {
+		segs = []Segment{{0, n - 1}}
+	}
+	if err := checkSegments(path, segs, n); err != nil {
+		return nil, err
+	}
+	if blockSize == 0 {
+		blockSize = DefaultBlockSize
+	}
+	per := max(1, (blockSize/R-opt.Length)/opt.Stride+1) // windows a block holds
+	w := &windowing{length: opt.Length, stride: opt.Stride, rowBytes: R, segments: len(segs)}
+	recStart := []uint64{0}
+	for _, s := range segs {
+		if s.End-s.Start+1 < opt.Length {
+			continue
+		}
+		count := (s.End-s.Start+1-opt.Length)/opt.Stride + 1
+		for k := int64(0); k < count; k += per {
+			w.first = append(w.first, s.Start+k*opt.Stride)
+			recStart = append(recStart, recStart[len(recStart)-1]+uint64(min(per, count-k)))
+		}
+	}
+	total := recStart[len(recStart)-1]
+	if total == 0 {
+		return nil, bad("no segment holds a window of %d rows (the longest has %d); lower --window", opt.Length, longest(segs))
+	}
+	m := *rows.Manifest
+	m.RecordSize, m.Records, m.Bytes = opt.Length*R, total, total*uint64(opt.Length*R)
+	if m.Shape != nil || m.DType != "" {
+		m.Shape = append([]int64{opt.Length}, rows.Manifest.Shape...)
+	}
+	d := &Dataset{Dir: rows.Dir, Manifest: &m, flat: rows.flat, win: w, recStart: recStart}
+	return d, nil
+}
+
+func longest(segs []Segment) int64 {
+	var l int64
+	for _, s := range segs {
+		l = max(l, s.End-s.Start+1)
+	}
+	return l
+}
+
+// checkSegments requires sorted, disjoint segments inside rows [0, n).
+func checkSegments(path string, segs []Segment, n int64) error {
+	for i, s := range segs {
+		switch {
+		case s.Start < 0 || s.End < s.Start:
+			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] is empty or negative", i, s.Start, s.End)
+		case s.End >= n:
+			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] passes the end of the file (%d rows)", i, s.Start, s.End, n)
+		case i > 0 && s.Start <= segs[i-1].End:
+			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] is not after segment %d [%d, %d]: segments must be sorted and must not overlap", i, s.Start, s.End, i-1, segs[i-1].Start, segs[i-1].End)
+		}
+	}
+	return nil
+}
+
+// ReadSegments reads a segment list for a file of rows rows: a JSON file whose index_map lists
+// entities with inclusive start_row and end_row (other keys are ignored), or a .npy of int64
+// segment start rows (each segment ends where the next starts; the last at the last row).
+func ReadSegments(path string, rows int64) ([]Segment, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, wrapf(ErrFormat, err, path, -1, "%v", unwrapPathError(err))
+	}
+	if bytes.HasPrefix(data, []byte(NpyMagic)) {
+		npy, err := ParseNpy(path, bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			return nil, err
+		}
+		if npy.DType != "<i8" || len(npy.Shape) != 0 {
+			return nil, errorf(ErrFormat, path, -1, "segment starts must be a 1-D .npy of int64 (<i8), got %s with rows shaped %v", npy.DType, npy.Shape)
+		}
+		segs := make([]Segment, npy.Records)
+		for i := range segs {
+			segs[i].Start = int64(binary.LittleEndian.Uint64(data[npy.DataOffset+8*int64(i):]))
+			if i > 0 {
+				segs[i-1].End = segs[i].Start - 1
+			}
+		}
+		if len(segs) > 0 {
+			segs[len(segs)-1].End = rows - 1
+		}
+		return segs, nil
+	}
+	var doc struct {
+		IndexMap []struct {
+			Start *int64 `json:"start_row"`
+			End   *int64 `json:"end_row"`
+		} `json:"index_map"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, errorf(ErrFormat, path, -1, "not a .npy of segment starts, nor JSON with an index_map (%v)", err)
+	}
+	if doc.IndexMap == nil {
+		return nil, errorf(ErrFormat, path, -1, "the JSON has no index_map list of {start_row, end_row}")
+	}
+	segs := make([]Segment, len(doc.IndexMap))
+	for i, e := range doc.IndexMap {
+		if e.Start == nil || e.End == nil {
+			return nil, errorf(ErrFormat, path, -1, "index_map entry %d has no start_row or end_row", i)
+		}
+		segs[i] = Segment{*e.Start, *e.End}
+	}
+	return segs, nil
+}
+
+// Window returns a windowed dataset's window length and stride in rows, its row size, its
+// segment count, and false for other datasets.
+func (d *Dataset) Window() (length, stride, rowBytes int64, segments int, ok bool) {
+	if d.win == nil {
+		return 0, 0, 0, 0, false
+	}
+	return d.win.length, d.win.stride, d.win.rowBytes, d.win.segments, true
+}
+
+// windowFile is File for block b of a windowed dataset: the rows its windows cover.
+func (d *Dataset) windowFile(b int) File {
+	w := d.win
+	return File{Extent: source.Extent{Name: d.flat.path, Offset: d.flat.dataOffset + w.first[b]*w.rowBytes,
+		Size: int64(d.BlockBytes(b)), Ident: d.flat.ident}, Role: RoleData, Block: b}
+}
