@@ -51,9 +51,11 @@ demo: build
 
 # The side-by-side benchmark of docs/PERFORMANCE.md (root; about 10 minutes; not in make test).
 BENCH_GIB ?= 2
+# Debian's python3, which has numpy (python3 on PATH may be a bare interpreter or a venv).
+PYTHON ?= /usr/bin/python3
 bench: build
 	$(GO) build -o bin/loopback ./bench/loopback
-	python3 bench/bench.py --gib $(BENCH_GIB) --markdown build/bench/results.md
+	$(PYTHON) bench/bench.py --gib $(BENCH_GIB) --markdown build/bench/results.md
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -9,6 +9,9 @@
   readers.py naive PATH RECORD_SIZE SAMPLE SEED
       os.pread of one record at a time at uniformly random positions (a map-style Dataset with
       shuffle=True over the raw data); SAMPLE records of a random permutation.
+  readers.py windows NPY L SAMPLE SEED
+      the usual time-series loader without blockfs: np.memmap of a 2-D .npy, SAMPLE window
+      starts drawn uniformly at random, each window of L rows copied (np.array(x[s:s+L])).
   readers.py inproc DATASET RECORD_SIZE SEED [MAX_BYTES]
       the in-process block shuffle (PyTorch BlockSampler style): whole block files read with
       one pread each, in random order, then the block's records delivered in a random order.
@@ -71,12 +74,28 @@ def inproc(dataset, rs, seed, max_bytes=None):
     return n, nbytes, time.perf_counter() - t
 
 
+def windows(npy, L, sample, seed):
+    import numpy as np
+    x = np.load(npy, mmap_mode="r")
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, len(x) - L + 1, size=sample)
+    n = nbytes = 0
+    t = time.perf_counter()
+    for s in starts:
+        w = np.array(x[s:s + L])
+        n += 1
+        nbytes += w.nbytes
+    return n, nbytes, time.perf_counter() - t
+
+
 def main():
     mode, args = sys.argv[1], sys.argv[2:]
     if mode in ("seq", "seq0"):
         r = seq(args[0], int(args[1]), int(args[2]) if len(args) > 2 else None, 0 if mode == "seq0" else -1)
     elif mode == "naive":
         r = naive(args[0], int(args[1]), int(args[2]), int(args[3]))
+    elif mode == "windows":
+        r = windows(args[0], int(args[1]), int(args[2]), int(args[3]))
     elif mode == "inproc":
         r = inproc(args[0], int(args[1]), int(args[2]), int(args[3]) if len(args) > 3 else None)
     else:
