@@ -92,6 +92,13 @@ type flatFile struct {
 
 // File returns the table entry of file id, and false for a file the dataset does not have.
 func (d *Dataset) File(id FileID) (File, bool) {
+	if d.win != nil {
+		b := int(id / numRoles)
+		if b >= d.Blocks() || Role(id%numRoles) != RoleData {
+			return File{Block: -1}, false
+		}
+		return d.windowFile(b), true
+	}
 	if d.flat == nil {
 		if id >= FileID(len(d.files)) || d.files[id].Name == "" {
 			return File{Block: -1}, false
@@ -101,9 +108,6 @@ func (d *Dataset) File(id FileID) (File, bool) {
 	b := int(id / numRoles)
 	if b >= d.Blocks() || Role(id%numRoles) != RoleData {
 		return File{Block: -1}, false
-	}
-	if d.win != nil {
-		return d.windowFile(b), true
 	}
 	return File{Extent: source.Extent{Name: d.flat.path, Offset: d.flat.dataOffset + int64(d.byteStart[b]),
 		Size: int64(d.BlockBytes(b)), Ident: d.flat.ident}, Role: RoleData, Block: b}, true

@@ -110,6 +110,9 @@ func NewVerified(ds *Dataset, src source.Blocks) (*Verified, error) {
 	if ds.flat != nil {
 		return nil, fmt.Errorf("%s is served in place and has no checksums to verify", ds.flat.path)
 	}
+	if ds.win != nil {
+		return nil, fmt.Errorf("%s: windows are read across block files, whose checksums cover whole blocks; check the pack with blockfs verify instead", ds.Dir)
+	}
 	return &Verified{ds: ds, src: src, ok: make([]atomic.Bool, ds.Blocks()*numRoles+1)}, nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"os"
 
 	"github.com/blockfs/blockfs/source"
@@ -29,19 +28,29 @@ type windowing struct {
 	rowBytes       int64
 	first          []int64 // first window start row of each block
 	segments       int
+	rows           *Dataset // the rows: a file in place, or a pack stored in order
 }
 
-// Windows turns rows, a flat dataset of fixed-size rows (OpenFlat), into a dataset whose records
-// are windows of opt.Length rows. Its blocks are runs of consecutive window starts inside one
+// Windows turns rows, a dataset of fixed-size rows in stored order (a file in place from
+// OpenFlat, or a pack made without the pre-shuffle), into a dataset whose records are windows of
+// opt.Length rows. Its blocks are runs of consecutive window starts inside one
 // segment, as many as keep the rows they cover within blockSize (at least one window), so
 // neighbouring blocks share Length-1 rows and every other row is read once per epoch. Record
 // ids are window start rows. Errors name the file and say what to change.
 func Windows(rows *Dataset, opt WindowOptions, blockSize int64) (*Dataset, error) {
-	if rows.flat == nil {
-		return nil, fmt.Errorf("windows are served over a file in place (.npy or raw), not over a packed dataset")
+	path, R, n := rows.Dir, rows.RecordSize(), int64(rows.Records())
+	if rows.flat != nil {
+		path = rows.flat.path
 	}
-	path, R, n := rows.flat.path, rows.RecordSize(), int64(rows.Records())
 	bad := func(format string, a ...any) error { return errorf(ErrFormat, path, -1, format, a...) }
+	switch {
+	case rows.win != nil:
+		return nil, bad("already windowed")
+	case rows.Kind() != Fixed:
+		return nil, bad("windows need fixed-size rows; this dataset holds variable-length records")
+	case rows.HasIDs():
+		return nil, bad("windows need rows in stored order, and pack pre-shuffled these; pack the source again with --no-shuffle, or serve the .npy or raw file in place")
+	}
 	if opt.Stride == 0 {
 		opt.Stride = 1
 	}
@@ -64,7 +73,7 @@ func Windows(rows *Dataset, opt WindowOptions, blockSize int64) (*Dataset, error
 		blockSize = DefaultBlockSize
 	}
 	per := max(1, (blockSize/R-opt.Length)/opt.Stride+1) // windows a block holds
-	w := &windowing{length: opt.Length, stride: opt.Stride, rowBytes: R, segments: len(segs)}
+	w := &windowing{length: opt.Length, stride: opt.Stride, rowBytes: R, segments: len(segs), rows: rows}
 	recStart := []uint64{0}
 	for _, s := range segs {
 		if s.End-s.Start+1 < opt.Length {
@@ -86,6 +95,7 @@ func Windows(rows *Dataset, opt WindowOptions, blockSize int64) (*Dataset, error
 		m.Shape = append([]int64{opt.Length}, rows.Manifest.Shape...)
 	}
 	d := &Dataset{Dir: rows.Dir, Manifest: &m, flat: rows.flat, win: w, recStart: recStart}
+	m.Blocks = nil // the blocks are the windows'; the pack's stay in rows
 	return d, nil
 }
 
@@ -171,9 +181,28 @@ func (d *Dataset) Window() (length, stride, rowBytes int64, segments int, ok boo
 	return d.win.length, d.win.stride, d.win.rowBytes, d.win.segments, true
 }
 
-// windowFile is File for block b of a windowed dataset: the rows its windows cover.
+// windowFile is File for block b of a windowed dataset: the rows its windows cover, a range of
+// the file in place, or of the pack's block files (in parts when it runs across them).
 func (d *Dataset) windowFile(b int) File {
-	w := d.win
-	return File{Extent: source.Extent{Name: d.flat.path, Offset: d.flat.dataOffset + w.first[b]*w.rowBytes,
-		Size: int64(d.BlockBytes(b)), Ident: d.flat.ident}, Role: RoleData, Block: b}
+	w, size := d.win, int64(d.BlockBytes(b))
+	f := File{Role: RoleData, Block: b}
+	if d.flat != nil {
+		f.Extent = source.Extent{Name: d.flat.path, Offset: d.flat.dataOffset + w.first[b]*w.rowBytes, Size: size, Ident: d.flat.ident}
+		return f
+	}
+	row := w.first[b]
+	pb, _ := w.rows.BlockOf(uint64(row))
+	for covered := int64(0); covered < size; pb++ {
+		src, _ := w.rows.File(DataFile(pb))
+		skip := (row - int64(w.rows.FirstRecord(pb))) * w.rowBytes
+		take := min(src.Size-skip, size-covered)
+		f.Parts = append(f.Parts, source.Extent{Name: src.Name, Offset: src.Offset + skip, Size: take, Ident: src.Ident})
+		covered += take
+		row += take / w.rowBytes
+	}
+	if len(f.Parts) == 1 {
+		f.Extent = f.Parts[0]
+	}
+	f.Size = size
+	return f
 }

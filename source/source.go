@@ -35,6 +35,9 @@ type Extent struct {
 	Offset int64
 	Size   int64
 	Ident  Identity
+	// Parts, when set, makes the file the concatenation of these extents (a window of rows that
+	// runs across two block files); Name, Offset and Ident are then unused.
+	Parts []Extent
 }
 
 // Identity is what an object was when a dataset opened, so that a mount serves that version or

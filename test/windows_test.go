@@ -106,11 +106,36 @@ func TestWindowRefusals(t *testing.T) {
 		{[]string{"--window", "101", npy}, 1, "no segment holds a window of 101 rows (the longest has 100); lower --window"},
 		{[]string{"--window", "5", "--segments", bad, npy}, 1, "segments must be sorted and must not overlap"},
 		{[]string{"--stride", "3", npy}, 2, "--stride and --segments go with --window"},
-		{[]string{"--window", "5", pk.dir}, 1, "is a packed dataset (pack pre-shuffled its rows, so consecutive records are not consecutive rows); serve the .npy or raw file in place instead"},
+		{[]string{"--window", "5", pk.dir}, 1, "windows need rows in stored order, and pack pre-shuffled these; pack the source again with --no-shuffle, or serve the .npy or raw file in place"},
 	} {
 		_, errs, code := run(t, append([]string{"order", "--ids"}, c.args...)...)
 		assert.Equal(t, c.code, code, c.args)
 		assert.Contains(t, errs, c.want, c.args)
 		assert.Equal(t, 1, strings.Count(errs, "\n"), "one line: %s", errs)
 	}
+}
+
+// TestWindowsOverPack: windows over a pack made with --no-shuffle, where windows run across its
+// block files: every window is the rows it starts at, read through a real mount.
+func TestWindowsOverPack(t *testing.T) {
+	const n, L, S = 200, 5, 2
+	p := packRaw(t, n, "64KiB", "--no-shuffle") // 16 rows of 4 KiB per block file
+	m := mount(t, p.dir, "--window", strconv.Itoa(L), "--stride", strconv.Itoa(S), "--block-size", "64KiB", "--seed", "4")
+	epoch, err := os.ReadFile(m.path("epoch-0000"))
+	require.NoError(t, err)
+	ids, err := os.ReadFile(m.path("epoch-0000.ids"))
+	require.NoError(t, err)
+	rows := bytes.Join(p.records, nil)
+	win := L * recordSize
+	want := (n-L)/S + 1
+	require.Len(t, epoch, want*win)
+	crossing := 0
+	for k := 0; k < want; k++ {
+		s := int(binary.LittleEndian.Uint64(ids[8*k:]))
+		require.Equal(t, rows[s*recordSize:s*recordSize+win], epoch[k*win:(k+1)*win], "window %d at row %d", k, s)
+		if s/16 != (s+L-1)/16 {
+			crossing++
+		}
+	}
+	assert.Positive(t, crossing, "some windows run across two block files")
 }

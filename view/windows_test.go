@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/blockfs/blockfs/cache"
+	"github.com/blockfs/blockfs/internal/dstest"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/source/local"
@@ -29,10 +30,11 @@ func validStarts(segs []layout.Segment, L, S int64) []uint64 {
 	return out
 }
 
-// TestWindows: every window of an epoch is exactly rows[s:s+L] of the file for its id s, the
+// TestWindows: every window of an epoch is exactly rows[s:s+L] of the rows for its id s, the
 // ids are exactly the valid starts, each once, for random window lengths, strides (below, at
-// and above the length), segment lists and block sizes, read whole, by shard and through small
-// pinned reads on a small cache.
+// and above the length), segment lists and block sizes, over a file in place and over a pack
+// stored in order (windows then run across its block files; some with direct I/O), read whole,
+// by shard and through small pinned reads on a small cache.
 func TestWindows(t *testing.T) {
 	r := rand.New(rand.NewSource(11))
 	const R = 12 // bytes per row
@@ -40,10 +42,25 @@ func TestWindows(t *testing.T) {
 	defer func() { require.Greater(t, served, 25, "trials that had windows") }()
 	for trial := 0; trial < 40; trial++ {
 		n := int64(50 + r.Intn(3000))
-		rows := make([]byte, n*R)
-		r.Read(rows)
-		p := filepath.Join(t.TempDir(), "rows.bin")
-		require.NoError(t, os.WriteFile(p, rows, 0o644))
+		var rows []byte
+		var base *layout.Dataset
+		if trial%2 == 1 { // the rows in a pack stored in order: windows run across its block files
+			d := dstest.Fixed(t, filepath.Join(t.TempDir(), "ds"), n, R, int64(R*(1+r.Intn(100))), false)
+			for i := int64(0); i < n; i++ {
+				rows = append(rows, d.Source[i]...)
+			}
+			var err error
+			base, err = layout.Open(d.Dir)
+			require.NoError(t, err)
+		} else {
+			rows = make([]byte, n*R)
+			r.Read(rows)
+			p := filepath.Join(t.TempDir(), "rows.bin")
+			require.NoError(t, os.WriteFile(p, rows, 0o644))
+			var err error
+			base, err = layout.OpenFlat(p, layout.FlatOptions{RecordSize: R})
+			require.NoError(t, err)
+		}
 		L, S := int64(1+r.Intn(40)), int64(1+r.Intn(50))
 		var segs []layout.Segment
 		if r.Intn(4) > 0 {
@@ -57,10 +74,8 @@ func TestWindows(t *testing.T) {
 		if segs == nil {
 			want = validStarts([]layout.Segment{{Start: 0, End: n - 1}}, L, S)
 		}
-		flat, err := layout.OpenFlat(p, layout.FlatOptions{RecordSize: R})
-		require.NoError(t, err)
 		bs := int64(R * (1 + r.Intn(300)))
-		ds, err := layout.Windows(flat, layout.WindowOptions{Length: L, Stride: S, Segments: segs}, bs)
+		ds, err := layout.Windows(base, layout.WindowOptions{Length: L, Stride: S, Segments: segs}, bs)
 		if len(want) == 0 {
 			require.ErrorContains(t, err, "no segment holds a window")
 			continue
@@ -68,7 +83,7 @@ func TestWindows(t *testing.T) {
 		require.NoError(t, err)
 		served++
 		require.EqualValues(t, len(want), ds.Records(), "trial %d: L %d S %d", trial, L, S)
-		c, err := cache.New(local.New(ds, false), cache.Options{Size: 8 * 4096, PageSize: 4096, MaxRead: 8192})
+		c, err := cache.New(local.New(ds, trial%4 == 1), cache.Options{Size: 8 * 4096, PageSize: 4096, MaxRead: 8192})
 		require.NoError(t, err)
 		opt := shuffle.Options{Seed: uint64(trial), Mode: shuffle.Mode(r.Intn(3))}
 		set, err := NewSet(ds, c, opt)

@@ -201,14 +201,14 @@ func openData(f inPlaceFlags, data string) (*layout.Dataset, error) {
 			}
 		}
 		ds, err := layout.Open(data)
-		if err == nil && f.window != "" {
-			why := "packed datasets are not windowed yet"
-			if ds.HasIDs() {
-				why = "pack pre-shuffled its rows, so consecutive records are not consecutive rows"
-			}
-			return nil, fmt.Errorf("--window needs rows in stored order in one file: %s is a packed dataset (%s); serve the .npy or raw file in place instead", data, why)
+		if err != nil {
+			return nil, err
 		}
-		return ds, err
+		bs, err := parseSize("block-size", f.blockSize)
+		if err != nil {
+			return nil, err
+		}
+		return f.windowed(ds, bs)
 	}
 	var rs int64
 	if f.recordSize != "" {
@@ -233,21 +233,27 @@ func openData(f inPlaceFlags, data string) (*layout.Dataset, error) {
 	if f.records > math.MaxInt64 {
 		return nil, usagef("--records %d is too large", f.records)
 	}
+	ds, err := layout.OpenFlat(data, layout.FlatOptions{RecordSize: rs, BlockSize: bs, Offset: off, Records: int64(f.records)})
+	if err != nil {
+		return nil, err
+	}
+	return f.windowed(ds, bs)
+}
+
+// windowed applies --window, --stride and --segments to ds (rows), or returns it as it is.
+func (f inPlaceFlags) windowed(ds *layout.Dataset, blockSize int64) (*layout.Dataset, error) {
 	if f.window == "" && (f.stride != 1 || f.segments != "") {
 		return nil, usagef("--stride and --segments go with --window")
 	}
-	var window uint64
-	if f.window != "" {
-		if window, err = strconv.ParseUint(f.window, 10, 31); err != nil || window == 0 {
-			return nil, usagef("--window %s: give the rows per window, from 1 to %d", f.window, math.MaxInt32)
-		}
+	if f.window == "" {
+		return ds, nil
+	}
+	window, err := strconv.ParseUint(f.window, 10, 31)
+	if err != nil || window == 0 {
+		return nil, usagef("--window %s: give the rows per window, from 1 to %d", f.window, math.MaxInt32)
 	}
 	if f.stride == 0 || f.stride > math.MaxInt32 {
 		return nil, usagef("--stride %d: give the rows between window starts, from 1 to %d", f.stride, math.MaxInt32)
-	}
-	ds, err := layout.OpenFlat(data, layout.FlatOptions{RecordSize: rs, BlockSize: bs, Offset: off, Records: int64(f.records)})
-	if err != nil || window == 0 {
-		return ds, err
 	}
 	opt := layout.WindowOptions{Length: int64(window), Stride: int64(f.stride)}
 	if f.segments != "" {
@@ -255,7 +261,7 @@ func openData(f inPlaceFlags, data string) (*layout.Dataset, error) {
 			return nil, err
 		}
 	}
-	return layout.Windows(ds, opt, bs)
+	return layout.Windows(ds, opt, blockSize)
 }
 
 func runMount(f mountFlags, data, mnt string) error {
