@@ -42,6 +42,9 @@ func TestWindows(t *testing.T) {
 	defer func() { require.Greater(t, served, 25, "trials that had windows") }()
 	for trial := 0; trial < 40; trial++ {
 		n := int64(50 + r.Intn(3000))
+		if trial%10 == 3 {
+			n = 12000
+		}
 		var rows []byte
 		var base *layout.Dataset
 		if trial%2 == 1 { // the rows in a pack stored in order: windows run across its block files
@@ -63,12 +66,19 @@ func TestWindows(t *testing.T) {
 		}
 		L, S := int64(1+r.Intn(40)), int64(1+r.Intn(50))
 		var segs []layout.Segment
-		if r.Intn(4) > 0 {
+		seglen := 200
+		if trial%10 == 3 { // thousands of short segments
+			L, S, seglen = 1+int64(r.Intn(4)), 1+int64(r.Intn(3)), 8
+		}
+		if r.Intn(4) > 0 || seglen == 8 {
 			for at := int64(r.Intn(5)); at < n; {
-				end := min(n-1, at+int64(r.Intn(200)))
+				end := min(n-1, at+int64(r.Intn(seglen)))
 				segs = append(segs, layout.Segment{Start: at, End: end})
 				at = end + 1 + int64(r.Intn(3))
 			}
+		}
+		if seglen == 8 {
+			require.Greater(t, len(segs), 1000, "thousands of segments")
 		}
 		want := validStarts(segs, L, S)
 		if segs == nil {
