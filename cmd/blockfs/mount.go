@@ -45,7 +45,7 @@ type mountFlags struct {
 }
 
 // daemonHeapLimit is the soft limit on the daemon's Go heap (the page cache is not in it).
-const daemonHeapLimit = 48 << 20
+const daemonHeapLimit = 40 << 20
 
 // defaultReadahead is blockfs mount's --readahead.
 const defaultReadahead = 64 << 20
