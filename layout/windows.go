@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"math"
 	"os"
 
 	"github.com/blockfs/blockfs/source"
@@ -72,6 +73,13 @@ func Windows(rows *Dataset, opt WindowOptions, blockSize int64) (*Dataset, error
 	if blockSize == 0 {
 		blockSize = DefaultBlockSize
 	}
+	switch {
+	case blockSize > MaxBlockBytes:
+		return nil, bad("block size %d exceeds the limit of %d", blockSize, int64(MaxBlockBytes))
+	case opt.Length*R > blockSize:
+		// Each window would be a block of its own: O(windows) of state instead of O(blocks).
+		return nil, bad("a window of %d rows (%d bytes) is larger than --block-size %d; raise --block-size (a block should hold many windows)", opt.Length, opt.Length*R, blockSize)
+	}
 	per := max(1, (blockSize/R-opt.Length)/opt.Stride+1) // windows a block holds
 	w := &windowing{length: opt.Length, stride: opt.Stride, rowBytes: R, segments: len(segs), rows: rows}
 	recStart := []uint64{0}
@@ -88,6 +96,9 @@ func Windows(rows *Dataset, opt WindowOptions, blockSize int64) (*Dataset, error
 	total := recStart[len(recStart)-1]
 	if total == 0 {
 		return nil, bad("no segment holds a window of %d rows (the longest has %d); lower --window", opt.Length, longest(segs))
+	}
+	if total > uint64(math.MaxInt64/(opt.Length*R)) {
+		return nil, bad("%d windows of %d bytes make an epoch larger than 8 EiB; raise --stride or lower --window", total, opt.Length*R)
 	}
 	m := *rows.Manifest
 	m.RecordSize, m.Records, m.Bytes = opt.Length*R, total, total*uint64(opt.Length*R)

@@ -84,7 +84,7 @@ func TestWindows(t *testing.T) {
 		if segs == nil {
 			want = validStarts([]layout.Segment{{Start: 0, End: n - 1}}, L, S)
 		}
-		bs := int64(R * (1 + r.Intn(300)))
+		bs := int64(R) * (L + int64(r.Intn(300)))
 		ds, err := layout.Windows(base, layout.WindowOptions{Length: L, Stride: S, Segments: segs}, bs)
 		if len(want) == 0 {
 			require.ErrorContains(t, err, "no segment holds a window")
@@ -151,8 +151,9 @@ func TestWindowRefusals(t *testing.T) {
 		{layout.WindowOptions{Length: 5, Segments: []layout.Segment{{Start: 50, End: 60}, {Start: 10, End: 20}}}, "segments must be sorted"},
 		{layout.WindowOptions{Length: 5, Segments: []layout.Segment{{Start: 90, End: 100}}}, "passes the end of the file (100 rows)"},
 		{layout.WindowOptions{Length: 5, Stride: -1}, "--stride -1: must be at least 1"},
+		{layout.WindowOptions{Length: 600}, "a window of 600 rows (4800 bytes) is larger than --block-size 4096; raise --block-size"},
 	} {
-		_, err := layout.Windows(flat, c.opt, 0)
+		_, err := layout.Windows(flat, c.opt, 4096)
 		require.ErrorContains(t, err, c.want, "%+v", c.opt)
 	}
 }

@@ -347,7 +347,7 @@ func serve(srv *bfs.Server, mnt string, sigs <-chan os.Signal) bool {
 		case <-done:
 			return true
 		case sig := <-sigs:
-			if sig == syscall.SIGHUP || sig == syscall.SIGUSR1 || sig == syscall.SIGUSR2 {
+			if ignored(sig) {
 				// A closed terminal, a log rotation, a stray signal: the mount stays.
 				log.Printf("blockfs: %v: ignored; %s stays mounted (stop it with blockfs unmount %s)", sig, mnt, mnt)
 				continue
@@ -362,15 +362,29 @@ func serve(srv *bfs.Server, mnt string, sigs <-chan os.Signal) bool {
 			log.Printf("blockfs: %v", err)
 		}
 	}
-	select {
-	case <-done:
-		return true
-	case <-time.After(drainTime):
-		log.Printf("blockfs: readers still hold files open after %v; exiting (their reads now fail)", drainTime)
-	case sig := <-sigs:
-		log.Printf("blockfs: %v during unmount: exiting now", sig)
+	deadline := time.After(drainTime)
+	for {
+		select {
+		case <-done:
+			return true
+		case <-deadline:
+			log.Printf("blockfs: readers still hold files open after %v; exiting (their reads now fail)", drainTime)
+			return false
+		case sig := <-sigs:
+			if ignored(sig) {
+				log.Printf("blockfs: %v during unmount: ignored", sig)
+				continue
+			}
+			log.Printf("blockfs: %v during unmount: exiting now", sig)
+			return false
+		}
 	}
-	return false
+}
+
+// ignored reports whether a signal is logged and ignored rather than a reason to stop: a
+// closed terminal, a log rotation, a stray user signal.
+func ignored(sig os.Signal) bool {
+	return sig == syscall.SIGHUP || sig == syscall.SIGUSR1 || sig == syscall.SIGUSR2
 }
 
 // setupLog sends log lines to path (appending), or leaves them on stderr.
