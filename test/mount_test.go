@@ -373,16 +373,23 @@ func peakRSS(t *testing.T, pid int) int64 { return procStatusKiB(t, pid, "VmHWM"
 // procStatusKiB returns a field of /proc/PID/status that is in kB (VmHWM, VmRSS).
 func procStatusKiB(t *testing.T, pid int, field string) int64 {
 	t.Helper()
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	kb, err := statusKiB(pid, field)
 	require.NoError(t, err)
+	return kb
+}
+
+// statusKiB reads a kB field of /proc/PID/status.
+func statusKiB(pid int, field string) (int64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
 	for _, line := range strings.Split(string(status), "\n") {
 		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			var kb int64
 			_, err := fmt.Sscanf(v, "%d", &kb)
-			require.NoError(t, err)
-			return kb
+			return kb, err
 		}
 	}
-	t.Fatalf("no %s for pid %d", field, pid)
-	return 0
+	return 0, fmt.Errorf("no %s for pid %d", field, pid)
 }

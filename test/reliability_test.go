@@ -274,14 +274,8 @@ func runPeakRSS(t *testing.T, name string, args ...string) int64 {
 			return peak
 		default:
 		}
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)); err == nil {
-			for _, line := range strings.Split(string(b), "\n") {
-				if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-					var kb int64
-					fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
-					peak = max(peak, kb)
-				}
-			}
+		if kb, err := statusKiB(cmd.Process.Pid, "VmHWM"); err == nil { // gone once it exits
+			peak = max(peak, kb)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

@@ -128,9 +128,8 @@ func (f *idsFile) ReadAt(p []byte, off int64) (int, error) { return readAt(f, p,
 
 func (f *idsFile) gather(ctx context.Context, g *Gather, buf []byte, off int64) (int, error) {
 	n, err := readTable(buf, off, f.Size(), func(first uint64, vals []uint64) error {
-		return f.fillIDs(ctx, g, first, vals)
+		return f.fillIDs(ctx, g, first, vals) // leaves g reset after each chunk
 	})
-	g.reset()
 	if n > 0 && err == nil {
 		g.Vecs = append(g.Vecs, buf[:n])
 	}

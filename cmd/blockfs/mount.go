@@ -190,6 +190,10 @@ func (f *inPlaceFlags) register(fl *pflag.FlagSet) {
 
 // openData opens a packed dataset directory, or a file to serve in place.
 func openData(f inPlaceFlags, data string) (*layout.Dataset, error) {
+	bs, err := parseSize("block-size", f.blockSize)
+	if err != nil {
+		return nil, err
+	}
 	st, err := os.Stat(data)
 	if err != nil || st.IsDir() {
 		for _, fl := range []struct {
@@ -204,10 +208,6 @@ func openData(f inPlaceFlags, data string) (*layout.Dataset, error) {
 		if err != nil {
 			return nil, err
 		}
-		bs, err := parseSize("block-size", f.blockSize)
-		if err != nil {
-			return nil, err
-		}
 		return f.windowed(ds, bs)
 	}
 	var rs int64
@@ -218,10 +218,6 @@ func openData(f inPlaceFlags, data string) (*layout.Dataset, error) {
 		if rs == 0 {
 			return nil, usagef("--record-size must be at least 1 byte")
 		}
-	}
-	bs, err := parseSize("block-size", f.blockSize)
-	if err != nil {
-		return nil, err
 	}
 	if bs == 0 {
 		return nil, usagef("--block-size must be at least 1 byte")
