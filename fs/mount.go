@@ -165,6 +165,7 @@ func (m *mount) infoFacts() map[string]any {
 		"ids":            "uint64 little-endian source index per record (epoch-NNNN.ids)",
 		"preshuffled":    man.PreShuffle.Shuffled,
 		"format_version": man.Version,
+		"fingerprint":    man.Fingerprint(),
 	}
 	if ds.RecordSize() > 0 {
 		f["record_size"] = ds.RecordSize()

@@ -19,7 +19,7 @@ import (
 type Options struct {
 	Format     Format // input format; default Auto
 	RecordSize int64  // bytes per record (raw; optional check for npy)
-	BlockSize  int64  // target block size; default layout.DefaultBlockSize
+	BlockSize  int64  // target block size; default AutoBlockSize of the input's size
 	Seed       uint64 // pre-shuffle seed; default 0
 	NoShuffle  bool   // keep input order: record i goes to block i / records-per-block
 	Force      bool   // replace an existing destination
@@ -35,8 +35,31 @@ type Options struct {
 
 // Result says what a pack did.
 type Result struct {
-	Manifest *layout.Manifest
-	Format   Format
+	Manifest  *layout.Manifest
+	Format    Format
+	BlockSize int64 // the target block size used
+	AutoBlock bool  // whether BlockSize was chosen by AutoBlockSize
+}
+
+// MinBlocks and MinAutoBlockSize shape AutoBlockSize: a dataset is cut into at least
+// MinBlocks blocks, so that consecutive epochs visit blocks in clearly different orders, but no
+// block is smaller than MinAutoBlockSize, below which blocks stop making disk reads large.
+const (
+	MinBlocks        = 64
+	MinAutoBlockSize = 256 << 10
+)
+
+// AutoBlockSize returns the block size pack uses for input of the given size when none is
+// given: layout.DefaultBlockSize, or less for inputs under 64 blocks of it, so that the
+// dataset has at least MinBlocks blocks; never below MinAutoBlockSize nor below one record.
+// With only 3 blocks (Fashion-MNIST's 47 MB in 16 MiB blocks), consecutive epochs are nearly
+// the same order: their position correlation is 0.886, against 0.048 with 1 MiB blocks.
+func AutoBlockSize(inputBytes, recordSize int64) int64 {
+	bs := int64(layout.DefaultBlockSize)
+	if inputBytes/MinBlocks < bs {
+		bs = max(inputBytes/MinBlocks/4096*4096, MinAutoBlockSize)
+	}
+	return max(bs, recordSize)
 }
 
 // Pack packs src into a dataset at dst. Cancelling ctx (SIGINT) stops it and removes
@@ -71,6 +94,11 @@ func Pack(ctx context.Context, src, dst string, opt Options) (*Result, error) {
 		return nil, err
 	}
 	defer in.close()
+	res := &Result{Format: format, BlockSize: opt.BlockSize}
+	if opt.BlockSize == 0 {
+		opt.BlockSize = AutoBlockSize(in.size(), el.recordSize)
+		res.BlockSize, res.AutoBlock = opt.BlockSize, true
+	}
 	if opt.RecordSize != 0 && el.kind == layout.Variable {
 		return nil, fmt.Errorf("--record-size does not apply to %s input (its records vary in length)", format)
 	}
@@ -101,11 +129,10 @@ func Pack(ctx context.Context, src, dst string, opt Options) (*Result, error) {
 		}
 		return nil, err
 	}
-	m, err := w.Commit()
-	if err != nil {
+	if res.Manifest, err = w.Commit(); err != nil {
 		return nil, err
 	}
-	return &Result{Manifest: m, Format: format}, nil
+	return res, nil
 }
 
 type packer struct {

@@ -146,3 +146,23 @@ func TestInterruptedLeavesNothing(t *testing.T) {
 		assert.Len(t, ents, 1, "no temporary directory left")
 	}
 }
+
+func TestAutoBlockSize(t *testing.T) {
+	for _, c := range []struct{ in, rs, want int64 }{
+		{1 << 40, 0, layout.DefaultBlockSize}, // large: the default
+		{64 * layout.DefaultBlockSize, 0, layout.DefaultBlockSize},
+		{47_040_000, 784, 179 * 4096},   // Fashion-MNIST: 65 blocks, not 3
+		{10 << 20, 0, MinAutoBlockSize}, // small: never below the minimum
+		{0, 0, MinAutoBlockSize},
+		{10 << 20, 1 << 20, 1 << 20}, // at least one record
+	} {
+		assert.Equal(t, c.want, AutoBlockSize(c.in, c.rs), "input %d, record %d", c.in, c.rs)
+	}
+	// Without a block size, pack chooses one and says so; the dataset has at least 64 blocks.
+	src, _ := writeInput(t, 32<<10, 1024) // 32 MiB
+	res, err := Pack(context.Background(), src, filepath.Join(t.TempDir(), "ds"), Options{Format: Raw, RecordSize: 1024})
+	require.NoError(t, err)
+	assert.True(t, res.AutoBlock)
+	assert.EqualValues(t, 512<<10, res.BlockSize)
+	assert.Len(t, res.Manifest.Blocks, 64)
+}

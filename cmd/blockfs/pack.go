@@ -56,7 +56,7 @@ failed pack leaves nothing behind, and an existing DST is only replaced with --f
 	fl := c.Flags()
 	fl.StringVar(&f.format, "format", "auto", "input format: auto, raw, npy, lines, files")
 	fl.StringVar(&f.recordSize, "record-size", "", "bytes per record (raw; checks npy rows), e.g. 4096 or 4KiB")
-	fl.StringVar(&f.blockSize, "block-size", ibytes(layout.DefaultBlockSize), "target block file size")
+	fl.StringVar(&f.blockSize, "block-size", "", "target block file size (default: "+ibytes(layout.DefaultBlockSize)+", or less so that there are at least 64 blocks, down to "+ibytes(pack.MinAutoBlockSize)+")")
 	fl.Uint64Var(&f.seed, "seed", 0, "pre-shuffle seed")
 	fl.BoolVar(&f.noShuffle, "no-shuffle", false, "keep input order instead of pre-shuffling")
 	fl.BoolVar(&f.force, "force", false, "replace DST if it exists")
@@ -81,14 +81,16 @@ func runPack(f packFlags, src, dst string) error {
 	if format == pack.Raw && rs == 0 {
 		return usagef("--record-size is required for --format raw (the size of one record in bytes)")
 	}
-	bs, err := parseSize("block-size", f.blockSize)
-	if err != nil {
-		return err
+	var bs int64 // 0: pack chooses
+	if f.blockSize != "" {
+		if bs, err = parseSize("block-size", f.blockSize); err != nil {
+			return err
+		}
+		if bs == 0 {
+			return usagef("--block-size must be at least 1 byte")
+		}
 	}
-	if bs == 0 {
-		return usagef("--block-size must be at least 1 byte")
-	}
-	if rs > bs {
+	if bs > 0 && rs > bs {
 		return usagef("--record-size %s is larger than --block-size %s; raise --block-size", ibytes(uint64(rs)), ibytes(uint64(bs)))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -129,7 +131,11 @@ func runPack(f packFlags, src, dst string) error {
 	if m.Kind == layout.Fixed {
 		kind = ibytes(uint64(m.RecordSize))
 	}
-	fmt.Printf("packed %d %s records (%s, %s) into %d blocks at %s, %s, in %.1fs (%s)\n",
-		m.Records, res.Format, kind, ibytes(m.Bytes), len(m.Blocks), dst, order, el, rate(m.Bytes, el))
+	blocks := fmt.Sprintf("%d blocks", len(m.Blocks))
+	if res.AutoBlock {
+		blocks = fmt.Sprintf("%d blocks of %s (chosen for at least %d blocks; --block-size to set)", len(m.Blocks), ibytes(uint64(res.BlockSize)), pack.MinBlocks)
+	}
+	fmt.Printf("packed %d %s records (%s, %s) into %s at %s, %s, in %.1fs (%s)\n",
+		m.Records, res.Format, kind, ibytes(m.Bytes), blocks, dst, order, el, rate(m.Bytes, el))
 	return nil
 }
