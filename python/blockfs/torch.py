@@ -1,0 +1,282 @@
+"""PyTorch batches from a blockfs mount, with exact resume at any worker count or world size.
+
+    loader = blockfs.torch.Loader(mount, batch_size=256, num_workers=4)
+    for epoch in range(loader.epoch, epochs):
+        loader.set_epoch(epoch)
+        for ids, x in loader:        # (ids, records[, labels]) as tensors
+            ...
+        checkpoint["loader"] = loader.state_dict()
+
+The order is the mount's: global step s of an epoch covers positions [s*B*W, (s+1)*B*W) of the
+epoch file (B the batch size, W the world size) and rank r takes the B positions from
+s*B*W + r*B; a last, short step is split evenly between the ranks (or dropped, with
+drop_last). The epoch and the position live in this process: a sampler hands the workers batch
+keys (epoch, first and end position) and a worker turns a key into a batch with one read of the
+records and one of their ids, so what a rank sees never depends on num_workers or
+persistent_workers, and the position counts batches as they are delivered, not as workers
+prefetch them.
+"""
+import os
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from ._files import epoch_path, load_labels, mount_path, read_info
+
+STATE_FORMAT = "blockfs-loader"
+STATE_VERSION = 1
+
+# What a saved position must agree on with the mount it resumes on (info.json's keys).
+FINGERPRINT_KEYS = ("fingerprint", "records", "record_size", "blocks", "seed", "shuffle", "mix", "window", "stride",
+                    "segments", "in_place_offset")
+
+
+def _dist_defaults(rank, world_size):
+    if rank is not None and world_size is not None:
+        return int(rank), int(world_size)
+    r, w = 0, 1
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        r, w = torch.distributed.get_rank(), torch.distributed.get_world_size()
+    elif "WORLD_SIZE" in os.environ:
+        r, w = int(os.environ.get("RANK", "0")), int(os.environ["WORLD_SIZE"])
+    return (r if rank is None else int(rank)), (w if world_size is None else int(world_size))
+
+
+def batch_keys(epoch, records, position, batch_size, rank, world_size, drop_last):
+    """The batch keys (epoch, start, end, after) of rank's batches of an epoch of records, from
+    global position on: the rank's records are positions [start, end) and after is the global
+    position once every rank has taken its batch of that step."""
+    step = batch_size * world_size
+    pos = position
+    while pos < records:
+        if pos + step <= records:
+            start = pos + rank * batch_size
+            end = start + batch_size
+        elif drop_last:
+            return
+        else:
+            rest = records - pos
+            start, end = pos + rank * rest // world_size, pos + (rank + 1) * rest // world_size
+        pos = min(pos + step, records)
+        if end > start:
+            yield epoch, start, end, pos
+
+
+class _Keys(Sampler):
+    """Hands out the batch keys of the loader's epoch from its position, as they are when an
+    iteration starts (in the main process, also with persistent workers)."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __iter__(self):
+        return self.loader._keys()  # a generator over the values of now
+
+    def __len__(self):
+        return self.loader.__len__()
+
+
+class _Batches(Dataset):
+    """Turns a batch key into a batch: a pure function of the key, run in the workers."""
+
+    def __init__(self, path, info, labels, decode):
+        self.path, self.labels, self.decode = path, labels, decode
+        self.fixed = info["kind"] == "fixed"
+        if self.fixed:
+            self.record_size = info["record_size"]
+            self.dtype = np.dtype(info["dtype"]) if info.get("dtype") else np.dtype(np.uint8)
+            shape = info.get("shape") if info.get("dtype") else None
+            self.shape = tuple(shape) if shape is not None else (self.record_size // self.dtype.itemsize,)
+        self._fds, self._pid = {}, None
+
+    def __getitem__(self, key):
+        epoch, start, end, after = key
+        ids = self._read(epoch, ".ids", 8 * start, 8 * (end - start)).view("<u8").astype(np.int64)
+        if self.fixed:
+            rs = self.record_size
+            data = self._read(epoch, "", rs * start, rs * (end - start))
+            records = data.view(self.dtype).reshape((end - start,) + self.shape)
+        else:
+            offs = self._read(epoch, ".offsets", 8 * start, 8 * (end - start + 1)).view("<u8")
+            base = int(offs[0])
+            data = self._read(epoch, "", base, int(offs[-1]) - base)
+            rel = (offs - base).tolist()
+            records = [data[rel[i]:rel[i + 1]] for i in range(end - start)]
+        if self.decode is not None:
+            records = self.decode(records)
+        out = [torch.from_numpy(ids), _tensor(records)]
+        if self.labels is not None:
+            out.append(_tensor(np.asarray(self.labels[ids])))
+        out.append(after)
+        return tuple(out)
+
+    def _read(self, epoch, suffix, off, n):
+        """n bytes of epoch's file (or sidecar) from off, in one read."""
+        buf = np.empty(n, dtype=np.uint8)
+        if n == 0:
+            return buf
+        fd = self._fd(epoch, suffix)
+        view, got = memoryview(buf), 0
+        while got < n:
+            k = os.preadv(fd, [view[got:]], off + got)
+            if k == 0:
+                raise OSError("%s: short read at %d (%d of %d bytes)" % (epoch_path(self.path, epoch, None, suffix), off, got, n))
+            got += k
+        return buf
+
+    def _fd(self, epoch, suffix):
+        if self._pid != os.getpid():  # a forked worker opens its own
+            self._fds, self._pid = {}, os.getpid()
+        key = (epoch, suffix)
+        fd = self._fds.get(key)
+        if fd is None:
+            if len(self._fds) >= 6:  # files of the last two epochs
+                for k in [k for k in self._fds if k[0] != epoch]:
+                    os.close(self._fds.pop(k))
+            fd = self._fds[key] = os.open(epoch_path(self.path, epoch, None, suffix), os.O_RDONLY | os.O_CLOEXEC)
+        return fd
+
+    def __getstate__(self):
+        s = dict(self.__dict__)
+        s["_fds"], s["_pid"] = {}, None
+        return s
+
+
+def _tensor(x):
+    """x as a tensor, if it is an array; numpy types torch lacks are widened (uint16 to
+    int32, uint32 to int64), and byte order made native."""
+    if isinstance(x, list):
+        return [_tensor(v) for v in x]
+    if not isinstance(x, np.ndarray):
+        return x
+    if not x.dtype.isnative:
+        x = x.astype(x.dtype.newbyteorder("="))
+    wider = {np.dtype(np.uint16): np.int32, np.dtype(np.uint32): np.int64}.get(x.dtype)
+    if wider is not None:
+        x = x.astype(wider)
+    if not x.flags.writeable:
+        x = np.array(x)
+    return torch.from_numpy(x)
+
+
+def _as_is(batch):
+    return batch
+
+
+class Loader:
+    """Batches (ids, records[, labels]) of a mount's epochs for PyTorch training.
+
+    path is a mountpoint or a blockfs.Mount. ids is an int64 tensor of the records' source ids
+    (their rows in the packed input). records is a tensor shaped (batch, *shape) of the
+    dataset's dtype (from info.json; (batch, record size) of uint8 without a dtype), or, for
+    variable-length records, a list of uint8 tensors. decode, if given, is called in the worker
+    with each batch's records (a numpy array, or a list of arrays) and its result is returned
+    instead (arrays become tensors). labels is an array indexed by record id (or a .npy or
+    text file of one), joined per batch as a third tensor.
+
+    rank and world_size default to torch.distributed's, else $RANK and $WORLD_SIZE, else 0 and
+    1. The other arguments are DataLoader's.
+
+    The loader holds the epoch and the position in it (records of the epoch consumed by all
+    ranks together). Iterating yields the rest of the epoch from the position; once an epoch is
+    done, the loader moves to the next one at position 0. set_epoch(e) selects epoch e from
+    position 0, unless e is already the loader's epoch (so a resumed run's set_epoch keeps its
+    position). state_dict() and load_state_dict() save and restore the epoch and position.
+    """
+
+    def __init__(self, path, batch_size, num_workers=0, persistent_workers=False, rank=None, world_size=None, epoch=0,
+                 labels=None, decode=None, drop_last=False, pin_memory=False, prefetch_factor=None, timeout=0,
+                 worker_init_fn=None, multiprocessing_context=None):
+        self.path = mount_path(path)
+        self.info = read_info(self.path)
+        if int(batch_size) < 1:
+            raise ValueError("batch_size %r: need at least 1" % batch_size)
+        self.batch_size = int(batch_size)
+        self.rank, self.world_size = _dist_defaults(rank, world_size)
+        if not 0 <= self.rank < self.world_size:
+            raise ValueError("rank %d of world size %d: need 0 <= rank < world_size" % (self.rank, self.world_size))
+        self.drop_last = bool(drop_last)
+        if labels is not None:
+            labels = load_labels(labels)
+            if len(labels) < self.info["records"] and "window" not in self.info:
+                raise ValueError("labels has %d entries; the dataset has %d records" % (len(labels), self.info["records"]))
+        self.epoch, self.position = int(epoch), 0
+        kw = {}
+        if num_workers > 0:
+            kw["persistent_workers"] = persistent_workers
+            if prefetch_factor is not None:
+                kw["prefetch_factor"] = prefetch_factor
+            if multiprocessing_context is not None:
+                kw["multiprocessing_context"] = multiprocessing_context
+        self._loader = DataLoader(_Batches(self.path, self.info, labels, decode), batch_size=None, sampler=_Keys(self),
+                                  num_workers=num_workers, collate_fn=_as_is, pin_memory=pin_memory, timeout=timeout,
+                                  worker_init_fn=worker_init_fn, **kw)
+
+    def _keys(self):
+        return batch_keys(self.epoch, self.info["records"], self.position, self.batch_size, self.rank, self.world_size,
+                          self.drop_last)
+
+    def __len__(self):
+        """Batches this rank has left in the current epoch."""
+        n, step = self.info["records"] - self.position, self.batch_size * self.world_size
+        full = n // step
+        if self.drop_last or n % step == 0:
+            return full
+        rest = n - full * step
+        return full + int((self.rank + 1) * rest // self.world_size > self.rank * rest // self.world_size)
+
+    def __iter__(self):
+        epoch = self.epoch
+        for batch in self._loader:
+            if self.epoch != epoch:
+                raise RuntimeError("set_epoch or load_state_dict was called during an iteration")
+            self.position = batch[-1]
+            yield batch[:-1]
+        self.epoch, self.position = epoch + 1, 0
+
+    def close(self):
+        """Stops persistent workers now (they otherwise stop when the loader is collected)."""
+        it = getattr(self._loader, "_iterator", None)
+        if it is not None and hasattr(it, "_shutdown_workers"):
+            it._shutdown_workers()
+        self._loader._iterator = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def set_epoch(self, epoch):
+        """Selects epoch to iterate next, from its start (or, if the loader is already in that
+        epoch, from where it is: a resumed position is kept)."""
+        if int(epoch) != self.epoch:
+            self.epoch, self.position = int(epoch), 0
+
+    def fingerprint(self):
+        """What a saved state must agree on with this mount: the data and the order options."""
+        return {k: self.info[k] for k in FINGERPRINT_KEYS if k in self.info}
+
+    def state_dict(self):
+        """The loader's place, as small JSON-able data, the same on every rank."""
+        return {"format": STATE_FORMAT, "version": STATE_VERSION, "fingerprint": self.fingerprint(),
+                "epoch": self.epoch, "position": self.position}
+
+    def load_state_dict(self, state):
+        """Resumes where state_dict was taken: the rest of that epoch, each record once, in
+        order, whatever the batch size, worker count or world size now. Raises ValueError for a
+        state of other data or options, naming what differs."""
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            raise ValueError("not a blockfs loader state (no format %r)" % STATE_FORMAT)
+        if state.get("version") != STATE_VERSION:
+            raise ValueError("loader state version %r; this blockfs reads version %d" % (state.get("version"), STATE_VERSION))
+        saved, here = state.get("fingerprint") or {}, self.fingerprint()
+        diff = ["%s %r in the state, %r in this mount" % (k, saved.get(k), here.get(k))
+                for k in sorted(set(saved) | set(here)) if saved.get(k) != here.get(k)]
+        if diff:
+            raise ValueError("the loader state is from other data or options: " + "; ".join(diff))
+        epoch, position = int(state["epoch"]), int(state["position"])
+        if epoch < 0 or not 0 <= position <= self.info["records"]:
+            raise ValueError("loader state epoch %d position %d is out of range (%d records)" % (epoch, position, self.info["records"]))
+        self.epoch, self.position = epoch, position

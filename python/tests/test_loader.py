@@ -1,0 +1,207 @@
+"""blockfs.torch.Loader against a real mount: exact order at any worker count, ranks exactly
+once, resume across worker counts, batch sizes and world sizes, foreign states refused."""
+import os
+import unittest
+
+import numpy as np
+
+import blockfs
+import blockfs.torch
+from support import Scratch, pack_npy, roundtrip
+
+B = 64
+
+
+class LoaderTest(Scratch):
+    n = 5000  # 79 batches of 64, the last short
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.mount = blockfs.Mount(cls.data, seed=7, mix=2, cache_size="8MiB", readahead="64KiB").open()
+        cls.orders = [blockfs.order(cls.mount, e) for e in range(3)]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.mount.close()
+        super().tearDownClass()
+
+    def collect(self, loader, batches=None):
+        """ids of the batches loader yields (all, or the first `batches`), checking records."""
+        out = []
+        for ids, x in loader:
+            self.check_records(ids.numpy(), x.numpy())
+            out.append(ids.numpy())
+            if batches is not None and len(out) == batches:
+                break
+        return out
+
+    def test_order_any_workers(self):
+        # The batches are the epoch file in order, cut into batches, whatever the workers.
+        for workers in (0, 2, 3):
+            for persistent in ((False, True) if workers else (False,)):
+                with self.subTest(workers=workers, persistent=persistent):
+                    loader = blockfs.torch.Loader(self.mount, B, num_workers=workers, persistent_workers=persistent)
+                    for epoch in range(3):
+                        loader.set_epoch(epoch)
+                        self.assertEqual(len(loader), -(-self.n // B))
+                        got = self.collect(loader)
+                        self.assertEqual([len(b) for b in got], [B] * (self.n // B) + [self.n % B])
+                        np.testing.assert_array_equal(np.concatenate(got), self.orders[epoch])
+                        self.assertEqual((loader.epoch, loader.position), (epoch + 1, 0))
+                    loader.close()
+        self.assertFalse((self.orders[0] == self.orders[1]).all())
+
+    def test_epochs_advance_without_set_epoch(self):
+        loader = blockfs.torch.Loader(self.mount, 1000, num_workers=2, persistent_workers=True, epoch=1)
+        with loader:
+            for epoch in (1, 2):
+                np.testing.assert_array_equal(np.concatenate(self.collect(loader)), self.orders[epoch])
+
+    def test_ranks_exactly_once(self):
+        for world in (1, 2, 3):
+            for drop_last in (False, True):
+                with self.subTest(world=world, drop_last=drop_last):
+                    per_rank = []
+                    for rank in range(world):
+                        loader = blockfs.torch.Loader(self.mount, B, num_workers=2 if rank == 0 else 0, rank=rank,
+                                                      world_size=world, drop_last=drop_last)
+                        n = len(loader)
+                        per_rank.append(self.collect(loader))
+                        self.assertEqual(len(per_rank[-1]), n)
+                    steps = self.n // (B * world)
+                    for s in range(steps):  # global step s, rank r: positions s*B*W + r*B, B of them
+                        for r in range(world):
+                            np.testing.assert_array_equal(per_rank[r][s], self.orders[0][(s * world + r) * B:(s * world + r + 1) * B])
+                    seen = np.concatenate([np.concatenate(b) for b in per_rank])
+                    self.assertEqual(len(seen), len(np.unique(seen)), "ranks are disjoint")
+                    if drop_last:
+                        self.assertEqual({len(b) for b in per_rank}, {steps}, "equal batch counts")
+                        self.assertEqual(len(seen), steps * B * world)
+                    else:
+                        self.assertEqual(sorted(seen), sorted(self.orders[0]), "together, the epoch once")
+                        self.assertEqual(len({len(b) for b in per_rank}), 1, "a short last step is split evenly")
+
+    def test_resume_across_workers_and_batch_size(self):
+        first = blockfs.torch.Loader(self.mount, B, num_workers=3)
+        first.set_epoch(1)
+        head = self.collect(first, batches=10)
+        state = roundtrip(first.state_dict())
+        self.assertEqual((state["epoch"], state["position"]), (1, 10 * B), "counted as delivered, not as prefetched")
+        second = blockfs.torch.Loader(self.mount, 100, num_workers=2)
+        second.load_state_dict(state)
+        second.set_epoch(1)  # a resumed run's loop: keeps the position
+        middle = self.collect(second, batches=7)
+        # A resume of a resume, with yet another batch size and no workers.
+        third = blockfs.torch.Loader(self.mount, 33)
+        third.load_state_dict(roundtrip(second.state_dict()))
+        tail = self.collect(third)
+        np.testing.assert_array_equal(np.concatenate(head + middle + tail), self.orders[1])
+        self.assertEqual((third.epoch, third.position), (2, 0))
+
+    def test_resume_world_2_to_1(self):
+        loaders = [blockfs.torch.Loader(self.mount, B, num_workers=2, rank=r, world_size=2) for r in range(2)]
+        heads = [self.collect(loader, batches=5) for loader in loaders]
+        states = [roundtrip(loader.state_dict()) for loader in loaders]
+        self.assertEqual(states[0], states[1], "the same state on every rank")
+        one = blockfs.torch.Loader(self.mount, B, num_workers=3, rank=0, world_size=1)
+        one.load_state_dict(states[0])
+        rest = self.collect(one)
+        seen = np.concatenate([np.concatenate(h) for h in heads] + rest)
+        self.assertEqual(sorted(seen), sorted(self.orders[0]))
+        np.testing.assert_array_equal(np.concatenate(rest), self.orders[0][10 * B:])
+
+    def test_resume_at_boundary(self):
+        loader = blockfs.torch.Loader(self.mount, B, num_workers=2)
+        self.collect(loader)
+        state = roundtrip(loader.state_dict())
+        self.assertEqual((state["epoch"], state["position"]), (1, 0))
+        again = blockfs.torch.Loader(self.mount, 128, world_size=1, rank=0)
+        again.load_state_dict(state)
+        np.testing.assert_array_equal(np.concatenate(self.collect(again)), self.orders[1])
+
+    def test_foreign_state_refused(self):
+        loader = blockfs.torch.Loader(self.mount, B)
+        state = loader.state_dict()
+        with blockfs.Mount(self.data, seed=8, mix=2) as other:
+            with self.assertRaisesRegex(ValueError, "seed 7 in the state, 8 in this mount"):
+                blockfs.torch.Loader(other, B).load_state_dict(state)
+        with blockfs.Mount(self.data, seed=7) as other:
+            with self.assertRaisesRegex(ValueError, "mix 2 in the state, 1 in this mount"):
+                blockfs.torch.Loader(other, B).load_state_dict(state)
+        data2 = pack_npy(self.tmp, "other", self.n, "--seed", "1")
+        with blockfs.Mount(data2, seed=7, mix=2) as other:
+            with self.assertRaisesRegex(ValueError, "fingerprint"):
+                blockfs.torch.Loader(other, B).load_state_dict(state)
+        for bad in ({}, {"format": "blockfs-loader", "version": 99}, dict(state, position=self.n + 1)):
+            with self.assertRaises(ValueError):
+                loader.load_state_dict(bad)
+
+    def test_labels_and_decode(self):
+        labels = (np.arange(self.n) * 7) % 10
+        path = os.path.join(self.tmp, "labels.npy")
+        np.save(path, labels)
+        loader = blockfs.torch.Loader(self.mount, B, num_workers=2, labels=path, decode=lambda x: x.sum(axis=1))
+        n = 0
+        for ids, sums, labs in loader:
+            ids = ids.numpy()
+            np.testing.assert_array_equal(labs.numpy(), labels[ids])
+            np.testing.assert_allclose(sums.numpy(), ids * 64.0 + 28, rtol=1e-6)
+            n += len(ids)
+        self.assertEqual(n, self.n)
+        with self.assertRaisesRegex(ValueError, "labels has 10 entries"):
+            blockfs.torch.Loader(self.mount, B, labels=labels[:10])
+
+    def test_rank_from_environment(self):
+        env = dict(os.environ)
+        try:
+            os.environ.update(RANK="1", WORLD_SIZE="2")
+            loader = blockfs.torch.Loader(self.mount, B)
+        finally:
+            os.environ.clear()
+            os.environ.update(env)
+        self.assertEqual((loader.rank, loader.world_size), (1, 2))
+        np.testing.assert_array_equal(next(iter(loader))[0].numpy(), self.orders[0][B:2 * B])
+
+
+class VariableTest(Scratch):
+    def test_lines(self):
+        src = os.path.join(self.tmp, "lines.txt")
+        lines = [("line %d " % i) + "x" * (i % 97) for i in range(3000)]
+        with open(src, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        from support import run
+        dst = os.path.join(self.tmp, "lines")
+        run("pack", "--quiet", "--block-size", "8KiB", src, dst)
+        with blockfs.Mount(dst, seed=2) as m:
+            order = blockfs.order(m, 0)
+            loader = blockfs.torch.Loader(m, 50, num_workers=2)
+            got = []
+            for ids, recs in loader:
+                for i, r in zip(ids.tolist(), recs):
+                    self.assertEqual(bytes(r.numpy()).decode(), lines[i])
+                got.extend(ids.tolist())
+            self.assertEqual(got, order.tolist())
+            decoded = blockfs.torch.Loader(m, 50, decode=lambda recs: [bytes(r).decode() for r in recs])
+            ids, texts = next(iter(decoded))
+            self.assertEqual(texts, [lines[i] for i in ids.tolist()])
+
+
+class WindowTest(Scratch):
+    def test_windows_are_records(self):
+        src = os.path.join(self.tmp, "series.npy")
+        rows = np.arange(2000 * 3, dtype=np.float32).reshape(2000, 3)
+        np.save(src, rows)
+        with blockfs.Mount(src, window=16, stride=4, block_size="4KiB", seed=1) as m:
+            loader = blockfs.torch.Loader(m, 32, num_workers=2)
+            starts = []
+            for ids, x in loader:
+                self.assertEqual(tuple(x.shape[1:]), (16, 3))
+                for s, w in zip(ids.tolist(), x.numpy()):
+                    np.testing.assert_array_equal(w, rows[s:s + 16])
+                starts.extend(ids.tolist())
+            self.assertEqual(sorted(starts), list(range(0, 2000 - 16 + 1, 4)))
+
+
+if __name__ == "__main__":
+    unittest.main()
