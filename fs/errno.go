@@ -21,7 +21,10 @@ import (
 //   - a dataset file replaced, rewritten or turned into a link or special file since the mount
 //     opened it: EIO, logged with what changed;
 //   - corrupt data (a bad checksum, a file shorter than the manifest says, a file outside the
-//     dataset): EIO, logged as corruption; a file gone: EIO;
+//     dataset, an object whose CRC32C does not match twice): EIO, logged as corruption; a file
+//     or object gone: EIO;
+//   - an object store that did not answer within its retry budget (unreachable, timing out,
+//     5xx, throttling, resets): EIO, logged as such; the next read tries again;
 //   - an I/O error from the disk (EIO) or anything else: EIO, logged with its cause.
 func toErrno(err error, what string) syscall.Errno {
 	errno, why := classify(err)
@@ -45,7 +48,9 @@ func classify(err error) (syscall.Errno, string) {
 		return syscall.ENOMEM, "out of memory"
 	case errors.Is(err, source.ErrChanged):
 		return syscall.EIO, "a dataset file changed under the mount (the mount serves the version it opened, or nothing; remount to serve the new one)"
-	case errors.Is(err, layout.ErrCorrupt), errors.Is(err, layout.ErrUnsafePath), errors.Is(err, source.ErrShort):
+	case errors.Is(err, source.ErrUnavailable):
+		return syscall.EIO, "object store unavailable after retries (the read fails; later reads try again)"
+	case errors.Is(err, layout.ErrCorrupt), errors.Is(err, layout.ErrUnsafePath), errors.Is(err, source.ErrShort), errors.Is(err, source.ErrCorrupt):
 		return syscall.EIO, "corrupt dataset"
 	case errors.As(err, &se) && errors.Is(err, syscall.ENOENT):
 		return syscall.EIO, "a dataset file is gone (changed under the mount? remount it)"

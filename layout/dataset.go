@@ -8,9 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
-	"strings"
 	"syscall"
 
 	"github.com/blockfs/blockfs/source"
@@ -81,6 +79,19 @@ type Dataset struct {
 	files []File
 	flat  *flatFile
 	win   *windowing // windows over flat's rows (see Windows), or nil
+	// src reads the files from where the dataset was opened (the Store's Blocks); nil for a
+	// dataset served in place (Source reads it locally).
+	src source.Blocks
+}
+
+// Source returns a source.Blocks over the dataset's files where the dataset was opened: a
+// local directory (buffered reads) or an object store. A mount builds its own (direct I/O,
+// --verify) where it wants more.
+func (d *Dataset) Source() source.Blocks {
+	if d.src == nil {
+		return local.New(d, false)
+	}
+	return d.src
 }
 
 // flatFile is the one file a flat dataset serves in place.
@@ -136,40 +147,11 @@ func (d *Dataset) Path(id FileID) string {
 // offsets index starts at 0 and ends at the block's size. Nothing is served from a dataset that
 // fails here. Errors wrap ErrFormat, ErrCorrupt or ErrUnsafePath and name the file.
 func Open(dir string) (*Dataset, error) {
-	abs, m, err := loadManifest(dir)
+	st, err := newDirStore(dir)
 	if err != nil {
 		return nil, err
 	}
-	return newDataset(abs, m, nil)
-}
-
-// loadManifest checks that dir is a directory and reads and validates its manifest. It
-// returns dir's absolute path.
-func loadManifest(dir string) (string, *Manifest, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", nil, err
-	}
-	st, err := os.Stat(abs)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", nil, errorf(ErrFormat, dir, -1, "no such directory")
-		}
-		return "", nil, wrapf(ErrFormat, err, dir, -1, "%v", unwrapPathError(err))
-	}
-	if !st.IsDir() {
-		return "", nil, errorf(ErrFormat, dir, -1, "not a directory (a dataset is a directory with a %s)", ManifestName)
-	}
-	mpath := filepath.Join(abs, ManifestName)
-	data, err := readManifest(mpath)
-	if err != nil {
-		return "", nil, err
-	}
-	m, err := ParseManifest(mpath, data)
-	if err != nil {
-		return "", nil, err
-	}
-	return abs, m, nil
+	return OpenStore(st)
 }
 
 func readManifest(mpath string) ([]byte, error) {
@@ -191,22 +173,20 @@ func readManifest(mpath string) ([]byte, error) {
 	return data, nil
 }
 
-// newDataset checks the block files named by a validated manifest and builds the file table.
-// With collect nil the first bad file is an error; otherwise each is passed to collect and
-// its block is left out of the checks that follow (Verify reports them all).
-func newDataset(dir string, m *Manifest, collect func(block int, err error)) (*Dataset, error) {
-	realDir, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return nil, err
-	}
+// newDataset checks the block files named by a validated manifest in st and builds the file
+// table. With collect nil the first bad file is an error; otherwise each is passed to collect
+// and its block is left out of the checks that follow (Verify reports them all).
+func newDataset(st Store, m *Manifest, collect func(block int, err error)) (*Dataset, error) {
 	nb := len(m.Blocks)
 	d := &Dataset{
-		Dir:       dir,
+		Dir:       st.Location(),
 		Manifest:  m,
 		recStart:  make([]uint64, nb+1),
 		byteStart: make([]uint64, nb+1),
 		files:     make([]File, nb*numRoles+1),
 	}
+	src := st.Blocks(d) // reads the table as it fills
+	d.src = src
 	for i, b := range m.Blocks {
 		d.recStart[i+1] = d.recStart[i] + b.Records
 		d.byteStart[i+1] = d.byteStart[i] + b.Bytes
@@ -219,12 +199,12 @@ func newDataset(dir string, m *Manifest, collect func(block int, err error)) (*D
 		}
 		var bad error
 		for _, f := range files {
-			if bad = d.addFile(realDir, i, f); bad != nil {
+			if bad = d.addFile(st, i, f); bad != nil {
 				break
 			}
 		}
 		if bad == nil && b.OffsetsFile != "" {
-			bad = d.checkOffsetsEnds(i)
+			bad = d.checkOffsetsEnds(src, i)
 		}
 		if bad != nil {
 			if collect == nil {
@@ -235,7 +215,7 @@ func newDataset(dir string, m *Manifest, collect func(block int, err error)) (*D
 	}
 	if m.Names != nil {
 		f := File{Extent: source.Extent{Name: m.Names.File, Size: int64(m.Names.Bytes)}, Role: RoleNames, CRC32C: m.Names.CRC32C}
-		if err := d.addFile(realDir, -1, f); err != nil {
+		if err := d.addFile(st, -1, f); err != nil {
 			if collect == nil {
 				return nil, err
 			}
@@ -245,12 +225,14 @@ func newDataset(dir string, m *Manifest, collect func(block int, err error)) (*D
 	return d, nil
 }
 
-// addFile checks the file f names (relative to the dataset) and enters it in the table.
-func (d *Dataset) addFile(realDir string, block int, f File) error {
-	p, ident, err := d.checkFile(realDir, block, f.Name, uint64(f.Size))
+// addFile checks the file f names (relative to the dataset) in st and enters it in the table,
+// with the identity every later read checks (the manifest's CRC32C included).
+func (d *Dataset) addFile(st Store, block int, f File) error {
+	p, ident, err := checkFile(st, block, f.Name, uint64(f.Size))
 	if err != nil {
 		return err
 	}
+	ident.CRC32C, ident.HasCRC = f.CRC32C, true
 	f.Name, f.Ident, f.Block, f.HasCRC = p, ident, block, true
 	id := NamesFile(d.Blocks())
 	if f.Role != RoleNames {
@@ -260,33 +242,24 @@ func (d *Dataset) addFile(realDir string, block int, f File) error {
 	return nil
 }
 
-// checkFile resolves rel inside realDir and checks that it is a regular file of size bytes that
-// does not escape the directory through a symlink. It returns the resolved path and what the
-// file is now (its identity), which every later read checks.
-func (d *Dataset) checkFile(realDir string, block int, rel string, size uint64) (string, source.Identity, error) {
-	var none source.Identity
-	p := filepath.Join(d.Dir, filepath.FromSlash(rel))
-	resolved, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", none, errorf(ErrCorrupt, p, block, "file is missing (the dataset is incomplete; re-pack it)")
-		}
-		return "", none, wrapf(ErrIO, err, p, block, "%v", unwrapPathError(err))
+// checkFile asks st where the file rel is and what it is, and checks that it is size bytes. It
+// returns the backend's name for the file and its identity.
+func checkFile(st Store, block int, rel string, size uint64) (string, source.Identity, error) {
+	p := st.Path(rel)
+	name, ident, err := st.Stat(rel)
+	var le *Error
+	switch {
+	case errors.As(err, &le):
+		le.Block = block
+		return "", ident, le
+	case errors.Is(err, fs.ErrNotExist):
+		return "", ident, errorf(ErrCorrupt, p, block, "file is missing (the dataset is incomplete; re-pack it)")
+	case err != nil:
+		return "", ident, wrapf(ErrIO, err, p, block, "%v", err)
+	case uint64(ident.Size) != size:
+		return "", ident, errorf(ErrCorrupt, p, block, "file is %d bytes, the manifest says %d (truncated or replaced? re-pack the dataset)", ident.Size, size)
 	}
-	if r, err := filepath.Rel(realDir, resolved); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
-		return "", none, errorf(ErrUnsafePath, p, block, "resolves to %s, outside the dataset directory", resolved)
-	}
-	st, err := os.Stat(resolved)
-	if err != nil {
-		return "", none, wrapf(ErrIO, err, p, block, "%v", unwrapPathError(err))
-	}
-	if !st.Mode().IsRegular() {
-		return "", none, errorf(ErrCorrupt, p, block, "not a regular file (%s)", st.Mode().Type())
-	}
-	if uint64(st.Size()) != size {
-		return "", none, errorf(ErrCorrupt, p, block, "file is %d bytes, the manifest says %d (truncated or replaced? re-pack the dataset)", st.Size(), size)
-	}
-	return resolved, identity(st), nil
+	return name, ident, nil
 }
 
 // identity returns what a local file is: device, inode, size and modification time.
@@ -299,10 +272,9 @@ func identity(st fs.FileInfo) source.Identity {
 }
 
 // checkOffsetsEnds reads the first and last entry of a block's offsets index.
-func (d *Dataset) checkOffsetsEnds(block int) error {
+func (d *Dataset) checkOffsetsEnds(src source.Blocks, block int) error {
 	id := OffsetsFile(block)
 	var first, last [8]byte
-	src := local.New(d, false)
 	if err := src.Fill(context.Background(), id, 0, [][]byte{first[:]}); err != nil {
 		return d.ioError(id, err)
 	}
@@ -322,7 +294,7 @@ func (d *Dataset) checkOffsetsEnds(block int) error {
 func (d *Dataset) ioError(id FileID, err error) error {
 	f, _ := d.File(id)
 	kind := ErrIO
-	if errors.Is(err, source.ErrShort) || errors.Is(err, syscall.ENOENT) {
+	if errors.Is(err, source.ErrShort) || errors.Is(err, source.ErrCorrupt) || errors.Is(err, syscall.ENOENT) {
 		kind = ErrCorrupt
 	}
 	return wrapf(kind, err, f.Name, f.Block, "%v", errorCause(err))

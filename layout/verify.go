@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/blockfs/blockfs/source"
-	"github.com/blockfs/blockfs/source/local"
 )
 
 // CheckCRC reads file id whole from src and compares its CRC32C with the manifest's (a file
@@ -56,8 +55,17 @@ type VerifyResult struct {
 // every file's CRC32C. It calls report for each problem (naming the file and block) and goes
 // on; it returns an error only when the manifest itself cannot be read.
 func Verify(dir string, report func(error)) (VerifyResult, error) {
+	st, err := newDirStore(dir)
+	if err != nil {
+		return VerifyResult{}, err
+	}
+	return VerifyStore(st, report)
+}
+
+// VerifyStore is Verify for the dataset in st (a directory, an object store).
+func VerifyStore(st Store, report func(error)) (VerifyResult, error) {
 	var res VerifyResult
-	abs, m, err := loadManifest(dir)
+	m, err := storeManifest(st)
 	if err != nil {
 		return res, err
 	}
@@ -67,12 +75,12 @@ func Verify(dir string, report func(error)) (VerifyResult, error) {
 		res.Problems++
 		report(err)
 	}
-	d, err := newDataset(abs, m, problem)
+	d, err := newDataset(st, m, problem)
 	if err != nil {
 		return res, err
 	}
 	res.Blocks = d.Blocks()
-	src := local.New(d, false)
+	src := d.Source()
 	ctx := context.Background()
 	for b := 0; b < d.Blocks(); b++ {
 		if bad[b] {

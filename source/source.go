@@ -47,6 +47,10 @@ type Identity struct {
 	Size     int64  // the whole object's size
 	MtimeNs  int64  // a local file's modification time, in nanoseconds
 	Tag      string // an object store's ETag
+	// CRC32C is the whole object's checksum from the manifest, when HasCRC: a backend that
+	// fetches whole objects (source/s3) checks it before any byte reaches the cache.
+	CRC32C uint32
+	HasCRC bool
 }
 
 // Table maps the files of a dataset to their extents. layout.Dataset implements it.
@@ -65,6 +69,12 @@ var (
 	// ErrChanged: the object is not the one the dataset opened (replaced, rewritten, resized,
 	// turned into a link or a special file); the error says what changed.
 	ErrChanged = errors.New("changed since the dataset was opened")
+	// ErrCorrupt: the bytes read do not match the dataset's checksum (damaged at rest or in
+	// transit); none of them is served.
+	ErrCorrupt = errors.New("bytes do not match the dataset's CRC32C")
+	// ErrUnavailable: the store did not answer (unreachable, timing out, failing) within the
+	// backend's retry budget; a later read tries again.
+	ErrUnavailable = errors.New("store unavailable")
 )
 
 // Error is a failed operation on one file of a source. Err is the cause: an errno (EMFILE, EIO,

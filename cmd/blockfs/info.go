@@ -10,11 +10,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/blockfs/blockfs/layout"
-	"github.com/blockfs/blockfs/source/local"
 )
 
 func newInfo() *cobra.Command {
 	var names bool
+	var s3f s3Flags
 	c := &cobra.Command{
 		Use:   "info [--names] DATA",
 		Short: "Describe a dataset: records, blocks, sizes, record kind, dtype and shape",
@@ -23,7 +23,7 @@ of every record (for datasets packed from a folder of files), one per line in so
 line i names the record whose id is i.`,
 		Args: exactArgs("DATA"),
 		RunE: func(c *cobra.Command, args []string) error {
-			ds, err := layout.Open(args[0])
+			ds, err := openPacked(args[0], &s3f)
 			if err != nil {
 				return err
 			}
@@ -35,6 +35,7 @@ line i names the record whose id is i.`,
 		},
 	}
 	c.Flags().BoolVar(&names, "names", false, "list the source name of every record, in id order")
+	s3f.register(c.Flags())
 	return c
 }
 
@@ -46,7 +47,7 @@ func printNames(ds *layout.Dataset) error {
 	}
 	w := bufio.NewWriterSize(os.Stdout, 1<<20)
 	buf := make([]byte, 1<<20)
-	src := local.New(ds, false)
+	src := ds.Source() // a directory or an object store
 	for off := int64(0); off < ds.Size(id); off += int64(len(buf)) {
 		n := min(int64(len(buf)), ds.Size(id)-off)
 		if err := src.Fill(context.Background(), id, off, [][]byte{buf[:n]}); err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/local"
+	"github.com/blockfs/blockfs/source/s3"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -42,6 +43,7 @@ type mountFlags struct {
 	inPlace    inPlaceFlags
 	cpuProfile string
 	direct     string
+	s3         s3Flags
 }
 
 // daemonHeapLimit is the soft limit on the daemon's Go heap (the page cache is not in it).
@@ -95,6 +97,7 @@ mount is ready.`,
 	fl.StringVar(&f.logFile, "log", "", "append log lines to this file (default: stderr; discarded with --daemon)")
 	fl.BoolVar(&f.verify, "verify", false, "check each block file's CRC32C the first time it is read; a block that fails reads as EIO")
 	f.inPlace.register(fl)
+	f.s3.register(fl)
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the daemon (pprof format) to this file at unmount")
 	_ = fl.MarkHidden("cpuprofile")
 	return c
@@ -133,7 +136,13 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	ds, err := openData(f.inPlace, data)
+	remote := s3.IsURL(data)
+	var ds *layout.Dataset
+	if remote {
+		ds, err = openRemote(f.inPlace, &f.s3, data)
+	} else {
+		ds, err = openData(f.inPlace, data)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -152,6 +161,14 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 	}
 	mem := view.PlanMemory(ds, cache.DefaultPageSize, cs, need.Window, direct, view.MemTotal())
 	copt := cache.Options{Size: mem.CacheSize}
+	if remote {
+		// Readahead loads a block file in one run, so the object is fetched whole (in ranged
+		// GETs of --s3-part-size) and its CRC32C checked on the way into the cache; one worker
+		// per request in flight keeps --s3-concurrency GETs busy.
+		mem.Direct, mem.Reason = false, "an object store"
+		copt.MaxRead = int(min(max(need.MaxBlock, cache.DefaultMaxRead)+cache.DefaultPageSize-1, maxRemoteRead) / cache.DefaultPageSize * cache.DefaultPageSize)
+		copt.Workers = f.s3.concurrency
+	}
 	if err := copt.Validate(); err != nil {
 		return nil, usagef("--cache-size: %v", err)
 	}
@@ -159,6 +176,9 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 	// Direct I/O: block data goes from the disk straight into the page-aligned cache, cached
 	// once; buffered: the kernel keeps the block files too (view.PlanMemory says when).
 	plan.src = local.New(ds, mem.Direct)
+	if remote {
+		plan.src = ds.Source() // the object store, checked by ETag and CRC32C
+	}
 	if f.verify {
 		if plan.src, err = layout.NewVerified(ds, plan.src); err != nil {
 			return nil, usagef("--verify: %v", err)

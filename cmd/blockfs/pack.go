@@ -25,6 +25,7 @@ type packFlags struct {
 	noShuffle  bool
 	force      bool
 	quiet      bool
+	s3         s3Flags // DST s3://BUCKET/PREFIX
 }
 
 func newPack() *cobra.Command {
@@ -49,7 +50,9 @@ good as this pre-shuffle), with bounded memory whatever the input size; --no-shu
 input order, so record i lands in block i / records-per-block.
 
 DST is written in a temporary directory next to it and renamed at the end: an interrupted or
-failed pack leaves nothing behind, and an existing DST is only replaced with --force.`,
+failed pack leaves nothing behind, and an existing DST is only replaced with --force.
+DST may be s3://BUCKET/PREFIX: the dataset is packed in $TMPDIR and uploaded, the manifest
+last, so it appears whole or not at all.`,
 		Args: exactArgs("SRC", "DST"),
 		RunE: func(c *cobra.Command, args []string) error { return runPack(f, args[0], args[1]) },
 	}
@@ -61,6 +64,7 @@ failed pack leaves nothing behind, and an existing DST is only replaced with --f
 	fl.BoolVar(&f.noShuffle, "no-shuffle", false, "keep input order instead of pre-shuffling")
 	fl.BoolVar(&f.force, "force", false, "replace DST if it exists")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar")
+	f.s3.register(fl)
 	return c
 }
 
@@ -114,7 +118,7 @@ func runPack(f packFlags, src, dst string) error {
 		}
 	}
 	start := time.Now()
-	res, err := pack.Pack(ctx, src, dst, opt)
+	res, err := packTo(ctx, src, dst, opt, &f.s3)
 	if bar != nil {
 		_ = bar.Clear()
 	}

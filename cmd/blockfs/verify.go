@@ -7,18 +7,31 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/source/s3"
 )
 
 func newVerify() *cobra.Command {
-	return &cobra.Command{
+	var s3f s3Flags
+	c := &cobra.Command{
 		Use:   "verify DATA",
 		Short: "Check a dataset's structure and every block's CRC32C",
 		Long: `verify reads the whole dataset DATA: the manifest, every file's presence, type and size, and
-every block file's CRC32C. It prints each problem on a line of its own (the file, the block and
+every block file's CRC32C. DATA is a directory or s3://BUCKET/PREFIX. It prints each problem on a line of its own (the file, the block and
 what is wrong) and exits 1 if there is any, 0 if the dataset is sound.`,
 		Args: exactArgs("DATA"),
 		RunE: func(c *cobra.Command, args []string) error {
-			res, err := layout.Verify(args[0], func(err error) { fmt.Fprintf(os.Stderr, "blockfs: %v\n", err) })
+			report := func(err error) { fmt.Fprintf(os.Stderr, "blockfs: %v\n", err) }
+			var res layout.VerifyResult
+			var err error
+			if s3.IsURL(args[0]) {
+				st, serr := s3f.openStore(args[0])
+				if serr != nil {
+					return serr
+				}
+				res, err = layout.VerifyStore(st, report)
+			} else {
+				res, err = layout.Verify(args[0], report)
+			}
 			if err != nil {
 				return err
 			}
@@ -29,4 +42,6 @@ what is wrong) and exits 1 if there is any, 0 if the dataset is sound.`,
 			return nil
 		},
 	}
+	s3f.register(c.Flags())
+	return c
 }

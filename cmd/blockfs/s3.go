@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/pack"
+	"github.com/blockfs/blockfs/source/s3"
+)
+
+// s3Flags are the object store flags of mount, pack, verify and info (for s3:// DATA).
+type s3Flags struct {
+	endpoint    string
+	concurrency int
+	partSize    string
+	timeout     time.Duration
+	retries     int
+}
+
+func (f *s3Flags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&f.endpoint, "endpoint", "", "s3:// object store endpoint URL, e.g. http://127.0.0.1:9000 (default: $AWS_ENDPOINT_URL, else AWS S3)")
+	fl.IntVar(&f.concurrency, "s3-concurrency", s3.DefaultConcurrency, "s3://: requests in flight at once (ranged GETs, part uploads)")
+	fl.StringVar(&f.partSize, "s3-part-size", ibytes(s3.DefaultPartSize), "s3://: the largest ranged GET, and pack's multipart part size (at least 5MiB)")
+	fl.DurationVar(&f.timeout, "s3-timeout", s3.DefaultTimeout, "s3://: time limit of one request, body included")
+	fl.IntVar(&f.retries, "s3-retries", s3.DefaultRetries, "s3://: retries of a failed request (5xx, throttling, reset, timeout), with backoff; then EIO")
+}
+
+// options checks the flags and returns them as the package's options.
+func (f *s3Flags) options() (s3.Options, error) {
+	ps, err := parseSize("s3-part-size", f.partSize)
+	if err != nil {
+		return s3.Options{}, err
+	}
+	if f.concurrency < 1 || f.concurrency > 256 {
+		return s3.Options{}, usagef("--s3-concurrency %d is out of range (1 to 256)", f.concurrency)
+	}
+	if ps < s3.MinPartSize || ps > 5<<30 {
+		return s3.Options{}, usagef("--s3-part-size %s is out of range (5 MiB, the S3 minimum part, to 5 GiB)", f.partSize)
+	}
+	if f.timeout <= 0 {
+		return s3.Options{}, usagef("--s3-timeout %v must be positive", f.timeout)
+	}
+	if f.retries < 0 || f.retries > 100 {
+		return s3.Options{}, usagef("--s3-retries %d is out of range (0 to 100)", f.retries)
+	}
+	opt := s3.Options{Endpoint: f.endpoint, Concurrency: f.concurrency, PartSize: ps, Timeout: f.timeout, Retries: f.retries}
+	if f.retries == 0 {
+		opt.Retries = -1 // Validate's default is for the zero value; -1 asks for none
+	}
+	return opt, nil
+}
+
+// openStore returns the object store of an s3:// URL.
+func (f *s3Flags) openStore(url string) (*s3.Store, error) {
+	opt, err := f.options()
+	if err != nil {
+		return nil, err
+	}
+	st, err := s3.Open(url, opt)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	return st, nil
+}
+
+// openPacked opens a packed dataset: a directory, or an s3:// URL.
+func openPacked(data string, f *s3Flags) (*layout.Dataset, error) {
+	if !s3.IsURL(data) {
+		return layout.Open(data)
+	}
+	st, err := f.openStore(data)
+	if err != nil {
+		return nil, err
+	}
+	return layout.OpenStore(st)
+}
+
+// maxRemoteRead is the largest cache load from an object store: a block file up to this size
+// is fetched and checked whole in one load.
+const maxRemoteRead = 64 << 20
+
+// openRemote opens a packed dataset in an object store for mount; the flags of a file served
+// in place do not apply to it.
+func openRemote(in inPlaceFlags, f *s3Flags, data string) (*layout.Dataset, error) {
+	for _, fl := range []struct {
+		name string
+		set  bool
+	}{{"--record-size", in.recordSize != ""}, {"--offset", in.offset != "0"}, {"--records", in.records != 0},
+		{"--window", in.window != ""}, {"--segments", in.segments != ""}} {
+		if fl.set {
+			return nil, usagef("%s is for a local file served in place; %s is a packed dataset in an object store", fl.name, data)
+		}
+	}
+	return openPacked(data, f)
+}
+
+// packTo packs src into dst: a directory, or an s3:// URL. An object store dataset is packed
+// into a temporary directory (in $TMPDIR, which needs room for it) and uploaded with the
+// manifest last; the temporary directory goes either way.
+func packTo(ctx context.Context, src, dst string, opt pack.Options, f *s3Flags) (*pack.Result, error) {
+	if !s3.IsURL(dst) {
+		return pack.Pack(ctx, src, dst, opt)
+	}
+	st, err := f.openStore(dst)
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp("", "blockfs-pack-")
+	if err != nil {
+		return nil, fmt.Errorf("cannot stage the dataset before upload: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	force := opt.Force
+	opt.Force = false
+	res, err := pack.Pack(ctx, src, filepath.Join(tmp, "data"), opt)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Upload(ctx, filepath.Join(tmp, "data"), force, nil); err != nil {
+		return nil, err
+	}
+	return res, nil
+}

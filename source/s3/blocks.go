@@ -1,0 +1,269 @@
+package s3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/blockfs/blockfs/source"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Blocks implements source.Blocks over the objects a table names (keys, with the size and
+// ETag seen when the dataset opened, and the manifest's CRC32C). Safe for concurrent use.
+//
+// A read of a whole object (the cache loads a block file in one run) is fetched straight into
+// the caller's buffers in ranged GETs of PartSize, Concurrency at a time across all reads, and
+// its CRC32C checked before Fill returns. A read of part of an object with a checksum fetches
+// the whole object into a small staging area (stager), checks it, and copies the part out;
+// the rest stays there for the next read of the same object.
+type Blocks struct {
+	s     *Store       // immutable
+	t     source.Table // immutable
+	stage *stager
+}
+
+// stageBudget is how many bytes of partly read objects Blocks keeps (two 16 MiB blocks).
+const stageBudget = 32 << 20
+
+// NewBlocks returns the objects of t in s.
+func NewBlocks(s *Store, t source.Table) *Blocks {
+	return &Blocks{s: s, t: t, stage: newStager(stageBudget)}
+}
+
+// Size implements source.Blocks.
+func (b *Blocks) Size(id source.FileID) int64 {
+	e, _ := b.t.Extent(id)
+	return e.Size
+}
+
+// Fill implements source.Blocks. Errors are *source.Error wrapping source.ErrChanged (the
+// object was replaced or is shorter), source.ErrCorrupt (a bad checksum, twice),
+// source.ErrUnavailable (the store did not answer within the retry budget), syscall.ENOENT
+// (the object is gone) or the context's error.
+func (b *Blocks) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	e, ok := b.t.Extent(id)
+	n := int64(source.Len(bufs))
+	if !ok || off < 0 || off+n > e.Size {
+		return &source.Error{Op: "read", Name: b.s.url(e.Name), Off: off, Err: source.ErrNoFile}
+	}
+	if n == 0 {
+		return nil
+	}
+	if len(e.Parts) == 0 {
+		return b.fill(ctx, e, off, bufs)
+	}
+	done := int64(0)
+	for _, p := range e.Parts {
+		if done == n {
+			break
+		}
+		if off >= p.Size {
+			off -= p.Size
+			continue
+		}
+		k := min(p.Size-off, n-done)
+		if err := b.fill(ctx, p, off, sliceBufs(bufs, done, done+k)); err != nil {
+			return err
+		}
+		done += k
+		off = 0
+	}
+	return nil
+}
+
+// fill reads bufs from off of the single extent e.
+func (b *Blocks) fill(ctx context.Context, e source.Extent, off int64, bufs [][]byte) error {
+	at, n, id := e.Offset+off, int64(source.Len(bufs)), e.Ident
+	switch {
+	case id.HasCRC && at == 0 && n == id.Size:
+		return b.fetchChecked(ctx, e.Name, id, bufs)
+	case id.HasCRC && id.Size <= b.s.opt.MaxStage:
+		return b.stage.read(ctx, b, e.Name, id, at, bufs)
+	default:
+		return b.fetch(ctx, e.Name, id.Tag, at, bufs)
+	}
+}
+
+// fetchChecked fills bufs with the whole object key and checks its CRC32C. A mismatch is
+// fetched once more (damage in transit); a second one is source.ErrCorrupt.
+func (b *Blocks) fetchChecked(ctx context.Context, key string, id source.Identity, bufs [][]byte) error {
+	var crc uint32
+	for try := 0; try < 2; try++ {
+		if err := b.fetch(ctx, key, id.Tag, 0, bufs); err != nil {
+			return err
+		}
+		crc = 0
+		for _, p := range bufs {
+			crc = crc32.Update(crc, castagnoli, p)
+		}
+		if crc == id.CRC32C {
+			return nil
+		}
+	}
+	return &source.Error{Op: "check", Name: b.s.url(key), Off: -1,
+		Err: fmt.Errorf("%w: CRC32C is %#08x, the manifest says %#08x (the object is damaged; re-pack the dataset)", source.ErrCorrupt, crc, id.CRC32C)}
+}
+
+// fetch fills bufs from off of object key with ranged GETs of at most PartSize, each with
+// If-Match etag, as many at once as the store's Concurrency allows (shared by all fetches).
+func (b *Blocks) fetch(ctx context.Context, key, etag string, off int64, bufs [][]byte) error {
+	n := int64(source.Len(bufs))
+	part := b.s.opt.PartSize
+	if n <= part {
+		return b.s.getRange(ctx, key, etag, off, bufs)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	for at := int64(0); at < n; at += part {
+		k := min(part, n-at)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := b.s.getRange(ctx, key, etag, off+at, sliceBufs(bufs, at, at+k)); err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// getRange fills bufs with the n bytes of object key from off: one ranged GET with If-Match,
+// retried (with a token of the concurrency pool per attempt) until the budget is spent.
+func (s *Store) getRange(ctx context.Context, key, etag string, off int64, bufs [][]byte) error {
+	n := int64(source.Len(bufs))
+	err := s.retry(ctx, func(ctx context.Context) error {
+		var opt minio.GetObjectOptions
+		if etag != "" {
+			if err := opt.SetMatchETag(etag); err != nil {
+				return err
+			}
+		}
+		if err := opt.SetRange(off, off+n-1); err != nil {
+			return err
+		}
+		body, info, _, err := s.cl.GetObject(ctx, s.loc.Bucket, key, opt)
+		if err != nil {
+			return err
+		}
+		defer body.Close()
+		if info.Size != n {
+			return fmt.Errorf("the store sent %d bytes for a range of %d", info.Size, n)
+		}
+		for _, p := range bufs {
+			if _, err := io.ReadFull(body, p); err != nil {
+				if err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return fmt.Errorf("reading the body: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err() // the caller gave up: not the store's fault
+		}
+		return &source.Error{Op: "get", Name: s.url(key), Off: off, Err: s.describe(err, key)}
+	}
+	return nil
+}
+
+// retry runs fn until it succeeds, fails in a way a retry cannot mend, or Retries retries
+// have failed, waiting Backoff (doubling, with jitter) between tries. Each try holds a token
+// of the concurrency pool (waiting for one does not count) and has Timeout to finish.
+func (s *Store) retry(ctx context.Context, fn func(context.Context) error) error {
+	return s.retryFor(ctx, s.opt.Timeout, fn)
+}
+
+// retryFor is retry with a time limit of timeout per try (0: none).
+func (s *Store) retryFor(ctx context.Context, timeout time.Duration, fn func(context.Context) error) error {
+	wait := s.opt.Backoff
+	for try := 0; ; try++ {
+		select {
+		case s.sem <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		var actx context.Context
+		var cancel context.CancelFunc
+		if timeout > 0 {
+			actx, cancel = context.WithTimeout(ctx, timeout)
+		} else {
+			actx, cancel = context.WithCancel(ctx)
+		}
+		err := fn(actx)
+		timedOut := actx.Err() != nil && ctx.Err() == nil
+		cancel()
+		<-s.sem
+		if err == nil {
+			return nil
+		}
+		if timedOut {
+			err = fmt.Errorf("no answer within %v: %w", timeout, errTimeout)
+		}
+		if ctx.Err() != nil || try >= s.opt.Retries || !retryable(err) {
+			return err
+		}
+		t := time.NewTimer(wait/2 + rand.N(wait/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, maxBackoff)
+	}
+}
+
+var errTimeout = errors.New("request timed out")
+
+// retryable reports whether a failed request may succeed when tried again: server errors,
+// throttling and anything that is not an answer (a reset, a refused connection, a timeout, a
+// truncated body). A missing object, a changed ETag, a bad range or a refusal are final.
+func retryable(err error) bool {
+	er := minio.ToErrorResponse(err)
+	if er.StatusCode == 0 && er.Code == "" {
+		return true // no answer from the store
+	}
+	switch er.Code {
+	case "SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "RequestTimeTooSkewed":
+		return true
+	}
+	return er.StatusCode >= 500 || er.StatusCode == http.StatusTooManyRequests || er.StatusCode == http.StatusRequestTimeout
+}
+
+// sliceBufs returns the iovecs of bytes [from, to) of bufs, with no spare capacity.
+func sliceBufs(bufs [][]byte, from, to int64) [][]byte {
+	var out [][]byte
+	at := int64(0)
+	for _, b := range bufs {
+		lo, hi := max(from-at, 0), min(to-at, int64(len(b)))
+		if lo < hi {
+			out = append(out, b[lo:hi:hi])
+		}
+		at += int64(len(b))
+		if at >= to {
+			break
+		}
+	}
+	return out
+}
