@@ -25,10 +25,11 @@ deps:
 # Every package but test/: kernel-free, run with the race detector.
 UNIT := ./source/... ./layout/... ./shuffle/... ./cache/... ./view/... ./pack/... ./fs/... ./cmd/... ./internal/...
 
-# Unit tests run with the race detector; test/ mounts the built binary.
+# Unit tests run with the race detector; test/ mounts the built binary. The object store tests
+# run against a MinIO server that scripts/minio.sh builds once per machine (about 5 minutes).
 test: deps vet
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(UNIT)
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/...
+	BLOCKFS_MINIO="$$(scripts/minio.sh)" $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/...
 	$(MAKE) --no-print-directory fuzz
 
 # Bounded runs of every fuzz target (the seed corpora also run in plain go test). Budgets are
