@@ -1,0 +1,62 @@
+package test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestPythonPackage installs python/ the way docs/USAGE.md says, into a fresh venv with no
+// package index (Debian's setuptools builds it), and runs the package's own tests
+// (python/tests: the Loader's order, ranks and resume contracts, Mount's sharing and clean-up)
+// against the installed copy and the built binary. Nothing may stay mounted afterwards.
+func TestPythonPackage(t *testing.T) {
+	requireFUSE(t)
+	py := systemPython(t)
+	venv := filepath.Join(t.TempDir(), "venv")
+	if out, err := exec.Command(py, "-m", "venv", "--system-site-packages", venv).CombinedOutput(); err != nil {
+		msg := "cannot make a venv (apt-get install python3-venv python3-pip): " + string(out)
+		if os.Getenv("BLOCKFS_REQUIRE_FUSE") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	// pip builds in the source tree (build/, *.egg-info): install from a copy.
+	src := filepath.Join(t.TempDir(), "python")
+	out, err := exec.Command("cp", "-r", "../python", src).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	pip := exec.Command(filepath.Join(venv, "bin", "pip"), "install", "--no-index", "--no-build-isolation", "--quiet", src)
+	pip.Env = append(os.Environ(), "PIP_DISABLE_PIP_VERSION_CHECK=1")
+	out, err = pip.CombinedOutput()
+	require.NoError(t, err, "pip install: %s", out)
+	vpy := filepath.Join(venv, "bin", "python")
+	out, err = exec.Command(vpy, "-c", "import blockfs, blockfs.torch; print(blockfs.__file__)").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.True(t, strings.HasPrefix(strings.TrimSpace(string(out)), venv), "imported from the venv: %s", out)
+
+	tests, err := filepath.Abs("../python/tests")
+	require.NoError(t, err)
+	runtime := t.TempDir()
+	cmd := exec.Command(vpy, "-m", "unittest", "discover", "-v", "-s", tests)
+	cmd.Dir = t.TempDir() // not the source tree: blockfs comes from the venv
+	cmd.Env = append(os.Environ(), "BLOCKFS_BIN="+bin, "BLOCKFS_RUNTIME_DIR="+runtime, "PYTHONDONTWRITEBYTECODE=1")
+	out, err = cmd.CombinedOutput()
+	require.NoError(t, err, "python/tests:\n%s", out)
+	t.Logf("python/tests: %s", lastLine(string(out)))
+	mounts, err := os.ReadFile("/proc/mounts")
+	require.NoError(t, err)
+	assert.NotContains(t, string(mounts), runtime, "nothing left mounted")
+	left, err := os.ReadDir(runtime)
+	require.NoError(t, err)
+	assert.Empty(t, left, "no mountpoints or lock files left")
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
