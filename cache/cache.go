@@ -142,6 +142,10 @@ func New(src source.Blocks, opt Options) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot reserve %d bytes for the cache: %w", slots*opt.PageSize, err)
 	}
+	// Transparent huge pages where the kernel allows them (advisory; an error changes
+	// nothing): readers of small records copy from random places of whole blocks, and with 4
+	// KiB pages every record is a TLB miss.
+	_ = unix.Madvise(arena, unix.MADV_HUGEPAGE)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Cache{src: src, opt: opt, arena: arena, slots: slots,
 		pages: make(map[key]*entry), lru: list.New(), free: make([]int, slots),

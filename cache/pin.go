@@ -121,6 +121,15 @@ func (r Run) Append(vecs [][]byte, off, n int64) [][]byte {
 	return vecs
 }
 
+// Page returns the bytes of page p of the run's file, or nil if the run does not hold it (not
+// asked for, or outside the run). Valid until the Pins that made the run is released.
+func (r Run) Page(p int64) []byte {
+	if i := p - r.first; i >= 0 && i < int64(len(r.ents)) && r.ents[i] != nil {
+		return r.ents[i].buf
+	}
+	return nil
+}
+
 // Bytes returns the bytes [off, off+n) of the run's file if they lie in one page, and
 // otherwise copies them into scratch (which must hold n bytes) and returns that.
 func (r Run) Bytes(off, n int64, scratch []byte) []byte {

@@ -5,8 +5,6 @@ import (
 	"math"
 	"sort"
 	"strings"
-
-	"github.com/blockfs/blockfs/internal/lru"
 )
 
 // Mode selects how much of an epoch is shuffled.
@@ -76,8 +74,9 @@ func (o Options) mix() int {
 // consecutive blocks of the epoch's block order; a window's records are permuted together
 // (Full) or kept in stored order (Blocks, None).
 //
-// An Order holds O(blocks) state plus a few cached window permutations. It is safe for
-// concurrent use; everything but the window cache is immutable after New.
+// An Order holds O(blocks) state; the windows it computes are kept in a WindowCache, its own
+// or one shared by the epochs of a mount. It is safe for concurrent use; everything but the
+// window cache is immutable after New.
 type Order struct {
 	opt        Options
 	counts     []uint64 // records per stored block
@@ -85,19 +84,21 @@ type Order struct {
 	winStart   []uint64 // winStart[w] = position of window w's first record; len windows+1
 	mix        int
 
-	windows *lru.Cache[int, *Window] // recently used windows, cost = records
+	windows *WindowCache
 }
 
-// An Order keeps recently used windows while they hold at most windowCacheRecords records
-// (4 bytes each), and always the last minWindowsCached, so that readers at a few places in
-// the epoch do not recompute permutations on every read.
-const (
-	windowCacheRecords = 1 << 20
-	minWindowsCached   = 4
-)
+// DefaultWindowBytes is the budget of the window cache of an Order made by New: 4 MiB of
+// order state (a million records of a permuted window).
+const DefaultWindowBytes = 4 << 20
 
-// New builds the order of one epoch over blocks with the given record counts.
+// New builds the order of one epoch over blocks with the given record counts, with a window
+// cache of its own (DefaultWindowBytes).
 func New(counts []uint64, opt Options) (*Order, error) {
+	return NewCached(counts, opt, NewWindowCache(DefaultWindowBytes))
+}
+
+// NewCached is New with the windows kept in wc, which several Orders may share.
+func NewCached(counts []uint64, opt Options, wc *WindowCache) (*Order, error) {
 	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
@@ -105,8 +106,7 @@ func New(counts []uint64, opt Options) (*Order, error) {
 	if nb == 0 || nb > math.MaxUint32 {
 		return nil, fmt.Errorf("cannot order %d blocks", nb)
 	}
-	o := &Order{opt: opt, counts: counts, mix: opt.mix(),
-		windows: lru.New[int, *Window](windowCacheRecords, minWindowsCached)}
+	o := &Order{opt: opt, counts: counts, mix: opt.mix(), windows: wc}
 	if opt.Mode == None {
 		o.blockOrder = make([]uint32, nb)
 		for i := range o.blockOrder {
@@ -165,14 +165,7 @@ func (o *Order) At(pos uint64) (block int, local uint64) {
 }
 
 // Window returns window w, computing its permutation if it is not cached.
-func (o *Order) Window(w int) *Window {
-	if win, ok := o.windows.Get(w); ok {
-		return win
-	}
-	win := o.buildWindow(w)
-	o.windows.Add(w, win, win.Count)
-	return win
-}
+func (o *Order) Window(w int) *Window { return o.windows.get(o, w) }
 
 func (o *Order) buildWindow(w int) *Window {
 	blocks := o.windowBlocks(w)
@@ -189,35 +182,7 @@ func (o *Order) buildWindow(w int) *Window {
 	}
 	if o.opt.Mode == Full {
 		win.perm = Permutation(int(win.Count), NewRNG(Derive(o.opt.Seed, DomainWindow, o.opt.Epoch, uint64(w))))
+		win.buildBuckets()
 	}
 	return win
-}
-
-// Window is a run of consecutive blocks of the epoch's block order whose records are
-// permuted together. Immutable.
-type Window struct {
-	Index  int      // window number in the epoch
-	Start  uint64   // position of its first record in the epoch
-	Count  uint64   // records in the window
-	Blocks []int    // stored block indices, in epoch order
-	prefix []uint64 // prefix[i] = records in Blocks[:i]
-	perm   []uint32 // nil when records keep their stored order
-}
-
-// At returns the stored block and index within it of the window's i-th record (i < Count).
-func (w *Window) At(i uint64) (block int, local uint64) {
-	k, local := w.Locate(i)
-	return w.Blocks[k], local
-}
-
-// Locate returns which of the window's blocks (an index into Blocks) holds its i-th record
-// (i < Count), and the record's index within that block.
-func (w *Window) Locate(i uint64) (k int, local uint64) {
-	if w.perm != nil {
-		i = uint64(w.perm[i])
-	}
-	if len(w.Blocks) > 1 {
-		k = sort.Search(len(w.Blocks), func(k int) bool { return w.prefix[k+1] > i })
-	}
-	return k, i - w.prefix[k]
 }

@@ -209,19 +209,19 @@ var goldenIDs = [][]uint64{
 	{4, 5, 6, 7, 0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14},
 }
 
-// TestWindowCacheBounded: the cached windows hold at most windowCacheRecords records, or the
-// minimum number of windows, while many windows are visited.
+// TestWindowCacheBounded: the cached windows hold at most the cache's bytes, or the one most
+// recent window, while many windows are visited.
 func TestWindowCacheBounded(t *testing.T) {
 	counts := make([]uint64, 64)
 	for i := range counts {
-		counts[i] = windowCacheRecords / 8
+		counts[i] = DefaultWindowBytes / 4 / 8
 	}
 	o, err := New(counts, Options{Seed: 1, Mode: Full, Mix: 2})
 	require.NoError(t, err)
 	for w := 0; w < o.Windows(); w++ {
 		o.Window(w)
-		n, held := o.windows.Len()
-		assert.True(t, held <= windowCacheRecords || n <= minWindowsCached, "held %d in %d windows", held, n)
+		n, held := o.windows.Held()
+		assert.True(t, held <= DefaultWindowBytes || n <= 1, "held %d in %d windows", held, n)
 	}
-	assert.Equal(t, o.Windows()-1, o.windows.Keys()[0], "most recent first")
+	assert.Equal(t, windowKey{o, o.Windows() - 1}, o.windows.lru.Keys()[0], "most recent first")
 }

@@ -21,6 +21,7 @@ type Gather struct {
 	spans  []span       // the records of the read, merged where back to back in one block file
 	blocks []blockRange // the block files the read touches, and what of each it needs
 	bits   []uint64     // the pages each block file's spans touch (blockRange.bits)
+	run    runScratch   // the run copiers' buffers (runs.go)
 }
 
 // span is a run of bytes (data) or of records (ids) of one block file: blocks[slot], from off.
@@ -77,6 +78,8 @@ func (g *Gather) reset() {
 	g.pins.Release()
 	clear(g.Vecs)
 	clear(g.blocks)
+	clear(g.run.pages)
+	g.run.pages = g.run.pages[:0]
 	g.Vecs, g.spans, g.blocks, g.bits = g.Vecs[:0], g.spans[:0], g.blocks[:0], g.bits[:0]
 }
 
@@ -93,11 +96,11 @@ const copySpans = 4096
 // must hold n bytes; g.Vecs is then buf[:n]), a bounded number of records at a time, pinning
 // one page at a time when the cache has no slot left to pin (many readers on a small cache).
 func (f *dataFile) gatherData(ctx context.Context, g *Gather, buf []byte, off int64, n int) error {
-	pos, skip, err := f.e.positionOf(ctx, f.base+uint64(off))
+	pos0, skip0, err := f.e.positionOf(ctx, f.base+uint64(off))
 	if err != nil {
 		return err
 	}
-	covered, pos, skip, err := f.e.locate(ctx, g, pos, skip, uint64(n), true, MaxVecs)
+	covered, pos, skip, err := f.e.locate(ctx, g, pos0, skip0, uint64(n), true, MaxVecs)
 	if err != nil {
 		return err
 	}
@@ -115,10 +118,20 @@ func (f *dataFile) gatherData(ctx context.Context, g *Gather, buf []byte, off in
 			return err
 		}
 	}
-	// Copy: what is located so far, then the rest a chunk at a time.
 	g.pins.Release()
 	clear(g.Vecs)
 	g.Vecs = g.Vecs[:0]
+	if _, pow2 := f.e.pageShift(); f.e.ds.RecordSize() > 0 && pow2 {
+		// Small fixed-size records: copied a window's run at a time (runs.go).
+		g.reset()
+		if err := f.copyFixed(ctx, g, buf[:n], pos0, skip0, n); err != nil {
+			return err
+		}
+		g.Vecs = append(g.Vecs[:0], buf[:n])
+		f.e.c.Served(n)
+		return nil
+	}
+	// Copy: what is located so far, then the rest a chunk at a time.
 	for done := 0; ; {
 		if err := f.copySpans(ctx, g, buf[done:done+int(covered)]); err != nil {
 			return err
@@ -196,14 +209,29 @@ func (f *dataFile) copyByPage(ctx context.Context, g *Gather, buf []byte) error 
 // idsChunk is how many ids fillIDs locates, pins and decodes at a time.
 const idsChunk = 8192
 
-// fillIDs sets vals to the source ids of the range's records first, first+1, ...
+// fillIDs sets vals to the source ids of the range's records first, first+1, ...: a window's
+// run at a time (idsRun), or by spans (fillChunk) where that cannot be done.
 func (f *idsFile) fillIDs(ctx context.Context, g *Gather, first uint64, vals []uint64) error {
+	_, pow2 := f.e.pageShift()
 	for len(vals) > 0 {
 		k := min(len(vals), idsChunk)
-		if err := f.fillChunk(ctx, g, first, vals[:k]); err != nil {
-			return err
+		ok := false
+		if pow2 {
+			pos := f.rg.Start + first
+			win := f.e.ord.Window(f.e.ord.WindowOf(pos))
+			k = int(min(uint64(len(vals)), win.Count-(pos-win.Start), runSegment))
+			var err error
+			if ok, err = f.idsRun(ctx, g, win, pos, vals[:k]); err != nil {
+				return err
+			}
 		}
-		g.reset()
+		if !ok {
+			k = min(k, idsChunk)
+			if err := f.fillChunk(ctx, g, first, vals[:k]); err != nil {
+				return err
+			}
+			g.reset()
+		}
 		first, vals = first+uint64(k), vals[k:]
 	}
 	return nil

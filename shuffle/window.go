@@ -1,0 +1,116 @@
+package shuffle
+
+import "math/bits"
+
+// Window is a run of consecutive blocks of the epoch's block order whose records are
+// permuted together. Immutable.
+//
+// Its compact form is the permutation of its records (4 bytes each, nil when records keep
+// their stored order) and, with several blocks, a table that finds the block of a permuted
+// index in at most a step or two: bucket[v>>shift] is the block holding index v&^(1<<shift-1),
+// and buckets are no wider than the window's smallest block.
+type Window struct {
+	Index  int      // window number in the epoch
+	Start  uint64   // position of its first record in the epoch
+	Count  uint64   // records in the window
+	Blocks []int    // stored block indices, in epoch order
+	prefix []uint64 // prefix[i] = records in Blocks[:i]
+	perm   []uint32 // nil when records keep their stored order
+	bucket []uint32 // see above; nil with one block or no permutation
+	shift  uint
+}
+
+// bucketShiftMin bounds the block table to one entry per 2^bucketShiftMin records.
+const bucketShiftMin = 6
+
+// buildBuckets fills the block table of a permuted window of several blocks.
+func (w *Window) buildBuckets() {
+	if len(w.Blocks) < 2 || w.Count == 0 {
+		return
+	}
+	smallest := w.Count
+	for k := range w.Blocks {
+		if n := w.prefix[k+1] - w.prefix[k]; n > 0 {
+			smallest = min(smallest, n)
+		}
+	}
+	w.shift = uint(max(bucketShiftMin, bits.Len64(smallest)-1))
+	w.bucket = make([]uint32, (w.Count-1)>>w.shift+1)
+	k := 0
+	for j := range w.bucket {
+		for w.prefix[k+1] <= uint64(j)<<w.shift {
+			k++
+		}
+		w.bucket[j] = uint32(k)
+	}
+}
+
+// Bytes returns the memory the window's order state takes.
+func (w *Window) Bytes() uint64 {
+	return uint64(4*len(w.perm)+4*len(w.bucket)) + uint64(8*len(w.prefix)+8*len(w.Blocks)) + 128
+}
+
+// At returns the stored block and index within it of the window's i-th record (i < Count).
+func (w *Window) At(i uint64) (block int, local uint64) {
+	k, local := w.Locate(i)
+	return w.Blocks[k], local
+}
+
+// Locate returns which of the window's blocks (an index into Blocks) holds its i-th record
+// (i < Count), and the record's index within that block.
+func (w *Window) Locate(i uint64) (k int, local uint64) {
+	if w.perm != nil {
+		i = uint64(w.perm[i])
+	}
+	if len(w.Blocks) > 1 {
+		k = w.blockOf(i)
+	}
+	return k, i - w.prefix[k]
+}
+
+// blockOf returns the index into Blocks of the block holding the window's stored-order
+// record v (v < Count).
+func (w *Window) blockOf(v uint64) int {
+	var k int
+	if w.bucket != nil {
+		k = int(w.bucket[v>>w.shift])
+	}
+	for w.prefix[k+1] <= v {
+		k++
+	}
+	return k
+}
+
+// LocateRun is Locate for the window's records i0, i0+1, ..., i0+len(locals)-1: it sets
+// ks[j] and locals[j] for record i0+j. ks must be as long as locals. A tight loop, for readers
+// that copy runs of small records.
+func (w *Window) LocateRun(i0 uint64, ks []uint32, locals []uint64) {
+	ks = ks[:len(locals)]
+	switch {
+	case w.perm == nil && len(w.Blocks) == 1:
+		for j := range locals {
+			ks[j], locals[j] = 0, i0+uint64(j)
+		}
+	case w.perm == nil:
+		for j := range locals {
+			v := i0 + uint64(j)
+			k := w.blockOf(v)
+			ks[j], locals[j] = uint32(k), v-w.prefix[k]
+		}
+	case len(w.Blocks) == 1:
+		perm := w.perm[i0 : i0+uint64(len(locals))]
+		for j, v := range perm {
+			ks[j], locals[j] = 0, uint64(v)
+		}
+	default:
+		perm := w.perm[i0 : i0+uint64(len(locals))]
+		for j, p := range perm {
+			v := uint64(p)
+			k := int(w.bucket[v>>w.shift])
+			for w.prefix[k+1] <= v {
+				k++
+			}
+			ks[j], locals[j] = uint32(k), v-w.prefix[k]
+		}
+	}
+}

@@ -1,0 +1,53 @@
+package shuffle
+
+import (
+	"sort"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestLocateRun: LocateRun and the block table agree with a binary search over the window's
+// blocks for every record, in every mode, with blocks smaller and larger than a bucket.
+func TestLocateRun(t *testing.T) {
+	counts := []uint64{1, 700, 3, 64, 65, 1000, 129, 2, 4096, 63}
+	for _, opt := range []Options{{Seed: 3, Mix: 1}, {Seed: 3, Mix: 3}, {Seed: 4, Mix: 7}, {Mode: Blocks}, {Mode: None}, {Mix: 16}} {
+		o, err := New(counts, opt)
+		require.NoError(t, err)
+		for w := 0; w < o.Windows(); w++ {
+			win := o.Window(w)
+			for _, from := range []uint64{0, win.Count / 3} {
+				ks := make([]uint32, win.Count-from)
+				locals := make([]uint64, win.Count-from)
+				win.LocateRun(from, ks, locals)
+				for j := range locals {
+					i := from + uint64(j)
+					v := i
+					if win.perm != nil {
+						v = uint64(win.perm[i])
+					}
+					k := sort.Search(len(win.Blocks), func(k int) bool { return win.prefix[k+1] > v })
+					require.Equal(t, uint32(k), ks[j], "opt %+v window %d record %d", opt, w, i)
+					require.Equal(t, v-win.prefix[k], locals[j])
+					gk, gl := win.Locate(i)
+					require.Equal(t, k, gk)
+					require.Equal(t, locals[j], gl)
+				}
+			}
+		}
+	}
+}
+
+// TestWindowCacheMergesBuilds: concurrent readers of one window share one computation.
+func TestWindowCacheMergesBuilds(t *testing.T) {
+	o, err := New([]uint64{1 << 16, 1 << 16}, Options{Seed: 1})
+	require.NoError(t, err)
+	wins := make(chan *Window, 8)
+	for range 8 {
+		go func() { wins <- o.Window(1) }()
+	}
+	first := <-wins
+	for range 7 {
+		require.Same(t, first, <-wins)
+	}
+}

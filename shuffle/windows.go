@@ -1,0 +1,96 @@
+package shuffle
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+
+	"github.com/blockfs/blockfs/internal/lru"
+)
+
+// WindowCache keeps the most recently used windows of one or more Orders (the epochs of one
+// mount) within a byte budget, so that the order state of a mount is bounded whatever the
+// record size: a window's permutation is 4 bytes a record, and with 4-byte records that is as
+// much as the window's data. It always keeps the most recent window, so a window larger than
+// the budget is still computed once per reader pass, not once per read. Builds of the same
+// window are merged: concurrent readers wait for one computation. Safe for concurrent use.
+type WindowCache struct {
+	max uint64 // immutable after NewWindowCache
+
+	lru *lru.Cache[windowKey, *Window]
+
+	mu       sync.Mutex
+	building map[windowKey]*build // guarded by mu
+}
+
+type windowKey struct {
+	o *Order
+	w int
+}
+
+// build is a window being computed; done is closed once win is set.
+type build struct {
+	done chan struct{}
+	win  *Window
+}
+
+// NewWindowCache returns a cache of windows holding at most maxBytes bytes of order state
+// (Window.Bytes), and always the most recently used window.
+func NewWindowCache(maxBytes uint64) *WindowCache {
+	return &WindowCache{max: maxBytes, lru: lru.New[windowKey, *Window](maxBytes, 1),
+		building: map[windowKey]*build{}}
+}
+
+// MaxBytes returns the cache's budget.
+func (c *WindowCache) MaxBytes() uint64 { return c.max }
+
+// Held returns the number of windows the cache holds and their bytes.
+func (c *WindowCache) Held() (int, uint64) { return c.lru.Len() }
+
+// get returns window w of o, building it once if no one else is.
+func (c *WindowCache) get(o *Order, w int) *Window {
+	k := windowKey{o, w}
+	if win, ok := c.lru.Get(k); ok {
+		return win
+	}
+	c.mu.Lock()
+	if b, ok := c.building[k]; ok {
+		c.mu.Unlock()
+		<-b.done
+		return b.win
+	}
+	if win, ok := c.lru.Get(k); ok { // added between the first look and the lock
+		c.mu.Unlock()
+		return win
+	}
+	b := &build{done: make(chan struct{})}
+	c.building[k] = b
+	c.mu.Unlock()
+	b.win = o.buildWindow(w)
+	c.lru.Add(k, b.win, b.win.Bytes())
+	c.mu.Lock()
+	delete(c.building, k)
+	c.mu.Unlock()
+	close(b.done)
+	return b.win
+}
+
+// PermBytes returns the bytes of order state a window of records records takes (its
+// permutation, 4 bytes a record, plus its block lookup table).
+func PermBytes(records uint64) uint64 { return 4*records + 4*(records>>bucketShiftMin) }
+
+// MaxWindowBytes returns the order state of the largest window of an epoch over blocks with
+// the given record counts (any epoch: a window's size depends on which blocks fall in it, so
+// this bounds it by the mix largest blocks), in Full mode; 0 in the other modes.
+func MaxWindowBytes(counts []uint64, opt Options) uint64 {
+	if opt.Mode != Full {
+		return 0
+	}
+	top := slices.Clone(counts)
+	slices.SortFunc(top, func(a, b uint64) int { return cmp.Compare(b, a) })
+	var sum uint64
+	for _, n := range top[:min(len(top), opt.mix())] {
+		sum += n
+	}
+	return PermBytes(sum)
+}
