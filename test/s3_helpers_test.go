@@ -354,3 +354,8 @@ func readAllOrEIO(t *testing.T, path string, want []byte, n int) int {
 	}
 	return failed
 }
+
+// minioListAll lists every object under prefix.
+func minioListAll(prefix string) minio.ListObjectsOptions {
+	return minio.ListObjectsOptions{Prefix: prefix, Recursive: true}
+}
