@@ -25,8 +25,8 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "docs", "examples"))
-from pytorch_iterable import BlockfsDataset  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import blockfs.torch  # noqa: E402
 
 FMNIST = "/usr/share/datasets/fashion-mnist"
 BLOCK = "256KiB"  # about 330 records a block: 180 blocks, so the order has room to matter
@@ -103,11 +103,11 @@ def train(net, batches_of_epoch, epochs):
 
 
 def from_mount(mnt):
-    ds = BlockfsDataset(mnt)
+    loader = blockfs.torch.Loader(mnt, batch_size=128, num_workers=2)
 
     def batches(epoch):
-        ds.set_epoch(epoch)
-        for _, rows in DataLoader(ds, batch_size=128, num_workers=2):
+        loader.set_epoch(epoch)
+        for _, rows in loader:
             yield rows[:, 1:].float() / 255, rows[:, 0].long()
     return batches
 

@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Checks of docs/examples/*.py against a real blockfs mount, run by test/python_test.go.
+"""Checks of the Python package (python/) and docs/examples against a real blockfs mount made
+by the Go test (mounted by hand, read with blockfs.attach), run by test/python_test.go.
 
-  loader_checks.py epochs MOUNT SOURCE      DataLoader(num_workers=3), epochs 0 and 1: every
-                                            record once per epoch, bytes equal to the source,
-                                            the two epochs in different orders; prints the
-                                            orders' digests (the Go test runs it twice)
-  loader_checks.py ranks MOUNT              2 ranks x 2 workers: disjoint, equal length, all
-                                            records but the remainder, in the global order
-  loader_checks.py resume MOUNT             stop after k batches, resume from the positions:
-                                            the union is the epoch exactly
+  loader_checks.py epochs MOUNT SOURCE      Loader(num_workers=3), epochs 0 and 1: every record
+                                            once per epoch, bytes equal to the source, the two
+                                            epochs in different orders; prints the orders'
+                                            digests (the Go test runs it twice)
+  loader_checks.py ranks MOUNT              2 ranks x 2 workers, drop_last: disjoint, equal
+                                            length, in the global order
+  loader_checks.py resume MOUNT             stop after k batches with 3 workers, resume from
+                                            the state with 2: the union is the epoch exactly
   loader_checks.py train MOUNT              logistic regression fed only from the mount:
                                             the loss falls
   loader_checks.py memmap MOUNT             np.memmap of an epoch equals read()
@@ -23,11 +24,13 @@ import sys
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "examples"))
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "..", "python"))
+sys.path.insert(0, os.path.join(here, "..", "..", "docs", "examples"))
+import blockfs  # noqa: E402
+import blockfs.torch  # noqa: E402
 from numpy_memmap import epoch_array  # noqa: E402
-from pytorch_iterable import BlockfsDataset, collate_variable  # noqa: E402
 
 
 def fail(msg):
@@ -45,28 +48,34 @@ def source_records(path):
     return lambda i: lines[i], len(lines)
 
 
-def read_epoch(ds, epoch, workers=3, batch=64):
-    ds.set_epoch(epoch)
-    collate = None if ds.fixed else collate_variable
+def as_bytes(recs):
+    """A batch's records (a tensor of fixed-size rows, or a list of tensors) as bytes."""
+    return [r.numpy().tobytes() for r in recs]
+
+
+def read_epoch(loader, epoch):
+    loader.set_epoch(epoch)
     ids, recs = [], []
-    for bid, brec in DataLoader(ds, batch_size=batch, num_workers=workers, collate_fn=collate):
-        ids.extend(int(i) for i in bid)
-        recs.extend(r.numpy().tobytes() for r in brec)
+    for bid, brec in loader:
+        ids.extend(bid.tolist())
+        recs.extend(as_bytes(brec))
     return ids, recs
 
 
 def epochs(mount, source):
     get, n = source_records(source)
-    ds = BlockfsDataset(mount)
+    loader = blockfs.torch.Loader(blockfs.attach(mount), 64, num_workers=3)
     digests = []
     orders = []
     for epoch in (0, 1):
-        ids, recs = read_epoch(ds, epoch)
+        ids, recs = read_epoch(loader, epoch)
         if sorted(ids) != list(range(n)):
             fail("epoch %d: ids are not every record exactly once (%d ids for %d records)" % (epoch, len(ids), n))
         for i, r in zip(ids, recs):
             if r != get(i):
                 fail("epoch %d: record %d differs from the source" % (epoch, i))
+        if ids != blockfs.order(mount, epoch).tolist():
+            fail("epoch %d: the loader's order is not the epoch file's" % epoch)
         orders.append(ids)
         digests.append(hashlib.sha256(np.array(ids, dtype="<u8").tobytes()).hexdigest())
     if orders[0] == orders[1]:
@@ -75,57 +84,54 @@ def epochs(mount, source):
 
 
 def ranks(mount):
-    with open(os.path.join(mount, "epoch-0000.ids"), "rb") as f:
-        order = list(np.frombuffer(f.read(), dtype="<u8"))
+    order = blockfs.order(mount, 0).tolist()
     per_rank = []
     for rank in (0, 1):
-        ds = BlockfsDataset(mount, rank=rank, world_size=2)
-        ids, _ = read_epoch(ds, 0, workers=2)
+        loader = blockfs.torch.Loader(mount, 32, num_workers=2, rank=rank, world_size=2, drop_last=True)
+        ids, _ = read_epoch(loader, 0)
         per_rank.append(ids)
     a, b = per_rank
     if len(a) != len(b):
         fail("ranks read %d and %d records" % (len(a), len(b)))
     if set(a) & set(b):
         fail("ranks overlap")
-    kept = len(order) - len(order) % 4
+    kept = len(order) - len(order) % 64
     if sorted(a + b) != sorted(order[:kept]):
         fail("ranks together are not the epoch's first %d records" % kept)
     print("ok %d records per rank, %d dropped" % (len(a), len(order) - kept))
 
 
-def resume(mount, k=5, batch=32, workers=3):
-    ds = BlockfsDataset(mount)
-    full, _ = read_epoch(ds, 2, workers=workers, batch=batch)
-    ds.set_epoch(2)
-    collate = None if ds.fixed else collate_variable
+def resume(mount, k=5, batch=32):
+    full = blockfs.order(mount, 2).tolist()
+    loader = blockfs.torch.Loader(mount, batch, num_workers=3, epoch=2)
     first = []
-    for i, (bid, _) in enumerate(DataLoader(ds, batch_size=batch, num_workers=workers, collate_fn=collate)):
-        if i == k:
-            break  # the trainer stops here; it saved only k
-        first.extend(int(x) for x in bid)
-    positions = BlockfsDataset.resume_positions(k, batch, workers)
-    ds2 = BlockfsDataset(mount)
-    ds2.set_epoch(2, resume=positions)
+    for i, (bid, _) in enumerate(loader):
+        first.extend(bid.tolist())
+        if i == k - 1:
+            break  # the trainer stops here and saves
+    state = json.loads(json.dumps(loader.state_dict()))
+    again = blockfs.torch.Loader(mount, batch, num_workers=2)
+    again.load_state_dict(state)
     rest = []
-    for bid, _ in DataLoader(ds2, batch_size=batch, num_workers=workers, collate_fn=collate):
-        rest.extend(int(x) for x in bid)
-    if sorted(first + rest) != sorted(full) or len(first + rest) != len(full):
+    for bid, _ in again:
+        rest.extend(bid.tolist())
+    if first + rest != full:
         fail("first %d batches plus the resumed rest are not the epoch (%d + %d vs %d)" % (k, len(first), len(rest), len(full)))
     print("ok %d records before the stop, %d after" % (len(first), len(rest)))
 
 
 def train(mount):
     torch.manual_seed(0)
-    ds = BlockfsDataset(mount)
-    d = ds.shape[0] - 1  # rows are [x_1 .. x_d, label]
+    loader = blockfs.torch.Loader(mount, 64, num_workers=2)
+    d = loader.info["shape"][0] - 1  # rows are [x_1 .. x_d, label]
     model = torch.nn.Linear(d, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
     lossf = torch.nn.BCEWithLogitsLoss()
     losses = []
     for epoch in range(3):
-        ds.set_epoch(epoch)
+        loader.set_epoch(epoch)
         total = count = 0
-        for _, rows in DataLoader(ds, batch_size=64, num_workers=2):
+        for _, rows in loader:
             x, y = rows[:, :d], rows[:, d:]
             opt.zero_grad()
             loss = lossf(model(x), y)
