@@ -14,16 +14,32 @@ import (
 
 func newInfo() *cobra.Command {
 	var names bool
-	var s3f s3Flags
+	var inPlace inPlaceFlags
 	c := &cobra.Command{
-		Use:   "info [--names] DATA",
+		Use:   "info [--names] DATA|MOUNTPOINT",
 		Short: "Describe a dataset: records, blocks, sizes, record kind, dtype and shape",
-		Long: `info prints a summary of the dataset DATA. With --names it prints instead the source name
-of every record (for datasets packed from a folder of files), one per line in source id order:
+		Long: `info prints a summary of the dataset DATA: a dataset directory, or a file served in place
+(with the mount's in-place and window flags). Given a MOUNTPOINT, it describes the data the
+mount serves and the mount's order options. With --names it prints instead the source name of
+every record (for datasets packed from a folder of files), one per line in source id order:
 line i names the record whose id is i.`,
 		Args: exactArgs("DATA"),
 		RunE: func(c *cobra.Command, args []string) error {
-			ds, err := openPacked(args[0], &s3f)
+			data, mnt := args[0], ""
+			m, ok, err := readMountpoint(data)
+			if ok {
+				if err != nil {
+					return err
+				}
+				if strings.Contains(m.OpenData, "://") {
+					return usagef("%s serves %s: run info on the URL", data, m.OpenData)
+				}
+				if inPlace, err = m.inPlace(); err != nil {
+					return err
+				}
+				data, mnt = m.OpenData, m.Dir
+			}
+			ds, err := openData(inPlace, data)
 			if err != nil {
 				return err
 			}
@@ -31,11 +47,14 @@ line i names the record whose id is i.`,
 				return printNames(ds)
 			}
 			fmt.Print(describe(ds))
+			if mnt != "" {
+				fmt.Printf("%-13s %s (seed %d, shuffle %s, mix %d)\n", "mounted:", mnt, m.Seed, m.Shuffle, m.Mix)
+			}
 			return nil
 		},
 	}
 	c.Flags().BoolVar(&names, "names", false, "list the source name of every record, in id order")
-	s3f.register(c.Flags())
+	inPlace.register(c.Flags())
 	return c
 }
 
@@ -72,6 +91,12 @@ func describe(ds *layout.Dataset) string {
 		p("records", "%d variable-length, %s on average", ds.Records(), ibytes(ds.Bytes()/ds.Records()))
 	}
 	p("size", "%s (%d bytes)", ibytes(ds.Bytes()), ds.Bytes())
+	if path, off, ok := ds.InPlace(); ok {
+		p("in place", "%s, records from byte %d", path, off)
+	}
+	if l, stride, row, segs, ok := ds.Window(); ok {
+		p("windows", "%d rows of %s each, every %d rows, in %d segments", l, ibytes(uint64(row)), stride, max(segs, 1))
+	}
 	minB, maxB := ds.BlockBytes(0), ds.BlockBytes(0)
 	for i := 1; i < ds.Blocks(); i++ {
 		minB, maxB = min(minB, ds.BlockBytes(i)), max(maxB, ds.BlockBytes(i))

@@ -136,6 +136,13 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s3.IsURL(data) && f.readahead == ibytes(defaultReadahead) {
+		// From an object store the readahead is what keeps --s3-concurrency GETs in flight:
+		// by default twice that many parts ahead (128 MiB with the defaults).
+		if ps, err := parseSize("s3-part-size", f.s3.partSize); err == nil {
+			ra = max(ra, 2*int64(f.s3.concurrency)*ps)
+		}
+	}
 	remote := s3.IsURL(data)
 	var ds *layout.Dataset
 	if remote {
@@ -304,6 +311,8 @@ func runMount(f mountFlags, data, mnt string) error {
 		c.Close()
 		return err
 	}
+	// The order state lives on the heap, in bytes the Set took out of the cache's budget.
+	debug.SetMemoryLimit(daemonHeapLimit + set.OrderBytes())
 	// Signals are caught from before the mount appears: one that arrives while go-fuse is still
 	// mounting is served (unmount, exit 0) once the mount is up, instead of killing the
 	// daemon and leaving a dead mount behind.
@@ -318,7 +327,8 @@ func runMount(f mountFlags, data, mnt string) error {
 		Epochs: f.epochs, Readahead: plan.readahead, AllowOther: f.allowOther, Debug: f.debug,
 		Info: map[string]any{"cache_size": c.Capacity(), "cache_size_reason": plan.mem.CacheReason,
 			"direct_io": plan.mem.Direct, "direct_io_reason": plan.mem.Reason,
-			"readahead": plan.readahead, "verify": f.verify},
+			"readahead": plan.readahead, "verify": f.verify,
+			"open_data": absData(data), "open_flags": f.inPlace.args()},
 	})
 	if err != nil {
 		c.Close()

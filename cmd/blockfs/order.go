@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/layout"
@@ -35,22 +36,25 @@ type orderFlags struct {
 func newOrder() *cobra.Command {
 	var f orderFlags
 	c := &cobra.Command{
-		Use:   "order DATA [--seed N] [--epoch N] [--shuffle M] [--mix K] [--shard R/W] (--ids | --stats [--labels FILE])",
+		Use:   "order DATA|MOUNTPOINT [--seed N] [--epoch N] [--shuffle M] [--mix K] [--shard R/W] (--ids | --stats [--labels FILE])",
 		Short: "Compute an epoch's order without mounting: the record ids, or its quality figures",
-		Long: `order computes an epoch's order with the same code the mount uses.
+		Long: `order computes an epoch's order with the same code the mount uses. DATA is a dataset
+directory or a file served in place (with the mount's in-place and window flags); given a
+MOUNTPOINT, it uses the data, flags and order options the mount was started with.
 
 --ids prints the source id of each record of the epoch (or of shard R of W), one per line:
 the same values as the mount's epoch-NNNN.ids.
 
 --stats prints quality figures beside those of a uniform shuffle of the same records:
 the mean number of distinct blocks in batches of 32, 256 and 1024 consecutive records; with
---labels (a file of one integer per line, line i the label of record id i), the mean
+--labels (a .npy of one integer per record, or a text file of one integer per line, line i
+the label of record id i), the mean
 total-variation distance between a batch's labels and the dataset's; the entropy of the gaps
 between consecutive record ids and between consecutive block ids, relative to a uniform
 shuffle (1 = as random); and the correlation of record positions in this epoch and the next.
 --stats holds the epoch in memory (O(records)); --ids does not.`,
 		Args: exactArgs("DATA"),
-		RunE: func(c *cobra.Command, args []string) error { return runOrder(f, args[0]) },
+		RunE: func(c *cobra.Command, args []string) error { return runOrder(c.Flags(), f, args[0]) },
 	}
 	fl := c.Flags()
 	fl.Uint64Var(&f.seed, "seed", 0, "shuffle seed")
@@ -60,17 +64,35 @@ shuffle (1 = as random); and the correlation of record positions in this epoch a
 	fl.StringVar(&f.shard, "shard", "", "only slice R of W, as R/W")
 	fl.BoolVar(&f.ids, "ids", false, "print the record ids, one per line")
 	fl.BoolVar(&f.stats, "stats", false, "print quality figures")
-	fl.StringVar(&f.labels, "labels", "", "with --stats: a file of one integer label per line, by record id")
+	fl.StringVar(&f.labels, "labels", "", "with --stats: a .npy of integer labels, or a file of one per line, by record id")
 	f.inPlace.register(fl)
 	return c
 }
 
-func runOrder(f orderFlags, data string) error {
+func runOrder(fl *pflag.FlagSet, f orderFlags, data string) error {
 	if f.ids == f.stats {
 		return usagef("give exactly one of --ids and --stats")
 	}
 	if f.labels != "" && !f.stats {
 		return usagef("--labels goes with --stats")
+	}
+	if m, ok, err := readMountpoint(data); ok {
+		if err != nil {
+			return err
+		}
+		if err := m.refuseOrderFlags(fl); err != nil {
+			return err
+		}
+		if strings.Contains(m.OpenData, "://") {
+			if f.stats {
+				return usagef("--stats: %s serves %s; run order --stats on a local copy of the dataset", data, m.OpenData)
+			}
+			return copyMountIDs(m.Dir, f.epoch, f.shard)
+		}
+		if f.inPlace, err = m.inPlace(); err != nil {
+			return err
+		}
+		data, f.seed, f.shuffle, f.mix = m.OpenData, m.Seed, m.Shuffle, m.Mix
 	}
 	opt, err := orderOptions(f.seed, f.epoch, f.shuffle, f.mix)
 	if err != nil {
@@ -223,27 +245,3 @@ func fmtNum(v float64, format string) string {
 	return fmt.Sprintf(format, v)
 }
 
-// readLabels reads one integer per line; line i is the label of record id i.
-func readLabels(path string, n uint64) ([]int32, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("--labels: %w", err)
-	}
-	defer f.Close()
-	labels := make([]int32, 0, n)
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		v, err := strconv.ParseInt(strings.TrimSpace(sc.Text()), 10, 32)
-		if err != nil {
-			return nil, fmt.Errorf("--labels %s: line %d: %q is not an integer", path, len(labels)+1, sc.Text())
-		}
-		labels = append(labels, int32(v))
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("--labels: %w", err)
-	}
-	if uint64(len(labels)) != n {
-		return nil, fmt.Errorf("--labels %s has %d lines, the dataset has %d records", path, len(labels), n)
-	}
-	return labels, nil
-}

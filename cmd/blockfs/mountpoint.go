@@ -1,0 +1,221 @@
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/blockfs/blockfs/layout"
+)
+
+// mountFacts is what order and info read from a mountpoint's .blockfs/info.json: the data the
+// mount serves, the flags that opened it, and its order options.
+type mountFacts struct {
+	Dir       string   `json:"-"`
+	OpenData  string   `json:"open_data"`
+	OpenFlags []string `json:"open_flags"`
+	Seed      uint64   `json:"seed"`
+	Shuffle   string   `json:"shuffle"`
+	Mix       int      `json:"mix"`
+	Records   uint64   `json:"records"`
+}
+
+// readMountpoint reads the facts of the blockfs mount at dir; ok is false when dir is not
+// one (no .blockfs/info.json).
+func readMountpoint(dir string) (m *mountFacts, ok bool, err error) {
+	data, err := os.ReadFile(filepath.Join(dir, ".blockfs", "info.json"))
+	if err != nil {
+		return nil, false, nil
+	}
+	m = &mountFacts{Dir: dir}
+	if err := json.Unmarshal(data, m); err != nil {
+		return nil, true, fmt.Errorf("%s: cannot read its .blockfs/info.json: %v", dir, err)
+	}
+	if m.OpenData == "" {
+		return nil, true, fmt.Errorf("%s is mounted by an older blockfs that does not say how it opened its data; name the dataset instead", dir)
+	}
+	return m, true, nil
+}
+
+// inPlace returns the in-place and window flags the mount was started with.
+func (m *mountFacts) inPlace() (inPlaceFlags, error) {
+	var f inPlaceFlags
+	fl := pflag.NewFlagSet("mount", pflag.ContinueOnError)
+	fl.SetOutput(io.Discard)
+	f.register(fl)
+	if err := fl.Parse(m.OpenFlags); err != nil {
+		return f, fmt.Errorf("%s: its info.json has flags this blockfs does not know (%v); name the dataset instead", m.Dir, err)
+	}
+	return f, nil
+}
+
+// refuseOrderFlags refuses order flags that would contradict a mount's own order.
+func (m *mountFacts) refuseOrderFlags(fl *pflag.FlagSet) error {
+	for _, name := range []string{"seed", "shuffle", "mix", "record-size", "block-size", "offset", "records", "window", "stride", "segments"} {
+		if f := fl.Lookup(name); f != nil && f.Changed {
+			return usagef("--%s: %s is a mount, whose order its own options fix (seed %d, shuffle %s, mix %d); drop --%s, or name the dataset (%s) to compute another order",
+				name, m.Dir, m.Seed, m.Shuffle, m.Mix, name, m.OpenData)
+		}
+	}
+	return nil
+}
+
+// copyMountIDs prints the ids of an epoch (or of shard "R/W" of it) of the mount at dir, one
+// per line, read from the mount's own .ids file.
+func copyMountIDs(dir string, epoch uint64, shard string) error {
+	name := fmt.Sprintf("epoch-%04d.ids", epoch)
+	if shard != "" {
+		r, w, ok := parseShard(shard)
+		if !ok {
+			return usagef("--shard %q is not R/W with 0 <= R < W", shard)
+		}
+		name = filepath.Join(fmt.Sprintf("shard-%d-of-%d", r, w), name)
+	}
+	f, err := os.Open(filepath.Join(dir, name))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	out := bufio.NewWriterSize(os.Stdout, 1<<20)
+	in := bufio.NewReaderSize(f, 1<<20)
+	var b [8]byte
+	for {
+		if _, err := io.ReadFull(in, b[:]); err == io.EOF {
+			break
+		} else if err != nil {
+			return fmt.Errorf("%s: %w", f.Name(), err)
+		}
+		out.WriteString(strconv.FormatUint(binary.LittleEndian.Uint64(b[:]), 10))
+		out.WriteByte('\n')
+	}
+	return out.Flush()
+}
+
+// args returns the flags that open data as f does, for a mount's info.json (open_flags):
+// `blockfs order` and `blockfs info` given the mountpoint open the same data with them.
+func (f inPlaceFlags) args() []string {
+	a := []string{"--block-size=" + f.blockSize}
+	add := func(name, v string, set bool) {
+		if set {
+			a = append(a, "--"+name+"="+v)
+		}
+	}
+	add("record-size", f.recordSize, f.recordSize != "")
+	add("offset", f.offset, f.offset != "0")
+	add("records", strconv.FormatUint(f.records, 10), f.records != 0)
+	add("window", f.window, f.window != "")
+	add("stride", strconv.FormatUint(f.stride, 10), f.stride != 1)
+	if f.segments != "" {
+		abs, err := filepath.Abs(f.segments)
+		if err != nil {
+			abs = f.segments
+		}
+		add("segments", abs, true)
+	}
+	return a
+}
+
+// absData is data as a mount's info.json records it: a URL as it is, a path made absolute.
+func absData(data string) string {
+	if strings.Contains(data, "://") {
+		return data
+	}
+	if abs, err := filepath.Abs(data); err == nil {
+		return abs
+	}
+	return data
+}
+
+// readLabels reads the labels of n records, label i for record id i: a .npy of one integer
+// per record, or a text file of one integer per line.
+func readLabels(path string, n uint64) ([]int32, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--labels: %w", err)
+	}
+	defer f.Close()
+	if layout.IsNpy(f) {
+		return readNpyLabels(path, f, n)
+	}
+	labels := make([]int32, 0, n)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		v, err := strconv.ParseInt(strings.TrimSpace(sc.Text()), 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("--labels %s: line %d: %q is not an integer", path, len(labels)+1, sc.Text())
+		}
+		labels = append(labels, int32(v))
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("--labels: %w", err)
+	}
+	if uint64(len(labels)) != n {
+		return nil, fmt.Errorf("--labels %s has %d lines, the dataset has %d records", path, len(labels), n)
+	}
+	return labels, nil
+}
+
+// readNpyLabels reads a one-axis .npy of integers (any width, either byte order).
+func readNpyLabels(path string, f *os.File, n uint64) ([]int32, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("--labels: %w", err)
+	}
+	h, err := layout.ParseNpy(path, f, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("--labels: %w", err)
+	}
+	if len(h.Shape) != 0 || len(h.DType) != 3 || !strings.Contains("iu", h.DType[1:2]) {
+		return nil, fmt.Errorf("--labels %s: want a one-axis array of integers, not %s shaped %v per row", path, h.DType, h.Shape)
+	}
+	if uint64(h.Records) != n {
+		return nil, fmt.Errorf("--labels %s has %d labels, the dataset has %d records", path, h.Records, n)
+	}
+	var order binary.ByteOrder = binary.LittleEndian
+	if h.DType[0] == '>' {
+		order = binary.BigEndian
+	}
+	size := int(h.RecordSize)
+	raw := make([]byte, int64(size)*h.Records)
+	if _, err := f.ReadAt(raw, h.DataOffset); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("--labels: %w", err)
+	}
+	labels := make([]int32, h.Records)
+	for i := range labels {
+		b := raw[i*size : (i+1)*size]
+		var v int64
+		switch {
+		case size == 1 && h.DType[1] == 'i':
+			v = int64(int8(b[0]))
+		case size == 1:
+			v = int64(b[0])
+		case size == 2 && h.DType[1] == 'i':
+			v = int64(int16(order.Uint16(b)))
+		case size == 2:
+			v = int64(order.Uint16(b))
+		case size == 4 && h.DType[1] == 'i':
+			v = int64(int32(order.Uint32(b)))
+		case size == 4:
+			v = int64(order.Uint32(b))
+		case size == 8:
+			v = int64(order.Uint64(b))
+		default:
+			return nil, fmt.Errorf("--labels %s: integers of %d bytes are not supported", path, size)
+		}
+		if v < math.MinInt32 || v > math.MaxInt32 {
+			return nil, fmt.Errorf("--labels %s: label %d of record %d does not fit in 32 bits", path, v, i)
+		}
+		labels[i] = int32(v)
+	}
+	return labels, nil
+}
