@@ -244,4 +244,3 @@ func fmtNum(v float64, format string) string {
 	}
 	return fmt.Sprintf(format, v)
 }
-
