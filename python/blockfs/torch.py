@@ -105,9 +105,12 @@ class _Batches(Dataset):
             records = [data[rel[i]:rel[i + 1]] for i in range(end - start)]
         if self.decode is not None:
             records = self.decode(records)
-        out = [torch.from_numpy(ids), _tensor(records)]
+        # Arrays, not tensors: a worker sends arrays of a batch through its pipe faster than
+        # tensors through shared memory (a file and a descriptor passed per tensor); the
+        # loader makes them tensors in the main process without a copy.
+        out = [ids, records]
         if self.labels is not None:
-            out.append(_tensor(np.asarray(self.labels[ids])))
+            out.append(np.asarray(self.labels[ids]))
         out.append(after)
         return tuple(out)
 
@@ -209,8 +212,9 @@ class Loader:
                 kw["prefetch_factor"] = prefetch_factor
             if multiprocessing_context is not None:
                 kw["multiprocessing_context"] = multiprocessing_context
+        self.pin_memory = bool(pin_memory)  # in this process: workers send arrays, not tensors
         self._loader = DataLoader(_Batches(self.path, self.info, labels, decode), batch_size=None, sampler=_Keys(self),
-                                  num_workers=num_workers, collate_fn=_as_is, pin_memory=pin_memory, timeout=timeout,
+                                  num_workers=num_workers, collate_fn=_as_is, timeout=timeout,
                                   worker_init_fn=worker_init_fn, **kw)
 
     def _keys(self):
@@ -232,7 +236,10 @@ class Loader:
             if self.epoch != epoch:
                 raise RuntimeError("set_epoch or load_state_dict was called during an iteration")
             self.position = batch[-1]
-            yield batch[:-1]
+            out = tuple(_tensor(x) for x in batch[:-1])
+            if self.pin_memory:
+                out = tuple(x.pin_memory() if isinstance(x, torch.Tensor) else x for x in out)
+            yield out
         self.epoch, self.position = epoch + 1, 0
 
     def close(self):
