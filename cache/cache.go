@@ -109,9 +109,9 @@ type Cache struct {
 	src   source.Blocks
 	opt   Options
 	arena []byte
-	slots int
 
 	mu    sync.Mutex
+	slots int            // slots in service: the arena's less those Reserve took (guarded by mu)
 	pages map[key]*entry // loading and loaded pages (guarded by mu)
 	lru   *list.List     // loaded pages, most recent first (guarded by mu)
 	free  []int          // unused slots (guarded by mu)
@@ -178,11 +178,37 @@ func (c *Cache) Crowded() bool {
 	return 2*c.pinned > c.slots
 }
 
+// Reserve takes up to n bytes of the cache's budget (whole pages, never leaving fewer than
+// MinPages) out of its service for memory its owner keeps elsewhere (view: the epochs' order
+// state), so that the two together stay within the budget. It returns the bytes taken;
+// Capacity shrinks by as much. Free slots go first, then the least recently used unpinned
+// pages; the slots' memory is given back to the kernel (untouched, it costs nothing).
+func (c *Cache) Reserve(n int64) int64 {
+	ps := int64(c.opt.PageSize)
+	c.mu.Lock()
+	var taken []int
+	for int64(len(taken))*ps < n && c.slots > MinPages && c.slotFreeLocked() {
+		nf := len(c.free)
+		taken = append(taken, c.free[nf-1])
+		c.free = c.free[:nf-1]
+		c.slots--
+	}
+	c.mu.Unlock()
+	for _, s := range taken {
+		_ = unix.Madvise(c.arena[int64(s)*ps:int64(s+1)*ps], unix.MADV_DONTNEED)
+	}
+	return int64(len(taken)) * ps
+}
+
 // PageSize returns the page size.
 func (c *Cache) PageSize() int { return c.opt.PageSize }
 
 // Capacity returns the byte budget actually used (whole pages).
-func (c *Cache) Capacity() int64 { return int64(c.slots) * int64(c.opt.PageSize) }
+func (c *Cache) Capacity() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int64(c.slots) * int64(c.opt.PageSize)
+}
 
 // ErrRange is returned for reads outside a file.
 var ErrRange = errors.New("read outside the file")

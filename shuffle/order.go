@@ -97,7 +97,8 @@ func New(counts []uint64, opt Options) (*Order, error) {
 	return NewCached(counts, opt, NewWindowCache(DefaultWindowBytes))
 }
 
-// NewCached is New with the windows kept in wc, which several Orders may share.
+// NewCached is New with the windows kept in wc, which Orders of the same counts and options
+// but other epochs may share.
 func NewCached(counts []uint64, opt Options, wc *WindowCache) (*Order, error) {
 	if err := opt.Validate(); err != nil {
 		return nil, err

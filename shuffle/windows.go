@@ -2,14 +2,16 @@ package shuffle
 
 import (
 	"cmp"
+	"runtime"
 	"slices"
 	"sync"
 
 	"github.com/blockfs/blockfs/internal/lru"
 )
 
-// WindowCache keeps the most recently used windows of one or more Orders (the epochs of one
-// mount) within a byte budget, so that the order state of a mount is bounded whatever the
+// WindowCache keeps the most recently used windows of one or more Orders within a byte budget.
+// Orders that share one must differ only in their epoch (the epochs of one mount: same counts,
+// seed, mode and mix). It bounds the order state so that the order state of a mount is bounded whatever the
 // record size: a window's permutation is 4 bytes a record, and with 4-byte records that is as
 // much as the window's data. It always keeps the most recent window, so a window larger than
 // the budget is still computed once per reader pass, not once per read. Builds of the same
@@ -23,9 +25,11 @@ type WindowCache struct {
 	building map[windowKey]*build // guarded by mu
 }
 
+// windowKey names a window by its epoch, not its Order, so that the cache does not keep the
+// Orders of epochs no longer in use alive (O(blocks) each).
 type windowKey struct {
-	o *Order
-	w int
+	epoch uint64
+	w     int
 }
 
 // build is a window being computed; done is closed once win is set.
@@ -33,6 +37,12 @@ type build struct {
 	done chan struct{}
 	win  *Window
 }
+
+// collectBefore is the permutation size from which a window's build first runs the garbage
+// collector: a few builds of a window of 4M records (16 MiB of permutation, a 16 MiB block of
+// 4-byte records) would otherwise grow the heap by tens of MiB before the collector caught up,
+// while the collection costs a millisecond beside a 40 ms build.
+const collectBefore = 4 << 20
 
 // NewWindowCache returns a cache of windows holding at most maxBytes bytes of order state
 // (Window.Bytes), and always the most recently used window.
@@ -49,7 +59,7 @@ func (c *WindowCache) Held() (int, uint64) { return c.lru.Len() }
 
 // get returns window w of o, building it once if no one else is.
 func (c *WindowCache) get(o *Order, w int) *Window {
-	k := windowKey{o, w}
+	k := windowKey{o.opt.Epoch, w}
 	if win, ok := c.lru.Get(k); ok {
 		return win
 	}
@@ -66,6 +76,11 @@ func (c *WindowCache) get(o *Order, w int) *Window {
 	b := &build{done: make(chan struct{})}
 	c.building[k] = b
 	c.mu.Unlock()
+	if 4*(o.winStart[w+1]-o.winStart[w]) >= collectBefore {
+		// Free the windows evicted before this one (if no reader still holds them) before
+		// allocating its permutation, so the heap reuses their memory instead of growing.
+		runtime.GC()
+	}
 	b.win = o.buildWindow(w)
 	c.lru.Add(k, b.win, b.win.Bytes())
 	c.mu.Lock()

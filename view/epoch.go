@@ -33,8 +33,8 @@ const (
 	minVarWindows    = 4
 )
 
-func newEpoch(ds *layout.Dataset, c *cache.Cache, counts []uint64, opt shuffle.Options) (*Epoch, error) {
-	ord, err := shuffle.New(counts, opt)
+func newEpoch(ds *layout.Dataset, c *cache.Cache, counts []uint64, opt shuffle.Options, wc *shuffle.WindowCache) (*Epoch, error) {
+	ord, err := shuffle.NewCached(counts, opt, wc)
 	if err != nil {
 		return nil, err
 	}

@@ -19,16 +19,23 @@ type Set struct {
 	Cache *cache.Cache
 	Opt   shuffle.Options // Epoch is ignored
 
-	counts []uint64 // records per block, shared by every epoch's order
-	recent *lru.Cache[uint64, *Epoch]
+	counts  []uint64 // records per block, shared by every epoch's order
+	recent  *lru.Cache[uint64, *Epoch]
+	windows *shuffle.WindowCache // every epoch's window permutations, within orderBytes
+	order   int64                // the order state's budget, taken from the cache's
 }
 
 // epochCacheSize is how many epochs a Set keeps built.
 const epochCacheSize = 2
 
-// NewSet validates opt against the dataset and returns a Set.
+// NewSet validates opt against the dataset and returns a Set. The epochs' window permutations
+// (order state, 4 bytes a record of a window being read) count against the cache's budget:
+// NewSet takes OrderBudget's bytes out of the cache (cache.Reserve) and keeps the windows of
+// every epoch within them, and always the most recent one.
 func NewSet(ds *layout.Dataset, c *cache.Cache, opt shuffle.Options) (*Set, error) {
 	s := &Set{DS: ds, Cache: c, Opt: opt, counts: ds.BlockCounts(), recent: lru.New[uint64, *Epoch](0, epochCacheSize)}
+	s.order = c.Reserve(OrderBudget(shuffle.MaxWindowBytes(s.counts, opt), c.Capacity()))
+	s.windows = shuffle.NewWindowCache(uint64(s.order))
 	if _, err := s.Epoch(0); err != nil {
 		return nil, err
 	}
@@ -42,12 +49,26 @@ func (s *Set) Epoch(n uint64) (*Epoch, error) {
 	}
 	opt := s.Opt
 	opt.Epoch = n
-	e, err := newEpoch(s.DS, s.Cache, s.counts, opt)
+	e, err := newEpoch(s.DS, s.Cache, s.counts, opt, s.windows)
 	if err != nil {
 		return nil, err
 	}
 	s.recent.Add(n, e, 1)
 	return e, nil
+}
+
+// OrderBytes returns the bytes of the cache's budget that the order state may hold (on the
+// Go heap): the daemon's heap limit should allow for them.
+func (s *Set) OrderBytes() int64 { return s.order }
+
+// OrderBudget returns the order state a mount keeps, given its largest window's
+// (shuffle.MaxWindowBytes) and the cache's budget: room for two such windows (a reader
+// crossing from one window to the next, or a data and an ids reader), at least
+// shuffle.DefaultWindowBytes, at most a quarter of the cache. A window larger than that is
+// still kept while it is the most recent, so the order state may pass the budget by one
+// window when a quarter of the cache holds fewer than one.
+func OrderBudget(maxWindow uint64, cacheBytes int64) int64 {
+	return min(max(2*int64(maxWindow), shuffle.DefaultWindowBytes), cacheBytes/4)
 }
 
 // FileSize returns the size of the file of kind k over positions rg of epoch n. Only the data of
