@@ -24,6 +24,10 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ._files import epoch_path, load_labels, mount_path, read_info
 
+# A worker returns a batch's records as a tensor (in shared memory) from this size on, and as
+# an array (copied through its pipe, faster for smaller batches) below it.
+SHM_BYTES = 4 << 20
+
 STATE_FORMAT = "blockfs-loader"
 STATE_VERSION = 1
 
@@ -108,6 +112,8 @@ class _Batches(Dataset):
         # Arrays, not tensors: a worker sends arrays of a batch through its pipe faster than
         # tensors through shared memory (a file and a descriptor passed per tensor); the
         # loader makes them tensors in the main process without a copy.
+        if isinstance(records, np.ndarray) and records.nbytes >= SHM_BYTES:
+            records = _tensor(records)  # large: shared memory beats copying through the pipe
         out = [ids, records]
         if self.labels is not None:
             out.append(np.asarray(self.labels[ids]))
