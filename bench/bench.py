@@ -17,6 +17,8 @@ import subprocess
 import sys
 import time
 
+import small as small_records
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "bin", "blockfs")
 LOOP = os.path.join(ROOT, "bin", "loopback")
@@ -276,6 +278,8 @@ def main():
     ap.add_argument("--markdown", help="also write the table here")
     ap.add_argument("--steady-only", action="store_true", help="only the steady-state rows")
     ap.add_argument("--windows-only", action="store_true", help="only the time-series window rows")
+    ap.add_argument("--small-only", action="store_true", help="only the small-record rows (bench/small.py)")
+    ap.add_argument("--s3-only", action="store_true", help="only the object store rows (bench/s3bench.py)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("make bench needs root (it drops the page cache and mounts)")
@@ -287,10 +291,20 @@ def main():
         srows, sfacts = steady_state(a.work, mnt, lb)
         report_steady(srows, sfacts, time.time() - t_start, a.markdown)
         return
+    if a.s3_only:
+        import s3bench
+        lines = ["blockfs bench --s3-only, %s; %s" % (time.strftime("%Y-%m-%d"), os.uname().release), ""]
+        emit(lines + s3bench.run(a.work), a.markdown)
+        return
     if a.windows_only:
         os.makedirs(a.work, exist_ok=True)
         lines = ["blockfs bench --windows-only, %s; %s" % (time.strftime("%Y-%m-%d"), os.uname().release), ""]
         emit(lines + windows_bench(a.work, mnt), a.markdown)
+        return
+    if a.small_only:
+        os.makedirs(a.work, exist_ok=True)
+        emit(["blockfs bench --small-only, %s; %s" % (time.strftime("%Y-%m-%d"), os.uname().release), ""]
+             + small_records.small_records(a.work, mnt), a.markdown)
         return
     sets = make_datasets(a.work, a.gib)
     rows = []
@@ -397,8 +411,12 @@ def main():
 
     srows, sfacts = steady_state(a.work, mnt, lb)
     wlines = windows_bench(a.work, mnt)
+    slines = small_records.small_records(a.work, mnt)
     report(rows, small, facts, srows, sfacts, size4k, len(files), time.time() - t_start, a.markdown)
     emit(wlines, a.markdown + ".windows" if a.markdown else None)
+    emit(slines, a.markdown + ".small" if a.markdown else None)
+    import s3bench
+    emit(s3bench.run(a.work), a.markdown + ".s3" if a.markdown else None)
 
 
 def windows_bench(work, mnt, gib=4, L=50):

@@ -15,6 +15,10 @@
   readers.py inproc DATASET RECORD_SIZE SEED [MAX_BYTES]
       the in-process block shuffle (PyTorch BlockSampler style): whole block files read with
       one pread each, in random order, then the block's records delivered in a random order.
+  readers.py npblock PATH RECORD_SIZE SEED [BLOCK_BYTES]
+      numpy's in-process block shuffle of a raw file: blocks of BLOCK_BYTES (16 MiB) read with
+      one pread each, in random order, each block's records permuted by fancy indexing
+      (rng.permutation then x[perm]); the permutations are timed too.
 """
 import json
 import os
@@ -74,6 +78,26 @@ def inproc(dataset, rs, seed, max_bytes=None):
     return n, nbytes, time.perf_counter() - t
 
 
+def npblock(path, rs, seed, block=16 << 20):
+    import numpy as np
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size // rs * rs
+        per = block // rs * rs
+        rng = np.random.default_rng(seed)
+        n = nbytes = 0
+        t = time.perf_counter()
+        for b in rng.permutation((size + per - 1) // per):
+            buf = os.pread(fd, min(per, size - b * per), b * per)
+            x = np.frombuffer(buf, dtype=np.uint8).reshape(-1, rs)
+            y = x[rng.permutation(len(x))]
+            n += len(y)
+            nbytes += y.nbytes
+        return n, nbytes, time.perf_counter() - t
+    finally:
+        os.close(fd)
+
+
 def windows(npy, L, sample, seed):
     import numpy as np
     x = np.load(npy, mmap_mode="r")
@@ -96,6 +120,8 @@ def main():
         r = naive(args[0], int(args[1]), int(args[2]), int(args[3]))
     elif mode == "windows":
         r = windows(args[0], int(args[1]), int(args[2]), int(args[3]))
+    elif mode == "npblock":
+        r = npblock(args[0], int(args[1]), int(args[2]), *(int(a) for a in args[3:4]))
     elif mode == "inproc":
         r = inproc(args[0], int(args[1]), int(args[2]), int(args[3]) if len(args) > 3 else None)
     else:
