@@ -56,6 +56,7 @@ BENCH_GIB ?= 2
 PYTHON ?= /usr/bin/python3
 bench: build
 	$(GO) build -o bin/loopback ./bench/loopback
+	$(GO) build -o bin/s3get ./bench/s3get
 	$(PYTHON) bench/bench.py --gib $(BENCH_GIB) --markdown build/bench/results.md
 
 fmt:

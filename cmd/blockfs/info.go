@@ -10,11 +10,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/source/s3"
 )
 
 func newInfo() *cobra.Command {
 	var names bool
 	var inPlace inPlaceFlags
+	var s3f s3Flags
 	c := &cobra.Command{
 		Use:   "info [--names] DATA|MOUNTPOINT",
 		Short: "Describe a dataset: records, blocks, sizes, record kind, dtype and shape",
@@ -39,7 +41,12 @@ line i names the record whose id is i.`,
 				}
 				data, mnt = m.OpenData, m.Dir
 			}
-			ds, err := openData(inPlace, data)
+			var ds *layout.Dataset
+			if s3.IsURL(data) {
+				ds, err = openRemote(inPlace, &s3f, data)
+			} else {
+				ds, err = openData(inPlace, data)
+			}
 			if err != nil {
 				return err
 			}
@@ -55,6 +62,7 @@ line i names the record whose id is i.`,
 	}
 	c.Flags().BoolVar(&names, "names", false, "list the source name of every record, in id order")
 	inPlace.register(c.Flags())
+	s3f.register(c.Flags())
 	return c
 }
 

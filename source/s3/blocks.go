@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -182,7 +184,11 @@ func (s *Store) getRange(ctx context.Context, key, etag string, off int64, bufs 
 		if ctx.Err() != nil {
 			return ctx.Err() // the caller gave up: not the store's fault
 		}
-		return &source.Error{Op: "get", Name: s.url(key), Off: off, Err: s.describe(err, key)}
+		err = s.describe(err, key)
+		if errors.Is(err, fs.ErrNotExist) {
+			err = syscall.ENOENT // the object is gone: deleted under the mount
+		}
+		return &source.Error{Op: "get", Name: s.url(key), Off: off, Err: err}
 	}
 	return nil
 }

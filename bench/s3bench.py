@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""make bench's object store rows (bench.py --s3-only, or python3 bench/s3bench.py).
+
+Starts MinIO (scripts/minio.sh builds it once per machine) on a free port with its data under
+WORK/s3, packs 1 GiB of 4 KiB records in 16 MiB blocks into it, and measures in one run, with
+the page cache dropped before each cold run (MinIO's objects are on the same disk):
+
+- the ceiling: every block object GET whole with minio-go, --s3-concurrency at a time
+  (bin/s3get whole);
+- naive per-record ranged GETs in random order with the same client and concurrency, what a
+  map-style Dataset over the store does (bin/s3get naive), in records/s;
+- blockfs: epoch dd bs=1M from a fresh s3:// mount (empty cache), and its peak RSS against
+  --cache-size + 64 MiB.
+
+Floors (issue 16): epoch >= 0.8x the ceiling; >= 20x naive in records/s; RSS within budget.
+Needs root (drop_caches, mounts).
+"""
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(ROOT, "bin", "blockfs")
+S3GET = os.path.join(ROOT, "bin", "s3get")
+MiB = 1 << 20
+USER, PASS = "blockfs-bench", "blockfs-bench-secret"
+CONCURRENCY = 8
+CACHE = 256 * MiB
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, shell=True, check=True, **kw)
+
+
+def drop_caches():
+    sh("sync; echo 3 > /proc/sys/vm/drop_caches")
+
+
+def mounted(path):
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == path for line in f)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Minio:
+    def __init__(self, work):
+        self.bin = subprocess.run([os.path.join(ROOT, "scripts", "minio.sh")], check=True,
+                                  capture_output=True, text=True).stdout.strip()
+        self.dir = os.path.join(work, "minio-data")
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir)
+        self.addr = "127.0.0.1:%d" % free_port()
+        self.endpoint = "http://" + self.addr
+
+    def __enter__(self):
+        env = dict(os.environ, MINIO_BROWSER="off", MINIO_ROOT_USER=USER, MINIO_ROOT_PASSWORD=PASS)
+        self.p = subprocess.Popen([self.bin, "server", self.dir, "--address", self.addr, "--quiet"],
+                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while True:
+            try:
+                if urllib.request.urlopen(self.endpoint + "/minio/health/ready", timeout=1).status == 200:
+                    break
+            except OSError:
+                pass
+            if time.time() > deadline or self.p.poll() is not None:
+                raise SystemExit("minio did not start")
+            time.sleep(0.1)
+        os.environ.update(AWS_ACCESS_KEY_ID=USER, AWS_SECRET_ACCESS_KEY=PASS, AWS_REGION="us-east-1")
+        sh("%s -endpoint %s -bucket bench mb" % (S3GET, self.endpoint))
+        return self
+
+    def __exit__(self, *exc):
+        self.p.kill()
+        self.p.wait()
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+def s3get(m, mode, *extra):
+    out = subprocess.run([S3GET, "-endpoint", m.endpoint, "-bucket", "bench", "-prefix", "4k",
+                          "-workers", str(CONCURRENCY)] + list(extra) + [mode],
+                         check=True, capture_output=True, text=True).stdout.split()
+    return int(out[0]), float(out[1]), int(out[2])
+
+
+def blockfs_epoch(m, mnt, epoch):
+    """A fresh mount (empty cache), one epoch read with dd: (bytes, seconds, peak RSS KiB)."""
+    os.makedirs(mnt, exist_ok=True)
+    p = subprocess.Popen([BIN, "mount", "--endpoint", m.endpoint, "--seed", "1", "--cache-size", "%dMiB" % (CACHE // MiB),
+                          "--s3-concurrency", str(CONCURRENCY)] + os.environ.get("S3BENCH_FLAGS", "").split() + ["s3://bench/4k", mnt],
+                         stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 60
+        while not mounted(mnt):
+            if p.poll() is not None or time.time() > deadline:
+                raise SystemExit("blockfs did not mount s3://bench/4k")
+            time.sleep(0.01)
+        path = os.path.join(mnt, "epoch-%04d" % epoch)
+        size = os.path.getsize(path)
+        t = time.perf_counter()
+        sh("dd if=%s of=/dev/null bs=1M status=none" % path)
+        return size, time.perf_counter() - t, rss_kib(p.pid)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
+        if mounted(mnt):
+            sh("umount -l " + mnt)
+
+
+def run(work, markdown=None):
+    """Measures the object store rows; returns the report's lines."""
+    work = os.path.join(work, "s3")
+    os.makedirs(work, exist_ok=True)
+    raw = os.path.join(work, "4k.raw")
+    if not os.path.exists(raw) or os.path.getsize(raw) != 1 << 30:
+        sh("head -c 1G /dev/urandom > %s" % raw)
+    mnt = os.path.join(work, "mnt")
+    lines = []
+    with Minio(work) as m:
+        t = time.perf_counter()
+        sh("%s pack --quiet --endpoint %s --format raw --record-size 4096 --block-size 16MiB --s3-concurrency %d %s s3://bench/4k"
+           % (BIN, m.endpoint, CONCURRENCY, raw))
+        pack_s = time.perf_counter() - t
+        print("  packed 1 GiB into s3://bench/4k in %.1f s" % pack_s, flush=True)
+        ceil, bfs, rss = [], [], []
+        for i in range(3):
+            drop_caches()
+            b, s, _ = s3get(m, "whole")
+            ceil.append(b / s / 1e6)
+            drop_caches()
+            b, s, r = blockfs_epoch(m, mnt, i)
+            bfs.append(b / s / 1e6)
+            rss.append(r)
+            print("  round %d: GET whole %.0f MB/s, blockfs epoch %.0f MB/s, RSS %d MiB" % (i, ceil[-1], bfs[-1], r // 1024), flush=True)
+        drop_caches()
+        b, s, n = s3get(m, "naive", "-record", "4096", "-count", "20000")
+        naive = n / s
+        print("  naive ranged GETs: %.0f records/s" % naive, flush=True)
+    c, e = statistics.median(ceil), statistics.median(bfs)
+    lines += [
+        "Object store (MinIO on this machine, 1 GiB of 4 KiB records in 16 MiB blocks, %d requests in flight, cache %d MiB; median of 3, cold)"
+        % (CONCURRENCY, CACHE // MiB),
+        "",
+        "| row | MB/s | records/s | floor | result |",
+        "|---|---|---|---|---|",
+        "| GET every block object whole (s3get whole): the ceiling | %.0f | %.0f | | |" % (c, c * 1e6 / 4096),
+        "| blockfs mount s3://, epoch dd bs=1M, empty cache | %.0f | %.0f | >= 0.8x ceiling | %.2fx %s |"
+        % (e, e * 1e6 / 4096, e / c, "ok" if e >= 0.8 * c else "MISS"),
+        "| naive ranged GET per record, random order (s3get naive) | %.1f | %.0f | blockfs >= 20x | %.0fx %s |"
+        % (naive * 4096 / 1e6, naive, e * 1e6 / 4096 / naive, "ok" if e * 1e6 / 4096 >= 20 * naive else "MISS"),
+        "| blockfs daemon peak RSS | %d MiB | | <= cache %d MiB + 64 MiB | %s |"
+        % (max(rss) // 1024, CACHE // MiB, "ok" if max(rss) * 1024 <= CACHE + 64 * MiB else "MISS"),
+        "",
+        "Pack of the 1 GiB set to s3:// (local staging + upload): %.1f s." % pack_s,
+    ]
+    return lines
+
+
+if __name__ == "__main__":
+    if os.geteuid() != 0:
+        raise SystemExit("needs root (drop_caches, mounts)")
+    work = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "bench")
+    print("\n".join(run(work)))

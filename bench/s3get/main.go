@@ -1,0 +1,136 @@
+// Command s3get measures what an object store gives with the client blockfs uses (minio-go),
+// for make bench's object store rows:
+//
+//	s3get -endpoint URL -bucket B -prefix P -workers N whole
+//	    GET every block object (PREFIX/blocks/*.bin) whole, N at a time: the store's ceiling
+//	s3get -endpoint URL -bucket B -prefix P -workers N -record R -count C naive
+//	    C ranged GETs of one R-byte record each, at random offsets of random block objects, N
+//	    at a time: what a map-style Dataset over the object store does
+//
+//	s3get -endpoint URL -bucket B mb
+//	    create the bucket
+//
+// It prints "bytes seconds requests". Credentials come from AWS_ACCESS_KEY_ID and
+// AWS_SECRET_ACCESS_KEY.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+func main() {
+	endpoint := flag.String("endpoint", "", "store URL")
+	bucket := flag.String("bucket", "", "bucket")
+	prefix := flag.String("prefix", "", "dataset prefix")
+	workers := flag.Int("workers", 8, "requests in flight")
+	record := flag.Int64("record", 4096, "naive: record size")
+	count := flag.Int("count", 20000, "naive: records to fetch")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fail(fmt.Errorf("give one mode: whole or naive"))
+	}
+	u, err := url.Parse(*endpoint)
+	if err != nil {
+		fail(err)
+	}
+	cl, err := minio.New(u.Host, &minio.Options{Secure: u.Scheme == "https", Region: "us-east-1",
+		Creds: credentials.NewStaticV4(os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), "")})
+	if err != nil {
+		fail(err)
+	}
+	ctx := context.Background()
+	if flag.Arg(0) == "mb" {
+		if err := cl.MakeBucket(ctx, *bucket, minio.MakeBucketOptions{}); err != nil {
+			fail(err)
+		}
+		return
+	}
+	type obj struct {
+		key  string
+		size int64
+	}
+	var objs []obj
+	for oi := range cl.ListObjects(ctx, *bucket, minio.ListObjectsOptions{Prefix: *prefix + "/blocks/", Recursive: true}) {
+		if oi.Err != nil {
+			fail(oi.Err)
+		}
+		if strings.HasSuffix(oi.Key, ".bin") {
+			objs = append(objs, obj{oi.Key, oi.Size})
+		}
+	}
+	if len(objs) == 0 {
+		fail(fmt.Errorf("no block objects under %s/blocks/", *prefix))
+	}
+	var bytes, reqs atomic.Int64
+	jobs := make(chan func() error, 64)
+	var wg sync.WaitGroup
+	var firstErr atomic.Pointer[error]
+	start := time.Now()
+	for range *workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				if err := j(); err != nil {
+					firstErr.CompareAndSwap(nil, &err)
+				}
+			}
+		}()
+	}
+	get := func(key string, off, n int64) func() error {
+		return func() error {
+			var opt minio.GetObjectOptions
+			if n > 0 {
+				_ = opt.SetRange(off, off+n-1)
+			}
+			o, err := cl.GetObject(ctx, *bucket, key, opt)
+			if err != nil {
+				return err
+			}
+			defer o.Close()
+			k, err := io.Copy(io.Discard, o)
+			bytes.Add(k)
+			reqs.Add(1)
+			return err
+		}
+	}
+	switch flag.Arg(0) {
+	case "whole":
+		for _, o := range objs {
+			jobs <- get(o.key, 0, 0)
+		}
+	case "naive":
+		r := rand.New(rand.NewPCG(1, 2))
+		for range *count {
+			o := objs[r.IntN(len(objs))]
+			jobs <- get(o.key, r.Int64N(o.size / *record) * *record, *record)
+		}
+	default:
+		fail(fmt.Errorf("unknown mode %q", flag.Arg(0)))
+	}
+	close(jobs)
+	wg.Wait()
+	el := time.Since(start).Seconds()
+	if p := firstErr.Load(); p != nil {
+		fail(*p)
+	}
+	fmt.Printf("%d %.3f %d\n", bytes.Load(), el, reqs.Load())
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "s3get:", err)
+	os.Exit(1)
+}
