@@ -116,7 +116,7 @@ func main() {
 		r := rand.New(rand.NewPCG(1, 2))
 		for range *count {
 			o := objs[r.IntN(len(objs))]
-			jobs <- get(o.key, r.Int64N(o.size / *record) * *record, *record)
+			jobs <- get(o.key, r.Int64N(o.size / *record)**record, *record)
 		}
 	default:
 		fail(fmt.Errorf("unknown mode %q", flag.Arg(0)))
