@@ -126,7 +126,7 @@ def make_datasets(work, gib):
             sh("head -c %d /dev/urandom > %s" % (size, raw))
         ds = os.path.join(work, "ds-%s" % name)
         if packed_bytes(ds) != size:
-            sh("%s pack --quiet --force --record-size %d %s %s" % (BIN, rs, raw, ds))
+            sh("%s pack --quiet --force --block-size 16MiB --record-size %d %s %s" % (BIN, rs, raw, ds))
         sets[name] = (raw, ds, rs)
     lines = os.path.join(work, "input-var.txt")
     if not os.path.exists(lines):
@@ -135,7 +135,7 @@ def make_datasets(work, gib):
         sh("head -c %d /dev/urandom > %s" % (512 * MiB, lines))
     ds = os.path.join(work, "ds-var")
     if not os.path.exists(os.path.join(ds, "blockfs.json")):
-        sh("%s pack --quiet --force %s %s" % (BIN, lines, ds))
+        sh("%s pack --quiet --force --block-size 16MiB %s %s" % (BIN, lines, ds))
     sets["var"] = (lines, ds, 256)
     return sets
 
@@ -188,7 +188,7 @@ def steady_state(work, mnt, lb):
         sh("head -c %d /dev/urandom > %s" % (size, raw))
     ds = os.path.join(work, "ds-ss")
     if packed_bytes(ds) != size:
-        sh("%s pack --quiet --force --record-size %d %s %s" % (BIN, rs, raw, ds))
+        sh("%s pack --quiet --force --block-size 16MiB --record-size %d %s %s" % (BIN, rs, raw, ds))
     files = blocks_of(ds)
     rows, facts = [], {}
     print("steady state: 1 GiB of 4 KiB records, default flags", flush=True)
@@ -280,6 +280,7 @@ def main():
     ap.add_argument("--windows-only", action="store_true", help="only the time-series window rows")
     ap.add_argument("--small-only", action="store_true", help="only the small-record rows (bench/small.py)")
     ap.add_argument("--s3-only", action="store_true", help="only the object store rows (bench/s3bench.py)")
+    ap.add_argument("--loader-only", action="store_true", help="only the PyTorch loader rows (bench/loader_bench.py)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("make bench needs root (it drops the page cache and mounts)")
@@ -290,6 +291,11 @@ def main():
         os.makedirs(a.work, exist_ok=True)
         srows, sfacts = steady_state(a.work, mnt, lb)
         report_steady(srows, sfacts, time.time() - t_start, a.markdown)
+        return
+    if a.loader_only:
+        import loader_bench
+        lines = ["blockfs bench --loader-only, %s; %s" % (time.strftime("%Y-%m-%d"), os.uname().release), ""]
+        emit(lines + loader_bench.run(a.work), a.markdown)
         return
     if a.s3_only:
         import s3bench
@@ -414,6 +420,8 @@ def main():
     slines = small_records.small_records(a.work, mnt)
     report(rows, small, facts, srows, sfacts, size4k, len(files), time.time() - t_start, a.markdown)
     emit(wlines, a.markdown + ".windows" if a.markdown else None)
+    import loader_bench
+    emit(loader_bench.run(a.work), a.markdown + ".loader" if a.markdown else None)
     emit(slines, a.markdown + ".small" if a.markdown else None)
     import s3bench
     emit(s3bench.run(a.work), a.markdown + ".s3" if a.markdown else None)
