@@ -23,6 +23,7 @@ import (
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/source"
+	"github.com/blockfs/blockfs/source/diskcache"
 	"github.com/blockfs/blockfs/source/local"
 	"github.com/blockfs/blockfs/source/s3"
 	"github.com/blockfs/blockfs/view"
@@ -44,6 +45,7 @@ type mountFlags struct {
 	cpuProfile string
 	direct     string
 	s3         s3Flags
+	disk       diskCacheFlags
 }
 
 // daemonHeapLimit is the soft limit on the daemon's Go heap (the page cache is not in it).
@@ -98,6 +100,7 @@ mount is ready.`,
 	fl.BoolVar(&f.verify, "verify", false, "check each block file's CRC32C the first time it is read; a block that fails reads as EIO")
 	f.inPlace.register(fl)
 	f.s3.register(fl)
+	f.disk.register(fl)
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the daemon (pprof format) to this file at unmount")
 	_ = fl.MarkHidden("cpuprofile")
 	return c
@@ -112,6 +115,7 @@ type mountPlan struct {
 	mem       view.MemoryPlan
 	readahead int64
 	mnt       string
+	disk      *diskcache.Options // --disk-cache, opened by the daemon (it takes a lock); nil without
 }
 
 func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
@@ -180,13 +184,16 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 		return nil, usagef("--cache-size: %v", err)
 	}
 	plan := &mountPlan{ds: ds, order: order, cacheOpt: copt, mem: mem, readahead: ra, mnt: absMnt}
+	if plan.disk, err = f.disk.options(ds, remote, absMnt); err != nil {
+		return nil, err
+	}
 	// Direct I/O: block data goes from the disk straight into the page-aligned cache, cached
 	// once; buffered: the kernel keeps the block files too (view.PlanMemory says when).
 	plan.src = local.New(ds, mem.Direct)
 	if remote {
 		plan.src = ds.Source() // the object store, checked by ETag and CRC32C
 	}
-	if f.verify {
+	if f.verify && plan.disk == nil { // with a disk cache, openDiskCache puts the check above it
 		if plan.src, err = layout.NewVerified(ds, plan.src); err != nil {
 			return nil, usagef("--verify: %v", err)
 		}
@@ -302,6 +309,15 @@ func runMount(f mountFlags, data, mnt string) error {
 	// buffers) tight so RSS stays within the cache budget plus a small constant.
 	debug.SetGCPercent(50)
 	debug.SetMemoryLimit(daemonHeapLimit)
+	info := map[string]any{}
+	if plan.disk != nil {
+		closeDisk, err := openDiskCache(plan, f.verify)
+		if err != nil {
+			return err
+		}
+		defer closeDisk()
+		info["disk_cache"], info["disk_cache_size"] = plan.disk.Dir, plan.disk.Size
+	}
 	c, err := cache.New(plan.src, plan.cacheOpt)
 	if err != nil {
 		return err
@@ -325,10 +341,10 @@ func runMount(f mountFlags, data, mnt string) error {
 	defer signal.Stop(sigs)
 	srv, err := bfs.Mount(plan.mnt, set, bfs.Options{
 		Epochs: f.epochs, Readahead: plan.readahead, AllowOther: f.allowOther, Debug: f.debug,
-		Info: map[string]any{"cache_size": c.Capacity(), "cache_size_reason": plan.mem.CacheReason,
+		Info: withInfo(info, map[string]any{"cache_size": c.Capacity(), "cache_size_reason": plan.mem.CacheReason,
 			"direct_io": plan.mem.Direct, "direct_io_reason": plan.mem.Reason,
 			"readahead": plan.readahead, "verify": f.verify,
-			"open_data": absData(data), "open_flags": f.inPlace.args()},
+			"open_data": absData(data), "open_flags": f.inPlace.args()}),
 	})
 	if err != nil {
 		c.Close()

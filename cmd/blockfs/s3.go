@@ -3,14 +3,18 @@ package main
 import (
 	"context"
 	"fmt"
+	"log"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/pack"
+	"github.com/blockfs/blockfs/source/diskcache"
 	"github.com/blockfs/blockfs/source/s3"
 )
 
@@ -126,4 +130,111 @@ func packTo(ctx context.Context, src, dst string, opt pack.Options, f *s3Flags) 
 		return nil, err
 	}
 	return res, nil
+}
+
+// diskCacheFlags are mount's --disk-cache and --disk-cache-size (s3:// only).
+type diskCacheFlags struct {
+	dir  string
+	size string
+}
+
+func (f *diskCacheFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&f.dir, "disk-cache", "", "s3://: keep fetched block files in this local directory, reused across epochs and remounts (checked by CRC32C on every reuse)")
+	fl.StringVar(&f.size, "disk-cache-size", "auto", "s3://: bound on the --disk-cache directory (least recently used files go); auto: the dataset's size, or what the filesystem has free")
+}
+
+// options checks the flags for the dataset ds mounted at mnt and returns the disk cache's
+// options, or nil without --disk-cache. It creates nothing: the daemon opens the cache.
+func (f *diskCacheFlags) options(ds *layout.Dataset, remote bool, mnt string) (*diskcache.Options, error) {
+	if f.dir == "" {
+		if f.size != "auto" {
+			return nil, usagef("--disk-cache-size goes with --disk-cache DIR")
+		}
+		return nil, nil
+	}
+	if !remote {
+		return nil, usagef("--disk-cache is for a dataset in an object store (s3://); %s is read from local disk already", ds.Dir)
+	}
+	dir, err := filepath.Abs(f.dir)
+	if err != nil {
+		return nil, usagef("--disk-cache %s: %v", f.dir, err)
+	}
+	if inside(dir, mnt) || inside(mnt, dir) {
+		return nil, usagef("--disk-cache %s and the mount point %s must not be inside one another", f.dir, mnt)
+	}
+	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+		return nil, usagef("--disk-cache %s is not a directory", f.dir)
+	}
+	var total, largest int64 // the dataset's files
+	for id := layout.FileID(0); id <= layout.NamesFile(ds.Blocks()); id++ {
+		n := ds.Size(id)
+		total += n
+		largest = max(largest, n)
+	}
+	var size int64
+	if f.size == "auto" {
+		size = min(total, diskRoom(dir))
+	} else if size, err = parseSize("disk-cache-size", f.size); err != nil {
+		return nil, err
+	}
+	if size < largest {
+		return nil, usagef("--disk-cache-size %s is smaller than the dataset's largest file (%s)%s; raise it, or free space under %s",
+			ibytes(uint64(size)), ibytes(uint64(largest)), map[bool]string{true: " (auto: the filesystem's free space)", false: ""}[f.size == "auto"], f.dir)
+	}
+	return &diskcache.Options{Dir: dir, Size: size, Namespace: ds.Manifest.Fingerprint()}, nil
+}
+
+// inside reports whether path is dir or below it.
+func inside(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
+}
+
+// diskRoom is what --disk-cache-size auto may use: 90% of the free space of the filesystem of
+// dir (or of its nearest existing parent) plus what dir's cached files hold already.
+func diskRoom(dir string) int64 {
+	p := dir
+	var fs unix.Statfs_t
+	for unix.Statfs(p, &fs) != nil && p != filepath.Dir(p) {
+		p = filepath.Dir(p)
+	}
+	room := int64(fs.Bavail) * fs.Bsize / 10 * 9
+	files, _ := filepath.Glob(filepath.Join(dir, "*", "*.blk"))
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil {
+			room += st.Size()
+		}
+	}
+	return room
+}
+
+// openDiskCache puts the disk cache between the object store and the page cache (and below
+// --verify's check), and returns what closes it and logs its counters.
+func openDiskCache(plan *mountPlan, verify bool) (func(), error) {
+	dc, err := diskcache.Open(plan.src, plan.ds, *plan.disk)
+	if err != nil {
+		return nil, err
+	}
+	plan.src = dc
+	if verify {
+		if plan.src, err = layout.NewVerified(plan.ds, plan.src); err != nil {
+			dc.Close()
+			return nil, usagef("--verify: %v", err)
+		}
+	}
+	st := dc.Stats()
+	log.Printf("blockfs: disk cache %s: %s in %d files, bound %s", plan.disk.Dir, ibytes(uint64(st.Used)), st.Files, ibytes(uint64(dc.Limit())))
+	return func() {
+		st := dc.Stats()
+		log.Printf("blockfs: disk cache %s: %d reads from disk, %d files fetched, %d evicted, %d bad (fetched again), %d not kept; %s in %d files",
+			plan.disk.Dir, st.Hits, st.Fetches, st.Evicted, st.Bad, st.WriteErr, ibytes(uint64(st.Used)), st.Files)
+		dc.Close()
+	}, nil
+}
+
+// withInfo returns m with the entries of extra added (info.json's facts).
+func withInfo(extra, m map[string]any) map[string]any {
+	for k, v := range extra {
+		m[k] = v
+	}
+	return m
 }
