@@ -1,6 +1,7 @@
 package shuffle
 
 import (
+	"runtime"
 	"sort"
 	"testing"
 
@@ -50,4 +51,29 @@ func TestWindowCacheMergesBuilds(t *testing.T) {
 	for range 7 {
 		require.Same(t, first, <-wins)
 	}
+}
+
+// TestWindowBuildCollectsOnlyForPermutations: a window without a permutation (Blocks, None)
+// allocates O(blocks), so building one never forces a garbage collection, however many
+// records it holds; a permuted window of as many records does.
+func TestWindowBuildCollectsOnlyForPermutations(t *testing.T) {
+	forced := func() uint32 {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.NumForcedGC
+	}
+	counts := []uint64{collectBefore, collectBefore}
+	for _, mode := range []Mode{Blocks, None} {
+		o, err := New(counts, Options{Seed: 1, Mode: mode})
+		require.NoError(t, err)
+		before := forced()
+		o.Window(0)
+		o.Window(1)
+		require.Equal(t, before, forced(), "mode %s", mode)
+	}
+	o, err := New(counts, Options{Seed: 1})
+	require.NoError(t, err)
+	before := forced()
+	o.Window(0)
+	require.Greater(t, forced(), before)
 }
