@@ -341,7 +341,7 @@ func runMount(f mountFlags, data, mnt string) error {
 	defer signal.Stop(sigs)
 	srv, err := bfs.Mount(plan.mnt, set, bfs.Options{
 		Epochs: f.epochs, Readahead: plan.readahead, AllowOther: f.allowOther, Debug: f.debug,
-		Info: withInfo(info, map[string]any{"cache_size": c.Capacity(), "cache_size_reason": plan.mem.CacheReason,
+		Info: withInfo(info, map[string]any{"cache_size": c.Capacity() + set.OrderBytes(), "order_state_budget": set.OrderBytes(), "cache_size_reason": plan.mem.CacheReason,
 			"direct_io": plan.mem.Direct, "direct_io_reason": plan.mem.Reason,
 			"readahead": plan.readahead, "verify": f.verify,
 			"open_data": absData(data), "open_flags": f.inPlace.args()}),
