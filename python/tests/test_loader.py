@@ -164,6 +164,36 @@ class LoaderTest(Scratch):
         np.testing.assert_array_equal(next(iter(loader))[0].numpy(), self.orders[0][B:2 * B])
 
 
+def _ddp_rank(rank, world, init, mount, out):
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    try:
+        loader = blockfs.torch.Loader(mount, B, num_workers=1, drop_last=True)  # rank, world from dist
+        ids = np.concatenate([b[0].numpy() for b in loader])
+        np.save(os.path.join(out, "rank%d.npy" % rank), ids)
+        state = loader.state_dict()
+        assert (loader.rank, loader.world_size) == (rank, world), (loader.rank, loader.world_size)
+        dist.barrier()
+        return state
+    finally:
+        dist.destroy_process_group()
+
+
+class DistributedTest(Scratch):
+    def test_ranks_from_torch_distributed(self):
+        import torch.multiprocessing as mp
+        with blockfs.Mount(self.data, seed=11) as m:
+            init = "file://" + os.path.join(self.tmp, "ddp-init")
+            mp.spawn(_ddp_rank, args=(2, init, m.path, self.tmp), nprocs=2, join=True)
+            got = [np.load(os.path.join(self.tmp, "rank%d.npy" % r)) for r in range(2)]
+            order = blockfs.order(m, 0)
+        self.assertEqual(len(got[0]), len(got[1]))
+        steps = self.n // (2 * B)
+        for r in range(2):
+            want = np.concatenate([order[(2 * s + r) * B:(2 * s + r + 1) * B] for s in range(steps)])
+            np.testing.assert_array_equal(got[r], want)
+
+
 class VariableTest(Scratch):
     def test_lines(self):
         src = os.path.join(self.tmp, "lines.txt")
