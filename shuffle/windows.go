@@ -9,13 +9,17 @@ import (
 	"github.com/blockfs/blockfs/internal/lru"
 )
 
-// WindowCache keeps the most recently used windows of one or more Orders within a byte budget.
-// Orders that share one must differ only in their epoch (the epochs of one mount: same counts,
-// seed, mode and mix). It bounds the order state so that the order state of a mount is bounded whatever the
-// record size: a window's permutation is 4 bytes a record, and with 4-byte records that is as
-// much as the window's data. It always keeps the most recent window, so a window larger than
-// the budget is still computed once per reader pass, not once per read. Builds of the same
-// window are merged: concurrent readers wait for one computation. Safe for concurrent use.
+// WindowCache keeps the most recently used windows of one or more Orders within a byte budget,
+// so that the order state of a mount is bounded whatever the record size: a window's
+// permutation is 4 bytes a record, and with 4-byte records that is as much as the window's
+// data. Orders that share one must differ only in their epoch (the epochs of one mount: same
+// counts, seed, mode and mix), since windows are keyed by epoch and index. It always keeps
+// the most recent window, so one reader of a window larger than the budget computes it once
+// per pass; readers at more places than the budget holds windows of recompute theirs on
+// every read. Builds of the same window are merged: concurrent readers wait for one
+// computation (without a context: a build cannot fail). Safe for concurrent use.
+//
+// Lock order: mu, then the lru's own lock; neither is held while a window is built.
 type WindowCache struct {
 	max uint64 // immutable after NewWindowCache
 

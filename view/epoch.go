@@ -16,7 +16,8 @@ import (
 )
 
 // Epoch is one epoch's order over a dataset, with the byte layout of its files. It holds
-// O(windows) state plus a few cached windows, and is safe for concurrent use.
+// O(windows) state plus, variable-length, a few window layouts; the window permutations live
+// in its Set's shuffle.WindowCache. Safe for concurrent use.
 type Epoch struct {
 	// Immutable after newEpoch.
 	ds       *layout.Dataset
