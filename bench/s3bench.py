@@ -10,9 +10,13 @@ the page cache dropped before each cold run (MinIO's objects are on the same dis
 - naive per-record ranged GETs in random order with the same client and concurrency, what a
   map-style Dataset over the store does (bin/s3get naive), in records/s;
 - blockfs: epoch dd bs=1M from a fresh s3:// mount (empty cache), and its peak RSS against
-  --cache-size + 64 MiB.
+  --cache-size + 64 MiB;
+- blockfs --disk-cache: a first epoch with the disk cache empty, then a second epoch from it
+  (page cache dropped), against the same dataset packed on the local disk (a fresh mount, the
+  same epoch).
 
-Floors (issue 16): epoch >= 0.8x the ceiling; >= 20x naive in records/s; RSS within budget.
+Floors (issue 16): epoch >= 0.8x the ceiling; >= 20x naive in records/s; second epoch with
+the disk cache >= 0.9x local disk; RSS within budget.
 Needs root (drop_caches, mounts).
 """
 import os
@@ -103,28 +107,51 @@ def s3get(m, mode, *extra):
     return int(out[0]), float(out[1]), int(out[2])
 
 
-def blockfs_epoch(m, mnt, epoch):
-    """A fresh mount (empty cache), one epoch read with dd: (bytes, seconds, peak RSS KiB)."""
-    os.makedirs(mnt, exist_ok=True)
-    p = subprocess.Popen([BIN, "mount", "--endpoint", m.endpoint, "--seed", "1", "--cache-size", "%dMiB" % (CACHE // MiB),
-                          "--s3-concurrency", str(CONCURRENCY)] + os.environ.get("S3BENCH_FLAGS", "").split() + ["s3://bench/4k", mnt],
-                         stderr=subprocess.DEVNULL)
-    try:
+class Mount:
+    """blockfs mount DATA MNT [flags] in the foreground, for a with block."""
+
+    def __init__(self, data, mnt, *flags):
+        self.data, self.mnt, self.flags = data, mnt, list(flags)
+
+    def __enter__(self):
+        os.makedirs(self.mnt, exist_ok=True)
+        self.p = subprocess.Popen([BIN, "mount", "--seed", "1", "--cache-size", "%dMiB" % (CACHE // MiB)] + self.flags
+                                  + os.environ.get("S3BENCH_FLAGS", "").split() + [self.data, self.mnt],
+                                  stderr=subprocess.DEVNULL)
         deadline = time.time() + 60
-        while not mounted(mnt):
-            if p.poll() is not None or time.time() > deadline:
-                raise SystemExit("blockfs did not mount s3://bench/4k")
+        while not mounted(self.mnt):
+            if self.p.poll() is not None or time.time() > deadline:
+                raise SystemExit("blockfs did not mount " + self.data)
             time.sleep(0.01)
-        path = os.path.join(mnt, "epoch-%04d" % epoch)
+        return self
+
+    def dd(self, epoch):
+        """Reads epoch with dd: (bytes, seconds)."""
+        path = os.path.join(self.mnt, "epoch-%04d" % epoch)
         size = os.path.getsize(path)
         t = time.perf_counter()
         sh("dd if=%s of=/dev/null bs=1M status=none" % path)
-        return size, time.perf_counter() - t, rss_kib(p.pid)
-    finally:
-        p.send_signal(signal.SIGTERM)
-        p.wait(timeout=30)
-        if mounted(mnt):
-            sh("umount -l " + mnt)
+        return size, time.perf_counter() - t
+
+    def rss_kib(self):
+        return rss_kib(self.p.pid)
+
+    def __exit__(self, *exc):
+        self.p.send_signal(signal.SIGTERM)
+        self.p.wait(timeout=30)
+        if mounted(self.mnt):
+            sh("umount -l " + self.mnt)
+
+
+def s3mount(m, mnt, *flags):
+    return Mount("s3://bench/4k", mnt, "--endpoint", m.endpoint, "--s3-concurrency", str(CONCURRENCY), *flags)
+
+
+def blockfs_epoch(m, mnt, epoch):
+    """A fresh mount (empty cache), one epoch read with dd: (bytes, seconds, peak RSS KiB)."""
+    with s3mount(m, mnt) as b:
+        size, secs = b.dd(epoch)
+        return size, secs, b.rss_kib()
 
 
 def run(work, markdown=None):
@@ -135,6 +162,11 @@ def run(work, markdown=None):
     if not os.path.exists(raw) or os.path.getsize(raw) != 1 << 30:
         sh("head -c 1G /dev/urandom > %s" % raw)
     mnt = os.path.join(work, "mnt")
+    dc = os.path.join(work, "disk-cache")
+    local = os.path.join(work, "4k-local")
+    if not os.path.exists(os.path.join(local, "blockfs.json")):
+        shutil.rmtree(local, ignore_errors=True)
+        sh("%s pack --quiet --format raw --record-size 4096 --block-size 16MiB %s %s" % (BIN, raw, local))
     lines = []
     with Minio(work) as m:
         t = time.perf_counter()
@@ -142,7 +174,7 @@ def run(work, markdown=None):
            % (BIN, m.endpoint, CONCURRENCY, raw))
         pack_s = time.perf_counter() - t
         print("  packed 1 GiB into s3://bench/4k in %.1f s" % pack_s, flush=True)
-        ceil, bfs, rss = [], [], []
+        ceil, bfs, rss, dc1, dc2, loc = [], [], [], [], [], []
         for i in range(3):
             drop_caches()
             b, s, _ = s3get(m, "whole")
@@ -151,12 +183,30 @@ def run(work, markdown=None):
             b, s, r = blockfs_epoch(m, mnt, i)
             bfs.append(b / s / 1e6)
             rss.append(r)
-            print("  round %d: GET whole %.0f MB/s, blockfs epoch %.0f MB/s, RSS %d MiB" % (i, ceil[-1], bfs[-1], r // 1024), flush=True)
+            # The disk cache: a first epoch fills it (empty at the start), a second reads it,
+            # against the same dataset packed on the local disk; page cache dropped before each.
+            shutil.rmtree(dc, ignore_errors=True)
+            drop_caches()
+            with s3mount(m, mnt, "--disk-cache", dc) as b:
+                b1, s1 = b.dd(i)
+                drop_caches()
+                b2, s2 = b.dd(i + 1)
+                rss.append(b.rss_kib())
+            dc1.append(b1 / s1 / 1e6)
+            dc2.append(b2 / s2 / 1e6)
+            drop_caches()
+            with Mount(local, mnt) as b:
+                b3, s3 = b.dd(i + 1)
+            loc.append(b3 / s3 / 1e6)
+            print("  round %d: GET whole %.0f MB/s, blockfs epoch %.0f MB/s (disk cache: empty %.0f, second epoch %.0f;"
+                  " local disk %.0f), RSS %d MiB" % (i, ceil[-1], bfs[-1], dc1[-1], dc2[-1], loc[-1], max(rss[-2:]) // 1024), flush=True)
         drop_caches()
         b, s, n = s3get(m, "naive", "-record", "4096", "-count", "20000")
         naive = n / s
         print("  naive ranged GETs: %.0f records/s" % naive, flush=True)
     c, e = statistics.median(ceil), statistics.median(bfs)
+    d1, d2, lo = statistics.median(dc1), statistics.median(dc2), statistics.median(loc)
+    ratio = statistics.median([a / b for a, b in zip(dc2, loc)])
     lines += [
         "Object store (MinIO on this machine, 1 GiB of 4 KiB records in 16 MiB blocks, %d requests in flight, cache %d MiB; median of 3, cold)"
         % (CONCURRENCY, CACHE // MiB),
@@ -166,9 +216,14 @@ def run(work, markdown=None):
         "| GET every block object whole (s3get whole): the ceiling | %.0f | %.0f | | |" % (c, c * 1e6 / 4096),
         "| blockfs mount s3://, epoch dd bs=1M, empty cache | %.0f | %.0f | >= 0.8x ceiling | %.2fx %s |"
         % (e, e * 1e6 / 4096, e / c, "ok" if e >= 0.8 * c else "MISS"),
+        "| same, `--disk-cache` (empty at the start) | %.0f | %.0f | >= 0.8x ceiling | %.2fx %s |"
+        % (d1, d1 * 1e6 / 4096, d1 / c, "ok" if d1 >= 0.8 * c else "MISS"),
+        "| second epoch from the disk cache (fresh page cache) | %.0f | %.0f | >= 0.9x local disk | %.2fx %s |"
+        % (d2, d2 * 1e6 / 4096, ratio, "ok" if ratio >= 0.9 else "MISS"),
+        "| the same dataset mounted from local disk, epoch dd | %.0f | %.0f | | |" % (lo, lo * 1e6 / 4096),
         "| naive ranged GET per record, random order (s3get naive) | %.1f | %.0f | blockfs >= 20x | %.0fx %s |"
         % (naive * 4096 / 1e6, naive, e * 1e6 / 4096 / naive, "ok" if e * 1e6 / 4096 >= 20 * naive else "MISS"),
-        "| blockfs daemon peak RSS | %d MiB | | <= cache %d MiB + 64 MiB | %s |"
+        "| blockfs daemon peak RSS (also with the disk cache) | %d MiB | | <= cache %d MiB + 64 MiB | %s |"
         % (max(rss) // 1024, CACHE // MiB, "ok" if max(rss) * 1024 <= CACHE + 64 * MiB else "MISS"),
         "",
         "Pack of the 1 GiB set to s3:// (local staging + upload): %.1f s." % pack_s,
