@@ -10,8 +10,8 @@ import (
 
 // Fingerprint identifies the data a manifest describes, for a reader's saved position (the
 // Python package's Loader.state_dict) to be checked against the data it resumes on: the record
-// kind, size, count, dtype and shape, the pre-shuffle, and every block's record count, size
-// and CRC32C values. It is the same wherever the dataset is copied (block file names and the
+// kind, size, count, dtype and shape, the pre-shuffle, every block's record count, size and
+// CRC32C values, and the names file's. It is the same wherever the dataset is copied (block file names and the
 // directory are not part of it). A file served in place has no CRC32C values: its fingerprint
 // is its base name, size and shape, so a file changed in place with the same size is not told
 // apart. The result is 32 hex digits (the first 128 bits of a SHA-256).
@@ -34,6 +34,9 @@ func (m *Manifest) Fingerprint() string {
 	num(h, flag(m.IDs), flag(m.PreShuffle.Shuffled), m.PreShuffle.Seed, uint64(len(m.Blocks)))
 	for _, b := range m.Blocks {
 		num(h, b.Records, b.Bytes, uint64(b.CRC32C), uint64(b.IDsCRC32C), uint64(b.OffsetsCRC32C))
+	}
+	if m.Names != nil {
+		num(h, 1, m.Names.Bytes, uint64(m.Names.CRC32C))
 	}
 	if len(m.Blocks) == 0 || !m.hasCRCs() {
 		str(filepath.Base(m.Source))

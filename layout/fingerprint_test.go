@@ -23,6 +23,7 @@ func TestFingerprint(t *testing.T) {
 		"dtype":      func(m *Manifest) { m.DType = "<f4" },
 		"shape":      func(m *Manifest) { m.Shape = []int64{1} },
 		"recordsize": func(m *Manifest) { m.RecordSize = 2 },
+		"names":      func(m *Manifest) { m.Names = &NamesEntry{File: "names.txt", Bytes: 10, CRC32C: 3} },
 	} {
 		m := base()
 		change(m)
