@@ -9,12 +9,13 @@ import (
 )
 
 // Fingerprint identifies the data a manifest describes, for a reader's saved position (the
-// Python package's Loader.state_dict) to be checked against the data it resumes on: the record
-// kind, size, count, dtype and shape, the pre-shuffle, every block's record count, size and
-// CRC32C values, and the names file's. It is the same wherever the dataset is copied (block file names and the
-// directory are not part of it). A file served in place has no CRC32C values: its fingerprint
-// is its base name, size and shape, so a file changed in place with the same size is not told
-// apart. The result is 32 hex digits (the first 128 bits of a SHA-256).
+// Python package's Loader.state_dict) to be checked against the data it resumes on, and for
+// the disk cache's directory: the record kind, size, count, dtype and shape, the pre-shuffle,
+// every block's record count, size and CRC32C values, and the names file's. It is the same
+// wherever the dataset is copied (block file names and the directory are not part of it). A
+// file served in place has no CRC32C values: its fingerprint is its base name, size and shape,
+// so a file changed in place with the same size is not told apart. The result is 32 hex
+// digits (the first 128 bits of a SHA-256).
 func (m *Manifest) Fingerprint() string {
 	h := sha256.New()
 	str := func(s string) { num(h, uint64(len(s))); h.Write([]byte(s)) }
