@@ -113,6 +113,15 @@ func TestS3MountMatchesLocal(t *testing.T) {
 			raw, err := os.ReadFile(mr.path(".blockfs/info.json"))
 			require.NoError(t, err)
 			require.NoError(t, json.Unmarshal(raw, &info))
+			// The readahead derived from --s3-part-size and --s3-concurrency (here 256 MiB) gives
+			// way to a smaller --cache-size given by the user.
+			small := mount(t, url, ep, "--seed", "3", "--s3-part-size", "16MiB", "--cache-size", "64MiB")
+			require.Equal(t, sum(ml.path("epoch-0005")), sum(small.path("epoch-0005")))
+			raw, err = os.ReadFile(small.path(".blockfs/info.json"))
+			require.NoError(t, err)
+			require.NoError(t, json.Unmarshal(raw, &info))
+			require.Less(t, info["readahead"].(float64), float64(64<<20))
+			require.GreaterOrEqual(t, info["readahead"].(float64), float64(16<<20))
 		})
 	}
 

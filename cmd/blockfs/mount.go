@@ -140,11 +140,12 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 	if err != nil {
 		return nil, err
 	}
+	derived := false // whether ra was derived from the s3 flags rather than given
 	if s3.IsURL(data) && f.readahead == ibytes(defaultReadahead) {
 		// From an object store the readahead is what keeps --s3-concurrency GETs in flight:
 		// by default twice that many parts ahead (128 MiB with the defaults).
-		if ps, err := parseSize("s3-part-size", f.s3.partSize); err == nil {
-			ra = max(ra, 2*int64(f.s3.concurrency)*ps)
+		if ps, err := parseSize("s3-part-size", f.s3.partSize); err == nil && 2*int64(f.s3.concurrency)*ps > ra {
+			ra, derived = 2*int64(f.s3.concurrency)*ps, true
 		}
 	}
 	remote := s3.IsURL(data)
@@ -166,6 +167,13 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 		return nil, err
 	}
 	need := view.NeedCache(ds, f.mix, ra, cache.DefaultPageSize)
+	if derived && cs > 0 && cs < need.Need {
+		// A readahead the user did not ask for gives way to the --cache-size they gave: as much
+		// of it as fits, at least one part.
+		ps, _ := parseSize("s3-part-size", f.s3.partSize)
+		ra = max(ps, ra-(need.Need-cs))
+		need = view.NeedCache(ds, f.mix, ra, cache.DefaultPageSize)
+	}
 	if cs > 0 && cs < need.Need {
 		return nil, usagef("--cache-size %s is too small: it needs %s, the larger of a window of --mix %d blocks of up to %s plus --readahead %s (%s) and %d pages of %s (a read holds its pages while the reply is written, and readahead needs room beside it); raise --cache-size or lower --mix or --readahead",
 			ibytes(uint64(cs)), ibytes(uint64(need.Need)), need.Mix, ibytes(uint64(need.MaxBlock)), ibytes(uint64(ra)), ibytes(uint64(need.Window)), cache.MinPages, ibytes(cache.DefaultPageSize))
