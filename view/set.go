@@ -62,13 +62,15 @@ func (s *Set) Epoch(n uint64) (*Epoch, error) {
 func (s *Set) OrderBytes() int64 { return s.order }
 
 // OrderBudget returns the order state a mount keeps, given its largest window's
-// (shuffle.MaxWindowBytes) and the cache's budget: room for two such windows (a reader
-// crossing from one window to the next, or a data and an ids reader), at least
-// shuffle.DefaultWindowBytes, at most a quarter of the cache. A window larger than that is
+// (shuffle.MaxWindowBytes) and the cache's budget: room for four such windows (readers at
+// four places of the epochs: DataLoader workers or local ranks, a data and an ids reader, a
+// reader crossing from one window to the next; with two, a third reader rebuilt a window's
+// permutation on every read), at least shuffle.DefaultWindowBytes, at most a quarter of the
+// cache. A window larger than that is
 // still kept while it is the most recent, so the order state may pass the budget by one
 // window when a quarter of the cache holds fewer than one.
 func OrderBudget(maxWindow uint64, cacheBytes int64) int64 {
-	return min(max(2*int64(maxWindow), shuffle.DefaultWindowBytes), cacheBytes/4)
+	return min(max(4*int64(maxWindow), shuffle.DefaultWindowBytes), cacheBytes/4)
 }
 
 // FileSize returns the size of the file of kind k over positions rg of epoch n. Only the data of
