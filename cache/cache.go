@@ -36,6 +36,9 @@ type Options struct {
 	MaxRead  int   // largest disk read, a multiple of PageSize; default 4 MiB
 	Workers  int   // readahead goroutines; default 4
 	Queue    int   // readahead requests that may wait; default 1024
+	// Keep is the budget Reserve leaves for cached pages (what the mount's windows and
+	// readahead need); default 0: MinPages pages.
+	Keep int64
 }
 
 // Defaults for Options.
@@ -179,7 +182,7 @@ func (c *Cache) Crowded() bool {
 }
 
 // Reserve takes up to n bytes of the cache's budget (whole pages, never leaving fewer than
-// MinPages) out of its service for memory its owner keeps elsewhere (view: the epochs' order
+// MinPages nor less than Options.Keep) out of its service for memory its owner keeps elsewhere (view: the epochs' order
 // state), so that the two together stay within the budget. It returns the bytes taken;
 // Capacity shrinks by as much. Free slots go first, then the least recently used unpinned
 // pages; the slots' memory is given back to the kernel (untouched, it costs nothing).
@@ -187,7 +190,7 @@ func (c *Cache) Reserve(n int64) int64 {
 	ps := int64(c.opt.PageSize)
 	c.mu.Lock()
 	var taken []int
-	for int64(len(taken))*ps < n && c.slots > MinPages && c.slotFreeLocked() {
+	for int64(len(taken))*ps < n && c.slots > MinPages && int64(c.slots-1)*ps >= c.opt.Keep && c.slotFreeLocked() {
 		nf := len(c.free)
 		taken = append(taken, c.free[nf-1])
 		c.free = c.free[:nf-1]

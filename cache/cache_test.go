@@ -361,3 +361,33 @@ func TestWaitCancelled(t *testing.T) {
 	assert.Equal(t, 0, c.pinned)
 	assert.Equal(t, c.slots, len(c.free)+c.lru.Len())
 }
+
+func TestReserve(t *testing.T) {
+	src := newSource(16 * ps)
+	c := newCache(t, src, 16)
+	// Pages in use: Reserve takes the least recently used unpinned ones, never a pinned one.
+	buf := make([]byte, 16*ps)
+	require.NoError(t, c.Fill(context.Background(), 0, 0, buf))
+	var pins Pins
+	_, err := c.PinPage(context.Background(), &pins, 0, 15)
+	require.NoError(t, err)
+	assert.EqualValues(t, 6*ps, c.Reserve(6*ps))
+	assert.EqualValues(t, 10*ps, c.Capacity())
+	// Never below MinPages, and the pinned page stays.
+	assert.EqualValues(t, 6*ps, c.Reserve(100*ps))
+	assert.EqualValues(t, MinPages*ps, c.Capacity())
+	got := make([]byte, ps)
+	require.NoError(t, c.Fill(context.Background(), 0, 15*ps, got))
+	assert.Equal(t, src.files[0][15*ps:], got)
+	pins.Release()
+	// Bytes still read right with what is left.
+	require.NoError(t, c.Fill(context.Background(), 0, 0, buf))
+	assert.Equal(t, src.files[0], buf)
+
+	// Keep: what the mount needs for pages stays.
+	kept, err := New(src, Options{Size: 16 * ps, PageSize: ps, MaxRead: ps, Workers: 1, Queue: 1, Keep: 12 * ps})
+	require.NoError(t, err)
+	defer kept.Close()
+	assert.EqualValues(t, 4*ps, kept.Reserve(8*ps))
+	assert.EqualValues(t, 12*ps, kept.Capacity())
+}

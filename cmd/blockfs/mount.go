@@ -179,7 +179,9 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 			ibytes(uint64(cs)), ibytes(uint64(need.Need)), need.Mix, ibytes(uint64(need.MaxBlock)), ibytes(uint64(ra)), ibytes(uint64(need.Window)), cache.MinPages, ibytes(cache.DefaultPageSize))
 	}
 	mem := view.PlanMemory(ds, cache.DefaultPageSize, cs, need.Window, direct, view.MemTotal())
-	copt := cache.Options{Size: mem.CacheSize}
+	// The order state's share of the budget (view.NewSet reserves it) never leaves the pages
+	// less than the windows and readahead need.
+	copt := cache.Options{Size: mem.CacheSize, Keep: need.Need}
 	if remote {
 		// Readahead loads a block file in one run, so the object is fetched whole (in ranged
 		// GETs of --s3-part-size) and its CRC32C checked on the way into the cache; one worker
