@@ -121,6 +121,8 @@ class Mount:
         deadline = time.time() + 60
         while not mounted(self.mnt):
             if self.p.poll() is not None or time.time() > deadline:
+                self.p.kill()
+                self.p.wait()
                 raise SystemExit("blockfs did not mount " + self.data)
             time.sleep(0.01)
         return self
@@ -156,7 +158,7 @@ def blockfs_epoch(m, mnt, epoch):
 
 def run(work, markdown=None):
     """Measures the object store rows; returns the report's lines."""
-    work = os.path.join(work, "s3")
+    work = os.path.join(os.path.abspath(work), "s3")  # /proc/self/mountinfo has absolute paths
     os.makedirs(work, exist_ok=True)
     raw = os.path.join(work, "4k.raw")
     if not os.path.exists(raw) or os.path.getsize(raw) != 1 << 30:
