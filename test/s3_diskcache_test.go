@@ -2,10 +2,13 @@ package test
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -53,6 +56,9 @@ func TestS3DiskCache(t *testing.T) {
 		var n int64
 		for _, f := range blk() {
 			st, err := os.Stat(f)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // evicted between the listing and the stat: readahead may still run
+			}
 			require.NoError(t, err)
 			n += st.Size()
 		}
@@ -122,7 +128,9 @@ func TestS3DiskCache(t *testing.T) {
 	m4 := mountAt(t, url, t.TempDir(), args("m4.log", "--disk-cache-size", "1MiB")...)
 	require.LessOrEqual(t, du(), int64(1<<20), "evicted down to the bound at mount")
 	require.Zero(t, readAllOrEIO(t, m4.path("epoch-0006"), want("epoch-0006"), 1<<20))
-	require.LessOrEqual(t, du(), int64(1<<20))
+	// Readahead may still be keeping a file: one being made room for is removed just after
+	// another takes its place, so the bound holds once the mount is quiet.
+	require.Eventually(t, func() bool { return du() <= 1<<20 }, 5*time.Second, 50*time.Millisecond, "cached %d bytes", du())
 	require.NotEmpty(t, blk())
 	m4.stop()
 	require.Contains(t, logText("m4.log"), "evicted")

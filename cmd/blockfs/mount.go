@@ -167,11 +167,13 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 		return nil, err
 	}
 	need := view.NeedCache(ds, f.mix, ra, cache.DefaultPageSize)
-	if derived && cs > 0 && cs < need.Need {
-		// A readahead the user did not ask for gives way to the --cache-size they gave: as much
-		// of it as fits, at least one part.
+	if win := need.MaxBlock * int64(need.Mix); derived && cs > 0 && ra > (cs-win)/2 {
+		// A readahead the user did not ask for leaves at least half of the --cache-size they
+		// gave, beside the window being read, to blocks already fetched: a block evicted
+		// before its reader comes is fetched twice (16 MiB parts, 256 MiB readahead and a
+		// 256 MiB cache read at half the rate). At least one part.
 		ps, _ := parseSize("s3-part-size", f.s3.partSize)
-		ra = max(ps, ra-(need.Need-cs))
+		ra = max(ps, (cs-win)/2)
 		need = view.NeedCache(ds, f.mix, ra, cache.DefaultPageSize)
 	}
 	if cs > 0 && cs < need.Need {
