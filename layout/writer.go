@@ -42,6 +42,12 @@ type WriterOptions struct {
 	Source     string     // free text recorded in the manifest (e.g. the input's name)
 	// Names keeps a source name for every record (AddName, in source id order).
 	Names bool
+	// BlockDone, if set, is called by the writer's background goroutine once all of a block's
+	// files are written, in block order, with the writer's temporary directory and the files'
+	// slash-separated paths relative to it ("blocks/000003.bin", then its .ids and .off). It
+	// may remove them (an upload to an object store does): the writer does not read them
+	// again. An error fails the writer like a failed write. Default: nil.
+	BlockDone func(dir string, files []string) error
 }
 
 // Writer creates a dataset in a temporary directory next to its destination; Commit writes
@@ -462,6 +468,27 @@ func (w *Writer) runBackground() {
 				w.free <- j.data
 			}
 		}
+		w.blockDone(jobs)
+	}
+}
+
+// blockDone calls opt.BlockDone with the files of one block, all written, unless the writer
+// has failed. Background writer only.
+func (w *Writer) blockDone(jobs []fileJob) {
+	if w.opt.BlockDone == nil || w.failed() != nil {
+		return
+	}
+	files := make([]string, len(jobs))
+	for i, j := range jobs {
+		rel, err := filepath.Rel(w.tmp, j.path)
+		if err != nil {
+			w.fail(err)
+			return
+		}
+		files[i] = filepath.ToSlash(rel)
+	}
+	if err := w.opt.BlockDone(w.tmp, files); err != nil {
+		w.fail(err)
 	}
 }
 

@@ -31,6 +31,9 @@ type Options struct {
 	// BucketBytes is the pre-shuffle's target bucket size (what pass 2 holds in memory);
 	// default 64 MiB.
 	BucketBytes int64
+	// BlockDone, if set, is called as each block's files are complete in the writer's
+	// temporary directory (layout.WriterOptions.BlockDone): an upload streams them from there.
+	BlockDone func(dir string, files []string) error
 }
 
 // Result says what a pack did.
@@ -109,6 +112,7 @@ func Pack(ctx context.Context, src, dst string, opt Options) (*Result, error) {
 		PreShuffle: layout.PreShuffle{Shuffled: !opt.NoShuffle, Seed: opt.Seed},
 		Source:     filepath.Base(src),
 		Names:      format == Files,
+		BlockDone:  opt.BlockDone,
 	}, opt.Force)
 	if err != nil {
 		return nil, err

@@ -51,8 +51,9 @@ input order, so record i lands in block i / records-per-block.
 
 DST is written in a temporary directory next to it and renamed at the end: an interrupted or
 failed pack leaves nothing behind, and an existing DST is only replaced with --force.
-DST may be s3://BUCKET/PREFIX: the dataset is packed in $TMPDIR and uploaded, the manifest
-last, so it appears whole or not at all.`,
+DST may be s3://BUCKET/PREFIX: each block file is uploaded as soon as it is written and then
+deleted locally ($TMPDIR holds a few blocks, and the pre-shuffle's spill), and the manifest
+goes last, so the dataset appears whole or not at all.`,
 		Args: exactArgs("SRC", "DST"),
 		RunE: func(c *cobra.Command, args []string) error { return runPack(f, args[0], args[1]) },
 	}

@@ -104,9 +104,10 @@ func openRemote(in inPlaceFlags, f *s3Flags, data string) (*layout.Dataset, erro
 	return openPacked(data, f)
 }
 
-// packTo packs src into dst: a directory, or an s3:// URL. An object store dataset is packed
-// into a temporary directory (in $TMPDIR, which needs room for it) and uploaded with the
-// manifest last; the temporary directory goes either way.
+// packTo packs src into dst: a directory, or an s3:// URL. To an object store, each block's
+// files are uploaded as soon as they are written (in a temporary directory in $TMPDIR, beside
+// the pre-shuffle's spill) and deleted locally, and the manifest goes last; a failed pack
+// removes what it uploaded, best effort.
 func packTo(ctx context.Context, src, dst string, opt pack.Options, f *s3Flags) (*pack.Result, error) {
 	if !s3.IsURL(dst) {
 		return pack.Pack(ctx, src, dst, opt)
@@ -117,16 +118,24 @@ func packTo(ctx context.Context, src, dst string, opt pack.Options, f *s3Flags) 
 	}
 	tmp, err := os.MkdirTemp("", "blockfs-pack-")
 	if err != nil {
-		return nil, fmt.Errorf("cannot stage the dataset before upload: %w", err)
+		return nil, fmt.Errorf("cannot make a scratch directory for the pack: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	force := opt.Force
-	opt.Force = false
-	res, err := pack.Pack(ctx, src, filepath.Join(tmp, "data"), opt)
+	spool := filepath.Join(tmp, "upload")
+	if err := os.Mkdir(spool, 0o700); err != nil {
+		return nil, err
+	}
+	up, err := st.Begin(ctx, opt.Force, spool)
 	if err != nil {
 		return nil, err
 	}
-	if err := st.Upload(ctx, filepath.Join(tmp, "data"), force, nil); err != nil {
+	opt.Force, opt.BlockDone = false, up.Add
+	res, err := pack.Pack(ctx, src, filepath.Join(tmp, "data"), opt)
+	if err != nil {
+		up.Abort()
+		return nil, err
+	}
+	if err := up.Finish(filepath.Join(tmp, "data")); err != nil {
 		return nil, err
 	}
 	return res, nil

@@ -2,130 +2,29 @@ package s3
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
-	"sort"
-	"sync"
 
 	"github.com/minio/minio-go/v7"
 )
 
-// ErrExists: Upload found a dataset at the prefix and was not asked to replace it.
-var ErrExists = errors.New("a dataset exists there")
-
 // Upload copies the finished dataset in the local directory dir (a layout.Writer's output) to
-// the store's prefix: every file but the manifest first, Concurrency at a time, each in one PUT
-// or a multipart upload of PartSize parts (memory: about Concurrency x PartSize), and the
-// manifest last, so the dataset appears whole or not at all. A dataset already at the prefix is
-// refused unless force; with force its manifest goes first (no reader opens a mix of the two),
-// and objects under the prefix that the new dataset does not have are removed at the end.
-func (s *Store) Upload(ctx context.Context, dir string, force bool, progress func(done, total int64)) error {
-	mkey := s.loc.Key(ManifestName)
-	_, err := s.statObject(ctx, mkey)
-	switch {
-	case err == nil && !force:
-		return fmt.Errorf("%s: %w (use --force to replace it)", s.Location(), ErrExists)
-	case err == nil:
-		if err := s.retry(ctx, func(ctx context.Context) error {
-			return s.cl.RemoveObject(ctx, s.loc.Bucket, mkey, minio.RemoveObjectOptions{})
-		}); err != nil {
-			return s.describe(err, mkey)
-		}
-	case !errors.Is(err, fs.ErrNotExist):
-		return err
-	}
-	var files []string
-	var total int64
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if rel != ManifestName {
-			files = append(files, rel)
-			if st, err := d.Info(); err == nil {
-				total += st.Size()
-			}
-		}
-		return nil
-	})
+// the store's prefix through a Stream: every file but the manifest, Concurrency at a time, each
+// in one PUT or a multipart upload of PartSize parts, then the manifest, so the dataset appears
+// whole or not at all. The local files stay. Begin says what happens to a dataset already there.
+func (s *Store) Upload(ctx context.Context, dir string, force bool) error {
+	u, err := s.Begin(ctx, force, "")
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(filepath.Join(dir, ManifestName)); err != nil {
-		return fmt.Errorf("%s has no manifest: not a finished dataset", dir)
-	}
-	sort.Strings(files)
-	if err := s.putAll(ctx, dir, files, total, progress); err != nil {
-		return err
-	}
-	if err := s.putFile(ctx, dir, ManifestName); err != nil {
-		return err
-	}
-	if force {
-		return s.removeOthers(ctx, append(files, ManifestName))
-	}
-	return nil
+	return u.Finish(dir)
 }
 
-// putAll uploads files from dir, Concurrency at a time; the first error stops the rest.
-func (s *Store) putAll(ctx context.Context, dir string, files []string, total int64, progress func(done, total int64)) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		done  int64
-	)
-	work := make(chan string)
-	for range min(s.opt.Concurrency, max(1, len(files))) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for rel := range work {
-				err := s.putFile(ctx, dir, rel)
-				mu.Lock()
-				if err != nil && first == nil {
-					first = err
-					cancel()
-				}
-				if st, serr := os.Stat(filepath.Join(dir, filepath.FromSlash(rel))); serr == nil {
-					done += st.Size()
-				}
-				if progress != nil {
-					progress(done, total)
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	for _, rel := range files {
-		select {
-		case work <- rel:
-		case <-ctx.Done():
-		}
-	}
-	close(work)
-	wg.Wait()
-	if first == nil && ctx.Err() != nil {
-		first = ctx.Err()
-	}
-	return first
-}
-
-// putFile uploads one file, retried whole like any request (but without a time limit per
+// putFile uploads the file path as the dataset's file rel, retried whole like any request (but without a time limit per
 // try: a large object takes as long as it takes; the connection's own timeouts still apply).
-func (s *Store) putFile(ctx context.Context, dir, rel string) error {
-	f, err := os.Open(filepath.Join(dir, filepath.FromSlash(rel)))
+func (s *Store) putFile(ctx context.Context, path, rel string) error {
+	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
