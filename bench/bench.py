@@ -42,15 +42,17 @@ def mounted(path):
 class Daemon:
     """A FUSE daemon in the foreground, mounted at mnt, stopped with SIGTERM."""
 
-    def __init__(self, argv, mnt):
-        self.argv, self.mnt = argv, mnt
+    def __init__(self, argv, mnt, wait=20):
+        self.argv, self.mnt, self.wait = argv, mnt, wait
 
     def __enter__(self):
         os.makedirs(self.mnt, exist_ok=True)
         self.p = subprocess.Popen(self.argv, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 20
+        deadline = time.time() + self.wait
         while not mounted(self.mnt):
             if self.p.poll() is not None or time.time() > deadline:
+                self.p.kill()  # a daemon still mounting must not outlive the bench
+                self.p.wait()
                 raise SystemExit("daemon did not mount: %s" % " ".join(self.argv))
             time.sleep(0.01)
         return self

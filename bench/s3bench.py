@@ -21,7 +21,6 @@ Needs root (drop_caches, mounts).
 """
 import os
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -29,26 +28,13 @@ import sys
 import time
 import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "bin", "blockfs")
+import bench
+from bench import BIN, MiB, ROOT, drop_caches, sh
+
 S3GET = os.path.join(ROOT, "bin", "s3get")
-MiB = 1 << 20
 USER, PASS = "blockfs-bench", "blockfs-bench-secret"
 CONCURRENCY = 8
 CACHE = 256 * MiB
-
-
-def sh(cmd, **kw):
-    return subprocess.run(cmd, shell=True, check=True, **kw)
-
-
-def drop_caches():
-    sh("sync; echo 3 > /proc/sys/vm/drop_caches")
-
-
-def mounted(path):
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == path for line in f)
 
 
 def free_port():
@@ -92,14 +78,6 @@ class Minio:
         self.p.wait()
 
 
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return 0
-
-
 def s3get(m, mode, *extra):
     out = subprocess.run([S3GET, "-endpoint", m.endpoint, "-bucket", "bench", "-prefix", "4k",
                           "-workers", str(CONCURRENCY)] + list(extra) + [mode],
@@ -107,25 +85,13 @@ def s3get(m, mode, *extra):
     return int(out[0]), float(out[1]), int(out[2])
 
 
-class Mount:
+class Mount(bench.Daemon):
     """blockfs mount DATA MNT [flags] in the foreground, for a with block."""
 
     def __init__(self, data, mnt, *flags):
-        self.data, self.mnt, self.flags = data, mnt, list(flags)
-
-    def __enter__(self):
-        os.makedirs(self.mnt, exist_ok=True)
-        self.p = subprocess.Popen([BIN, "mount", "--seed", "1", "--cache-size", "%dMiB" % (CACHE // MiB)] + self.flags
-                                  + os.environ.get("S3BENCH_FLAGS", "").split() + [self.data, self.mnt],
-                                  stderr=subprocess.DEVNULL)
-        deadline = time.time() + 60
-        while not mounted(self.mnt):
-            if self.p.poll() is not None or time.time() > deadline:
-                self.p.kill()
-                self.p.wait()
-                raise SystemExit("blockfs did not mount " + self.data)
-            time.sleep(0.01)
-        return self
+        argv = ([BIN, "mount", "--seed", "1", "--cache-size", "%dMiB" % (CACHE // MiB)] + list(flags)
+                + os.environ.get("S3BENCH_FLAGS", "").split() + [data, mnt])
+        super().__init__(argv, mnt, wait=60)
 
     def dd(self, epoch):
         """Reads epoch with dd: (bytes, seconds)."""
@@ -134,15 +100,6 @@ class Mount:
         t = time.perf_counter()
         sh("dd if=%s of=/dev/null bs=1M status=none" % path)
         return size, time.perf_counter() - t
-
-    def rss_kib(self):
-        return rss_kib(self.p.pid)
-
-    def __exit__(self, *exc):
-        self.p.send_signal(signal.SIGTERM)
-        self.p.wait(timeout=30)
-        if mounted(self.mnt):
-            sh("umount -l " + self.mnt)
 
 
 def s3mount(m, mnt, *flags):
@@ -153,7 +110,7 @@ def blockfs_epoch(m, mnt, epoch):
     """A fresh mount (empty cache), one epoch read with dd: (bytes, seconds, peak RSS KiB)."""
     with s3mount(m, mnt) as b:
         size, secs = b.dd(epoch)
-        return size, secs, b.rss_kib()
+        return size, secs, b.peak_rss_kib()
 
 
 def run(work, markdown=None):
@@ -193,7 +150,7 @@ def run(work, markdown=None):
                 b1, s1 = b.dd(i)
                 drop_caches()
                 b2, s2 = b.dd(i + 1)
-                rss.append(b.rss_kib())
+                rss.append(b.peak_rss_kib())
             dc1.append(b1 / s1 / 1e6)
             dc2.append(b2 / s2 / 1e6)
             drop_caches()

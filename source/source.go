@@ -104,3 +104,47 @@ func Len(bufs [][]byte) int {
 	}
 	return n
 }
+
+// SliceBufs returns the iovecs of bytes [from, to) of bufs, sharing their memory, with no
+// spare capacity (a read into one must not run into the next).
+func SliceBufs(bufs [][]byte, from, to int64) [][]byte {
+	var out [][]byte
+	at := int64(0)
+	for _, b := range bufs {
+		lo, hi := max(from-at, 0), min(to-at, int64(len(b)))
+		if lo < hi {
+			out = append(out, b[lo:hi:hi])
+		}
+		at += int64(len(b))
+		if at >= to {
+			break
+		}
+	}
+	return out
+}
+
+// FillExtent fills bufs from off of e with fill, which reads one single extent: e itself, or,
+// for a file made of parts (Extent.Parts), each part the bytes touch, with its offset in that
+// part and its share of bufs. It stops at fill's first error.
+func FillExtent(e Extent, off int64, bufs [][]byte, fill func(e Extent, off int64, bufs [][]byte) error) error {
+	if len(e.Parts) == 0 {
+		return fill(e, off, bufs)
+	}
+	done, want := int64(0), int64(Len(bufs))
+	for _, p := range e.Parts {
+		if done == want {
+			break
+		}
+		if off >= p.Size {
+			off -= p.Size
+			continue
+		}
+		k := min(p.Size-off, want-done)
+		if err := fill(p, off, SliceBufs(bufs, done, done+k)); err != nil {
+			return err
+		}
+		done += k
+		off = 0
+	}
+	return nil
+}

@@ -3,6 +3,7 @@ package test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -179,4 +181,41 @@ func sh(t *testing.T, script string) string {
 	}
 	require.NoError(t, err, script)
 	return string(out)
+}
+
+// sparseFile creates a sparse file of size bytes named name in a temporary directory: a huge
+// file to serve in place that takes no disk.
+func sparseFile(t *testing.T, name string, size int64) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		t.Fatalf("this filesystem cannot hold a sparse file of %d bytes: %v", size, err)
+	}
+	require.NoError(t, f.Close())
+	return path
+}
+
+// mountWithin is mount, requiring the mount to be ready within limit.
+func mountWithin(t *testing.T, limit time.Duration, data string, args ...string) *mounted {
+	t.Helper()
+	start := time.Now()
+	m := mount(t, data, args...)
+	ready := time.Since(start)
+	t.Logf("ready in %v", ready)
+	assert.Less(t, ready, limit)
+	return m
+}
+
+// idsText reads a .ids file of a mount as order --ids prints it.
+func idsText(t *testing.T, path string) string {
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var b strings.Builder
+	for i := 0; i+8 <= len(raw); i += 8 {
+		fmt.Fprintf(&b, "%d\n", binary.LittleEndian.Uint64(raw[i:]))
+	}
+	return b.String()
 }

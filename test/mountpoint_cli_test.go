@@ -76,14 +76,3 @@ func TestPackChoosesBlockSize(t *testing.T) {
 	out := mustRun(t, "pack", "--quiet", src, filepath.Join(t.TempDir(), "ds"))
 	assert.Contains(t, out, "into 65 blocks of 716 KiB (chosen for at least 64 blocks; --block-size to set)")
 }
-
-// idsText reads a .ids file of a mount as order --ids prints it.
-func idsText(t *testing.T, path string) string {
-	raw, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var b strings.Builder
-	for i := 0; i+8 <= len(raw); i += 8 {
-		fmt.Fprintf(&b, "%d\n", binary.LittleEndian.Uint64(raw[i:]))
-	}
-	return b.String()
-}

@@ -1,7 +1,6 @@
 package test
 
 import (
-	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,19 +19,14 @@ func TestOrderCommand(t *testing.T) {
 	p := packRaw(t, 1000, "16KiB", "--no-shuffle") // 4 records a block, 250 blocks
 	m := mount(t, p.dir, "--seed", "6", "--mix", "3", "--cache-size", "4MiB", "--readahead", "256KiB")
 	for _, c := range []struct{ file, shard string }{{"epoch-0002.ids", ""}, {"shard-1-of-3/epoch-0005.ids", "1/3"}} {
-		raw, err := os.ReadFile(m.path(c.file))
-		require.NoError(t, err)
-		var want strings.Builder
-		for i := 0; i < len(raw); i += 8 {
-			fmt.Fprintf(&want, "%d\n", binary.LittleEndian.Uint64(raw[i:]))
-		}
+		want := idsText(t, m.path(c.file))
 		epoch := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(c.file), "epoch-"), ".ids")
 		e, _ := strconv.Atoi(epoch)
 		args := []string{"order", p.dir, "--ids", "--seed", "6", "--mix", "3", "--epoch", strconv.Itoa(e)}
 		if c.shard != "" {
 			args = append(args, "--shard", c.shard)
 		}
-		assert.Equal(t, want.String(), mustRun(t, args...), c.file)
+		assert.Equal(t, want, mustRun(t, args...), c.file)
 	}
 
 	labels := filepath.Join(t.TempDir(), "labels.txt")

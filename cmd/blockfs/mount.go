@@ -140,15 +140,15 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	derived := false // whether ra was derived from the s3 flags rather than given
-	if s3.IsURL(data) && f.readahead == ibytes(defaultReadahead) {
+	remote := s3.IsURL(data)
+	var part int64 // the s3 part size when ra was derived from the s3 flags, not given
+	if remote && f.readahead == ibytes(defaultReadahead) {
 		// From an object store the readahead is what keeps --s3-concurrency GETs in flight:
 		// by default twice that many parts ahead (128 MiB with the defaults).
 		if ps, err := parseSize("s3-part-size", f.s3.partSize); err == nil && 2*int64(f.s3.concurrency)*ps > ra {
-			ra, derived = 2*int64(f.s3.concurrency)*ps, true
+			ra, part = 2*int64(f.s3.concurrency)*ps, ps
 		}
 	}
-	remote := s3.IsURL(data)
 	var ds *layout.Dataset
 	if remote {
 		ds, err = openRemote(f.inPlace, &f.s3, data)
@@ -167,13 +167,12 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 		return nil, err
 	}
 	need := view.NeedCache(ds, f.mix, ra, cache.DefaultPageSize)
-	if win := need.MaxBlock * int64(need.Mix); derived && cs > 0 && ra > (cs-win)/2 {
+	if win := need.MaxBlock * int64(need.Mix); part > 0 && cs > 0 && ra > (cs-win)/2 {
 		// A readahead the user did not ask for leaves at least half of the --cache-size they
 		// gave, beside the window being read, to blocks already fetched: a block evicted
 		// before its reader comes is fetched twice (16 MiB parts, 256 MiB readahead and a
 		// 256 MiB cache read at half the rate). At least one part.
-		ps, _ := parseSize("s3-part-size", f.s3.partSize)
-		ra = max(ps, (cs-win)/2)
+		ra = max(part, (cs-win)/2)
 		need = view.NeedCache(ds, f.mix, ra, cache.DefaultPageSize)
 	}
 	if cs > 0 && cs < need.Need {

@@ -86,19 +86,10 @@ func copyMountIDs(dir string, epoch uint64, shard string) error {
 		return err
 	}
 	defer f.Close()
-	out := bufio.NewWriterSize(os.Stdout, 1<<20)
-	in := bufio.NewReaderSize(f, 1<<20)
-	var b [8]byte
-	for {
-		if _, err := io.ReadFull(in, b[:]); err == io.EOF {
-			break
-		} else if err != nil {
-			return fmt.Errorf("%s: %w", f.Name(), err)
-		}
-		out.WriteString(strconv.FormatUint(binary.LittleEndian.Uint64(b[:]), 10))
-		out.WriteByte('\n')
+	if err := printIDStream(f); err != nil {
+		return fmt.Errorf("%s: %w", f.Name(), err)
 	}
-	return out.Flush()
+	return nil
 }
 
 // args returns the flags that open data as f does, for a mount's info.json (open_flags):

@@ -143,19 +143,22 @@ func printIDs(ds *layout.Dataset, opt shuffle.Options, rg view.Range) error {
 	if err != nil {
 		return err
 	}
-	r := view.NewReader(f, 8<<20)
+	return printIDStream(io.NewSectionReader(view.NewReader(f, 8<<20), 0, f.Size()))
+}
+
+// printIDStream prints a stream of little-endian uint64 ids (a .ids file), one per line.
+func printIDStream(r io.Reader) error {
 	w := bufio.NewWriterSize(os.Stdout, 1<<20)
-	buf := make([]byte, 1<<20)
-	for off := int64(0); off < f.Size(); {
-		n, err := r.ReadAt(buf, off)
-		if err != nil && err != io.EOF {
+	in := bufio.NewReaderSize(r, 1<<20)
+	var b [8]byte
+	for {
+		if _, err := io.ReadFull(in, b[:]); err == io.EOF {
+			break
+		} else if err != nil {
 			return err
 		}
-		for i := 0; i+8 <= n; i += 8 {
-			w.WriteString(strconv.FormatUint(binary.LittleEndian.Uint64(buf[i:]), 10))
-			w.WriteByte('\n')
-		}
-		off += int64(n)
+		w.WriteString(strconv.FormatUint(binary.LittleEndian.Uint64(b[:]), 10))
+		w.WriteByte('\n')
 	}
 	return w.Flush()
 }

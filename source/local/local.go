@@ -57,49 +57,7 @@ func (f *Files) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]
 	if n == 0 {
 		return nil
 	}
-	if len(e.Parts) > 0 {
-		return f.fillParts(e.Parts, off, bufs)
-	}
-	return f.fill(e, off, bufs)
-}
-
-// fillParts fills bufs from off of a file made of parts, one read per part it touches.
-func (f *Files) fillParts(parts []source.Extent, off int64, bufs [][]byte) error {
-	done := int64(0)
-	want := int64(source.Len(bufs))
-	for _, p := range parts {
-		if done == want {
-			break
-		}
-		if off >= p.Size {
-			off -= p.Size
-			continue
-		}
-		k := min(p.Size-off, want-done)
-		if err := f.fill(p, off, sliceBufs(bufs, done, done+k)); err != nil {
-			return err
-		}
-		done += k
-		off = 0
-	}
-	return nil
-}
-
-// sliceBufs returns the iovecs of bytes [from, to) of bufs.
-func sliceBufs(bufs [][]byte, from, to int64) [][]byte {
-	var out [][]byte
-	at := int64(0)
-	for _, b := range bufs {
-		lo, hi := max(from-at, 0), min(to-at, int64(len(b)))
-		if lo < hi {
-			out = append(out, b[lo:hi:hi]) // no spare capacity: a part must not read into the next
-		}
-		at += int64(len(b))
-		if at >= to {
-			break
-		}
-	}
-	return out
+	return source.FillExtent(e, off, bufs, f.fill)
 }
 
 // fill reads bufs from off of the single file e.

@@ -64,26 +64,9 @@ func (b *Blocks) Fill(ctx context.Context, id source.FileID, off int64, bufs [][
 	if n == 0 {
 		return nil
 	}
-	if len(e.Parts) == 0 {
+	return source.FillExtent(e, off, bufs, func(e source.Extent, off int64, bufs [][]byte) error {
 		return b.fill(ctx, e, off, bufs)
-	}
-	done := int64(0)
-	for _, p := range e.Parts {
-		if done == n {
-			break
-		}
-		if off >= p.Size {
-			off -= p.Size
-			continue
-		}
-		k := min(p.Size-off, n-done)
-		if err := b.fill(ctx, p, off, sliceBufs(bufs, done, done+k)); err != nil {
-			return err
-		}
-		done += k
-		off = 0
-	}
-	return nil
+	})
 }
 
 // fill reads bufs from off of the single extent e.
@@ -139,7 +122,7 @@ func (b *Blocks) fetch(ctx context.Context, key, etag string, off int64, bufs []
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := b.s.getRange(ctx, key, etag, off+at, sliceBufs(bufs, at, at+k)); err != nil {
+			if err := b.s.getRange(ctx, key, etag, off+at, source.SliceBufs(bufs, at, at+k)); err != nil {
 				once.Do(func() { first = err; cancel() })
 			}
 		}()
@@ -255,21 +238,4 @@ func retryable(err error) bool {
 		return true
 	}
 	return er.StatusCode >= 500 || er.StatusCode == http.StatusTooManyRequests || er.StatusCode == http.StatusRequestTimeout
-}
-
-// sliceBufs returns the iovecs of bytes [from, to) of bufs, with no spare capacity.
-func sliceBufs(bufs [][]byte, from, to int64) [][]byte {
-	var out [][]byte
-	at := int64(0)
-	for _, b := range bufs {
-		lo, hi := max(from-at, 0), min(to-at, int64(len(b)))
-		if lo < hi {
-			out = append(out, b[lo:hi:hi])
-		}
-		at += int64(len(b))
-		if at >= to {
-			break
-		}
-	}
-	return out
 }

@@ -66,11 +66,3 @@ func TestOptionsValidate(t *testing.T) {
 		}
 	}
 }
-
-func TestSliceBufs(t *testing.T) {
-	a, b := make([]byte, 4), make([]byte, 6)
-	out := sliceBufs([][]byte{a, b}, 2, 7)
-	if len(out) != 2 || len(out[0]) != 2 || len(out[1]) != 3 || cap(out[1]) != 3 {
-		t.Fatalf("sliceBufs: %d parts", len(out))
-	}
-}
