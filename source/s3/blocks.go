@@ -18,8 +18,6 @@ import (
 	"github.com/blockfs/blockfs/source"
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // Blocks implements source.Blocks over the objects a table names (keys, with the size and
 // ETag seen when the dataset opened, and the manifest's CRC32C). Safe for concurrent use.
 //
@@ -78,21 +76,20 @@ func (b *Blocks) fill(ctx context.Context, e source.Extent, off int64, bufs [][]
 	case id.HasCRC && id.Size <= b.s.opt.MaxStage:
 		return b.stage.read(ctx, b, e.Name, id, at, bufs)
 	default:
-		return b.fetch(ctx, e.Name, id.Tag, at, bufs)
+		_, err := b.fetch(ctx, e.Name, id.Tag, at, bufs, false)
+		return err
 	}
 }
 
-// fetchChecked fills bufs with the whole object key and checks its CRC32C. A mismatch is
-// fetched once more (damage in transit); a second one is source.ErrCorrupt.
+// fetchChecked fills bufs with the whole object key and checks its CRC32C, summed as the
+// body arrives. A mismatch is fetched once more (damage in transit); a second one is
+// source.ErrCorrupt.
 func (b *Blocks) fetchChecked(ctx context.Context, key string, id source.Identity, bufs [][]byte) error {
 	var crc uint32
 	for try := 0; try < 2; try++ {
-		if err := b.fetch(ctx, key, id.Tag, 0, bufs); err != nil {
+		var err error
+		if crc, err = b.fetch(ctx, key, id.Tag, 0, bufs, true); err != nil {
 			return err
-		}
-		crc = 0
-		for _, p := range bufs {
-			crc = crc32.Update(crc, castagnoli, p)
 		}
 		if crc == id.CRC32C {
 			return nil
@@ -104,11 +101,13 @@ func (b *Blocks) fetchChecked(ctx context.Context, key string, id source.Identit
 
 // fetch fills bufs from off of object key with ranged GETs of at most PartSize, each with
 // If-Match etag, as many at once as the store's Concurrency allows (shared by all fetches).
-func (b *Blocks) fetch(ctx context.Context, key, etag string, off int64, bufs [][]byte) error {
+// With sum, it returns the CRC32C of the bytes read (each part summed as it arrives, the
+// parts combined in order).
+func (b *Blocks) fetch(ctx context.Context, key, etag string, off int64, bufs [][]byte, sum bool) (uint32, error) {
 	n := int64(source.Len(bufs))
 	part := b.s.opt.PartSize
 	if n <= part {
-		return b.s.getRange(ctx, key, etag, off, bufs)
+		return b.s.getRange(ctx, key, etag, off, bufs, sum)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -116,26 +115,40 @@ func (b *Blocks) fetch(ctx context.Context, key, etag string, off int64, bufs []
 		wg    sync.WaitGroup
 		once  sync.Once
 		first error
+		crcs  = make([]uint32, (n+part-1)/part)
 	)
-	for at := int64(0); at < n; at += part {
+	for i := range crcs {
+		at := int64(i) * part
 		k := min(part, n-at)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := b.s.getRange(ctx, key, etag, off+at, source.SliceBufs(bufs, at, at+k)); err != nil {
+			crc, err := b.s.getRange(ctx, key, etag, off+at, source.SliceBufs(bufs, at, at+k), sum)
+			if err != nil {
 				once.Do(func() { first = err; cancel() })
 			}
+			crcs[i] = crc
 		}()
 	}
 	wg.Wait()
-	return first
+	if first != nil {
+		return 0, first
+	}
+	crc := crcs[0]
+	for i := 1; i < len(crcs); i++ {
+		crc = crc32cCombine(crc, crcs[i], min(part, n-int64(i)*part))
+	}
+	return crc, nil
 }
 
 // getRange fills bufs with the n bytes of object key from off: one ranged GET with If-Match,
-// retried (with a token of the concurrency pool per attempt) until the budget is spent.
-func (s *Store) getRange(ctx context.Context, key, etag string, off int64, bufs [][]byte) error {
+// retried (with a token of the concurrency pool per attempt) until the budget is spent. With
+// sum, it returns the CRC32C of the bytes, summed crcChunk at a time as they arrive.
+func (s *Store) getRange(ctx context.Context, key, etag string, off int64, bufs [][]byte, sum bool) (uint32, error) {
 	n := int64(source.Len(bufs))
+	var crc uint32
 	err := s.retry(ctx, func(ctx context.Context) error {
+		crc = 0
 		var opt minio.GetObjectOptions
 		if etag != "" {
 			if err := opt.SetMatchETag(etag); err != nil {
@@ -153,27 +166,44 @@ func (s *Store) getRange(ctx context.Context, key, etag string, off int64, bufs 
 		if info.Size != n {
 			return fmt.Errorf("the store sent %d bytes for a range of %d", info.Size, n)
 		}
-		for _, p := range bufs {
-			if _, err := io.ReadFull(body, p); err != nil {
-				if err == io.EOF {
-					err = io.ErrUnexpectedEOF
-				}
-				return fmt.Errorf("reading the body: %w", err)
-			}
-		}
-		return nil
+		crc, err = readSum(body, bufs, sum)
+		return err
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err() // the caller gave up: not the store's fault
+			return 0, ctx.Err() // the caller gave up: not the store's fault
 		}
 		err = s.describe(err, key)
 		if errors.Is(err, fs.ErrNotExist) {
 			err = syscall.ENOENT // the object is gone: deleted under the mount
 		}
-		return &source.Error{Op: "get", Name: s.url(key), Off: off, Err: err}
+		return 0, &source.Error{Op: "get", Name: s.url(key), Off: off, Err: err}
 	}
-	return nil
+	return crc, nil
+}
+
+// readSum fills bufs from body and, with sum, returns their CRC32C, adding each read's bytes
+// to the sum as soon as they arrive, while they are still in the CPU's cache: a second pass
+// over a fetched block costs memory bandwidth, which is what bounds the rate where the store
+// shares the machine.
+func readSum(body io.Reader, bufs [][]byte, sum bool) (uint32, error) {
+	var crc uint32
+	for _, p := range bufs {
+		for k := 0; k < len(p); {
+			m, err := body.Read(p[k:])
+			if sum {
+				crc = crc32.Update(crc, castagnoli, p[k:k+m])
+			}
+			k += m
+			if err == io.EOF && k < len(p) {
+				err = io.ErrUnexpectedEOF
+			}
+			if err != nil && err != io.EOF {
+				return 0, fmt.Errorf("reading the body: %w", err)
+			}
+		}
+	}
+	return crc, nil
 }
 
 // retry runs fn until it succeeds, fails in a way a retry cannot mend, or Retries retries
