@@ -165,7 +165,10 @@ func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 }
 
 // Open refuses writers and gives each reader its own readahead state. The contents never
-// change, so the kernel may keep its page cache across opens.
+// change, so the kernel may keep its page cache across opens. A reader that opens with
+// O_DIRECT (a loader that reads large batches once) gets FOPEN_DIRECT_IO: its reads are
+// answered straight into its buffers, with no copy through the page cache and nothing there
+// to drop behind it.
 func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
 		return nil, 0, syscall.EROFS
@@ -178,7 +181,10 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	if n.kind == view.Offsets {
 		ahead = 0
 	}
-	h := &handle{r: view.NewReader(f, ahead), pos: -1}
+	h := &handle{r: view.NewReader(f, ahead), pos: -1, direct: flags&syscall.O_DIRECT != 0}
+	if h.direct {
+		return h, fuse.FOPEN_DIRECT_IO, 0
+	}
 	n.drop.opened(h)
 	return h, fuse.FOPEN_KEEP_CACHE, 0
 }
@@ -187,7 +193,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 // pages are dropped from the kernel's cache.
 func (n *fileNode) Release(ctx context.Context, fh gofs.FileHandle) syscall.Errno {
 	h, ok := fh.(*handle)
-	if !ok || !n.drop.closed(h) {
+	if !ok || h.direct || !n.drop.closed(h) {
 		return 0
 	}
 	time.AfterFunc(closeDropDelay, func() {
@@ -198,11 +204,13 @@ func (n *fileNode) Release(ctx context.Context, fh gofs.FileHandle) syscall.Errn
 	return 0
 }
 
-// handle is one open file: its reader, and where its last read ended (-1 before the first;
-// guarded by the node's dropper).
+// handle is one open file: its reader, whether it was opened with O_DIRECT (immutable), and
+// where its last read ended (-1 before the first; guarded by the node's dropper, which tracks
+// only handles that read through the page cache).
 type handle struct {
-	r   *view.Reader
-	pos int64
+	r      *view.Reader
+	pos    int64
+	direct bool
 }
 
 // Read serves [off, off+len(dest)) clamped to the file; reads at or past the end return 0 bytes.
@@ -222,8 +230,10 @@ func (n *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 		return nil, toErrno(err, fmt.Sprintf("read %s at %d", n.Path(nil), off))
 	}
 	n.m.served[n.kind].Add(uint64(got))
-	if off, sz := n.drop.read(h, off+int64(got)); sz > 0 {
-		n.m.inval.drop(&n.Inode, off, sz)
+	if !h.direct {
+		if off, sz := n.drop.read(h, off+int64(got)); sz > 0 {
+			n.m.inval.drop(&n.Inode, off, sz)
+		}
 	}
 	if got == 0 || len(g.Vecs) > view.MaxVecs || g.InBuf(dest) {
 		if !g.InBuf(dest) {

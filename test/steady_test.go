@@ -167,6 +167,53 @@ func TestDropBehind(t *testing.T) {
 		assert.GreaterOrEqual(t, served, dropped-kernelAhead, "what a left behind was served again")
 		assert.LessOrEqual(t, served, 2*size)
 	})
+	t.Run("O_DIRECT reader", func(t *testing.T) {
+		// A loader that reads large batches once opens with O_DIRECT: every read goes to the
+		// daemon, straight into its buffer, and nothing of the file enters the page cache,
+		// while a buffered reader of the same file still gets its bytes through it.
+		opt := shuffle.Options{Seed: 13, Epoch: 5}
+		want, _, _ := d.Epoch(opt, 0, steadyRecords)
+		name := m.path("epoch-0005")
+		f, err := os.OpenFile(name, os.O_RDONLY|unix.O_DIRECT, 0)
+		require.NoError(t, err)
+		defer f.Close()
+		for pass := 0; pass < 2; pass++ {
+			var got []byte
+			served := servedDelta(t, m, func() { got = readAll(t, f, 1<<20) })
+			require.Equal(t, sum(want), sum(got), "pass %d", pass)
+			assert.Equal(t, size, served, "pass %d: every byte came from the daemon", pass)
+			assert.Zero(t, residentPages(t, name, 0, size), "pass %d: nothing in the page cache", pass)
+		}
+		// Unaligned offsets and lengths need no alignment on a FUSE file.
+		buf := make([]byte, 10007)
+		for _, off := range []int64{1, 4095, 12345, size - 10007, size - 5000} {
+			n, err := f.ReadAt(buf, off)
+			if err != io.EOF {
+				require.NoError(t, err)
+			}
+			require.Equal(t, want[off:off+int64(n)], buf[:n], "at %d", off)
+			require.EqualValues(t, min(int64(len(buf)), size-off), n, "at %d", off)
+		}
+		// A buffered reader alongside.
+		got := readWhole(t, name, 128<<10)
+		require.Equal(t, sum(want), sum(got))
+	})
+}
+
+// readAll reads f from offset 0 to its end with reads of bs bytes.
+func readAll(t *testing.T, f *os.File, bs int) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	buf := make([]byte, bs)
+	for off := int64(0); ; {
+		n, err := f.ReadAt(buf, off)
+		out.Write(buf[:n])
+		off += int64(n)
+		if err == io.EOF {
+			return out.Bytes()
+		}
+		require.NoError(t, err)
+	}
 }
 
 // pageSize is the kernel's page size.
