@@ -38,6 +38,8 @@ func main() {
 	workers := flag.Int("workers", 8, "requests in flight")
 	record := flag.Int64("record", 4096, "naive: record size")
 	count := flag.Int("count", 20000, "naive: records to fetch")
+	part := flag.Int64("part", 0, "whole: GET each object in ranged GETs of this many bytes (0: one plain GET)")
+	ifMatch := flag.Bool("if-match", false, "whole: send each object's ETag in If-Match")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fail(fmt.Errorf("give one mode: whole or naive"))
@@ -61,6 +63,7 @@ func main() {
 	type obj struct {
 		key  string
 		size int64
+		etag string
 	}
 	var objs []obj
 	for oi := range cl.ListObjects(ctx, *bucket, minio.ListObjectsOptions{Prefix: *prefix + "/blocks/", Recursive: true}) {
@@ -68,7 +71,7 @@ func main() {
 			fail(oi.Err)
 		}
 		if strings.HasSuffix(oi.Key, ".bin") {
-			objs = append(objs, obj{oi.Key, oi.Size})
+			objs = append(objs, obj{oi.Key, oi.Size, oi.ETag})
 		}
 	}
 	if len(objs) == 0 {
@@ -95,9 +98,12 @@ func main() {
 			}
 		}()
 	}
-	get := func(key string, off, n int64) func([]byte) error {
+	get := func(key string, off, n int64, etag string) func([]byte) error {
 		return func(buf []byte) error {
 			var opt minio.GetObjectOptions
+			if etag != "" {
+				_ = opt.SetMatchETag(etag)
+			}
 			if n > 0 {
 				_ = opt.SetRange(off, off+n-1)
 			}
@@ -115,13 +121,23 @@ func main() {
 	switch flag.Arg(0) {
 	case "whole":
 		for _, o := range objs {
-			jobs <- get(o.key, 0, 0)
+			etag := ""
+			if *ifMatch {
+				etag = o.etag
+			}
+			if *part <= 0 {
+				jobs <- get(o.key, 0, 0, etag)
+				continue
+			}
+			for at := int64(0); at < o.size; at += *part {
+				jobs <- get(o.key, at, min(*part, o.size-at), etag)
+			}
 		}
 	case "naive":
 		r := rand.New(rand.NewPCG(1, 2))
 		for range *count {
 			o := objs[r.IntN(len(objs))]
-			jobs <- get(o.key, r.Int64N(o.size / *record)**record, *record)
+			jobs <- get(o.key, r.Int64N(o.size / *record)**record, *record, "")
 		}
 	default:
 		fail(fmt.Errorf("unknown mode %q", flag.Arg(0)))
