@@ -48,6 +48,8 @@ func classify(err error) (syscall.Errno, string) {
 		return syscall.ENOMEM, "out of memory"
 	case errors.Is(err, source.ErrChanged):
 		return syscall.EIO, "a dataset file changed under the mount (the mount serves the version it opened, or nothing; remount to serve the new one)"
+	case errors.Is(err, source.ErrDenied):
+		return syscall.EIO, "the object store refused access (credentials expired or changed? remount with valid ones)"
 	case errors.Is(err, source.ErrUnavailable):
 		return syscall.EIO, "object store unavailable after retries (the read fails; later reads try again)"
 	case errors.Is(err, layout.ErrCorrupt), errors.Is(err, layout.ErrUnsafePath), errors.Is(err, source.ErrShort), errors.Is(err, source.ErrCorrupt):

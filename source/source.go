@@ -75,6 +75,9 @@ var (
 	// ErrUnavailable: the store did not answer (unreachable, timing out, failing) within the
 	// backend's retry budget; a later read tries again.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrDenied: the store refused the request (wrong or expired credentials, no permission);
+	// retrying does not help until the credentials change.
+	ErrDenied = errors.New("the store refused access")
 )
 
 // Error is a failed operation on one file of a source. Err is the cause: an errno (EMFILE, EIO,

@@ -101,6 +101,27 @@ func TestS3Faults(t *testing.T) {
 		require.Contains(t, logText(), fault.log, fault.name)
 	}
 
+	// Credentials refused under the mount (expired, revoked): EIO at once, not retried; the
+	// reads after the store accepts them again get every byte.
+	{
+		name := "epoch-0011"
+		w := want(name)
+		proxy.deny.Store(-1)
+		f, err := os.Open(mr.path(name))
+		require.NoError(t, err)
+		before := len(proxy.requests())
+		start := time.Now()
+		_, err = f.ReadAt(make([]byte, chunk), 0)
+		took := time.Since(start)
+		f.Close()
+		require.ErrorIs(t, err, syscall.EIO, "refused")
+		require.Less(t, took, 5*time.Second, "refused: EIO took %v", took)
+		require.Contains(t, logText(), "the object store refused access")
+		t.Logf("refused: EIO in %v after %d requests", took, len(proxy.requests())-before)
+		proxy.clear()
+		require.Zero(t, readAllOrEIO(t, mr.path(name), w, chunk), "refused: after recovery")
+	}
+
 	// MinIO killed mid-epoch and started again: exact bytes or EIO while it is down, every
 	// byte once it is back.
 	name := "epoch-0009"

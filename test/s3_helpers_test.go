@@ -167,8 +167,8 @@ type faultProxy struct {
 	upstream string
 
 	// Faults: each counter is how many of the next requests get it (-1: all of them).
-	err503, reset, truncate, flip, hang atomic.Int64
-	delay                               atomic.Int64 // nanoseconds added before each request
+	err503, reset, truncate, flip, hang, deny atomic.Int64
+	delay                                     atomic.Int64 // nanoseconds added before each request
 
 	mu    sync.Mutex
 	log   []string // "METHOD path" of every request, in order
@@ -201,7 +201,7 @@ func (p *faultProxy) close() {
 
 // clear ends every fault.
 func (p *faultProxy) clear() {
-	for _, c := range []*atomic.Int64{&p.err503, &p.reset, &p.truncate, &p.flip, &p.hang, &p.delay} {
+	for _, c := range []*atomic.Int64{&p.err503, &p.reset, &p.truncate, &p.flip, &p.hang, &p.deny, &p.delay} {
 		c.Store(0)
 	}
 }
@@ -276,6 +276,10 @@ func (p *faultProxy) serve(c net.Conn) {
 				_ = tc.SetLinger(0) // RST, not FIN
 			}
 			return
+		case take(&p.deny):
+			msg := `<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied.</Message></Error>`
+			fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\nContent-Length: %d\r\n\r\n%s", len(msg), msg)
+			continue
 		case take(&p.err503):
 			msg := `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>test proxy</Message></Error>`
 			fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\nContent-Length: %d\r\n\r\n%s", len(msg), msg)

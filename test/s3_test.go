@@ -133,7 +133,7 @@ func TestS3MountMatchesLocal(t *testing.T) {
 	}{
 		{[]string{"info", ep, "s3://data/nothing-here"}, 1, "no manifest"},
 		{[]string{"info", ep, "s3:///x"}, 2, "no bucket"},
-		{[]string{"verify", ep, "s3://no-such-bucket/x"}, 1, "no manifest"},
+		{[]string{"verify", ep, "s3://no-such-bucket/x"}, 1, `there is no bucket "no-such-bucket"`},
 		{[]string{"info", "--s3-part-size", "1MiB", ep, "s3://data/sets/fixed"}, 2, "--s3-part-size"},
 		{[]string{"mount", ep, "--record-size", "4", "s3://data/sets/fixed", t.TempDir()}, 2, "--record-size"},
 	} {

@@ -230,6 +230,9 @@ func (s *Store) Location() string { return s.loc.String() }
 // Path implements layout.Store: the object's URL.
 func (s *Store) Path(rel string) string { return Scheme + s.loc.Bucket + "/" + s.loc.Key(rel) }
 
+// endpoint names the store in messages: its URL.
+func (s *Store) endpoint() string { return s.cl.EndpointURL().String() }
+
 // url names an object key in messages.
 func (s *Store) url(key string) string { return Scheme + s.loc.Bucket + "/" + key }
 
@@ -310,14 +313,16 @@ func (s *Store) Blocks(t source.Table) source.Blocks { return NewBlocks(s, t) }
 // source.ErrUnavailable with the store's words.
 func (s *Store) describe(err error, key string) error {
 	switch code := minio.ToErrorResponse(err).Code; code {
-	case "NoSuchKey", "NoSuchBucket":
+	case "NoSuchKey":
 		return fmt.Errorf("%s: %w (%s)", s.url(key), fs.ErrNotExist, code)
+	case "NoSuchBucket":
+		return fmt.Errorf("there is no bucket %q at %s (check the bucket's name and --endpoint)", s.loc.Bucket, s.endpoint())
 	case "PreconditionFailed":
 		return fmt.Errorf("%w: the object was replaced (its ETag changed)", source.ErrChanged)
 	case "InvalidRange":
 		return fmt.Errorf("%w: the object is shorter than it was", source.ErrChanged)
 	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken":
-		return fmt.Errorf("%w: %s: %v (check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or ~/.aws/credentials)", source.ErrUnavailable, s.url(key), err)
+		return fmt.Errorf("%w: %v (check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, or ~/.aws/credentials)", source.ErrDenied, err)
 	}
 	if errors.Is(err, source.ErrCorrupt) || errors.Is(err, source.ErrChanged) {
 		return err
