@@ -502,7 +502,7 @@ func (b *Blocks) keep(f file, write func(io.Writer) error) error {
 		b.mu.Unlock()
 	}
 	tmp := f.path + tmpSuffix
-	w, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	w, err := createTemp(tmp)
 	if err != nil {
 		unreserve()
 		if errors.Is(err, fs.ErrNotExist) {
@@ -593,7 +593,7 @@ func (b *Blocks) getChunk(ctx context.Context) ([]byte, error) {
 	select {
 	case buf := <-b.chunk:
 		if buf == nil {
-			buf = make([]byte, chunkSize)
+			buf = alignedBuf(chunkSize)
 		}
 		return buf, nil
 	case <-ctx.Done():
