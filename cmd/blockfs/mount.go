@@ -187,7 +187,11 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 		// Readahead loads a block file in one run, so the object is fetched whole (in ranged
 		// GETs of --s3-part-size) and its CRC32C checked on the way into the cache; one worker
 		// per request in flight keeps --s3-concurrency GETs busy.
-		mem.Direct, mem.Reason = false, "an object store"
+		if f.disk.dir == "" {
+			mem.Direct, mem.Reason = false, "an object store"
+		} else {
+			mem.Reason = "the disk cache's reads: " + mem.Reason
+		}
 		copt.MaxRead = int(min(max(need.MaxBlock, cache.DefaultMaxRead)+cache.DefaultPageSize-1, maxRemoteRead) / cache.DefaultPageSize * cache.DefaultPageSize)
 		copt.Workers = f.s3.concurrency
 	}
@@ -197,6 +201,9 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 	plan := &mountPlan{ds: ds, order: order, cacheOpt: copt, mem: mem, readahead: ra, mnt: absMnt}
 	if plan.disk, err = f.disk.options(ds, remote, absMnt); err != nil {
 		return nil, err
+	}
+	if plan.disk != nil {
+		plan.disk.Direct = mem.Direct
 	}
 	// Direct I/O: block data goes from the disk straight into the page-aligned cache, cached
 	// once; buffered: the kernel keeps the block files too (view.PlanMemory says when).

@@ -40,7 +40,7 @@ type directWriter struct {
 }
 
 func (w *directWriter) Write(p []byte) (int, error) {
-	if w.direct && (len(p)%directAlign != 0 || uintptr(unsafe.Pointer(unsafe.SliceData(p)))%directAlign != 0) {
+	if w.direct && !aligned(p) {
 		if err := w.buffered(); err != nil {
 			return 0, err
 		}
@@ -72,6 +72,11 @@ func (w *directWriter) buffered() error {
 
 // Close closes the file.
 func (w *directWriter) Close() error { return w.f.Close() }
+
+// aligned reports whether p's address and length are multiples of directAlign.
+func aligned(p []byte) bool {
+	return len(p)%directAlign == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(p)))%directAlign == 0
+}
 
 // alignedBuf returns a buffer of n bytes whose address is a multiple of directAlign.
 func alignedBuf(n int) []byte {

@@ -61,6 +61,12 @@ type Options struct {
 	Size int64
 	// Namespace is the dataset's fingerprint: a subdirectory of Dir (hex digits). Required.
 	Namespace string
+	// Direct reads cached files with O_DIRECT where a read is aligned (the cache's pages
+	// are), so they are not kept in the kernel's page cache as well; false reads them
+	// buffered, so the kernel keeps them between epochs (the mount's --direct decides, as
+	// for a local dataset). Copies are written with O_DIRECT either way where the filesystem
+	// allows it: the first epoch's copy costs no pass through the page cache.
+	Direct bool
 	// Logf logs a damaged file, a failed write and the like; default log.Printf.
 	Logf func(format string, args ...any)
 }
@@ -106,6 +112,8 @@ type Blocks struct {
 	limit int64
 	logf  func(string, ...any)
 	lock  *os.File
+	// direct: read with O_DIRECT (Options.Direct; cleared if the filesystem refuses it).
+	direct atomic.Bool
 	chunk chan []byte // free chunk buffers (maxChunkBufs)
 
 	hits, fetches, evicted, bad, writeErr atomic.Int64
@@ -154,6 +162,7 @@ func Open(inner source.Blocks, t source.Table, opt Options) (*Blocks, error) {
 	b := &Blocks{inner: inner, t: t, dir: opt.Dir, ns: opt.Namespace, limit: opt.Size, logf: opt.Logf, lock: lf,
 		chunk: make(chan []byte, maxChunkBufs), ents: map[string]*list.Element{}, lru: list.New(),
 		busy: map[source.FileID]chan struct{}{}}
+	b.direct.Store(opt.Direct)
 	for range maxChunkBufs {
 		b.chunk <- nil // allocated on first use
 	}
@@ -316,13 +325,8 @@ func (b *Blocks) readCached(ctx context.Context, f file, off int64, bufs [][]byt
 	}
 	var crc uint32
 	if off == 0 && int64(source.Len(bufs)) == f.size {
-		at := int64(0)
-		for _, p := range bufs {
-			if _, err := fd.ReadAt(p, at); err != nil {
-				return fmt.Errorf("%s at offset %d: %w", f.path, at, unwrapPath(err))
-			}
-			crc = crc32.Update(crc, castagnoli, p)
-			at += int64(len(p))
+		if crc, err = b.readWhole(fd, f, bufs); err != nil {
+			return err
 		}
 	} else if crc, err = b.readPart(ctx, fd, f, off, bufs); err != nil {
 		return err
@@ -333,6 +337,39 @@ func (b *Blocks) readCached(ctx context.Context, f file, off int64, bufs [][]byt
 	now := time.Now()
 	_ = os.Chtimes(f.path, now, now) // recency for the next mount's LRU
 	return nil
+}
+
+// readWhole reads all of f's copy into bufs (fd is open on it) and returns its CRC32C. With
+// direct reads, the aligned buffers are read with O_DIRECT and the rest (a short tail)
+// through fd.
+func (b *Blocks) readWhole(fd *os.File, f file, bufs [][]byte) (uint32, error) {
+	var dfd *os.File
+	if b.direct.Load() {
+		var err error
+		dfd, err = os.OpenFile(f.path, os.O_RDONLY|unix.O_DIRECT, 0)
+		switch {
+		case errors.Is(err, unix.EINVAL):
+			b.direct.Store(false) // no O_DIRECT on this filesystem
+		case err != nil:
+			return 0, fmt.Errorf("%s: %w", f.path, unwrapPath(err))
+		default:
+			defer dfd.Close()
+		}
+	}
+	var crc uint32
+	at := int64(0)
+	for _, p := range bufs {
+		r := fd
+		if dfd != nil && aligned(p) && at%directAlign == 0 {
+			r = dfd
+		}
+		if _, err := r.ReadAt(p, at); err != nil {
+			return 0, fmt.Errorf("%s at offset %d: %w", f.path, at, unwrapPath(err))
+		}
+		crc = crc32.Update(crc, castagnoli, p)
+		at += int64(len(p))
+	}
+	return crc, nil
 }
 
 // readPart reads the whole of f's copy in chunks, returning its CRC32C, and copies the bytes
