@@ -114,7 +114,7 @@ type Blocks struct {
 	lock  *os.File
 	// direct: read with O_DIRECT (Options.Direct; cleared if the filesystem refuses it).
 	direct atomic.Bool
-	chunk chan []byte // free chunk buffers (maxChunkBufs)
+	chunk  chan []byte // free chunk buffers (maxChunkBufs)
 
 	hits, fetches, evicted, bad, writeErr atomic.Int64
 
