@@ -28,6 +28,9 @@ type Options struct {
 	AllowOther bool           // let other users read (needs user_allow_other for non-root)
 	Debug      bool           // log every FUSE request
 	Info       map[string]any // extra facts for .blockfs/info.json
+	// DiskCache, when set, returns the disk cache's counters for .blockfs/stats.json (under
+	// "disk_cache"); called on every read of stats.json.
+	DiskCache func() any
 }
 
 // DefaultEpochs is how many epochs a directory lists.
@@ -205,15 +208,20 @@ type statsDoc struct {
 	Goroutines    int    `json:"goroutines"`           // the daemon's goroutines now
 	OpenFDs       int    `json:"open_fds"`             // the daemon's open file descriptors now
 	cache.Stats
+	DiskCache any `json:"disk_cache,omitempty"` // the --disk-cache's counters (Options.DiskCache)
 }
 
 func (m *mount) stats() statsDoc {
-	return statsDoc{
+	d := statsDoc{
 		DataServed: m.served[view.Data].Load(), IDsServed: m.served[view.IDs].Load(),
 		OffsetsServed: m.served[view.Offsets].Load(), Reads: m.reads.Load(), ReadErrors: m.errs.Load(),
 		Goroutines: runtime.NumGoroutine(), OpenFDs: openFDs(),
 		Stats: m.set.Cache.Stats(),
 	}
+	if m.opt.DiskCache != nil {
+		d.DiskCache = m.opt.DiskCache()
+	}
+	return d
 }
 
 // openFDs counts the process's open file descriptors (-1 if /proc is not there).

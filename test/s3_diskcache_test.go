@@ -74,6 +74,22 @@ func TestS3DiskCache(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &info))
 	require.Equal(t, dc, info["disk_cache"])
+	diskStats := func(m *mounted) map[string]float64 {
+		var st struct {
+			DiskCache map[string]float64 `json:"disk_cache"`
+		}
+		b, err := os.ReadFile(m.path(".blockfs/stats.json"))
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &st))
+		require.NotNil(t, st.DiskCache, "stats.json has the disk cache's counters: %s", b)
+		return st.DiskCache
+	}
+	st := diskStats(m1)
+	t.Logf("stats.json disk_cache after the first epoch: %v", st)
+	require.GreaterOrEqual(t, st["fetches"], float64(62), "every block's data and ids files fetched")
+	require.Positive(t, st["files"])
+	require.Positive(t, st["bytes"])
+	require.Zero(t, st["bad"])
 	// Another mount cannot use the directory at the same time: one line, exit 1.
 	_, errs, code := run(t, append([]string{"mount"}, append(args("x.log"), url, t.TempDir())...)...)
 	require.Equal(t, 1, code, errs)
@@ -93,6 +109,9 @@ func TestS3DiskCache(t *testing.T) {
 	sum := func(p string) string { return strings.Fields(sh(t, "dd if="+p+" bs=1M status=none | sha256sum"))[0] }
 	require.Equal(t, sum(ml.path("epoch-0004")), sum(m2.path("epoch-0004")))
 	require.LessOrEqual(t, procStatusKiB(t, m2.cmd.Process.Pid, "VmHWM"), int64(4+64)<<10, "RSS within --cache-size + 64 MiB")
+	st = diskStats(m2)
+	require.Zero(t, st["fetches"], "the second mount fetched nothing")
+	require.Positive(t, st["hits"])
 	m2.stop()
 	require.Contains(t, logText("m2.log"), " 0 files fetched")
 

@@ -328,12 +328,14 @@ func runMount(f mountFlags, data, mnt string) error {
 	debug.SetGCPercent(50)
 	debug.SetMemoryLimit(daemonHeapLimit)
 	info := map[string]any{}
+	var diskStats func() any
 	if plan.disk != nil {
-		closeDisk, err := openDiskCache(plan, f.verify)
+		closeDisk, st, err := openDiskCache(plan, f.verify)
 		if err != nil {
 			return err
 		}
 		defer closeDisk()
+		diskStats = st
 		info["disk_cache"], info["disk_cache_size"] = plan.disk.Dir, plan.disk.Size
 	}
 	c, err := cache.New(plan.src, plan.cacheOpt)
@@ -358,7 +360,7 @@ func runMount(f mountFlags, data, mnt string) error {
 	signal.Ignore(syscall.SIGPIPE)
 	defer signal.Stop(sigs)
 	srv, err := bfs.Mount(plan.mnt, set, bfs.Options{
-		Epochs: f.epochs, Readahead: plan.readahead, AllowOther: f.allowOther, Debug: f.debug,
+		Epochs: f.epochs, Readahead: plan.readahead, AllowOther: f.allowOther, Debug: f.debug, DiskCache: diskStats,
 		Info: withInfo(info, map[string]any{"cache_size": c.Capacity() + set.OrderBytes(), "order_state_budget": set.OrderBytes(), "cache_size_reason": plan.mem.CacheReason,
 			"direct_io": plan.mem.Direct, "direct_io_reason": plan.mem.Reason,
 			"readahead": plan.readahead, "verify": f.verify,

@@ -217,17 +217,18 @@ func diskRoom(dir string) int64 {
 }
 
 // openDiskCache puts the disk cache between the object store and the page cache (and below
-// --verify's check), and returns what closes it and logs its counters.
-func openDiskCache(plan *mountPlan, verify bool) (func(), error) {
+// --verify's check), and returns what closes it and logs its counters, and what reads the
+// counters for stats.json.
+func openDiskCache(plan *mountPlan, verify bool) (func(), func() any, error) {
 	dc, err := diskcache.Open(plan.src, plan.ds, *plan.disk)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	plan.src = dc
 	if verify {
 		if plan.src, err = layout.NewVerified(plan.ds, plan.src); err != nil {
 			dc.Close()
-			return nil, usagef("--verify: %v", err)
+			return nil, nil, usagef("--verify: %v", err)
 		}
 	}
 	st := dc.Stats()
@@ -237,7 +238,7 @@ func openDiskCache(plan *mountPlan, verify bool) (func(), error) {
 		log.Printf("blockfs: disk cache %s: %d reads from disk, %d files fetched, %d evicted, %d bad (fetched again), %d not kept; %s in %d files",
 			plan.disk.Dir, st.Hits, st.Fetches, st.Evicted, st.Bad, st.WriteErr, ibytes(uint64(st.Used)), st.Files)
 		dc.Close()
-	}, nil
+	}, func() any { return dc.Stats() }, nil
 }
 
 // withInfo returns m with the entries of extra added (info.json's facts).

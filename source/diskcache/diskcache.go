@@ -91,13 +91,13 @@ func (o *Options) Validate() error {
 
 // Stats are a disk cache's counters since Open.
 type Stats struct {
-	Hits     int64 // Fills served from a cached file
-	Fetches  int64 // files fetched from the source (then written to disk)
-	Evicted  int64 // files deleted to stay within Size
-	Bad      int64 // cached files that failed their check (deleted, fetched again)
-	WriteErr int64 // files that could not be written (ENOSPC, EIO, ...): served, not kept
-	Used     int64 // bytes of cached files now
-	Files    int64 // cached files now
+	Hits     int64 `json:"hits"`         // Fills served from a cached file
+	Fetches  int64 `json:"fetches"`      // files fetched from the source (then written to disk)
+	Evicted  int64 `json:"evicted"`      // files deleted to stay within Size
+	Bad      int64 `json:"bad"`          // cached files that failed their check (deleted, fetched again)
+	WriteErr int64 `json:"write_errors"` // files that could not be written (ENOSPC, EIO, ...): served, not kept
+	Used     int64 `json:"bytes"`        // bytes of cached files now
+	Files    int64 `json:"files"`        // cached files now
 }
 
 // Blocks is a source.Blocks that serves the files of t from Dir when it holds a good copy,
