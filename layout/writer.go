@@ -299,9 +299,17 @@ func (w *Writer) appendAlone(id uint64, r io.Reader, n int64) error {
 	return w.failed()
 }
 
+// ReadError is ReadFixed's failure to read r (as opposed to a failure to write a block, or
+// of WriterOptions.BlockDone): the caller names its input.
+type ReadError struct{ Err error }
+
+func (e *ReadError) Error() string { return e.Err.Error() }
+func (e *ReadError) Unwrap() error { return e.Err }
+
 // ReadFixed appends n fixed-size records read from r, with source ids first, first+1, ...,
 // reading straight into the block buffer (one copy from the kernel, as cp does). Like Append,
-// it refuses records once a block file could not be written.
+// it refuses records once a block file could not be written. A failure to read r is a
+// *ReadError.
 func (w *Writer) ReadFixed(r io.Reader, first, n uint64) error {
 	if w.opt.Kind != Fixed {
 		return errors.New("ReadFixed is for fixed-size records")
@@ -321,7 +329,7 @@ func (w *Writer) ReadFixed(r io.Reader, first, n uint64) error {
 		w.data = w.data[:need]
 		if _, err := io.ReadFull(r, w.data[have:]); err != nil {
 			w.data = w.data[:have]
-			return err
+			return &ReadError{Err: err}
 		}
 		for i := uint64(0); i < k; i++ {
 			w.ids = append(w.ids, first+i)

@@ -171,7 +171,10 @@ func (p *packer) inOrder() error {
 		for first := uint64(0); fx.left > 0; {
 			k := min(per, uint64(fx.left))
 			if err := p.w.ReadFixed(fx.sec, first, k); err != nil {
-				return fmt.Errorf("reading %s: %w", fx.f.Name(), err)
+				if re := (*layout.ReadError)(nil); errors.As(err, &re) {
+					return fmt.Errorf("reading %s: %w", fx.f.Name(), re.Err)
+				}
+				return err // writing a block, or uploading it
 			}
 			first += k
 			fx.left -= int64(k)

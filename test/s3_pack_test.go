@@ -76,6 +76,58 @@ func TestS3PackStreams(t *testing.T) {
 	})
 }
 
+// TestS3PackUploadFails: the store fails an upload mid-pack for longer than the retries
+// (503s through the fault proxy): pack exits 1 with one line naming the object, writes no
+// manifest, removes the blocks it had uploaded and its scratch files; once the store is well,
+// the same pack (no --force: there is no dataset there) succeeds and verifies.
+func TestS3PackUploadFails(t *testing.T) {
+	srv := startMinio(t)
+	srv.bucket("data")
+	proxy := startProxy(t, srv.addr)
+	dir := t.TempDir()
+	raw, _ := s3Sources(t, dir, 4<<10, 0)
+	ep := "--endpoint=" + proxy.endpoint()
+	args := []string{"pack", ep, "--quiet", "--no-shuffle", "--s3-concurrency", "1", "--s3-retries", "1",
+		"--format", "raw", "--record-size", "1000", "--block-size", "64KiB", raw, "s3://data/failing"}
+	puts := func() int {
+		n := 0
+		for _, r := range proxy.requests() {
+			if strings.HasPrefix(r, "PUT /data/failing/") {
+				n++
+			}
+		}
+		return n
+	}
+	scratch := t.TempDir()
+	cmd := packCmd(scratch, args...)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	proxy.delay.Store(int64(5 * time.Millisecond)) // room to step in after a few uploads
+	require.NoError(t, cmd.Start())
+	deadline := time.Now().Add(20 * time.Second)
+	for puts() < 6 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	proxy.err503.Store(2) // the next upload's first try and its one retry
+	err := cmd.Wait()
+	proxy.clear()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "the pack did not fail: %s", errb.String())
+	require.Equal(t, 1, ee.ExitCode(), errb.String())
+	msg := errb.String()
+	t.Logf("pack after %d uploads: %s", puts(), strings.TrimSpace(msg))
+	require.Equal(t, 1, strings.Count(msg, "\n"), "one line: %q", msg)
+	require.Contains(t, msg, "s3://data/failing/blocks/")
+	require.Contains(t, msg, "store unavailable")
+	require.Empty(t, listKeys(t, srv, "failing/"), "a failed pack left objects (or a manifest)")
+	ents, err := os.ReadDir(scratch)
+	require.NoError(t, err)
+	require.Empty(t, ents, "pack left scratch files behind")
+
+	mustRun(t, args...)
+	require.Contains(t, mustRun(t, "verify", ep, "s3://data/failing"), "s3://data/failing: ok")
+}
+
 // packCmd is `blockfs ARGS` with TMPDIR=scratch.
 func packCmd(scratch string, args ...string) *exec.Cmd {
 	cmd := exec.Command(bin, args...)

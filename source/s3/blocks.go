@@ -173,7 +173,7 @@ func (s *Store) getRange(ctx context.Context, key, etag string, off int64, bufs 
 		if ctx.Err() != nil {
 			return 0, ctx.Err() // the caller gave up: not the store's fault
 		}
-		err = s.describe(err, key)
+		err = s.describe(err, "") // the source.Error names the object
 		if errors.Is(err, fs.ErrNotExist) {
 			err = syscall.ENOENT // the object is gone: deleted under the mount
 		}

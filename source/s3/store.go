@@ -256,7 +256,7 @@ func (s *Store) ReadManifest() ([]byte, error) {
 		return err
 	})
 	if err != nil {
-		return nil, s.describe(err, s.loc.Key(ManifestName))
+		return nil, s.describe(err, "") // layout names the manifest
 	}
 	return data, nil
 }
@@ -310,11 +310,16 @@ func (s *Store) Blocks(t source.Table) source.Blocks { return NewBlocks(s, t) }
 
 // describe turns a failed request on key into what callers test for: fs.ErrNotExist for a
 // missing object or bucket, source.ErrChanged for a failed If-Match, and otherwise
-// source.ErrUnavailable with the store's words.
+// source.ErrUnavailable with the store's words. The message names the object key, unless
+// key is "" (the caller names it).
 func (s *Store) describe(err error, key string) error {
+	name := ""
+	if key != "" {
+		name = s.url(key) + ": "
+	}
 	switch code := minio.ToErrorResponse(err).Code; code {
 	case "NoSuchKey":
-		return fmt.Errorf("%s: %w (%s)", s.url(key), fs.ErrNotExist, code)
+		return fmt.Errorf("%s%w (%s)", name, fs.ErrNotExist, code)
 	case "NoSuchBucket":
 		return fmt.Errorf("there is no bucket %q at %s (check the bucket's name and --endpoint)", s.loc.Bucket, s.endpoint())
 	case "PreconditionFailed":
@@ -327,5 +332,5 @@ func (s *Store) describe(err error, key string) error {
 	if errors.Is(err, source.ErrCorrupt) || errors.Is(err, source.ErrChanged) {
 		return err
 	}
-	return fmt.Errorf("%w: %s: %v", source.ErrUnavailable, s.url(key), err)
+	return fmt.Errorf("%w: %s%v", source.ErrUnavailable, name, err)
 }

@@ -40,7 +40,7 @@ func (s *Store) putFile(ctx context.Context, path, rel string) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("uploading %s: %w", s.url(key), s.describe(err, key))
+		return fmt.Errorf("uploading %s: %w", s.url(key), s.describe(err, ""))
 	}
 	return nil
 }
