@@ -120,6 +120,9 @@ type Cache struct {
 	free  []int          // unused slots (guarded by mu)
 	// pinned counts slots whose page has references (guarded by mu).
 	pinned int
+	// loading counts slots whose page is being loaded (guarded by mu); they are pinned too,
+	// by the load.
+	loading int
 
 	queue  chan request
 	ctx    context.Context
@@ -173,12 +176,15 @@ func (c *Cache) Close() error {
 	return unix.Munmap(c.arena)
 }
 
-// Crowded reports whether more than half of the slots are pinned: a reader should then not
-// hold pages for long (Pins), so that other readers and readahead keep room.
+// Crowded reports whether readers pin more than half of the slots (pages being loaded do not
+// count: a load holds its slots until it ends whatever readers do): a reader should then not
+// hold pages for long (Pins), so that other readers and readahead keep room. (Counting loads
+// made an object store mount, whose readahead keeps --s3-concurrency blocks loading, look
+// crowded all the time, and every read of small records took a copy.)
 func (c *Cache) Crowded() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return 2*c.pinned > c.slots
+	return 2*(c.pinned-c.loading) > c.slots
 }
 
 // Reserve takes up to n bytes of the cache's budget (whole pages, never leaving fewer than
@@ -359,6 +365,7 @@ func (c *Cache) newEntryLocked(k key, size int64) *entry {
 		nf := len(c.free)
 		e.slot = c.free[nf-1]
 		c.pinned++
+		c.loading++
 		c.free = c.free[:nf-1]
 		base := int64(e.slot) * ps
 		// The capacity reaches the slot's end, so a short last page may be read to an
@@ -407,6 +414,7 @@ func (c *Cache) load(run []*entry) {
 			e.err = err
 			continue
 		}
+		c.loading--
 		if err != nil {
 			// Forget the page so a later read tries again; its slot is free once unpinned (the
 			// loading request holds a reference until then, whoever else stopped waiting).

@@ -37,6 +37,7 @@ func slotsSettled(t *testing.T, c *Cache) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	assert.Zero(t, c.pinned, "pinned slots")
+	assert.Zero(t, c.loading, "loading slots")
 	assert.Equal(t, c.slots, len(c.free)+c.lru.Len(), "every slot is free or holds a loaded page")
 	for _, e := range c.pages {
 		assert.Zero(t, e.refs, "page %v still referenced", e.key)
@@ -432,4 +433,38 @@ func TestPinsReusedAcrossCaches(t *testing.T) {
 	require.NoError(t, err)
 	pins.Release()
 	slotsSettled(t, b)
+}
+
+// TestCrowdedNotByLoads: slots held by loads in flight (an object store's readahead keeps
+// several blocks loading) do not make the cache crowded; the same pages pinned by a reader
+// once loaded do.
+func TestCrowdedNotByLoads(t *testing.T) {
+	src := newSource(16 * ps)
+	src.gate = make(chan struct{})
+	c := newCache(t, src, 8)
+	var pins Pins
+	done := make(chan error)
+	go func() {
+		_, err := c.Pin(bg, &pins, 0, 0, 6*ps) // six pages, loaded in two runs
+		done <- err
+	}()
+	for deadline := time.Now().Add(2 * time.Second); src.inFly.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	c.mu.Lock()
+	loading, pinned := c.loading, c.pinned
+	c.mu.Unlock()
+	assert.Equal(t, 6, loading, "slots loading")
+	assert.Equal(t, 6, pinned, "slots pinned")
+	assert.False(t, c.Crowded(), "six of eight slots loading is not crowded")
+	src.gate <- struct{}{}
+	src.gate <- struct{}{}
+	require.NoError(t, <-done)
+	c.mu.Lock()
+	assert.Zero(t, c.loading)
+	c.mu.Unlock()
+	assert.True(t, c.Crowded(), "six of eight slots pinned by a reader")
+	pins.Release()
+	assert.False(t, c.Crowded())
+	slotsSettled(t, c)
 }
