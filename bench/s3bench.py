@@ -41,6 +41,7 @@ S3GET = os.path.join(ROOT, "bin", "s3get")
 USER, PASS = "blockfs-bench", "blockfs-bench-secret"
 CONCURRENCY = 8
 CACHE = 256 * MiB
+ROUNDS = 6  # of the epoch rows: each of the three runs takes each place twice
 
 
 def free_port():
@@ -126,18 +127,28 @@ def pin_minio(m, cpus):
 
 
 def epoch_rounds(m, mnt, rounds, first, pin=()):
-    """rounds x (ceiling, epoch through the page cache, epoch with iflag=direct), alternated,
-    each cold: lists of MB/s, and the peak RSS seen (KiB)."""
+    """rounds x (ceiling, epoch through the page cache, epoch with iflag=direct), each cold.
+    Round i runs them rotated by i: on this machine a run's rate depends on what ran just
+    before it (the same blockfs binary read at 0.67-0.84x of the ceiling right after a GET
+    run and 0.83-0.93x right after another mount), so each row takes every place equally
+    often. Returns lists of MB/s, and the peak RSS seen (KiB)."""
     ceil, plain, direct, rss = [], [], [], 0
-    for i in range(rounds):
-        drop_caches()
+
+    def get():
         b, s, _ = s3get(m, "whole", pin=pin)
         ceil.append(b / s / 1e6)
-        for flags, out in (("", plain), ("iflag=direct", direct)):
+
+    def epoch(flags, out, i):
+        nonlocal rss
+        b, s, r = blockfs_epoch(m, mnt, first + i, flags, pin)
+        out.append(b / s / 1e6)
+        rss = max(rss, r)
+
+    for i in range(rounds):
+        runs = [get, lambda: epoch("", plain, i), lambda: epoch("iflag=direct", direct, i)]
+        for k in range(3):
             drop_caches()
-            b, s, r = blockfs_epoch(m, mnt, first + i, flags, pin)
-            out.append(b / s / 1e6)
-            rss = max(rss, r)
+            runs[(i + k) % 3]()
         print("  round %d%s: GET whole %.0f MB/s, blockfs epoch %.0f MB/s, with iflag=direct %.0f MB/s"
               % (i, " (pinned)" if pin else "", ceil[-1], plain[-1], direct[-1]), flush=True)
     return ceil, plain, direct, rss
@@ -163,11 +174,11 @@ def run(work, markdown=None):
            % (BIN, m.endpoint, CONCURRENCY, raw))
         pack_s = time.perf_counter() - t
         print("  packed 1 GiB into s3://bench/4k in %.1f s" % pack_s, flush=True)
-        ceil, bfs, bfsd, top = epoch_rounds(m, mnt, 3, 0)
+        ceil, bfs, bfsd, top = epoch_rounds(m, mnt, ROUNDS, 0)
         rss = [top]
         # MinIO alone on core 1, s3get or blockfs and dd on core 0.
         pin_minio(m, 0x2)
-        pceil, pbfs, pbfsd, top = epoch_rounds(m, mnt, 3, 3, pin=("taskset", "0x1"))
+        pceil, pbfs, pbfsd, top = epoch_rounds(m, mnt, ROUNDS, ROUNDS, pin=("taskset", "0x1"))
         pin_minio(m, 0x3)
         rss.append(top)
         dc1, dc2, loc = [], [], []
@@ -203,8 +214,8 @@ def run(work, markdown=None):
     d1, d2, lo = statistics.median(dc1), statistics.median(dc2), statistics.median(loc)
     ratio = statistics.median([a / b for a, b in zip(dc2, loc)])
     lines += [
-        "Object store (MinIO on this machine, 1 GiB of 4 KiB records in 16 MiB blocks, %d requests in flight, cache %d MiB; median of 3, cold; ratios are medians of each round's ratio)"
-        % (CONCURRENCY, CACHE // MiB),
+        "Object store (MinIO on this machine, 1 GiB of 4 KiB records in 16 MiB blocks, %d requests in flight, cache %d MiB; cold; epoch rows: median of %d rounds, each row in every place of a round equally often, ratios the median of each round's ratio; disk cache rows: median of 3)"
+        % (CONCURRENCY, CACHE // MiB, ROUNDS),
         "",
         "| row | MB/s | records/s | floor | result |",
         "|---|---|---|---|---|",
