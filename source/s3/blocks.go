@@ -143,7 +143,7 @@ func (b *Blocks) fetch(ctx context.Context, key, etag string, off int64, bufs []
 
 // getRange fills bufs with the n bytes of object key from off: one ranged GET with If-Match,
 // retried (with a token of the concurrency pool per attempt) until the budget is spent. With
-// sum, it returns the CRC32C of the bytes, summed crcChunk at a time as they arrive.
+// sum, it returns the CRC32C of the bytes, summed as they arrive (readSum).
 func (s *Store) getRange(ctx context.Context, key, etag string, off int64, bufs [][]byte, sum bool) (uint32, error) {
 	n := int64(source.Len(bufs))
 	var crc uint32
