@@ -42,12 +42,19 @@ func TestPythonPackage(t *testing.T) {
 	tests, err := filepath.Abs("../python/tests")
 	require.NoError(t, err)
 	runtime := t.TempDir()
+	// test_s3.py mounts s3:// datasets from a MinIO of its own (startMinio sets the AWS
+	// credential variables the children inherit).
+	srv := startMinio(t)
+	srv.bucket("pytests")
 	cmd := exec.Command(vpy, "-m", "unittest", "discover", "-v", "-s", tests)
 	cmd.Dir = t.TempDir() // not the source tree: blockfs comes from the venv
-	cmd.Env = append(os.Environ(), "BLOCKFS_BIN="+bin, "BLOCKFS_RUNTIME_DIR="+runtime, "PYTHONDONTWRITEBYTECODE=1")
+	cmd.Env = append(os.Environ(), "BLOCKFS_BIN="+bin, "BLOCKFS_RUNTIME_DIR="+runtime, "PYTHONDONTWRITEBYTECODE=1",
+		"BLOCKFS_TEST_S3_ENDPOINT="+srv.endpoint(), "BLOCKFS_TEST_S3_BUCKET=pytests")
 	out, err = cmd.CombinedOutput()
 	require.NoError(t, err, "python/tests:\n%s", out)
 	t.Logf("python/tests: %s", lastLine(string(out)))
+	require.Regexp(t, `test_mount_and_loader_from_s3 \(test_s3\.S3Test[^)]*\)[^\n]*\.\.\. ok`, string(out), "the s3:// test ran")
+	require.NotContains(t, string(out), "skipped", "no python test skipped")
 	mounts, err := os.ReadFile("/proc/mounts")
 	require.NoError(t, err)
 	assert.NotContains(t, string(mounts), runtime, "nothing left mounted")

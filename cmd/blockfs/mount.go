@@ -176,8 +176,10 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 		need = view.NeedCache(ds, f.mix, ra, cache.DefaultPageSize)
 	}
 	if cs > 0 && cs < need.Need {
+		// Whole pages: a need just over a size must not print as that size.
+		upTo := (need.Need + cache.DefaultPageSize - 1) / cache.DefaultPageSize * cache.DefaultPageSize
 		return nil, usagef("--cache-size %s is too small: it needs %s, the larger of a window of --mix %d blocks of up to %s plus --readahead %s (%s) and %d pages of %s (a read holds its pages while the reply is written, and readahead needs room beside it); raise --cache-size or lower --mix or --readahead",
-			ibytes(uint64(cs)), ibytes(uint64(need.Need)), need.Mix, ibytes(uint64(need.MaxBlock)), ibytes(uint64(ra)), ibytes(uint64(need.Window)), cache.MinPages, ibytes(cache.DefaultPageSize))
+			ibytes(uint64(cs)), ibytes(uint64(upTo)), need.Mix, ibytes(uint64(need.MaxBlock)), ibytes(uint64(ra)), ibytes(uint64(need.Window)), cache.MinPages, ibytes(cache.DefaultPageSize))
 	}
 	mem := view.PlanMemory(ds, cache.DefaultPageSize, cs, need.Window, direct, view.MemTotal())
 	// The order state's share of the budget (view.NewSet reserves it) never leaves the pages
