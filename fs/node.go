@@ -183,7 +183,9 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	}
 	h := &handle{r: view.NewReader(f, ahead), pos: -1, direct: flags&syscall.O_DIRECT != 0}
 	if h.direct {
-		return h, fuse.FOPEN_DIRECT_IO, 0
+		// KEEP_CACHE too: without it the kernel drops the file's cached pages at every open,
+		// those of the buffered readers of the same file included.
+		return h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_KEEP_CACHE, 0
 	}
 	n.drop.opened(h)
 	return h, fuse.FOPEN_KEEP_CACHE, 0

@@ -197,6 +197,24 @@ func TestDropBehind(t *testing.T) {
 		// A buffered reader alongside.
 		got := readWhole(t, name, 128<<10)
 		require.Equal(t, sum(want), sum(got))
+
+		// An O_DIRECT open leaves what buffered readers have in the page cache (FOPEN_KEEP_CACHE):
+		// a reader holding the file open has read its first 4 MiB (less than the drop-behind's
+		// slack, so none of it is dropped behind it).
+		other := m.path("epoch-0006")
+		b, err := os.Open(other)
+		require.NoError(t, err)
+		defer b.Close()
+		_, err = b.ReadAt(make([]byte, 4<<20), 0)
+		require.NoError(t, err)
+		before := residentPages(t, other, 0, 4<<20)
+		require.Positive(t, before, "the buffered read is in the page cache")
+		d, err := os.OpenFile(other, os.O_RDONLY|unix.O_DIRECT, 0)
+		require.NoError(t, err)
+		_, err = d.ReadAt(make([]byte, 1<<20), 8<<20)
+		require.NoError(t, err)
+		require.NoError(t, d.Close())
+		assert.Equal(t, before, residentPages(t, other, 0, 4<<20), "an O_DIRECT open dropped the buffered reader's pages")
 	})
 }
 

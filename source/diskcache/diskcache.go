@@ -350,6 +350,9 @@ func (b *Blocks) readWhole(fd *os.File, f file, bufs [][]byte) (uint32, error) {
 		switch {
 		case errors.Is(err, unix.EINVAL):
 			b.direct.Store(false) // no O_DIRECT on this filesystem
+		case errors.Is(err, fs.ErrNotExist):
+			b.forget(f.rel) // evicted or deleted since fd was opened: fetch it again, quietly
+			return 0, errMiss
 		case err != nil:
 			return 0, fmt.Errorf("%s: %w", f.path, unwrapPath(err))
 		default:
@@ -359,11 +362,20 @@ func (b *Blocks) readWhole(fd *os.File, f file, bufs [][]byte) (uint32, error) {
 	var crc uint32
 	at := int64(0)
 	for _, p := range bufs {
-		r := fd
+		var err error
 		if dfd != nil && aligned(p) && at%directAlign == 0 {
-			r = dfd
+			_, err = dfd.ReadAt(p, at)
+			if errors.Is(err, unix.EINVAL) {
+				// The filesystem took the open but not the read (a stricter alignment):
+				// buffered reads from now on; the copy is not at fault.
+				b.direct.Store(false)
+				dfd = nil
+				_, err = fd.ReadAt(p, at)
+			}
+		} else {
+			_, err = fd.ReadAt(p, at)
 		}
-		if _, err := r.ReadAt(p, at); err != nil {
+		if err != nil {
 			return 0, fmt.Errorf("%s at offset %d: %w", f.path, at, unwrapPath(err))
 		}
 		crc = crc32.Update(crc, castagnoli, p)

@@ -131,7 +131,7 @@ func (b *Blocks) fetch(ctx context.Context, key, etag string, off int64, bufs []
 		}()
 	}
 	wg.Wait()
-	if first != nil {
+	if first != nil || !sum {
 		return 0, first
 	}
 	crc := crcs[0]

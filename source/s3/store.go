@@ -327,7 +327,7 @@ func (s *Store) describe(err error, key string) error {
 	case "InvalidRange":
 		return fmt.Errorf("%w: the object is shorter than it was", source.ErrChanged)
 	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken":
-		return fmt.Errorf("%w: %v (check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, or ~/.aws/credentials)", source.ErrDenied, err)
+		return fmt.Errorf("%s%w: %v (check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, or ~/.aws/credentials)", name, source.ErrDenied, err)
 	}
 	if errors.Is(err, source.ErrCorrupt) || errors.Is(err, source.ErrChanged) {
 		return err
