@@ -307,7 +307,11 @@ func (b *Blocks) readCached(ctx context.Context, f file, off int64, bufs [][]byt
 	if el == nil {
 		return errMiss
 	}
-	fd, err := os.Open(f.path)
+	// A whole file (the readahead's, into the cache's aligned pages) is read with O_DIRECT
+	// when Options.Direct says so; a part streams the file through a chunk buffer, buffered.
+	whole := off == 0 && int64(source.Len(bufs)) == f.size
+	direct := whole && b.direct.Load()
+	fd, err := openFile(f.path, os.O_RDONLY, direct)
 	if errors.Is(err, fs.ErrNotExist) {
 		b.forget(f.rel) // deleted under us: fetch it again, quietly
 		return errMiss
@@ -315,7 +319,12 @@ func (b *Blocks) readCached(ctx context.Context, f file, off int64, bufs [][]byt
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.path, unwrapPath(err))
 	}
-	defer fd.Close()
+	defer func() {
+		if fd.refused {
+			b.direct.Store(false) // this filesystem has no O_DIRECT (for these requests)
+		}
+		fd.Close()
+	}()
 	st, err := fd.Stat()
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.path, unwrapPath(err))
@@ -324,9 +333,14 @@ func (b *Blocks) readCached(ctx context.Context, f file, off int64, bufs [][]byt
 		return fmt.Errorf("%s: %w: %d bytes, the manifest says %d", f.path, source.ErrCorrupt, st.Size(), f.size)
 	}
 	var crc uint32
-	if off == 0 && int64(source.Len(bufs)) == f.size {
-		if crc, err = b.readWhole(fd, f, bufs); err != nil {
-			return err
+	if whole {
+		at := int64(0)
+		for _, p := range bufs {
+			if _, err := fd.ReadAt(p, at); err != nil {
+				return fmt.Errorf("%s at offset %d: %w", f.path, at, unwrapPath(err))
+			}
+			crc = crc32.Update(crc, castagnoli, p)
+			at += int64(len(p))
 		}
 	} else if crc, err = b.readPart(ctx, fd, f, off, bufs); err != nil {
 		return err
@@ -339,54 +353,9 @@ func (b *Blocks) readCached(ctx context.Context, f file, off int64, bufs [][]byt
 	return nil
 }
 
-// readWhole reads all of f's copy into bufs (fd is open on it) and returns its CRC32C. With
-// direct reads, the aligned buffers are read with O_DIRECT and the rest (a short tail)
-// through fd.
-func (b *Blocks) readWhole(fd *os.File, f file, bufs [][]byte) (uint32, error) {
-	var dfd *os.File
-	if b.direct.Load() {
-		var err error
-		dfd, err = os.OpenFile(f.path, os.O_RDONLY|unix.O_DIRECT, 0)
-		switch {
-		case errors.Is(err, unix.EINVAL):
-			b.direct.Store(false) // no O_DIRECT on this filesystem
-		case errors.Is(err, fs.ErrNotExist):
-			b.forget(f.rel) // evicted or deleted since fd was opened: fetch it again, quietly
-			return 0, errMiss
-		case err != nil:
-			return 0, fmt.Errorf("%s: %w", f.path, unwrapPath(err))
-		default:
-			defer dfd.Close()
-		}
-	}
-	var crc uint32
-	at := int64(0)
-	for _, p := range bufs {
-		var err error
-		if dfd != nil && aligned(p) && at%directAlign == 0 {
-			_, err = dfd.ReadAt(p, at)
-			if errors.Is(err, unix.EINVAL) {
-				// The filesystem took the open but not the read (a stricter alignment):
-				// buffered reads from now on; the copy is not at fault.
-				b.direct.Store(false)
-				dfd = nil
-				_, err = fd.ReadAt(p, at)
-			}
-		} else {
-			_, err = fd.ReadAt(p, at)
-		}
-		if err != nil {
-			return 0, fmt.Errorf("%s at offset %d: %w", f.path, at, unwrapPath(err))
-		}
-		crc = crc32.Update(crc, castagnoli, p)
-		at += int64(len(p))
-	}
-	return crc, nil
-}
-
 // readPart reads the whole of f's copy in chunks, returning its CRC32C, and copies the bytes
 // from off into bufs as they pass: the bytes returned are the bytes checked.
-func (b *Blocks) readPart(ctx context.Context, fd *os.File, f file, off int64, bufs [][]byte) (uint32, error) {
+func (b *Blocks) readPart(ctx context.Context, fd io.ReaderAt, f file, off int64, bufs [][]byte) (uint32, error) {
 	buf, err := b.getChunk(ctx)
 	if err != nil {
 		return 0, err

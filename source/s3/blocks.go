@@ -148,7 +148,6 @@ func (s *Store) getRange(ctx context.Context, key, etag string, off int64, bufs 
 	n := int64(source.Len(bufs))
 	var crc uint32
 	err := s.retry(ctx, func(ctx context.Context) error {
-		crc = 0
 		var opt minio.GetObjectOptions
 		if etag != "" {
 			if err := opt.SetMatchETag(etag); err != nil {

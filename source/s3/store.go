@@ -271,25 +271,32 @@ func (s *Store) Stat(rel string) (string, source.Identity, error) {
 	}
 	oi, ok := s.listed[key]
 	if !ok {
-		err := s.retry(context.Background(), func(ctx context.Context) error {
-			var err error
-			oi, err = s.cl.StatObject(ctx, s.loc.Bucket, key, minio.StatObjectOptions{})
-			return err
-		})
-		if err != nil {
-			return "", source.Identity{}, s.describe(err, key)
+		var err error
+		if oi, err = s.statObject(context.Background(), key); err != nil {
+			return "", source.Identity{}, err
 		}
 	}
 	return key, source.Identity{Size: oi.Size, Tag: oi.ETag}, nil
 }
 
+// statObject returns the object's facts, or an error wrapping fs.ErrNotExist.
+func (s *Store) statObject(ctx context.Context, key string) (minio.ObjectInfo, error) {
+	var oi minio.ObjectInfo
+	err := s.retry(ctx, func(ctx context.Context) error {
+		var err error
+		oi, err = s.cl.StatObject(ctx, s.loc.Bucket, key, minio.StatObjectOptions{})
+		return err
+	})
+	if err != nil {
+		return oi, s.describe(err, key)
+	}
+	return oi, nil
+}
+
 // list reads the prefix's object listing into s.listed (Stat's once).
 func (s *Store) list() {
 	s.listed = map[string]minio.ObjectInfo{}
-	prefix := s.loc.Prefix
-	if prefix != "" {
-		prefix += "/"
-	}
+	prefix := s.loc.Key("") // "PREFIX/", or "" for a whole bucket
 	err := s.retry(context.Background(), func(ctx context.Context) error {
 		clear(s.listed)
 		for oi := range s.cl.Client.ListObjects(ctx, s.loc.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {

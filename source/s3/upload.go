@@ -57,10 +57,7 @@ func (s *Store) removeOthers(ctx context.Context, keep []string) error {
 	for _, rel := range keep {
 		want[s.loc.Key(rel)] = true
 	}
-	prefix := s.loc.Prefix
-	if prefix != "" {
-		prefix += "/"
-	}
+	prefix := s.loc.Key("") // "PREFIX/", or "" for a whole bucket
 	for oi := range s.cl.Client.ListObjects(ctx, s.loc.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
 		if oi.Err != nil {
 			return s.describe(oi.Err, prefix)
@@ -73,18 +70,4 @@ func (s *Store) removeOthers(ctx context.Context, keep []string) error {
 		}
 	}
 	return nil
-}
-
-// statObject returns the object's facts, or an error wrapping fs.ErrNotExist.
-func (s *Store) statObject(ctx context.Context, key string) (minio.ObjectInfo, error) {
-	var oi minio.ObjectInfo
-	err := s.retry(ctx, func(ctx context.Context) error {
-		var err error
-		oi, err = s.cl.StatObject(ctx, s.loc.Bucket, key, minio.StatObjectOptions{})
-		return err
-	})
-	if err != nil {
-		return oi, s.describe(err, key)
-	}
-	return oi, nil
 }
