@@ -42,6 +42,10 @@ func DataFile(block int) FileID    { return FileID(block)*numRoles + FileID(Role
 func IDsFile(block int) FileID     { return FileID(block)*numRoles + FileID(RoleIDs) }
 func OffsetsFile(block int) FileID { return FileID(block)*numRoles + FileID(RoleOffsets) }
 
+// BlockOfFile returns the block of a block's file (data, ids or offsets); for the names file,
+// the number of blocks (one past the last).
+func BlockOfFile(id FileID) int { return int(id / numRoles) }
+
 // NamesFile returns the FileID of the names file of a dataset of the given number of blocks.
 func NamesFile(blocks int) FileID { return FileID(blocks) * numRoles }
 

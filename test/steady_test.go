@@ -19,6 +19,7 @@ import (
 
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/internal/dstest"
+	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/view"
@@ -377,7 +378,7 @@ func TestDirectIOInfo(t *testing.T) {
 	ds, err := layout.Open(p.dir)
 	require.NoError(t, err)
 	const readahead = 4 << 20
-	auto := view.PlanMemory(ds, cache.DefaultPageSize, 0, 1<<20+readahead, view.DirectAuto, view.MemTotal())
+	auto := view.PlanMemory(ds, cache.DefaultPageSize, 0, 1<<20+readahead, view.DirectAuto, sysmem.Read())
 
 	m := mount(t, p.dir, "--readahead", "4MiB")
 	info := mountInfo(t, m)

@@ -2,13 +2,11 @@ package view
 
 import (
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 
 	"github.com/dustin/go-humanize"
 
 	"github.com/blockfs/blockfs/cache"
+	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
 )
 
@@ -34,62 +32,162 @@ func ParseDirect(s string) (Direct, error) {
 	return 0, fmt.Errorf("unknown value %q (want auto, on or off)", s)
 }
 
-// DefaultCacheSize is the cache budget of a dataset too large for its whole footprint to be
-// cached by default.
+// DefaultCacheSize is the most the daemon's own cache takes by default when the dataset is not
+// cached whole in it: room for the windows and readahead of several readers at different
+// places. The rest of the memory budget keeps blocks resident in the kernel's page cache.
 const DefaultCacheSize = 512 << 20
 
-// MemoryPlan is how a mount uses memory: the cache budget and whether block reads go around
-// the kernel's page cache, each with the reason, for .blockfs/info.json.
+// MinHeadroom is the least memory the default budget leaves to the trainer (unless that is
+// more than half of the memory: then half).
+const MinHeadroom = 1 << 30
+
+// MemoryPlan is how a mount uses memory: the budget for data (the daemon's cache plus the
+// blocks it keeps resident in the kernel's page cache), how it is split, and whether block
+// reads go around the kernel's page cache, each with the reason, for .blockfs/info.json.
 type MemoryPlan struct {
-	Footprint   int64  // bytes the dataset's files take as whole cache pages
-	MemTotal    int64  // the machine's RAM (0 if unknown)
-	CacheSize   int64  // the cache budget
-	CacheReason string // why that budget
-	Direct      bool   // block data read with O_DIRECT
-	Reason      string // why
+	Footprint int64         // bytes the dataset's files take as whole cache pages
+	Memory    sysmem.Memory // what the machine and the memory cgroup give (zero when unknown)
+	Total     int64         // the memory the plan is made within: the least of RAM and the cgroup's limit
+	Headroom  int64         // what the default budget leaves to the trainer
+	Budget    int64         // memory for data: CacheSize + Resident (at most; Resident is capped by the data)
+	// BudgetReason says where the budget comes from.
+	BudgetReason string
+	CacheSize    int64  // the daemon's cache (its arena)
+	CacheReason  string // why that size
+	// Resident is the bytes of block files kept in the kernel's page cache across epochs:
+	// blocks 0 to ResidentBlocks-1 are read buffered, the others with O_DIRECT, so that only
+	// the rest streams from disk each epoch (Direct is then true).
+	Resident       int64
+	ResidentBlocks int
+	Direct         bool   // some or all block data read with O_DIRECT
+	Reason         string // why
 }
 
-// PlanMemory applies the documented rules (docs/PERFORMANCE.md, "Memory"):
+// Headroom returns what the default budget leaves to the trainer out of total: a quarter,
+// and at least MinHeadroom (or half of total, if that is less).
+func Headroom(total int64) int64 {
+	return max(total/4, min(MinHeadroom, total/2))
+}
+
+// PlanMemory applies the documented rules (docs/PERFORMANCE.md, "Memory rules"). mem is what
+// the process has (sysmem.Read); cacheSize is --cache-size (0: auto); need is what the
+// windows being read and the readahead take of the daemon's cache.
 //
-//   - cache budget: cacheSize when given (> 0); otherwise the dataset's whole footprint when it
-//     is at most a quarter of RAM (every page read from disk once per mount), else 512 MiB;
-//     never below need (the window being read plus readahead);
-//   - direct I/O (auto): on when the cache holds the whole footprint (one copy in memory is
-//     enough); off when the footprint is at most half of RAM (the kernel's page cache keeps
-//     the block files between epochs, so the disk is read once); on otherwise (the kernel
-//     could not keep them, and caching each block twice would only evict other memory).
-func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Direct, memTotal int64) MemoryPlan {
-	p := MemoryPlan{Footprint: Footprint(ds, pageSize), MemTotal: memTotal, CacheSize: cacheSize}
+//   - total: the least of the RAM and the memory cgroup's limit (v1 or v2, the tightest of
+//     the daemon's cgroup and its ancestors);
+//   - budget: --cache-size when given; otherwise the total less the headroom (a quarter,
+//     at least 1 GiB), and no more than what is free now (available memory, or the cgroup's
+//     limit less its usage plus its page cache); never below need;
+//   - the daemon's cache: the whole dataset when its footprint fits the budget (auto: and a
+//     quarter of the total), then read with O_DIRECT; otherwise the budget's share for windows
+//     and readahead: max(need, min(512 MiB, budget/2)), or the whole budget with --direct on;
+//   - resident: the rest of the budget keeps blocks 0, 1, ... (as many whole blocks as fit,
+//     in block order) in the kernel's page cache: they are read buffered, the rest with
+//     O_DIRECT, so the kernel never holds more than the budget of block files and each epoch
+//     after the first reads from disk only what is not resident. --direct off reads every
+//     block buffered (the kernel decides); --direct on none.
+func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Direct, mem sysmem.Memory) MemoryPlan {
+	p := MemoryPlan{Footprint: Footprint(ds, pageSize), Memory: mem, Total: mem.Total()}
+	p.Headroom = Headroom(p.Total)
+	round := func(n int64) int64 {
+		n = max(n, int64(cache.MinPages)*pageSize)
+		return (n + pageSize - 1) / pageSize * pageSize
+	}
+	whole := false
 	switch {
 	case cacheSize > 0:
-		p.CacheReason = "--cache-size"
-	case memTotal > 0 && p.Footprint <= memTotal/4:
-		p.CacheSize = max(p.Footprint, need)
-		p.CacheReason = fmt.Sprintf("the dataset's %s fit in a quarter of RAM (%s): cached whole", ibytes(p.Footprint), ibytes(memTotal))
-	case memTotal <= 0:
-		p.CacheSize = max(DefaultCacheSize, need)
-		p.CacheReason = "the machine's RAM is unknown: the default budget"
+		p.Budget, p.BudgetReason = cacheSize, "--cache-size"
+		whole = p.Footprint <= cacheSize
+	case p.Total <= 0:
+		p.Budget, p.BudgetReason = max(DefaultCacheSize, need), "the memory is unknown: the default budget"
+		whole = p.Footprint <= p.Budget
 	default:
-		p.CacheSize = max(DefaultCacheSize, need)
-		p.CacheReason = fmt.Sprintf("the dataset's %s exceed a quarter of RAM (%s): the default budget", ibytes(p.Footprint), ibytes(memTotal))
+		p.Budget = p.Total - p.Headroom
+		p.BudgetReason = fmt.Sprintf("%s (%s) less %s left to the trainer", mem.Source(), ibytes(p.Total), ibytes(p.Headroom))
+		if free := mem.Free(); free > 0 && free < p.Budget {
+			p.Budget = free
+			p.BudgetReason = fmt.Sprintf("what is free now (%s of %s, %s)", ibytes(free), ibytes(p.Total), mem.Source())
+		}
+		if p.Budget < need {
+			p.Budget = need
+			p.BudgetReason += fmt.Sprintf("; raised to %s, what the windows and readahead need", ibytes(need))
+		}
+		whole = p.Footprint <= p.Budget && p.Footprint <= p.Total/4
 	}
-	p.CacheSize = max(p.CacheSize, int64(cache.MinPages)*pageSize)
-	p.CacheSize = (p.CacheSize + pageSize - 1) / pageSize * pageSize
+	switch {
+	case whole && cacheSize > 0:
+		p.CacheSize, p.CacheReason = cacheSize, "--cache-size"
+	case whole:
+		p.CacheSize = max(p.Footprint, need)
+		p.CacheReason = fmt.Sprintf("the dataset's %s fit in the budget and a quarter of the memory (%s): cached whole", ibytes(p.Footprint), ibytes(p.Total))
+	case direct == DirectOn:
+		p.CacheSize = max(p.Budget, need)
+		p.CacheReason = "--direct on: the whole budget"
+	default:
+		p.CacheSize = max(need, min(DefaultCacheSize, p.Budget/2))
+		p.CacheReason = fmt.Sprintf("the dataset's %s exceed the cache's share of the budget: windows and readahead", ibytes(p.Footprint))
+	}
+	if cacheSize > 0 && !whole && p.CacheSize == cacheSize {
+		p.CacheReason = "--cache-size"
+	}
+	p.CacheSize = round(p.CacheSize)
+	if !whole && direct != DirectOn {
+		p.Resident, p.ResidentBlocks = residentBlocks(ds, p.Budget-p.CacheSize)
+	}
 	switch {
 	case direct == DirectOn:
 		p.Direct, p.Reason = true, "--direct on"
 	case direct == DirectOff:
 		p.Direct, p.Reason = false, "--direct off"
-	case p.CacheSize >= p.Footprint:
+	case whole:
 		p.Direct, p.Reason = true, "the cache holds the whole dataset: one copy in memory, the disk read once per mount"
-	case memTotal > 0 && p.Footprint <= memTotal/2:
-		p.Direct, p.Reason = false, fmt.Sprintf("the dataset (%s) fits in half of RAM (%s): the kernel's page cache keeps the block files between epochs", ibytes(p.Footprint), ibytes(memTotal))
-	case memTotal <= 0:
-		p.Direct, p.Reason = true, "the machine's RAM is unknown and the cache does not hold the whole dataset: blocks are not cached twice"
+	case p.ResidentBlocks >= ds.Blocks():
+		p.Direct, p.Reason = false, fmt.Sprintf("the dataset (%s) fits in the budget beside the cache: the kernel's page cache keeps every block between epochs", ibytes(p.Footprint))
 	default:
-		p.Direct, p.Reason = true, fmt.Sprintf("the dataset (%s) is larger than half of RAM (%s): the kernel could not keep it between epochs; blocks are not cached twice", ibytes(p.Footprint), ibytes(memTotal))
+		p.Direct = true
+		p.Reason = fmt.Sprintf("the dataset (%s) exceeds the budget: blocks 0-%d (%s) stay resident in the kernel's page cache, the other %d stream with O_DIRECT",
+			ibytes(p.Footprint), p.ResidentBlocks-1, ibytes(p.Resident), ds.Blocks()-p.ResidentBlocks)
+		if p.ResidentBlocks == 0 {
+			p.Reason = fmt.Sprintf("the dataset (%s) exceeds the budget and no block fits beside the cache: every block streams with O_DIRECT", ibytes(p.Footprint))
+		}
 	}
 	return p
+}
+
+// residentBlocks returns how many leading blocks (and their bytes, in 4 KiB pages) fit in room.
+func residentBlocks(ds *layout.Dataset, room int64) (int64, int) {
+	var used int64
+	for b := 0; b < ds.Blocks(); b++ {
+		n := BlockPages(ds, b, 4096)
+		if used+n > room {
+			return used, b
+		}
+		used += n
+	}
+	return used, ds.Blocks()
+}
+
+// Streams reports whether file id is read with O_DIRECT under the plan (false: buffered, kept
+// by the kernel's page cache). A mount gives it to source/local and the disk cache.
+func (p MemoryPlan) Streams(id layout.FileID) bool {
+	if !p.Direct {
+		return false
+	}
+	if p.ResidentBlocks == 0 {
+		return true
+	}
+	return layout.BlockOfFile(id) >= p.ResidentBlocks
+}
+
+// Facts returns the plan for info.json's "memory".
+func (p MemoryPlan) Facts() map[string]any {
+	m := p.Memory
+	return map[string]any{
+		"ram": m.RAM, "available": m.Available, "cgroup": m.Cgroup, "cgroup_version": m.Version,
+		"cgroup_limit": m.Limit, "cgroup_usage": m.Usage, "total": p.Total, "total_source": m.Source(),
+		"free": m.Free(), "headroom": p.Headroom, "budget": p.Budget, "budget_reason": p.BudgetReason,
+		"cache": p.CacheSize, "resident": p.Resident, "resident_blocks": p.ResidentBlocks,
+	}
 }
 
 // Footprint returns the bytes a dataset's files take in a cache of pageSize pages: each file
@@ -98,9 +196,7 @@ func Footprint(ds *layout.Dataset, pageSize int64) int64 {
 	pages := func(n int64) int64 { return (n + pageSize - 1) / pageSize }
 	var total int64
 	for b := 0; b < ds.Blocks(); b++ {
-		for _, id := range []layout.FileID{layout.DataFile(b), layout.IDsFile(b), layout.OffsetsFile(b)} {
-			total += pages(ds.Size(id))
-		}
+		total += BlockPages(ds, b, pageSize) / pageSize
 	}
 	if id, ok := ds.Names(); ok {
 		total += pages(ds.Size(id))
@@ -108,21 +204,13 @@ func Footprint(ds *layout.Dataset, pageSize int64) int64 {
 	return total * pageSize
 }
 
-// MemTotal returns the machine's RAM in bytes from /proc/meminfo, or 0 if it cannot tell.
-func MemTotal() int64 {
-	data, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
+// BlockPages returns the bytes block b's files (data, ids, offsets) take in pages of pageSize.
+func BlockPages(ds *layout.Dataset, b int, pageSize int64) int64 {
+	var n int64
+	for _, id := range []layout.FileID{layout.DataFile(b), layout.IDsFile(b), layout.OffsetsFile(b)} {
+		n += (ds.Size(id) + pageSize - 1) / pageSize
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
-			kb, err := strconv.ParseInt(f[1], 10, 64)
-			if err == nil {
-				return kb << 10
-			}
-		}
-	}
-	return 0
+	return n * pageSize
 }
 
 func ibytes(n int64) string { return humanize.IBytes(uint64(n)) }

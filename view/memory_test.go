@@ -10,6 +10,7 @@ import (
 
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/internal/dstest"
+	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
 )
 
@@ -55,99 +56,129 @@ func sparseFlat(t *testing.T, size int64) *layout.Dataset {
 	return ds
 }
 
-// TestPlanMemory checks the --cache-size auto and --direct auto rules (view.PlanMemory) with
-// a fake RAM size: tiny against a small dataset, so that every branch is reached without a
-// machine of that size, and a few GiB against a sparse 1 GiB dataset where the rule needs a
-// footprint above the 512 MiB default budget.
+// ram returns the memory of a machine with n bytes of RAM, all of it available.
+func ram(n int64) sysmem.Memory { return sysmem.Memory{RAM: n, Available: n} }
+
+// TestHeadroom: a quarter of the memory, at least 1 GiB, at most half.
+func TestHeadroom(t *testing.T) {
+	const gib = 1 << 30
+	assert.EqualValues(t, 6*gib, Headroom(24*gib))
+	assert.EqualValues(t, 1536<<20, Headroom(6*gib))
+	assert.EqualValues(t, 1*gib, Headroom(2*gib))
+	assert.EqualValues(t, 1*gib, Headroom(3*gib), "at least 1 GiB")
+	assert.EqualValues(t, 256<<20, Headroom(512<<20), "at most half")
+	assert.Zero(t, Headroom(0))
+}
+
+// TestPlanMemory checks the memory rules (view.PlanMemory): the budget from the RAM, the
+// cgroup's limit and what is free, its split between the daemon's cache and the blocks kept
+// resident in the kernel's page cache, and which blocks stream with O_DIRECT. A sparse 1 GiB
+// dataset of 64 blocks of 16 MiB served in place, against fake memories.
 func TestPlanMemory(t *testing.T) {
+	const mib, gib = 1 << 20, 1 << 30
+	bds := sparseFlat(t, gib)
+	require.EqualValues(t, gib, Footprint(bds, mib))
+	require.Equal(t, 64, bds.Blocks())
+	const need = 80 * mib
+
+	cases := []struct {
+		name      string
+		cacheSize int64 // 0: auto
+		need      int64
+		direct    Direct
+		mem       sysmem.Memory
+
+		budget       int64
+		budgetReason string // a part of BudgetReason
+		cache        int64
+		cacheReason  string
+		resident     int // blocks
+		wantDirect   bool
+		directReason string
+	}{
+		{name: "1 GiB in 4 GiB of RAM: cached whole", mem: ram(4 * gib), need: need,
+			budget: 3 * gib, budgetReason: "RAM (4.0 GiB) less 1.0 GiB", cache: gib, cacheReason: "cached whole", wantDirect: true, directReason: "holds the whole dataset"},
+		{name: "1 GiB in 3 GiB: the kernel keeps every block", mem: ram(3 * gib), need: need,
+			budget: 2 * gib, budgetReason: "RAM", cache: DefaultCacheSize, cacheReason: "windows and readahead", resident: 64, directReason: "keeps every block"},
+		{name: "1 GiB in 1.5 GiB: 24 blocks resident, 40 stream", mem: ram(3 * gib / 2), need: need,
+			budget: 768 * mib, cache: 384 * mib, resident: 24, wantDirect: true, directReason: "blocks 0-23 (384 MiB) stay resident"},
+		{name: "a 2 GiB cgroup on a 24 GiB machine", mem: sysmem.Memory{RAM: 24 * gib, Available: 23 * gib, Version: 1, Cgroup: "/job", Limit: 2 * gib, Usage: 100 * mib},
+			need: need, budget: gib, budgetReason: "cgroup v1 limit of /job (2.0 GiB) less 1.0 GiB", cache: DefaultCacheSize, resident: 32, wantDirect: true, directReason: "blocks 0-31"},
+		{name: "a full cgroup: what is free binds", mem: sysmem.Memory{RAM: 24 * gib, Available: 23 * gib, Version: 2, Cgroup: "/job", Limit: 4 * gib, Usage: 3584 * mib, Reclaimable: 256 * mib},
+			need: need, budget: 768 * mib, budgetReason: "what is free now (768 MiB of 4.0 GiB, cgroup v2", cache: 384 * mib, resident: 24, wantDirect: true},
+		{name: "little available on a big machine", mem: sysmem.Memory{RAM: 24 * gib, Available: 900 * mib}, need: need,
+			budget: 900 * mib, budgetReason: "what is free now (900 MiB", cache: 450 * mib, resident: 28, wantDirect: true, directReason: "blocks 0-27"},
+		{name: "1 GiB free of 24 GiB: cached whole, within what is free", mem: sysmem.Memory{RAM: 24 * gib, Available: 2 * gib}, need: need,
+			budget: 2 * gib, cache: gib, cacheReason: "cached whole", wantDirect: true},
+		{name: "need above the budget: raised, nothing resident", mem: ram(3 * gib / 2), need: 900 * mib,
+			budget: 900 * mib, budgetReason: "raised to 900 MiB", cache: 900 * mib, wantDirect: true, directReason: "no block fits"},
+		{name: "--cache-size below the data: half the cache, half resident", cacheSize: 256 * mib, mem: ram(24 * gib), need: need,
+			budget: 256 * mib, budgetReason: "--cache-size", cache: 128 * mib, resident: 8, wantDirect: true, directReason: "blocks 0-7"},
+		{name: "--cache-size above the data: cached whole", cacheSize: 2 * gib, mem: ram(2 * gib), need: need,
+			budget: 2 * gib, budgetReason: "--cache-size", cache: 2 * gib, cacheReason: "--cache-size", wantDirect: true, directReason: "holds the whole dataset"},
+		{name: "--cache-size at the need: all of it the cache", cacheSize: need, mem: ram(24 * gib), need: need,
+			budget: need, cache: need, cacheReason: "--cache-size", wantDirect: true, directReason: "no block fits"},
+		{name: "--direct on: the budget is the cache", direct: DirectOn, mem: ram(3 * gib / 2), need: need,
+			budget: 768 * mib, cache: 768 * mib, cacheReason: "--direct on", wantDirect: true, directReason: "--direct on"},
+		{name: "--direct off: the cache's share, every block buffered", direct: DirectOff, mem: ram(3 * gib / 2), need: need,
+			budget: 768 * mib, cache: 384 * mib, resident: 24, directReason: "--direct off"},
+		{name: "memory unknown: the default budget", mem: sysmem.Memory{}, need: need,
+			budget: DefaultCacheSize, budgetReason: "unknown", cache: 256 * mib, resident: 16, wantDirect: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := PlanMemory(bds, mib, c.cacheSize, c.need, c.direct, c.mem)
+			assert.Equal(t, c.budget, p.Budget, "budget (%s)", p.BudgetReason)
+			assert.Contains(t, p.BudgetReason, c.budgetReason)
+			assert.Equal(t, c.cache, p.CacheSize, "cache (%s)", p.CacheReason)
+			assert.Contains(t, p.CacheReason, c.cacheReason)
+			assert.Equal(t, c.resident, p.ResidentBlocks, "resident blocks")
+			assert.EqualValues(t, int64(c.resident)*16*mib, p.Resident)
+			assert.Equal(t, c.wantDirect, p.Direct, "direct (%s)", p.Reason)
+			assert.Contains(t, p.Reason, c.directReason)
+			// Whatever the case: whole pages, at least MinPages, never below need, and the
+			// cache and the resident set within the budget (the cache raised to need aside).
+			assert.Zero(t, p.CacheSize%mib)
+			assert.GreaterOrEqual(t, p.CacheSize, c.need)
+			assert.LessOrEqual(t, p.CacheSize+p.Resident, max(p.Budget, c.need))
+			if p.Memory.Total() > 0 && c.cacheSize == 0 {
+				assert.LessOrEqual(t, p.Budget, max(p.Total-p.Headroom, c.need), "the headroom is left to the trainer")
+			}
+			// Which files stream: with a resident set, exactly the blocks past it.
+			for b := 0; b < bds.Blocks(); b++ {
+				want := p.Direct && b >= p.ResidentBlocks
+				assert.Equal(t, want, p.Streams(layout.DataFile(b)), "block %d", b)
+				assert.Equal(t, want, p.Streams(layout.IDsFile(b)), "block %d ids", b)
+			}
+			o := cache.Options{Size: p.CacheSize, PageSize: mib}
+			assert.NoError(t, o.Validate())
+			facts := p.Facts()
+			assert.Equal(t, p.Budget, facts["budget"])
+			assert.Equal(t, p.ResidentBlocks, facts["resident_blocks"])
+		})
+	}
+}
+
+// TestPlanMemorySmall: a dataset of 100 pages against tiny memories reaches the rules'
+// edges: a quarter of the memory exactly, and the least cache.
+func TestPlanMemorySmall(t *testing.T) {
 	const pg = 4096
 	small := dstest.Fixed(t, filepath.Join(t.TempDir(), "small"), 1000, 100, 2000, true)
 	sds, err := layout.Open(small.Dir)
 	require.NoError(t, err)
-	F := Footprint(sds, pg) // 100 pages
+	F := Footprint(sds, pg)
 	require.EqualValues(t, 100*pg, F)
-	const big = 1 << 30
-	bds := sparseFlat(t, big)
-	const mib = 1 << 20
-	require.EqualValues(t, big, Footprint(bds, mib))
-
-	cases := []struct {
-		name      string
-		ds        *layout.Dataset
-		pageSize  int64
-		cacheSize int64 // 0: auto
-		need      int64
-		direct    Direct
-		mem       int64
-
-		wantCache    int64
-		cacheReason  string // a part of CacheReason
-		wantDirect   bool
-		directReason string // a part of Reason
-	}{
-		{name: "small: cached whole, direct on", ds: sds, pageSize: pg, need: 2 * pg, mem: 8 * F,
-			wantCache: F, cacheReason: "cached whole", wantDirect: true, directReason: "holds the whole dataset"},
-		{name: "footprint exactly a quarter of RAM: cached whole", ds: sds, pageSize: pg, need: 2 * pg, mem: 4 * F,
-			wantCache: F, cacheReason: "fit in a quarter of RAM", wantDirect: true, directReason: "holds the whole dataset"},
-		{name: "small, need above the footprint: need, rounded to pages", ds: sds, pageSize: pg, need: F + 5000, mem: 8 * F,
-			wantCache: F + 2*pg, cacheReason: "cached whole", wantDirect: true, directReason: "holds the whole dataset"},
-		{name: "just over a quarter of RAM: the default budget (which holds a small dataset whole)", ds: sds, pageSize: pg, need: 2 * pg, mem: 4*F - 4,
-			wantCache: DefaultCacheSize, cacheReason: "exceed a quarter of RAM", wantDirect: true, directReason: "holds the whole dataset"},
-		{name: "between a quarter and half of RAM, cache below the footprint: direct off", ds: sds, pageSize: pg, cacheSize: F / 2, need: 2 * pg, mem: 3 * F,
-			wantCache: F / 2, cacheReason: "--cache-size", wantDirect: false, directReason: "fits in half of RAM"},
-		{name: "exactly half of RAM: direct off", ds: sds, pageSize: pg, cacheSize: F / 2, need: 2 * pg, mem: 2 * F,
-			wantCache: F / 2, cacheReason: "--cache-size", wantDirect: false, directReason: "fits in half of RAM"},
-		{name: "larger than half of RAM: direct on", ds: sds, pageSize: pg, cacheSize: F / 2, need: 2 * pg, mem: 2*F - 2*pg,
-			wantCache: F / 2, cacheReason: "--cache-size", wantDirect: true, directReason: "larger than half of RAM"},
-		{name: "explicit --cache-size, rounded up to whole pages", ds: sds, pageSize: pg, cacheSize: 5*pg + 1, need: 2 * pg, mem: 100 * F,
-			wantCache: 6 * pg, cacheReason: "--cache-size", wantDirect: false, directReason: "fits in half of RAM"},
-		{name: "explicit --cache-size below the minimum: MinPages pages", ds: sds, pageSize: pg, cacheSize: 1, need: 1, mem: 100 * F,
-			wantCache: cache.MinPages * pg, cacheReason: "--cache-size", wantDirect: false, directReason: "fits in half of RAM"},
-		{name: "explicit --cache-size holding the dataset: direct on even with little RAM", ds: sds, pageSize: pg, cacheSize: 2 * F, need: 2 * pg, mem: F,
-			wantCache: 2 * F, cacheReason: "--cache-size", wantDirect: true, directReason: "holds the whole dataset"},
-		{name: "--direct on where auto is off", ds: sds, pageSize: pg, cacheSize: F / 2, need: 2 * pg, direct: DirectOn, mem: 3 * F,
-			wantCache: F / 2, cacheReason: "--cache-size", wantDirect: true, directReason: "--direct on"},
-		{name: "--direct off where auto is on", ds: sds, pageSize: pg, need: 2 * pg, direct: DirectOff, mem: 8 * F,
-			wantCache: F, cacheReason: "cached whole", wantDirect: false, directReason: "--direct off"},
-		{name: "RAM unknown: the default budget", ds: sds, pageSize: pg, need: 2 * pg, mem: 0,
-			wantCache: DefaultCacheSize, cacheReason: "the default budget", wantDirect: true, directReason: "holds the whole dataset"},
-		{name: "RAM unknown, cache below the footprint: direct on", ds: sds, pageSize: pg, cacheSize: F / 2, need: 2 * pg, mem: 0,
-			wantCache: F / 2, cacheReason: "--cache-size", wantDirect: true},
-
-		{name: "1 GiB in 4 GiB: cached whole", ds: bds, pageSize: mib, need: 80 * mib, mem: 4 << 30,
-			wantCache: big, cacheReason: "cached whole", wantDirect: true, directReason: "holds the whole dataset"},
-		{name: "1 GiB in 3 GiB: 512 MiB, the kernel keeps the blocks", ds: bds, pageSize: mib, need: 80 * mib, mem: 3 << 30,
-			wantCache: DefaultCacheSize, cacheReason: "exceed a quarter of RAM", wantDirect: false, directReason: "fits in half of RAM"},
-		{name: "1 GiB in 3 GiB, need above the default", ds: bds, pageSize: mib, need: 700*mib - 10, mem: 3 << 30,
-			wantCache: 700 * mib, cacheReason: "the default budget", wantDirect: false, directReason: "fits in half of RAM"},
-		{name: "1 GiB in 1.5 GiB: 512 MiB, direct on", ds: bds, pageSize: mib, need: 80 * mib, mem: 3 << 29,
-			wantCache: DefaultCacheSize, cacheReason: "exceed a quarter of RAM", wantDirect: true, directReason: "larger than half of RAM"},
-		{name: "1 GiB in 1.5 GiB, --direct off", ds: bds, pageSize: mib, need: 80 * mib, direct: DirectOff, mem: 3 << 29,
-			wantCache: DefaultCacheSize, cacheReason: "exceed a quarter of RAM", wantDirect: false, directReason: "--direct off"},
-		{name: "1 GiB, need above the whole footprint", ds: bds, pageSize: mib, need: big + 3*mib, mem: 3 << 29,
-			wantCache: big + 3*mib, cacheReason: "the default budget", wantDirect: true, directReason: "holds the whole dataset"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			p := PlanMemory(c.ds, c.pageSize, c.cacheSize, c.need, c.direct, c.mem)
-			assert.Equal(t, Footprint(c.ds, c.pageSize), p.Footprint)
-			assert.Equal(t, c.mem, p.MemTotal)
-			assert.Equal(t, c.wantCache, p.CacheSize, "cache size")
-			assert.Contains(t, p.CacheReason, c.cacheReason)
-			assert.Equal(t, c.wantDirect, p.Direct, "direct I/O (%s)", p.Reason)
-			assert.Contains(t, p.Reason, c.directReason)
-			// Whatever the case: whole pages, at least MinPages of them, never below need.
-			assert.Zero(t, p.CacheSize%c.pageSize)
-			assert.GreaterOrEqual(t, p.CacheSize, int64(cache.MinPages)*c.pageSize)
-			assert.GreaterOrEqual(t, p.CacheSize, c.need)
-			if c.cacheSize == 0 && c.mem > 0 && p.Footprint <= c.mem/4 {
-				assert.GreaterOrEqual(t, p.CacheSize, p.Footprint, "a dataset in a quarter of RAM is cached whole")
-			}
-			// The plan is a valid cache configuration.
-			o := cache.Options{Size: p.CacheSize, PageSize: int(c.pageSize)}
-			assert.NoError(t, o.Validate())
-		})
-	}
+	p := PlanMemory(sds, pg, 0, 2*pg, DirectAuto, ram(4*F))
+	assert.Equal(t, F, p.CacheSize, "a footprint of exactly a quarter of the memory is cached whole")
+	assert.True(t, p.Direct)
+	p = PlanMemory(sds, pg, 0, 2*pg, DirectAuto, ram(4*F-4))
+	assert.NotContains(t, p.CacheReason, "cached whole", "just over a quarter")
+	assert.Positive(t, p.ResidentBlocks)
+	p = PlanMemory(sds, pg, 1, 1, DirectAuto, ram(100*F))
+	assert.EqualValues(t, cache.MinPages*pg, p.CacheSize, "at least MinPages pages")
+	p = PlanMemory(sds, pg, F/2, 2*pg, DirectAuto, ram(100*F))
+	assert.Equal(t, F/2, p.Budget)
+	assert.LessOrEqual(t, p.CacheSize+p.Resident, F/2)
 }
 
 func TestParseDirect(t *testing.T) {

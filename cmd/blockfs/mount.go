@@ -20,6 +20,7 @@ import (
 
 	"github.com/blockfs/blockfs/cache"
 	bfs "github.com/blockfs/blockfs/fs"
+	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/source"
@@ -181,7 +182,7 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 		return nil, usagef("--cache-size %s is too small: it needs %s, the larger of a window of --mix %d blocks of up to %s plus --readahead %s (%s) and %d pages of %s (a read holds its pages while the reply is written, and readahead needs room beside it); raise --cache-size or lower --mix or --readahead",
 			ibytes(uint64(cs)), ibytes(uint64(upTo)), need.Mix, ibytes(uint64(need.MaxBlock)), ibytes(uint64(ra)), ibytes(uint64(need.Window)), cache.MinPages, ibytes(cache.DefaultPageSize))
 	}
-	mem := view.PlanMemory(ds, cache.DefaultPageSize, cs, need.Window, direct, view.MemTotal())
+	mem := view.PlanMemory(ds, cache.DefaultPageSize, cs, need.Window, direct, sysmem.Read())
 	// The order state's share of the budget (view.NewSet reserves it) never leaves the pages
 	// less than the windows and readahead need.
 	copt := cache.Options{Size: mem.CacheSize, Keep: need.Need}
@@ -190,7 +191,9 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 		// GETs of --s3-part-size) and its CRC32C checked on the way into the cache; one worker
 		// per request in flight keeps --s3-concurrency GETs busy.
 		if f.disk.dir == "" {
+			// No local files for the kernel to keep: the cache is all the memory there is.
 			mem.Direct, mem.Reason = false, "an object store"
+			mem.Resident, mem.ResidentBlocks = 0, 0
 		} else {
 			mem.Reason = "the disk cache's reads: " + mem.Reason
 		}
@@ -205,11 +208,16 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 		return nil, err
 	}
 	if plan.disk != nil {
-		plan.disk.Direct = mem.Direct
+		plan.disk.Direct, plan.disk.Streams = mem.Direct, mem.Streams
 	}
 	// Direct I/O: block data goes from the disk straight into the page-aligned cache, cached
-	// once; buffered: the kernel keeps the block files too (view.PlanMemory says when).
+	// once; buffered: the kernel keeps the block files too. With a resident set, its blocks
+	// are read buffered and stay in the kernel's page cache, the others stream with O_DIRECT
+	// (view.PlanMemory says when).
 	plan.src = local.New(ds, mem.Direct)
+	if mem.Direct && mem.ResidentBlocks > 0 {
+		plan.src = local.NewStreaming(ds, mem.Streams)
+	}
 	if remote {
 		plan.src = ds.Source() // the object store, checked by ETag and CRC32C
 	}
@@ -364,7 +372,7 @@ func runMount(f mountFlags, data, mnt string) error {
 	srv, err := bfs.Mount(plan.mnt, set, bfs.Options{
 		Epochs: f.epochs, Readahead: plan.readahead, AllowOther: f.allowOther, Debug: f.debug, DiskCache: diskStats,
 		Info: withInfo(info, map[string]any{"cache_size": c.Capacity() + set.OrderBytes(), "order_state_budget": set.OrderBytes(), "cache_size_reason": plan.mem.CacheReason,
-			"direct_io": plan.mem.Direct, "direct_io_reason": plan.mem.Reason,
+			"direct_io": plan.mem.Direct, "direct_io_reason": plan.mem.Reason, "memory": plan.mem.Facts(),
 			"readahead": plan.readahead, "verify": f.verify,
 			"open_data": absData(data), "open_flags": f.inPlace.args()}),
 	})
@@ -383,7 +391,8 @@ func runMount(f mountFlags, data, mnt string) error {
 	}
 	log.Printf("blockfs: serving %s (%d records, %s, %d blocks) at %s; shuffle %s, mix %d, seed %d",
 		plan.ds.Dir, plan.ds.Records(), ibytes(plan.ds.Bytes()), plan.ds.Blocks(), plan.mnt, f.shuffle, f.mix, f.seed)
-	log.Printf("blockfs: cache %s (%s); direct I/O %v (%s)", ibytes(uint64(c.Capacity())), plan.mem.CacheReason, plan.mem.Direct, plan.mem.Reason)
+	log.Printf("blockfs: memory budget %s (%s); cache %s (%s); direct I/O %v (%s)", ibytes(uint64(plan.mem.Budget)), plan.mem.BudgetReason,
+		ibytes(uint64(c.Capacity())), plan.mem.CacheReason, plan.mem.Direct, plan.mem.Reason)
 	signalReady()
 	if serve(srv, plan.mnt, sigs) {
 		// Only once the server has stopped may the cache's memory go.

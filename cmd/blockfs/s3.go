@@ -190,7 +190,7 @@ func (f *diskCacheFlags) options(ds *layout.Dataset, remote bool, mnt string) (*
 		return nil, usagef("--disk-cache-size %s is smaller than the dataset's largest file (%s)%s; raise it, or free space under %s",
 			ibytes(uint64(size)), ibytes(uint64(largest)), map[bool]string{true: " (auto: the filesystem's free space)", false: ""}[f.size == "auto"], f.dir)
 	}
-	return &diskcache.Options{Dir: dir, Size: size, Namespace: ds.Manifest.Fingerprint()}, nil
+	return &diskcache.Options{Dir: dir, Size: size, Namespace: ds.Manifest.Fingerprint(), Files: layout.NamesFile(ds.Blocks()) + 1}, nil
 }
 
 // inside reports whether path is dir or below it.
@@ -232,7 +232,7 @@ func openDiskCache(plan *mountPlan, verify bool) (func(), func() any, error) {
 		}
 	}
 	st := dc.Stats()
-	log.Printf("blockfs: disk cache %s: %s in %d files, bound %s", plan.disk.Dir, ibytes(uint64(st.Used)), st.Files, ibytes(uint64(dc.Limit())))
+	log.Printf("blockfs: disk cache %s: %s in %d files, bound %s; keeps the first %d of the dataset's files", plan.disk.Dir, ibytes(uint64(st.Used)), st.Files, ibytes(uint64(dc.Limit())), dc.KeptFiles())
 	return func() {
 		st := dc.Stats()
 		log.Printf("blockfs: disk cache %s: %d reads from disk, %d files fetched, %d evicted, %d bad (fetched again), %d not kept; %s in %d files",

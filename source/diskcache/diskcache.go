@@ -14,9 +14,15 @@
 // at the next open) or a whole file, never a half file under its name. Files are not fsynced:
 // a file that a power cut left short or zeroed fails its check and is fetched again.
 //
-// Bound: the files in DIR (every namespace) stay within Options.Size bytes; the least
-// recently used whole files are deleted to make room (recency survives remounts as the
-// files' modification times). DIR may be deleted while no mount uses it.
+// Bound: the files in DIR (every namespace) stay within Options.Size bytes. A dataset larger
+// than that keeps a fixed set: its files in FileID order (block 0's, block 1's, ...) as many
+// as fit; the others are fetched each time and never written. Keeping a fixed set, not the
+// most recent files, is what makes each epoch fetch only the data less the cache: epochs visit
+// every file once in a new random order, and a least-recently-used bound evicts files before
+// their next visit. Files of other datasets (namespaces) and files outside the set left by an
+// earlier mount are deleted, least recently used first (recency survives remounts as the
+// files' modification times), to make room for the set. DIR may be deleted while no mount
+// uses it.
 //
 // Memory: an index entry per cached file (O(blocks)), and chunk buffers of 1 MiB, at most
 // maxChunkBufs of them, for reads of part of a file; whole-file reads (the readahead's) go
@@ -67,6 +73,12 @@ type Options struct {
 	// for a local dataset). Copies are written with O_DIRECT either way where the filesystem
 	// allows it: the first epoch's copy costs no pass through the page cache.
 	Direct bool
+	// Streams, when set with Direct, names the files read with O_DIRECT; the others are read
+	// buffered, so the kernel keeps them (the mount's resident set, view.MemoryPlan.Streams).
+	Streams func(source.FileID) bool
+	// Files is how many FileIDs the table has (0 to Files-1); the fixed set kept on disk is
+	// chosen among them. 0: no fixed set, every file is kept (least recently used go).
+	Files source.FileID
 	// Logf logs a damaged file, a failed write and the like; default log.Printf.
 	Logf func(format string, args ...any)
 }
@@ -105,13 +117,17 @@ type Stats struct {
 // most Size bytes and a single extent are cached; others pass through. Safe for concurrent use.
 type Blocks struct {
 	// Immutable after Open.
-	inner source.Blocks
-	t     source.Table
-	dir   string
-	ns    string
-	limit int64
-	logf  func(string, ...any)
-	lock  *os.File
+	inner   source.Blocks
+	t       source.Table
+	dir     string
+	ns      string
+	limit   int64
+	logf    func(string, ...any)
+	lock    *os.File
+	streams func(source.FileID) bool
+	// keepBelow: files with a smaller FileID are kept on disk, the others fetched each time
+	// (the fixed set); all files when the set is not in use.
+	keepBelow source.FileID
 	// direct: read with O_DIRECT (Options.Direct; cleared if the filesystem refuses it).
 	direct atomic.Bool
 	chunk  chan []byte // free chunk buffers (maxChunkBufs)
@@ -129,6 +145,7 @@ type Blocks struct {
 type entry struct {
 	rel  string
 	size int64
+	keep bool // one of this mount's fixed set: evicted only if nothing else can go
 }
 
 const (
@@ -161,7 +178,7 @@ func Open(inner source.Blocks, t source.Table, opt Options) (*Blocks, error) {
 	}
 	b := &Blocks{inner: inner, t: t, dir: opt.Dir, ns: opt.Namespace, limit: opt.Size, logf: opt.Logf, lock: lf,
 		chunk: make(chan []byte, maxChunkBufs), ents: map[string]*list.Element{}, lru: list.New(),
-		busy: map[source.FileID]chan struct{}{}}
+		busy: map[source.FileID]chan struct{}{}, streams: opt.Streams, keepBelow: keepBelow(t, opt)}
 	b.direct.Store(opt.Direct)
 	for range maxChunkBufs {
 		b.chunk <- nil // allocated on first use
@@ -175,6 +192,35 @@ func Open(inner source.Blocks, t source.Table, opt Options) (*Blocks, error) {
 	b.mu.Unlock()
 	b.remove(gone)
 	return b, nil
+}
+
+// keepBelow returns the first FileID outside the fixed set: the files before it that can be
+// cached (a checksum, one extent) fit in opt.Size together. Without opt.Files, every FileID.
+func keepBelow(t source.Table, opt Options) source.FileID {
+	if opt.Files == 0 {
+		return ^source.FileID(0)
+	}
+	var used int64
+	for id := source.FileID(0); id < opt.Files; id++ {
+		e, ok := t.Extent(id)
+		if !ok || !e.Ident.HasCRC || len(e.Parts) > 0 {
+			continue
+		}
+		if used+e.Size > opt.Size {
+			return id
+		}
+		used += e.Size
+	}
+	return opt.Files
+}
+
+// KeptFiles returns how many of the table's FileIDs are in the fixed set kept on disk (the
+// first ones), or -1 when every file is kept.
+func (b *Blocks) KeptFiles() int64 {
+	if b.keepBelow == ^source.FileID(0) {
+		return -1
+	}
+	return int64(b.keepBelow)
 }
 
 // Close releases the directory's lock. Fills must have finished.
@@ -230,10 +276,27 @@ func (b *Blocks) scan() error {
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].mtime.Before(all[j].mtime) })
 	for _, f := range all {
-		b.ents[f.rel] = b.lru.PushFront(&entry{rel: f.rel, size: f.size})
+		b.ents[f.rel] = b.lru.PushFront(&entry{rel: f.rel, size: f.size, keep: b.inSet(f.rel)})
 		b.used += f.size
 	}
 	return nil
+}
+
+// inSet reports whether the cached file rel ("NAMESPACE/ID-CRC-SIZE.blk") is one of this
+// mount's fixed set.
+func (b *Blocks) inSet(rel string) bool {
+	ns, name, ok := strings.Cut(rel, "/")
+	if !ok || ns != b.ns {
+		return false
+	}
+	var id source.FileID
+	var crc uint32
+	var size int64
+	if _, err := fmt.Sscanf(name, "%d-%08x-%d.blk", &id, &crc, &size); err != nil || id >= b.keepBelow {
+		return false
+	}
+	e, ok := b.t.Extent(id)
+	return ok && e.Ident.HasCRC && e.Ident.CRC32C == crc && e.Size == size
 }
 
 // file is one cacheable file of the table.
@@ -275,6 +338,15 @@ func (b *Blocks) Fill(ctx context.Context, id source.FileID, off int64, bufs [][
 			b.bad.Add(1)
 			b.logf("blockfs: disk cache: %v; deleted, fetching it again", err)
 		}
+		if id >= b.keepBelow {
+			// Outside the fixed set: served from the source, not kept (it would only push
+			// out a file of the set, or be pushed out before the next epoch needs it).
+			if !errors.Is(err, errMiss) {
+				b.drop(f)
+			}
+			b.fetches.Add(1)
+			return b.inner.Fill(ctx, id, off, bufs)
+		}
 		wait, mine := b.claim(id)
 		if !mine {
 			select {
@@ -310,7 +382,7 @@ func (b *Blocks) readCached(ctx context.Context, f file, off int64, bufs [][]byt
 	// A whole file (the readahead's, into the cache's aligned pages) is read with O_DIRECT
 	// when Options.Direct says so; a part streams the file through a chunk buffer, buffered.
 	whole := off == 0 && int64(source.Len(bufs)) == f.size
-	direct := whole && b.direct.Load()
+	direct := whole && b.direct.Load() && (b.streams == nil || b.streams(f.id))
 	fd, err := openFile(f.path, os.O_RDONLY, direct)
 	if errors.Is(err, fs.ErrNotExist) {
 		b.forget(f.rel) // deleted under us: fetch it again, quietly
@@ -417,10 +489,7 @@ func (b *Blocks) fetch(ctx context.Context, f file, off int64, bufs [][]byte, ba
 	_, have := b.ents[f.rel]
 	b.mu.Unlock()
 	if bad {
-		b.forget(f.rel)
-		if err := os.Remove(f.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			b.logf("blockfs: disk cache: %v", err)
-		}
+		b.drop(f)
 	} else if have {
 		return true, nil
 	}
@@ -541,7 +610,7 @@ func (b *Blocks) keep(f file, write func(io.Writer) error) error {
 				b.used -= old.Value.(*entry).size
 				b.lru.Remove(old)
 			}
-			b.ents[f.rel] = b.lru.PushFront(&entry{rel: f.rel, size: f.size})
+			b.ents[f.rel] = b.lru.PushFront(&entry{rel: f.rel, size: f.size, keep: f.id < b.keepBelow})
 			b.mu.Unlock()
 			return nil
 		}
@@ -567,20 +636,22 @@ func (b *Blocks) writeFailed(f file, err error) {
 	}
 }
 
-// evictLocked takes the least recent files out of the index until need more bytes fit within
-// the limit, and returns their paths for the caller to delete after unlocking. Requires b.mu.
+// evictLocked takes files out of the index until need more bytes fit within the limit, and
+// returns their paths for the caller to delete after unlocking: the least recent files
+// outside the fixed set first, then (only if that is not enough) the set's. Requires b.mu.
 func (b *Blocks) evictLocked(need int64) []string {
 	var gone []string
-	for b.used+need > b.limit {
-		el := b.lru.Back()
-		if el == nil {
-			break
+	for pass := 0; pass < 2 && b.used+need > b.limit; pass++ {
+		for el := b.lru.Back(); el != nil && b.used+need > b.limit; {
+			prev := el.Prev()
+			if e := el.Value.(*entry); pass == 1 || !e.keep {
+				b.lru.Remove(el)
+				delete(b.ents, e.rel)
+				b.used -= e.size
+				gone = append(gone, filepath.Join(b.dir, filepath.FromSlash(e.rel)))
+			}
+			el = prev
 		}
-		e := el.Value.(*entry)
-		b.lru.Remove(el)
-		delete(b.ents, e.rel)
-		b.used -= e.size
-		gone = append(gone, filepath.Join(b.dir, filepath.FromSlash(e.rel)))
 	}
 	return gone
 }
@@ -592,6 +663,14 @@ func (b *Blocks) remove(paths []string) {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			b.logf("blockfs: disk cache: %v", err)
 		}
+	}
+}
+
+// drop deletes f's copy, which failed its check, and takes it out of the index.
+func (b *Blocks) drop(f file) {
+	b.forget(f.rel)
+	if err := os.Remove(f.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		b.logf("blockfs: disk cache: %v", err)
 	}
 }
 

@@ -235,3 +235,66 @@ func TestBusyAndConcurrent(t *testing.T) {
 	cancel()
 	require.True(t, errors.Is(b.Fill(ctx, 0, 0, [][]byte{make([]byte, 10)}), context.Canceled))
 }
+
+// TestFixedSet: a dataset twice the bound keeps a fixed set, its first files by FileID, and
+// fetches only the rest in each later epoch (a least-recently-used bound, the policy before,
+// fetched 52-57 of 64 files per epoch at half the data: it evicts files before their next
+// visit); the set survives a remount, and files outside it are served without being written.
+func TestFixedSet(t *testing.T) {
+	const files, size = 16, 4096
+	sizes := make([]int, files)
+	for i := range sizes {
+		sizes[i] = size
+	}
+	m := newMem(sizes...)
+	dir := t.TempDir()
+	bound := int64(files / 2 * size)
+	openSet := func() *Blocks {
+		b, err := Open(m, m, Options{Dir: dir, Size: bound, Namespace: ns, Files: files, Logf: t.Logf})
+		require.NoError(t, err)
+		return b
+	}
+	b := openSet()
+	require.EqualValues(t, files/2, b.KeptFiles())
+	r := rand.New(rand.NewPCG(3, 4))
+	epoch := func(b *Blocks) int64 {
+		before := m.fills.Load()
+		for _, i := range r.Perm(files) {
+			got, err := read(b, source.FileID(i), 0, size)
+			require.NoError(t, err)
+			require.True(t, bytes.Equal(m.files[i], got), "file %d", i)
+		}
+		return m.fills.Load() - before
+	}
+	require.EqualValues(t, files, epoch(b), "the first epoch fetches everything")
+	for e := 1; e <= 3; e++ {
+		require.EqualValues(t, files/2, epoch(b), "epoch %d fetches only the files outside the set", e)
+	}
+	st := b.Stats()
+	require.EqualValues(t, bound, st.Used)
+	require.Zero(t, st.Evicted)
+	for i := 0; i < files; i++ {
+		_, err := os.Stat(filepath.Join(dir, ns, fmt.Sprintf("%d-%08x-%d.blk", i, crc32.Checksum(m.files[i], castagnoli), size)))
+		require.Equal(t, i < files/2, err == nil, "file %d kept: %v", i, err)
+	}
+	require.NoError(t, b.Close())
+
+	// A remount keeps the set: no fetch of it, and nothing evicted.
+	b = openSet()
+	defer b.Close()
+	require.EqualValues(t, files/2, epoch(b))
+	require.Zero(t, b.Stats().Evicted)
+
+	// A larger bound on the same directory (a later mount) keeps more; a smaller one evicts
+	// the files past its set first.
+	require.NoError(t, b.Close())
+	b2, err := Open(m, m, Options{Dir: dir, Size: bound / 2, Namespace: ns, Files: files, Logf: t.Logf})
+	require.NoError(t, err)
+	defer b2.Close()
+	require.EqualValues(t, files/4, b2.KeptFiles())
+	require.EqualValues(t, files/4, b2.Stats().Files, "the set of the smaller bound stays")
+	for i := 0; i < files/4; i++ {
+		_, err := os.Stat(filepath.Join(dir, ns, fmt.Sprintf("%d-%08x-%d.blk", i, crc32.Checksum(m.files[i], castagnoli), size)))
+		require.NoError(t, err, "file %d of the set", i)
+	}
+}

@@ -18,6 +18,10 @@ import (
 type Files struct {
 	t source.Table // immutable after New
 
+	// streams, when set, names the files read with O_DIRECT; the others are read buffered,
+	// so the kernel's page cache keeps them (a mount's resident set). Immutable after New.
+	streams func(source.FileID) bool
+
 	// direct, when set, reads with O_DIRECT where the request allows it; cleared for good if
 	// the filesystem refuses it.
 	direct atomic.Bool
@@ -30,6 +34,16 @@ type Files struct {
 func New(t source.Table, direct bool) *Files {
 	f := &Files{t: t}
 	f.direct.Store(direct)
+	return f
+}
+
+// NewStreaming returns the files of t, reading those that streams names with O_DIRECT (as New
+// with direct set) and the others buffered: a mount keeps a fixed set of blocks resident in
+// the kernel's page cache across epochs and streams the rest around it, so the page cache
+// never holds more than the resident set of block files (view.MemoryPlan.Streams).
+func NewStreaming(t source.Table, streams func(source.FileID) bool) *Files {
+	f := New(t, true)
+	f.streams = streams
 	return f
 }
 
@@ -57,13 +71,16 @@ func (f *Files) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]
 	if n == 0 {
 		return nil
 	}
-	return source.FillExtent(e, off, bufs, f.fill)
+	direct := f.streams == nil || f.streams(id)
+	return source.FillExtent(e, off, bufs, func(e source.Extent, off int64, bufs [][]byte) error {
+		return f.fill(e, off, bufs, direct)
+	})
 }
 
-// fill reads bufs from off of the single file e.
-func (f *Files) fill(e source.Extent, off int64, bufs [][]byte) error {
+// fill reads bufs from off of the single file e, with O_DIRECT where direct allows it.
+func (f *Files) fill(e source.Extent, off int64, bufs [][]byte, direct bool) error {
 	off += e.Offset
-	if f.direct.Load() {
+	if direct && f.direct.Load() {
 		done, err := f.readDirect(e, bufs, off)
 		if done || err != nil {
 			return err

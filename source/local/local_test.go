@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -178,4 +179,75 @@ func TestFlatExtents(t *testing.T) {
 	assert.Equal(t, data[600:700], buf)
 	assert.EqualValues(t, 100, f.Size(layout.DataFile(3)))
 	assert.ErrorIs(t, f.Fill(bg, layout.OffsetsFile(0), 0, [][]byte{buf[:8]}), source.ErrNoFile)
+}
+
+// TestStreamingKeepsResidentSet: NewStreaming reads the files it is told to buffered, so the
+// kernel's page cache keeps them, and the others with O_DIRECT, so none of their pages is
+// cached (mincore of the files; skipped where the filesystem has no O_DIRECT, as tmpfs).
+func TestStreamingKeepsResidentSet(t *testing.T) {
+	d := dstest.Fixed(t, filepath.Join(t.TempDir(), "ds"), 4*256, 4096, 1<<20, false) // 4 blocks of 1 MiB
+	ds, err := layout.Open(d.Dir)
+	require.NoError(t, err)
+	require.Equal(t, 4, ds.Blocks())
+	paths := make([]string, ds.Blocks())
+	for b := range paths {
+		paths[b] = ds.Path(layout.DataFile(b))
+		fd, err := unix.Open(paths[b], unix.O_RDONLY|unix.O_DIRECT, 0)
+		if err == unix.EINVAL {
+			t.Skip("no O_DIRECT on this filesystem")
+		}
+		require.NoError(t, err)
+		require.NoError(t, unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED))
+		unix.Close(fd)
+	}
+	f := local.NewStreaming(ds, func(id source.FileID) bool { return layout.BlockOfFile(id) >= 2 })
+	arena, err := unix.Mmap(-1, 0, 1<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	require.NoError(t, err)
+	defer unix.Munmap(arena)
+	want := make([]byte, 1<<20)
+	for b := range paths {
+		require.NoError(t, f.Fill(bg, layout.DataFile(b), 0, [][]byte{arena}))
+		raw, err := os.ReadFile(paths[b])
+		require.NoError(t, err)
+		copy(want, raw)
+		require.True(t, bytes.Equal(want, arena), "block %d", b)
+		require.NoError(t, unix.Fadvise(mustOpen(t, paths[b]), 0, 0, unix.FADV_DONTNEED)) // ReadFile's own pages
+	}
+	// ReadFile cached every file and the advice dropped them; read again through f only.
+	for b := range paths {
+		require.NoError(t, f.Fill(bg, layout.DataFile(b), 0, [][]byte{arena}))
+	}
+	for b, p := range paths {
+		n := cachedPages(t, p)
+		if b < 2 {
+			assert.EqualValues(t, 256, n, "block %d is resident: every page cached", b)
+		} else {
+			assert.Zero(t, n, "block %d streams: no page cached", b)
+		}
+	}
+}
+
+func mustOpen(t *testing.T, p string) int {
+	fd, err := unix.Open(p, unix.O_RDONLY, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd
+}
+
+// cachedPages returns how many 4 KiB pages of the file at p are in the kernel's page cache.
+func cachedPages(t *testing.T, p string) int {
+	fd := mustOpen(t, p)
+	var st unix.Stat_t
+	require.NoError(t, unix.Fstat(fd, &st))
+	mem, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
+	require.NoError(t, err)
+	defer unix.Munmap(mem)
+	vec := make([]byte, (len(mem)+4095)/4096)
+	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0])))
+	require.Zero(t, errno, "mincore %s", p)
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
 }
