@@ -15,6 +15,11 @@
   readers.py inproc DATASET RECORD_SIZE SEED [MAX_BYTES]
       the in-process block shuffle (PyTorch BlockSampler style): whole block files read with
       one pread each, in random order, then the block's records delivered in a random order.
+  readers.py rawblock PATH RECORD_SIZE SEED [MAX_BYTES]
+      the in-process block shuffle of a raw file (seed 000's loader): blocks of 16 MiB read
+      with one buffered os.pread each, in a random order, each block's records yielded as bytes
+      objects in a random order. Prints a fourth figure: the bytes this process had read from
+      disk (/proc/self/io read_bytes).
   readers.py npblock PATH RECORD_SIZE SEED [BLOCK_BYTES]
       numpy's in-process block shuffle of a raw file: blocks of BLOCK_BYTES (16 MiB) read with
       one pread each, in random order, each block's records permuted by fancy indexing
@@ -78,6 +83,37 @@ def inproc(dataset, rs, seed, max_bytes=None):
     return n, nbytes, time.perf_counter() - t
 
 
+def disk_read():
+    with open("/proc/self/io") as f:
+        return int(next(l for l in f if l.startswith("read_bytes:")).split()[1])
+
+
+def rawblock(path, rs, seed, max_bytes=None, block=16 << 20):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size // rs * rs
+        per = block // rs * rs
+        rng = random.Random(seed)
+        order = list(range((size + per - 1) // per))
+        rng.shuffle(order)
+        n = nbytes = 0
+        d0 = disk_read()
+        t = time.perf_counter()
+        for b in order:
+            buf = os.pread(fd, min(per, size - b * per), b * per)
+            recs = list(range(len(buf) // rs))
+            rng.shuffle(recs)
+            for i in recs:
+                rec = buf[i * rs:(i + 1) * rs]  # a bytes object per record, as read() gives
+                n += 1
+                nbytes += len(rec)
+            if max_bytes and nbytes >= max_bytes:
+                break
+        return n, nbytes, time.perf_counter() - t, disk_read() - d0
+    finally:
+        os.close(fd)
+
+
 def npblock(path, rs, seed, block=16 << 20):
     import numpy as np
     fd = os.open(path, os.O_RDONLY)
@@ -124,6 +160,10 @@ def main():
         r = npblock(args[0], int(args[1]), int(args[2]), *(int(a) for a in args[3:4]))
     elif mode == "inproc":
         r = inproc(args[0], int(args[1]), int(args[2]), int(args[3]) if len(args) > 3 else None)
+    elif mode == "rawblock":
+        r = rawblock(args[0], int(args[1]), int(args[2]), int(args[3]) if len(args) > 3 else None)
+        print("%d %d %.6f %d" % r)
+        return
     else:
         sys.exit(__doc__)
     print("%d %d %.6f" % r)

@@ -10,10 +10,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	bfs "github.com/blockfs/blockfs/fs"
 )
 
 // memCgroup is a memory cgroup made for one test (v1 or v2, whichever this machine has).
@@ -220,4 +223,24 @@ func TestLargerThanMemory(t *testing.T) {
 	hwm := peakRSS(t, pid) << 10
 	t.Logf("daemon peak RSS %d MiB, cache %d MiB", hwm>>20, cacheSize>>20)
 	assert.LessOrEqual(t, hwm, cacheSize+64<<20, "peak RSS within the cache + 64 MiB")
+}
+
+// TestTwoMountsShareTheBudget: a second mount plans its budget within what the first left
+// (its cache plus its resident set, read from its info.json), so two mounts in one 4 GiB
+// cgroup do not each claim the same share of it.
+func TestTwoMountsShareTheBudget(t *testing.T) {
+	requireFUSE(t)
+	const limit = 4 << 30
+	cg := newMemCgroup(t, limit)
+	others, _ := bfs.Claimed(time.Second) // mounts on this machine that are not this test's
+	a := mountBinary(t, cg.wrap(t, bin), sparseFile(t, "a.bin", 1<<30), t.TempDir(), "--record-size", "4096")
+	b := mountBinary(t, cg.wrap(t, bin), sparseFile(t, "b.bin", 1<<30), t.TempDir(), "--record-size", "4096")
+	ma := mountInfo(t, a)["memory"].(map[string]any)
+	mb := mountInfo(t, b)["memory"].(map[string]any)
+	t.Logf("first: %v, cache %v, resident %v; second: %v", ma["budget_reason"], ma["cache"], ma["resident"], mb["budget_reason"])
+	claimA := ma["cache"].(float64) + ma["resident"].(float64)
+	require.EqualValues(t, 1<<30, ma["cache"], "the first mount caches its 1 GiB whole")
+	require.EqualValues(t, claimA+float64(others), mb["claimed_by_other_mounts"])
+	require.LessOrEqual(t, mb["budget"].(float64), float64(limit)-mb["headroom"].(float64)-claimA, "the second budget leaves the first's")
+	require.Contains(t, mb["budget_reason"], "the other blockfs mounts planned")
 }

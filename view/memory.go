@@ -49,6 +49,7 @@ type MemoryPlan struct {
 	Memory    sysmem.Memory // what the machine and the memory cgroup give (zero when unknown)
 	Total     int64         // the memory the plan is made within: the least of RAM and the cgroup's limit
 	Headroom  int64         // what the default budget leaves to the trainer
+	Claimed   int64         // what the other blockfs mounts up on the machine planned for data
 	Budget    int64         // memory for data: CacheSize + Resident (at most; Resident is capped by the data)
 	// BudgetReason says where the budget comes from.
 	BudgetReason string
@@ -70,14 +71,16 @@ func Headroom(total int64) int64 {
 }
 
 // PlanMemory applies the documented rules (docs/PERFORMANCE.md, "Memory rules"). mem is what
-// the process has (sysmem.Read); cacheSize is --cache-size (0: auto); need is what the
-// windows being read and the readahead take of the daemon's cache.
+// the process has (sysmem.Read); claimed is what the other blockfs mounts up on the machine
+// planned for data (fs.Claimed); cacheSize is --cache-size (0: auto); need is what the windows
+// being read and the readahead take of the daemon's cache.
 //
 //   - total: the least of the RAM and the memory cgroup's limit (v1 or v2, the tightest of
 //     the daemon's cgroup and its ancestors);
 //   - budget: --cache-size when given; otherwise the total less the headroom (a quarter,
-//     at least 1 GiB), and no more than what is free now (available memory, or the cgroup's
-//     limit less its usage plus its page cache); never below need;
+//     at least 1 GiB) less what the other mounts claimed, and no more than what is free now
+//     (available memory, or the cgroup's limit less its usage plus its page cache); never
+//     below need;
 //   - the daemon's cache: the whole dataset when its footprint fits the budget (auto: and a
 //     quarter of the total), then read with O_DIRECT; otherwise the budget's share for windows
 //     and readahead: half the budget up to 512 MiB, but at least twice the need (within the
@@ -87,8 +90,8 @@ func Headroom(total int64) int64 {
 //     O_DIRECT, so the kernel never holds more than the budget of block files and each epoch
 //     after the first reads from disk only what is not resident. --direct off reads every
 //     block buffered (the kernel decides); --direct on none.
-func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Direct, mem sysmem.Memory) MemoryPlan {
-	p := MemoryPlan{Footprint: Footprint(ds, pageSize), Memory: mem, Total: mem.Total()}
+func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Direct, mem sysmem.Memory, claimed int64) MemoryPlan {
+	p := MemoryPlan{Footprint: Footprint(ds, pageSize), Memory: mem, Total: mem.Total(), Claimed: claimed}
 	p.Headroom = Headroom(p.Total)
 	round := func(n int64) int64 {
 		n = max(n, int64(cache.MinPages)*pageSize)
@@ -103,8 +106,11 @@ func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Dire
 		p.Budget, p.BudgetReason = max(DefaultCacheSize, need), "the memory is unknown: the default budget"
 		whole = p.Footprint <= p.Budget
 	default:
-		p.Budget = p.Total - p.Headroom
+		p.Budget = max(0, p.Total-p.Headroom-claimed)
 		p.BudgetReason = fmt.Sprintf("%s (%s) less %s left to the trainer", mem.Source(), ibytes(p.Total), ibytes(p.Headroom))
+		if claimed > 0 {
+			p.BudgetReason += fmt.Sprintf(" and %s the other blockfs mounts planned", ibytes(claimed))
+		}
 		if free := mem.Free(); free > 0 && free < p.Budget {
 			p.Budget = free
 			p.BudgetReason = fmt.Sprintf("what is free now (%s of %s, %s)", ibytes(free), ibytes(p.Total), mem.Source())
@@ -189,7 +195,7 @@ func (p MemoryPlan) Facts() map[string]any {
 	return map[string]any{
 		"ram": m.RAM, "available": m.Available, "cgroup": m.Cgroup, "cgroup_version": m.Version,
 		"cgroup_limit": m.Limit, "cgroup_usage": m.Usage, "total": p.Total, "total_source": m.Source(),
-		"free": m.Free(), "headroom": p.Headroom, "budget": p.Budget, "budget_reason": p.BudgetReason,
+		"free": m.Free(), "headroom": p.Headroom, "claimed_by_other_mounts": p.Claimed, "budget": p.Budget, "budget_reason": p.BudgetReason,
 		"cache": p.CacheSize, "resident": p.Resident, "resident_blocks": p.ResidentBlocks,
 	}
 }

@@ -87,6 +87,7 @@ func TestPlanMemory(t *testing.T) {
 		need      int64
 		direct    Direct
 		mem       sysmem.Memory
+		claimed   int64
 
 		budget       int64
 		budgetReason string // a part of BudgetReason
@@ -110,6 +111,10 @@ func TestPlanMemory(t *testing.T) {
 			budget: 900 * mib, budgetReason: "what is free now (900 MiB", cache: 450 * mib, resident: 28, wantDirect: true, directReason: "blocks 0-27"},
 		{name: "1 GiB free of 24 GiB: cached whole, within what is free", mem: sysmem.Memory{RAM: 24 * gib, Available: 2 * gib}, need: need,
 			budget: 2 * gib, cache: gib, cacheReason: "cached whole", wantDirect: true},
+		{name: "another mount's claim comes off the budget", mem: ram(4 * gib), claimed: 5 * gib / 2, need: need,
+			budget: gib / 2, budgetReason: "and 2.5 GiB the other blockfs mounts planned", cache: 256 * mib, resident: 16, wantDirect: true},
+		{name: "other mounts took everything: the need", mem: ram(4 * gib), claimed: 8 * gib, need: need,
+			budget: need, budgetReason: "raised to 80 MiB", cache: need, wantDirect: true, directReason: "no block fits"},
 		{name: "need above the budget: raised, nothing resident", mem: ram(3 * gib / 2), need: 900 * mib,
 			budget: 900 * mib, budgetReason: "raised to 900 MiB", cache: 900 * mib, wantDirect: true, directReason: "no block fits"},
 		{name: "--cache-size below the data: twice the need to the cache, the rest resident", cacheSize: 256 * mib, mem: ram(24 * gib), need: need,
@@ -129,7 +134,7 @@ func TestPlanMemory(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := PlanMemory(bds, mib, c.cacheSize, c.need, c.direct, c.mem)
+			p := PlanMemory(bds, mib, c.cacheSize, c.need, c.direct, c.mem, c.claimed)
 			assert.Equal(t, c.budget, p.Budget, "budget (%s)", p.BudgetReason)
 			assert.Contains(t, p.BudgetReason, c.budgetReason)
 			assert.Equal(t, c.cache, p.CacheSize, "cache (%s)", p.CacheReason)
@@ -170,15 +175,15 @@ func TestPlanMemorySmall(t *testing.T) {
 	require.NoError(t, err)
 	F := Footprint(sds, pg)
 	require.EqualValues(t, 100*pg, F)
-	p := PlanMemory(sds, pg, 0, 2*pg, DirectAuto, ram(4*F))
+	p := PlanMemory(sds, pg, 0, 2*pg, DirectAuto, ram(4*F), 0)
 	assert.Equal(t, F, p.CacheSize, "a footprint of exactly a quarter of the memory is cached whole")
 	assert.True(t, p.Direct)
-	p = PlanMemory(sds, pg, 0, 2*pg, DirectAuto, ram(4*F-4))
+	p = PlanMemory(sds, pg, 0, 2*pg, DirectAuto, ram(4*F-4), 0)
 	assert.NotContains(t, p.CacheReason, "cached whole", "just over a quarter")
 	assert.Positive(t, p.ResidentBlocks)
-	p = PlanMemory(sds, pg, 1, 1, DirectAuto, ram(100*F))
+	p = PlanMemory(sds, pg, 1, 1, DirectAuto, ram(100*F), 0)
 	assert.EqualValues(t, cache.MinPages*pg, p.CacheSize, "at least MinPages pages")
-	p = PlanMemory(sds, pg, F/2, 2*pg, DirectAuto, ram(100*F))
+	p = PlanMemory(sds, pg, F/2, 2*pg, DirectAuto, ram(100*F), 0)
 	assert.Equal(t, F/2, p.Budget)
 	assert.LessOrEqual(t, p.CacheSize+p.Resident, F/2)
 }

@@ -182,7 +182,7 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 		return nil, usagef("--cache-size %s is too small: it needs %s, the larger of a window of --mix %d blocks of up to %s plus --readahead %s (%s) and %d pages of %s (a read holds its pages while the reply is written, and readahead needs room beside it); raise --cache-size or lower --mix or --readahead",
 			ibytes(uint64(cs)), ibytes(uint64(upTo)), need.Mix, ibytes(uint64(need.MaxBlock)), ibytes(uint64(ra)), ibytes(uint64(need.Window)), cache.MinPages, ibytes(cache.DefaultPageSize))
 	}
-	mem := view.PlanMemory(ds, cache.DefaultPageSize, cs, need.Window, direct, sysmem.Read())
+	mem := view.PlanMemory(ds, cache.DefaultPageSize, cs, need.Window, direct, sysmem.Read(), claimed())
 	// The order state's share of the budget (view.NewSet reserves it) never leaves the pages
 	// less than the windows and readahead need.
 	copt := cache.Options{Size: mem.CacheSize, Keep: need.Need}
@@ -227,6 +227,13 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 		}
 	}
 	return plan, nil
+}
+
+// claimed returns what the blockfs mounts already up planned for data (fs.Claimed), waiting
+// at most a second for them; the count is logged by the plan's reason.
+func claimed() int64 {
+	n, _ := bfs.Claimed(time.Second)
+	return n
 }
 
 // inPlaceFlags describe a file served in place (mount and order take them).

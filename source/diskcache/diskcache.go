@@ -103,13 +103,15 @@ func (o *Options) Validate() error {
 
 // Stats are a disk cache's counters since Open.
 type Stats struct {
-	Hits     int64 `json:"hits"`         // Fills served from a cached file
-	Fetches  int64 `json:"fetches"`      // files fetched from the source (then written to disk)
-	Evicted  int64 `json:"evicted"`      // files deleted to stay within Size
-	Bad      int64 `json:"bad"`          // cached files that failed their check (deleted, fetched again)
-	WriteErr int64 `json:"write_errors"` // files that could not be written (ENOSPC, EIO, ...): served, not kept
-	Used     int64 `json:"bytes"`        // bytes of cached files now
-	Files    int64 `json:"files"`        // cached files now
+	Hits    int64 `json:"hits"`    // Fills served from a cached file
+	Fetches int64 `json:"fetches"` // files fetched from the source (written to disk if in the set)
+	// FetchedBytes counts the bytes fetched from the source: what an epoch costs the store.
+	FetchedBytes int64 `json:"fetched_bytes"`
+	Evicted      int64 `json:"evicted"`      // files deleted to stay within Size
+	Bad          int64 `json:"bad"`          // cached files that failed their check (deleted, fetched again)
+	WriteErr     int64 `json:"write_errors"` // files that could not be written (ENOSPC, EIO, ...): served, not kept
+	Used         int64 `json:"bytes"`        // bytes of cached files now
+	Files        int64 `json:"files"`        // cached files now
 }
 
 // Blocks is a source.Blocks that serves the files of t from Dir when it holds a good copy,
@@ -132,7 +134,7 @@ type Blocks struct {
 	direct atomic.Bool
 	chunk  chan []byte // free chunk buffers (maxChunkBufs)
 
-	hits, fetches, evicted, bad, writeErr atomic.Int64
+	hits, fetches, fetchedBytes, evicted, bad, writeErr atomic.Int64
 
 	mu    sync.Mutex
 	ents  map[string]*list.Element        // cached files by "NAMESPACE/NAME"; values *entry (guarded by mu)
@@ -231,7 +233,7 @@ func (b *Blocks) Stats() Stats {
 	b.mu.Lock()
 	used, files := b.used, int64(b.lru.Len())
 	b.mu.Unlock()
-	return Stats{Hits: b.hits.Load(), Fetches: b.fetches.Load(), Evicted: b.evicted.Load(), Bad: b.bad.Load(),
+	return Stats{Hits: b.hits.Load(), Fetches: b.fetches.Load(), FetchedBytes: b.fetchedBytes.Load(), Evicted: b.evicted.Load(), Bad: b.bad.Load(),
 		WriteErr: b.writeErr.Load(), Used: used, Files: files}
 }
 
@@ -345,6 +347,7 @@ func (b *Blocks) Fill(ctx context.Context, id source.FileID, off int64, bufs [][
 				b.drop(f)
 			}
 			b.fetches.Add(1)
+			b.fetchedBytes.Add(n)
 			return b.inner.Fill(ctx, id, off, bufs)
 		}
 		wait, mine := b.claim(id)
@@ -496,6 +499,7 @@ func (b *Blocks) fetch(ctx context.Context, f file, off int64, bufs [][]byte, ba
 	b.fetches.Add(1)
 	whole := off == 0 && int64(source.Len(bufs)) == f.size
 	if whole {
+		b.fetchedBytes.Add(f.size)
 		if err := b.inner.Fill(ctx, f.id, 0, bufs); err != nil {
 			return false, err
 		}
@@ -521,6 +525,7 @@ func (b *Blocks) fetch(ctx context.Context, f file, off int64, bufs [][]byte, ba
 		crc = 0
 		for at := int64(0); at < f.size; at += chunkSize {
 			p := buf[:min(chunkSize, f.size-at)]
+			b.fetchedBytes.Add(int64(len(p)))
 			if err := b.inner.Fill(ctx, f.id, at, [][]byte{p}); err != nil {
 				return &fillError{err}
 			}
@@ -541,6 +546,7 @@ func (b *Blocks) fetch(ctx context.Context, f file, off int64, bufs [][]byte, ba
 	case errors.As(kept, &fe):
 		return false, fe.err
 	case kept != nil:
+		b.fetchedBytes.Add(int64(source.Len(bufs)))
 		return false, b.inner.Fill(ctx, f.id, off, bufs) // not kept: read the part alone
 	}
 	return false, nil
