@@ -169,7 +169,7 @@ func TestFDLimitIsEMFILE(t *testing.T) {
 	pid := m.cmd.Process.Pid
 	// The mount point appears before the daemon has finished starting (it still opens files to
 	// tune readahead); wait for its last start-up log line.
-	require.Eventually(t, func() bool { return strings.Contains(m.stderr.String(), "blockfs: cache ") }, 20*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(m.stderr.String(), "blockfs: memory budget ") }, 20*time.Second, 10*time.Millisecond)
 	var old unix.Rlimit
 	require.NoError(t, unix.Prlimit(pid, unix.RLIMIT_NOFILE, nil, &old))
 	// No descriptor may be opened (those open stay usable): the next open of a block file

@@ -192,9 +192,9 @@ func TestS3DiskCacheFixedSet(t *testing.T) {
 	srv := startMinio(t)
 	srv.bucket("data")
 	dir := t.TempDir()
-	raw, _ := s3Sources(t, dir, 8000, 0)
+	raw, _ := s3Sources(t, dir, 32000, 0)
 	ep := "--endpoint=" + srv.endpoint()
-	flags := []string{"--format", "raw", "--record-size", "1000", "--block-size", "256KiB", "--seed", "2"}
+	flags := []string{"--format", "raw", "--record-size", "1000", "--block-size", "1MiB", "--seed", "2"}
 	local := filepath.Join(dir, "local")
 	url := "s3://data/fixed"
 	mustRun(t, append(append([]string{"pack", "--quiet"}, flags...), raw, local)...)
@@ -210,7 +210,7 @@ func TestS3DiskCacheFixedSet(t *testing.T) {
 	ml := mount(t, local, "--seed", "1")
 	dc := filepath.Join(dir, "disk-cache")
 	bound := data / 2
-	m := mountAt(t, url, t.TempDir(), ep, "--seed", "1", "--cache-size", "4MiB", "--readahead", "512KiB",
+	m := mountAt(t, url, t.TempDir(), ep, "--seed", "1", "--cache-size", "24MiB", "--readahead", "2MiB",
 		"--disk-cache", dc, "--disk-cache-size", fmt.Sprint(bound))
 	fetched := func() int64 {
 		var st struct {
