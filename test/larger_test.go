@@ -154,7 +154,9 @@ func fillRecord(rec []byte, id uint64) {
 // only the data less the resident set (the daemon's own /proc/PID/io), within the issue's
 // floor of 1.1 x (D - M) + 256 MiB for M the limit less the headroom; the resident blocks stay
 // in the page cache across epochs and the streamed ones do not come in (mincore of the file);
-// an epoch's bytes are exact; the daemon's peak RSS stays within its cache + 64 MiB.
+// an epoch's bytes are exact; a trainer in the cgroup that takes half the limit makes the
+// kernel take the resident set back, not kill the daemon, and the next epoch is still exact;
+// the daemon's peak RSS stays within its cache + 64 MiB.
 func TestLargerThanMemory(t *testing.T) {
 	requireFUSE(t)
 	const limit, rs = 512 << 20, 4096
@@ -219,6 +221,36 @@ func TestLargerThanMemory(t *testing.T) {
 	}
 
 	require.Zero(t, cg.oomKills(t), "nothing in the cgroup was OOM-killed")
+	require.Nil(t, m.cmd.ProcessState, "the daemon is alive")
+
+	// Pressure: a trainer in the cgroup takes 256 MiB and holds it. The resident set is page
+	// cache, so the kernel takes it back; the daemon is not killed and the next epoch is read
+	// whole and exact (from disk where the resident pages went).
+	hog := exec.Command(cg.wrap(t, "/usr/bin/python3"), "-c",
+		"import sys, time\nb = bytearray(256 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('held', flush=True)\nsys.stdin.read()")
+	stdin, err := hog.StdinPipe()
+	require.NoError(t, err)
+	out, err := hog.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, hog.Start())
+	held := make([]byte, 5)
+	_, err = io.ReadFull(out, held)
+	require.NoError(t, err, "the memory hog did not start")
+	before := diskRead(t, pid)
+	got, err := os.ReadFile(m.path("epoch-0004"))
+	require.NoError(t, err)
+	require.Len(t, got, size)
+	ids4, err := os.ReadFile(m.path("epoch-0004.ids"))
+	require.NoError(t, err)
+	for i := 0; i < records; i += 997 {
+		fillRecord(want, binary.LittleEndian.Uint64(ids4[i*8:]))
+		require.Equal(t, want, got[i*rs:(i+1)*rs], "record %d of epoch 4 under pressure", i)
+	}
+	t.Logf("under pressure: epoch 4 read %d MiB from disk; %d of %d resident pages still cached",
+		(diskRead(t, pid)-before)>>20, residentPages(t, data, 0, resident), resident/pageSize)
+	stdin.Close()
+	require.NoError(t, hog.Wait())
+	require.Zero(t, cg.oomKills(t), "nothing was OOM-killed under pressure")
 	require.Nil(t, m.cmd.ProcessState, "the daemon is alive")
 	hwm := peakRSS(t, pid) << 10
 	t.Logf("daemon peak RSS %d MiB, cache %d MiB", hwm>>20, cacheSize>>20)
