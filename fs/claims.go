@@ -8,20 +8,27 @@ import (
 	"time"
 )
 
-// Claimed returns the memory that the blockfs mounts already up in this mount namespace have
-// planned for data, and how many answered: each one's cache plus its resident set, from the
-// "memory" of its .blockfs/info.json. A new mount plans its budget within what they leave, so
-// two mounts on one machine do not each take the same share of it. A mount whose info.json
-// cannot be read (another user's, a dead daemon's) or that does not answer within timeout is
-// left out; the reads run in parallel, so the wait is at most timeout.
-func Claimed(timeout time.Duration) (int64, int) {
+// Claim is what one blockfs mount that is up planned for data, from the "memory" of its
+// .blockfs/info.json.
+type Claim struct {
+	Mountpoint  string
+	Cache       int64  // its daemon's cache
+	Resident    int64  // the blocks it keeps resident in the kernel's page cache
+	Cgroup      string // the memory cgroup its plan was made in
+	OpenData    string // what it serves: the DATA it was mounted from, absolute
+	Fingerprint string // the dataset's fingerprint
+}
+
+// Claims returns what the blockfs mounts already up in this mount namespace planned for
+// data. A new mount plans its budget within what they leave, so two mounts on one machine do
+// not each take the same share of it. A mount whose info.json cannot be read (another
+// user's, a dead daemon's) or that does not answer within timeout is left out; the reads run
+// in parallel, so the wait is at most timeout (a read stuck in a hung daemon stays stuck, in
+// its own goroutine, until that daemon answers or goes).
+func Claims(timeout time.Duration) []Claim {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return 0, 0
-	}
-	type answer struct {
-		bytes int64
-		ok    bool
+		return nil
 	}
 	var mnts []string
 	for _, line := range strings.Split(string(data), "\n") {
@@ -31,38 +38,44 @@ func Claimed(timeout time.Duration) (int64, int) {
 			mnts = append(mnts, unescapeMount(f[4]))
 		}
 	}
+	type answer struct {
+		c  Claim
+		ok bool
+	}
 	ch := make(chan answer, len(mnts)) // a late answer never blocks its goroutine
 	for _, mnt := range mnts {
 		go func() {
 			b, err := os.ReadFile(filepath.Join(mnt, ".blockfs", "info.json"))
 			var info struct {
-				Memory struct {
-					Cache    int64 `json:"cache"`
-					Resident int64 `json:"resident"`
+				OpenData    string `json:"open_data"`
+				Fingerprint string `json:"fingerprint"`
+				Memory      struct {
+					Cache    int64  `json:"cache"`
+					Resident int64  `json:"resident"`
+					Cgroup   string `json:"cgroup"`
 				} `json:"memory"`
 			}
 			if err != nil || json.Unmarshal(b, &info) != nil {
 				ch <- answer{}
 				return
 			}
-			ch <- answer{info.Memory.Cache + info.Memory.Resident, true}
+			ch <- answer{Claim{Mountpoint: mnt, Cache: info.Memory.Cache, Resident: info.Memory.Resident,
+				Cgroup: info.Memory.Cgroup, OpenData: info.OpenData, Fingerprint: info.Fingerprint}, true}
 		}()
 	}
-	var total int64
-	answered := 0
+	var out []Claim
 	deadline := time.After(timeout)
 	for range mnts {
 		select {
 		case a := <-ch:
 			if a.ok {
-				total += a.bytes
-				answered++
+				out = append(out, a.c)
 			}
 		case <-deadline:
-			return total, answered
+			return out
 		}
 	}
-	return total, answered
+	return out
 }
 
 // unescapeMount undoes the octal escapes (\040 for a space) of mountinfo's paths.

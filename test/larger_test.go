@@ -10,13 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
-
-	bfs "github.com/blockfs/blockfs/fs"
 )
 
 // memCgroup is a memory cgroup made for one test (v1 or v2, whichever this machine has).
@@ -257,22 +254,31 @@ func TestLargerThanMemory(t *testing.T) {
 	assert.LessOrEqual(t, hwm, cacheSize+64<<20, "peak RSS within the cache + 64 MiB")
 }
 
-// TestTwoMountsShareTheBudget: a second mount plans its budget within what the first left
-// (its cache plus its resident set, read from its info.json), so two mounts in one 4 GiB
-// cgroup do not each claim the same share of it.
+// TestTwoMountsShareTheBudget: a mount plans its budget within what the mounts already up
+// in its cgroup planned (read from their info.json), so two mounts do not each claim the same
+// share of one 4 GiB cgroup; a second mount of the same data shares the first's resident set
+// (only the first's cache comes off its budget), and a mount of other data counts that
+// resident set once.
 func TestTwoMountsShareTheBudget(t *testing.T) {
 	requireFUSE(t)
-	const limit = 4 << 30
-	cg := newMemCgroup(t, limit)
-	others, _ := bfs.Claimed(time.Second) // mounts on this machine that are not this test's
-	a := mountBinary(t, cg.wrap(t, bin), sparseFile(t, "a.bin", 1<<30), t.TempDir(), "--record-size", "4096")
-	b := mountBinary(t, cg.wrap(t, bin), sparseFile(t, "b.bin", 1<<30), t.TempDir(), "--record-size", "4096")
-	ma := mountInfo(t, a)["memory"].(map[string]any)
-	mb := mountInfo(t, b)["memory"].(map[string]any)
-	t.Logf("first: %v, cache %v, resident %v; second: %v", ma["budget_reason"], ma["cache"], ma["resident"], mb["budget_reason"])
-	claimA := ma["cache"].(float64) + ma["resident"].(float64)
-	require.EqualValues(t, 1<<30, ma["cache"], "the first mount caches its 1 GiB whole")
-	require.EqualValues(t, claimA+float64(others), mb["claimed_by_other_mounts"])
-	require.LessOrEqual(t, mb["budget"].(float64), float64(limit)-mb["headroom"].(float64)-claimA, "the second budget leaves the first's")
-	require.Contains(t, mb["budget_reason"], "the other blockfs mounts planned")
+	const gib = 1 << 30
+	cg := newMemCgroup(t, 4*gib)
+	data := sparseFile(t, "a.bin", 2*gib)
+	memOf := func(data string) map[string]any {
+		m := mountBinary(t, cg.wrap(t, bin), data, t.TempDir(), "--record-size", "4096")
+		mem := mountInfo(t, m)["memory"].(map[string]any)
+		t.Logf("%s: %v; cache %v, resident %v", filepath.Base(data), mem["budget_reason"], mem["cache"], mem["resident"])
+		return mem
+	}
+	a := memOf(data)
+	require.EqualValues(t, 0, a["claimed_by_other_mounts"], "no other mount in this cgroup")
+	require.EqualValues(t, 2*gib, a["resident"], "2 GiB in a 3 GiB budget: resident whole beside the cache")
+	b := memOf(data)
+	require.Equal(t, a["cache"], b["claimed_by_other_mounts"], "the same data: only the first's cache is claimed")
+	require.Equal(t, a["resident"], b["resident"], "and the resident set is the same")
+	c := memOf(sparseFile(t, "c.bin", gib))
+	claim := a["cache"].(float64) + b["cache"].(float64) + a["resident"].(float64)
+	require.Equal(t, claim, c["claimed_by_other_mounts"], "other data: both caches and the shared resident set once")
+	require.LessOrEqual(t, c["budget"].(float64), max(4*gib-c["headroom"].(float64)-claim, 160<<20), "the third budget leaves the others'")
+	require.Contains(t, c["budget_reason"], "the other blockfs mounts planned")
 }

@@ -182,7 +182,8 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 		return nil, usagef("--cache-size %s is too small: it needs %s, the larger of a window of --mix %d blocks of up to %s plus --readahead %s (%s) and %d pages of %s (a read holds its pages while the reply is written, and readahead needs room beside it); raise --cache-size or lower --mix or --readahead",
 			ibytes(uint64(cs)), ibytes(uint64(upTo)), need.Mix, ibytes(uint64(need.MaxBlock)), ibytes(uint64(ra)), ibytes(uint64(need.Window)), cache.MinPages, ibytes(cache.DefaultPageSize))
 	}
-	mem := view.PlanMemory(ds, cache.DefaultPageSize, cs, need.Window, direct, sysmem.Read(), claimed())
+	mem0 := sysmem.Read()
+	mem := view.PlanMemory(ds, cache.DefaultPageSize, cs, need.Window, direct, mem0, claimed(mem0, absData(data), ds.Manifest.Fingerprint()))
 	// The order state's share of the budget (view.NewSet reserves it) never leaves the pages
 	// less than the windows and readahead need.
 	copt := cache.Options{Size: mem.CacheSize, Keep: need.Need}
@@ -229,10 +230,27 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 	return plan, nil
 }
 
-// claimed returns what the blockfs mounts already up planned for data (fs.Claimed), waiting
-// at most a second for them; the count is logged by the plan's reason.
-func claimed() int64 {
-	n, _ := bfs.Claimed(time.Second)
+// claimed returns what the blockfs mounts already up planned for data out of the memory mem
+// describes (fs.Claims, waiting at most a second): within a cgroup limit, only the mounts whose
+// daemons are charged to that cgroup (it or one below it); without one, every mount. A mount of
+// the same data shares its resident set (blocks are chosen by number, so it is the same
+// pages): only its cache counts, and the mounts of one other dataset count its largest
+// resident set once.
+func claimed(mem sysmem.Memory, openData, fingerprint string) int64 {
+	var n int64
+	resident := map[[2]string]int64{} // by dataset: the largest resident set of its mounts
+	for _, c := range bfs.Claims(time.Second) {
+		if !mem.Contains(c.Cgroup) {
+			continue
+		}
+		n += c.Cache
+		if k := [2]string{c.OpenData, c.Fingerprint}; k != [2]string{openData, fingerprint} {
+			resident[k] = max(resident[k], c.Resident)
+		}
+	}
+	for _, r := range resident {
+		n += r
+	}
 	return n
 }
 

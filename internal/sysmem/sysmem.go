@@ -61,6 +61,16 @@ func (m Memory) Free() int64 {
 	return free
 }
 
+// Contains reports whether memory charged to cgroup other counts against Total: within a
+// cgroup limit, other is that cgroup or one below it; without one, every cgroup does (they
+// all share the RAM).
+func (m Memory) Contains(other string) bool {
+	if m.Source() == "RAM" || m.Cgroup == "" || m.Cgroup == "/" {
+		return true
+	}
+	return other == m.Cgroup || strings.HasPrefix(other, m.Cgroup+"/")
+}
+
 // Source says where Total comes from, for info.json and the mount's log: "RAM", or "cgroup
 // v2 limit of /PATH".
 func (m Memory) Source() string {
@@ -197,11 +207,19 @@ func findCgroup(root, pid string) (cgroup, bool) {
 			continue
 		}
 		mroot, mnt := unescape(f[3]), filepath.Join(root, unescape(f[4]))
+		var c cgroup
 		switch {
 		case has1 && g[0] == "cgroup" && hasOption(g[2], "memory"):
-			return cgroup{version: 1, path: v1, root: mroot, mnt: mnt}, true
+			c = cgroup{version: 1, path: v1, root: mroot, mnt: mnt}
 		case !has1 && has2 && g[0] == "cgroup2":
-			return cgroup{version: 2, path: v2, root: mroot, mnt: mnt}, true
+			c = cgroup{version: 2, path: v2, root: mroot, mnt: mnt}
+		default:
+			continue
+		}
+		// The hierarchy may be mounted more than once (a container's view of a part of it, a
+		// bind mount): take a mount whose root holds the process's cgroup.
+		if c.dir(c.path) != "" {
+			return c, true
 		}
 	}
 	return cgroup{}, false

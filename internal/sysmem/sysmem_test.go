@@ -168,3 +168,31 @@ func TestReadSelf(t *testing.T) {
 	assert.LessOrEqual(t, m.Total(), m.RAM)
 	assert.LessOrEqual(t, m.Free(), m.Total())
 }
+
+// TestContains: within a cgroup limit, only that cgroup and those below it share the memory;
+// without one, every cgroup does.
+func TestContains(t *testing.T) {
+	limited := Memory{RAM: 24 * gib, Limit: 4 * gib, Cgroup: "/job", Version: 2}
+	assert.True(t, limited.Contains("/job"))
+	assert.True(t, limited.Contains("/job/step"))
+	assert.False(t, limited.Contains("/jobs"))
+	assert.False(t, limited.Contains("/other"))
+	assert.False(t, limited.Contains(""))
+	host := Memory{RAM: 24 * gib, Cgroup: "/user.slice", Version: 2}
+	assert.True(t, host.Contains("/other"))
+	assert.True(t, host.Contains(""))
+}
+
+// TestMountWithTheCgroup: of two mounts of the v1 memory hierarchy, the one whose root holds
+// the process's cgroup is read (a container's own view mounted first, the host's after).
+func TestMountWithTheCgroup(t *testing.T) {
+	root := fakeRoot(t, map[string]string{
+		"proc/meminfo":     meminfo24,
+		"proc/self/cgroup": "4:memory:/job/7\n",
+		"proc/self/mountinfo": "33 24 0:28 /other /mnt/other-view rw - cgroup cgroup rw,memory\n" +
+			"34 24 0:28 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n",
+		"sys/fs/cgroup/memory/job/7/memory.limit_in_bytes": "1073741824\n",
+	})
+	m := ReadAt(root, "self")
+	assert.EqualValues(t, gib, m.Limit)
+}

@@ -94,6 +94,13 @@ func (f *Files) fill(e source.Extent, off int64, bufs [][]byte, direct bool) err
 	if err := preadFull(fd, e.Name, bufs, off); err != nil {
 		return err
 	}
+	if direct && f.streams != nil {
+		// A streamed file that O_DIRECT could not read (a range off the 4 KiB grid, as in a
+		// .npy served in place, or a filesystem without O_DIRECT): drop the pages the read
+		// brought into the kernel's page cache, so that only the resident set stays there.
+		// Pages shared with a neighbouring range are kept (the kernel drops whole pages only).
+		_ = unix.Fadvise(fd, off, int64(source.Len(bufs)), unix.FADV_DONTNEED)
+	}
 	return check(fd, e) // rewritten in place while it was read?
 }
 

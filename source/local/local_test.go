@@ -236,6 +236,17 @@ func mustOpen(t *testing.T, p string) int {
 
 // cachedPages returns how many 4 KiB pages of the file at p are in the kernel's page cache.
 func cachedPages(t *testing.T, p string) int {
+	n := 0
+	for _, in := range cachedVec(t, p) {
+		if in {
+			n++
+		}
+	}
+	return n
+}
+
+// cachedVec returns, for each 4 KiB page of the file at p, whether it is in the page cache.
+func cachedVec(t *testing.T, p string) []bool {
 	fd := mustOpen(t, p)
 	var st unix.Stat_t
 	require.NoError(t, unix.Fstat(fd, &st))
@@ -245,9 +256,49 @@ func cachedPages(t *testing.T, p string) int {
 	vec := make([]byte, (len(mem)+4095)/4096)
 	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0])))
 	require.Zero(t, errno, "mincore %s", p)
-	n := 0
-	for _, v := range vec {
-		n += int(v & 1)
+	out := make([]bool, len(vec))
+	for i, v := range vec {
+		out[i] = v&1 != 0
 	}
-	return n
+	return out
+}
+
+// TestStreamingUnaligned: a file served in place whose blocks are off the 4 KiB grid (a
+// 100-byte header) cannot be read with O_DIRECT; its streamed blocks are read buffered and
+// dropped from the page cache behind the read, so only the resident blocks stay there.
+func TestStreamingUnaligned(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "flat.bin")
+	raw := make([]byte, 100+4<<20)
+	for i := range raw {
+		raw[i] = byte(i * 7)
+	}
+	require.NoError(t, os.WriteFile(p, raw, 0o644))
+	ds, err := layout.OpenFlat(p, layout.FlatOptions{RecordSize: 4096, BlockSize: 1 << 20, Offset: 100})
+	require.NoError(t, err)
+	require.Equal(t, 4, ds.Blocks())
+	fd := mustOpen(t, p)
+	require.NoError(t, unix.Fsync(fd))
+	require.NoError(t, unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED))
+	if cachedPages(t, p) != 0 {
+		t.Skip("this filesystem keeps its pages (tmpfs)")
+	}
+	f := local.NewStreaming(ds, func(id source.FileID) bool { return layout.BlockOfFile(id) >= 2 })
+	buf := make([]byte, 1<<20)
+	for b := 0; b < 4; b++ {
+		require.NoError(t, f.Fill(bg, layout.DataFile(b), 0, [][]byte{buf}))
+		require.True(t, bytes.Equal(raw[100+b<<20:100+(b+1)<<20], buf), "block %d", b)
+	}
+	vec := cachedVec(t, p)
+	var resident, streamed int
+	for pg, in := range vec {
+		switch {
+		case !in:
+		case int64(pg)*4096 < 100+2<<20:
+			resident++
+		default:
+			streamed++
+		}
+	}
+	assert.GreaterOrEqual(t, resident, 2*256, "the resident blocks stay cached")
+	assert.LessOrEqual(t, streamed, 1, "the streamed blocks leave at most the page they share with a resident one")
 }
