@@ -18,23 +18,14 @@ Needs root. The file is made once under --work (and kept).
 """
 import argparse
 import os
-import random
 import statistics
 import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "bin", "blockfs")
-MiB, GiB = 1 << 20, 1 << 30
+from bench import BIN, MiB, ROOT, Daemon, drop_caches, info
 
-
-def sh(cmd):
-    return subprocess.run(cmd, shell=True, check=True, capture_output=True, text=True).stdout
-
-
-def drop_caches():
-    sh("sync; echo 3 > /proc/sys/vm/drop_caches")
+GiB = 1 << 30
 
 
 def memory():
@@ -82,7 +73,7 @@ def rss_mib(pid):
 
 
 def cached_gib(path):
-    out = sh("fincore -nbo RES %s" % path).split()
+    out = subprocess.check_output(["fincore", "-nbo", "RES", path], text=True).split()
     return int(out[0]) / GiB
 
 
@@ -132,27 +123,10 @@ class Cgroup:
                     time.sleep(0.1)
 
 
-class Mount:
-    def __init__(self, data, mnt, flags, cg=None):
-        self.mnt = mnt
-        os.makedirs(mnt, exist_ok=True)
-        argv = [BIN, "mount", "--record-size", "4096"] + flags + [data, mnt]
-        self.p = subprocess.Popen(cg.argv(argv) if cg else argv, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 30
-        while not os.path.exists(os.path.join(mnt, ".blockfs", "info.json")):
-            if self.p.poll() is not None or time.time() > deadline:
-                self.p.kill()
-                raise SystemExit("blockfs did not mount %s" % data)
-            time.sleep(0.05)
-
-    def info(self):
-        import json
-        with open(os.path.join(self.mnt, ".blockfs", "info.json")) as f:
-            return json.load(f)
-
-    def close(self):
-        self.p.terminate()
-        self.p.wait()
+def mount(data, mnt, cg=None):
+    """bench.Daemon for blockfs mount --record-size 4096 DATA MNT with default flags (inside cg)."""
+    argv = [BIN, "mount", "--record-size", "4096", data, mnt]
+    return Daemon(cg.argv(argv) if cg else argv, mnt, wait=30)
 
 
 def dd(path, cg=None):
@@ -220,10 +194,8 @@ def main():
 
     if not a.skip_a:
         drop_caches()
-        mb = Mount(big, os.path.join(a.work, "mnt-big"), [])
-        ms = Mount(small, os.path.join(a.work, "mnt-small"), [])
-        try:
-            nfo = mb.info()
+        with mount(big, os.path.join(a.work, "mnt-big")) as mb, mount(small, os.path.join(a.work, "mnt-small")) as ms:
+            nfo = info(mb.mnt)
             row("(a) plan", "%s; %s" % (nfo["memory"]["budget_reason"], nfo["direct_io_reason"]))
             warm = epochs_blockfs(mb, size, 0, 1)
             epochs_blockfs(ms, GiB, 0, 1)
@@ -263,9 +235,6 @@ def main():
                 "%.0f / %.0f = **%.2f** (floor 1.0)" % (statistics.median(py), statistics.median(ip), statistics.median(py) / statistics.median(ip)))
             inproc = epochs_inproc(big, 3, seed=10)
             row("(a) in-process loader, epochs 1-3 (after blockfs's): time, disk read", fmt_epochs(inproc, size))
-        finally:
-            mb.close()
-            ms.close()
 
     if not a.skip_b:
         limit = int(size / a.ratio) // MiB * MiB
@@ -279,16 +248,13 @@ def main():
             drop_caches()
             cg = Cgroup("blockfs-bench-larger-%d" % os.getpid(), limit, throttle)
             try:
-                m = Mount(big, os.path.join(a.work, "mnt-big"), [], cg)
-                try:
+                with mount(big, os.path.join(a.work, "mnt-big"), cg) as m:
                     if not throttle:
-                        nfo = m.info()
+                        nfo = info(m.mnt)
                         row("(b) plan", "%s; %s" % (nfo["memory"]["budget_reason"], nfo["direct_io_reason"]))
                     warm = epochs_blockfs(m, size, 0, 1, cg)
                     rows = epochs_blockfs(m, size, 1, n, cg)
                     rss = rss_mib(m.p.pid)
-                finally:
-                    m.close()
                 row("%s blockfs epoch 0; epochs 1-%d" % (tag, n), "%s; %s; daemon RSS %d MiB" % (fmt_epochs(warm, size), fmt_epochs(rows, size), rss))
                 med = statistics.median(d for _, d in rows)
                 if not throttle:

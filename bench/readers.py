@@ -60,6 +60,19 @@ def naive(path, rs, sample, seed):
         os.close(fd)
 
 
+def deliver(buf, rs, rng):
+    """Yield a block's records in a random order, a bytes object each (as read() gives):
+    returns (records, bytes)."""
+    recs = list(range(len(buf) // rs))
+    rng.shuffle(recs)
+    n = nbytes = 0
+    for i in recs:
+        rec = buf[i * rs:(i + 1) * rs]
+        n += 1
+        nbytes += len(rec)
+    return n, nbytes
+
+
 def inproc(dataset, rs, seed, max_bytes=None):
     with open(os.path.join(dataset, "blockfs.json")) as f:
         blocks = json.load(f)["blocks"]
@@ -72,12 +85,8 @@ def inproc(dataset, rs, seed, max_bytes=None):
         fd = os.open(os.path.join(dataset, blocks[b]["file"]), os.O_RDONLY)
         buf = os.pread(fd, blocks[b]["bytes"], 0)
         os.close(fd)
-        recs = list(range(len(buf) // rs))
-        rng.shuffle(recs)
-        for i in recs:
-            rec = buf[i * rs:(i + 1) * rs]  # a bytes object per record, as read() gives
-            n += 1
-            nbytes += len(rec)
+        k, kb = deliver(buf, rs, rng)
+        n, nbytes = n + k, nbytes + kb
         if max_bytes and nbytes >= max_bytes:
             break
     return n, nbytes, time.perf_counter() - t
@@ -101,12 +110,8 @@ def rawblock(path, rs, seed, max_bytes=None, block=16 << 20):
         t = time.perf_counter()
         for b in order:
             buf = os.pread(fd, min(per, size - b * per), b * per)
-            recs = list(range(len(buf) // rs))
-            rng.shuffle(recs)
-            for i in recs:
-                rec = buf[i * rs:(i + 1) * rs]  # a bytes object per record, as read() gives
-                n += 1
-                nbytes += len(rec)
+            k, kb = deliver(buf, rs, rng)
+            n, nbytes = n + k, nbytes + kb
             if max_bytes and nbytes >= max_bytes:
                 break
         return n, nbytes, time.perf_counter() - t, disk_read() - d0

@@ -4,14 +4,15 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
+
+	"github.com/blockfs/blockfs/internal/mountinfo"
+	"github.com/blockfs/blockfs/internal/sysmem"
 )
 
 // Claim is what one blockfs mount that is up planned for data, from the "memory" of its
 // .blockfs/info.json.
 type Claim struct {
-	Mountpoint  string
 	Cache       int64  // its daemon's cache
 	Resident    int64  // the blocks it keeps resident in the kernel's page cache
 	Cgroup      string // the memory cgroup its plan was made in
@@ -19,23 +20,45 @@ type Claim struct {
 	Fingerprint string // the dataset's fingerprint
 }
 
-// Claims returns what the blockfs mounts already up in this mount namespace planned for
-// data. A new mount plans its budget within what they leave, so two mounts on one machine do
-// not each take the same share of it. A mount whose info.json cannot be read (another
-// user's, a dead daemon's) or that does not answer within timeout is left out; the reads run
-// in parallel, so the wait is at most timeout (a read stuck in a hung daemon stays stuck, in
-// its own goroutine, until that daemon answers or goes).
-func Claims(timeout time.Duration) []Claim {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+// Claimed returns what the blockfs mounts already up planned for data out of the memory mem
+// describes, for a new mount of openData (absolute) with the given fingerprint to plan its
+// budget within what they leave, so that two mounts do not each take the same share.
+// Within a cgroup limit only the mounts whose daemons are charged to that cgroup (it or one
+// below it) count; without one, every mount. A mount of the same data shares its resident set
+// (blocks are chosen by number, so it is the same pages): only its cache counts; the mounts of
+// one other dataset count its largest resident set once.
+func Claimed(mem sysmem.Memory, openData, fingerprint string, timeout time.Duration) int64 {
+	var n int64
+	resident := map[[2]string]int64{} // by dataset: the largest resident set of its mounts
+	for _, c := range claims(timeout) {
+		if !mem.Contains(c.Cgroup) {
+			continue
+		}
+		n += c.Cache
+		if k := [2]string{c.OpenData, c.Fingerprint}; k != [2]string{openData, fingerprint} {
+			resident[k] = max(resident[k], c.Resident)
+		}
+	}
+	for _, r := range resident {
+		n += r
+	}
+	return n
+}
+
+// claims returns what the blockfs mounts up in this mount namespace planned, from their
+// info.json. A mount whose info.json cannot be read (another user's, a dead daemon's) or that
+// does not answer within timeout is left out; the reads run in parallel, so the wait is at most
+// timeout (a read stuck in a hung daemon stays stuck, in its own goroutine, until that daemon
+// answers or goes).
+func claims(timeout time.Duration) []Claim {
+	mounts, err := mountinfo.Read("/proc/self/mountinfo")
 	if err != nil {
 		return nil
 	}
 	var mnts []string
-	for _, line := range strings.Split(string(data), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if ok && len(f) >= 5 && len(g) >= 1 && g[0] == "fuse."+fsType {
-			mnts = append(mnts, unescapeMount(f[4]))
+	for _, m := range mounts {
+		if m.FSType == "fuse."+fsType {
+			mnts = append(mnts, m.Mountpoint)
 		}
 	}
 	type answer struct {
@@ -59,7 +82,7 @@ func Claims(timeout time.Duration) []Claim {
 				ch <- answer{}
 				return
 			}
-			ch <- answer{Claim{Mountpoint: mnt, Cache: info.Memory.Cache, Resident: info.Memory.Resident,
+			ch <- answer{Claim{Cache: info.Memory.Cache, Resident: info.Memory.Resident,
 				Cgroup: info.Memory.Cgroup, OpenData: info.OpenData, Fingerprint: info.Fingerprint}, true}
 		}()
 	}
@@ -76,21 +99,4 @@ func Claims(timeout time.Duration) []Claim {
 		}
 	}
 	return out
-}
-
-// unescapeMount undoes the octal escapes (\040 for a space) of mountinfo's paths.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && s[i+1] >= '0' && s[i+1] <= '3' {
-			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
-			i += 3
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

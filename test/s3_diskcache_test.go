@@ -25,13 +25,9 @@ func TestS3DiskCache(t *testing.T) {
 	srv := startMinio(t)
 	srv.bucket("data")
 	dir := t.TempDir()
-	raw, _ := s3Sources(t, dir, 8000, 0)
 	ep := "--endpoint=" + srv.endpoint()
-	flags := []string{"--format", "raw", "--record-size", "1000", "--block-size", "256KiB", "--seed", "2"}
-	local := filepath.Join(dir, "local")
 	url := "s3://data/dc"
-	mustRun(t, append(append([]string{"pack", "--quiet"}, flags...), raw, local)...)
-	mustRun(t, append(append([]string{"pack", "--quiet", ep}, flags...), raw, url)...)
+	local := packTwice(t, dir, ep, url, 8000, "256KiB")
 	ml := mount(t, local, "--seed", "1")
 	want := func(name string) []byte {
 		b, err := os.ReadFile(ml.path(name))
@@ -75,17 +71,7 @@ func TestS3DiskCache(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &info))
 	require.Equal(t, dc, info["disk_cache"])
-	diskStats := func(m *mounted) map[string]float64 {
-		var st struct {
-			DiskCache map[string]float64 `json:"disk_cache"`
-		}
-		b, err := os.ReadFile(m.path(".blockfs/stats.json"))
-		require.NoError(t, err)
-		require.NoError(t, json.Unmarshal(b, &st))
-		require.NotNil(t, st.DiskCache, "stats.json has the disk cache's counters: %s", b)
-		return st.DiskCache
-	}
-	st := diskStats(m1)
+	st := diskStats(t, m1)
 	t.Logf("stats.json disk_cache after the first epoch: %v", st)
 	require.GreaterOrEqual(t, st["fetches"], float64(62), "every block's data and ids files fetched")
 	require.Positive(t, st["files"])
@@ -110,7 +96,7 @@ func TestS3DiskCache(t *testing.T) {
 	sum := func(p string) string { return strings.Fields(sh(t, "dd if="+p+" bs=1M status=none | sha256sum"))[0] }
 	require.Equal(t, sum(ml.path("epoch-0004")), sum(m2.path("epoch-0004")))
 	require.LessOrEqual(t, procStatusKiB(t, m2.cmd.Process.Pid, "VmHWM"), int64(4+64)<<10, "RSS within --cache-size + 64 MiB")
-	st = diskStats(m2)
+	st = diskStats(t, m2)
 	require.Zero(t, st["fetches"], "the second mount fetched nothing")
 	require.Positive(t, st["hits"])
 	m2.stop()
@@ -183,6 +169,32 @@ func TestS3DiskCache(t *testing.T) {
 	require.Contains(t, errs, "must not be inside one another")
 }
 
+// packTwice packs records raw records of 1000 bytes (s3Sources) in blocks of blockSize into
+// DIR/local and into url at the store ep, with the same flags, and returns the local copy:
+// the reference an s3:// mount's epochs are compared with.
+func packTwice(t *testing.T, dir, ep, url string, records int, blockSize string) string {
+	t.Helper()
+	raw, _ := s3Sources(t, dir, records, 0)
+	flags := []string{"--format", "raw", "--record-size", "1000", "--block-size", blockSize, "--seed", "2"}
+	local := filepath.Join(dir, "local")
+	mustRun(t, append(append([]string{"pack", "--quiet"}, flags...), raw, local)...)
+	mustRun(t, append(append([]string{"pack", "--quiet", ep}, flags...), raw, url)...)
+	return local
+}
+
+// diskStats returns the disk cache's counters from a mount's stats.json.
+func diskStats(t *testing.T, m *mounted) map[string]float64 {
+	t.Helper()
+	var st struct {
+		DiskCache map[string]float64 `json:"disk_cache"`
+	}
+	b, err := os.ReadFile(m.path(".blockfs/stats.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &st))
+	require.NotNil(t, st.DiskCache, "stats.json has the disk cache's counters: %s", b)
+	return st.DiskCache
+}
+
 // TestS3DiskCacheFixedSet: an s3:// dataset twice the --disk-cache-size keeps a fixed set on
 // disk, so each epoch after the first fetches from the store only the data less the disk cache
 // (at most 0.6 x the data, the issue's floor; a least-recently-used cache fetched most of it
@@ -192,13 +204,9 @@ func TestS3DiskCacheFixedSet(t *testing.T) {
 	srv := startMinio(t)
 	srv.bucket("data")
 	dir := t.TempDir()
-	raw, _ := s3Sources(t, dir, 32000, 0)
 	ep := "--endpoint=" + srv.endpoint()
-	flags := []string{"--format", "raw", "--record-size", "1000", "--block-size", "1MiB", "--seed", "2"}
-	local := filepath.Join(dir, "local")
 	url := "s3://data/fixed"
-	mustRun(t, append(append([]string{"pack", "--quiet"}, flags...), raw, local)...)
-	mustRun(t, append(append([]string{"pack", "--quiet", ep}, flags...), raw, url)...)
+	local := packTwice(t, dir, ep, url, 32000, "1MiB")
 	var data int64 // the dataset's block files, as the store holds them
 	files, err := filepath.Glob(filepath.Join(local, "blocks", "*"))
 	require.NoError(t, err)
@@ -212,15 +220,7 @@ func TestS3DiskCacheFixedSet(t *testing.T) {
 	bound := data / 2
 	m := mountAt(t, url, t.TempDir(), ep, "--seed", "1", "--cache-size", "24MiB", "--readahead", "2MiB",
 		"--disk-cache", dc, "--disk-cache-size", fmt.Sprint(bound))
-	fetched := func() int64 {
-		var st struct {
-			DiskCache map[string]float64 `json:"disk_cache"`
-		}
-		b, err := os.ReadFile(m.path(".blockfs/stats.json"))
-		require.NoError(t, err)
-		require.NoError(t, json.Unmarshal(b, &st))
-		return int64(st.DiskCache["fetched_bytes"])
-	}
+	fetched := func() int64 { return int64(diskStats(t, m)["fetched_bytes"]) }
 	for e := 0; e < 4; e++ {
 		name := fmt.Sprintf("epoch-%04d", e)
 		want, err := os.ReadFile(ml.path(name))

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -336,25 +335,14 @@ func TestPageCacheAcrossEpochs(t *testing.T) {
 }
 
 // residentPages returns how many pages of [off, off+n) of a file are in the kernel's page
-// cache: mincore over a read-only mapping, which faults nothing in and opens no reads (on a
-// blockfs mount, it opens one more handle, which reads nothing).
+// cache (dstest.CachedPages).
 func residentPages(t *testing.T, path string, off, n int64) int64 {
 	t.Helper()
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	if n == 0 {
-		return 0
-	}
-	mem, err := unix.Mmap(int(f.Fd()), off, int(n), unix.PROT_READ, unix.MAP_SHARED)
-	require.NoError(t, err)
-	defer unix.Munmap(mem)
-	vec := make([]byte, (int64(len(mem))+pageSize-1)/pageSize)
-	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0])))
-	require.Zero(t, errno, "mincore %s", path)
 	var pages int64
-	for _, v := range vec {
-		pages += int64(v & 1)
+	for _, in := range dstest.CachedPages(t, path, off, n) {
+		if in {
+			pages++
+		}
 	}
 	return pages
 }

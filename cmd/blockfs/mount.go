@@ -20,6 +20,7 @@ import (
 
 	"github.com/blockfs/blockfs/cache"
 	bfs "github.com/blockfs/blockfs/fs"
+	"github.com/blockfs/blockfs/internal/mountinfo"
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
@@ -183,7 +184,7 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 			ibytes(uint64(cs)), ibytes(uint64(upTo)), need.Mix, ibytes(uint64(need.MaxBlock)), ibytes(uint64(ra)), ibytes(uint64(need.Window)), cache.MinPages, ibytes(cache.DefaultPageSize))
 	}
 	mem0 := sysmem.Read()
-	mem := view.PlanMemory(ds, cache.DefaultPageSize, cs, need.Window, direct, mem0, claimed(mem0, absData(data), ds.Manifest.Fingerprint()))
+	mem := view.PlanMemory(ds, cache.DefaultPageSize, cs, need.Window, direct, mem0, bfs.Claimed(mem0, absData(data), ds.Manifest.Fingerprint(), time.Second))
 	// The order state's share of the budget (view.NewSet reserves it) never leaves the pages
 	// less than the windows and readahead need.
 	copt := cache.Options{Size: mem.CacheSize, Keep: need.Need}
@@ -228,30 +229,6 @@ func planMount(f mountFlags, data, mnt string) (*mountPlan, error) {
 		}
 	}
 	return plan, nil
-}
-
-// claimed returns what the blockfs mounts already up planned for data out of the memory mem
-// describes (fs.Claims, waiting at most a second): within a cgroup limit, only the mounts whose
-// daemons are charged to that cgroup (it or one below it); without one, every mount. A mount of
-// the same data shares its resident set (blocks are chosen by number, so it is the same
-// pages): only its cache counts, and the mounts of one other dataset count its largest
-// resident set once.
-func claimed(mem sysmem.Memory, openData, fingerprint string) int64 {
-	var n int64
-	resident := map[[2]string]int64{} // by dataset: the largest resident set of its mounts
-	for _, c := range bfs.Claims(time.Second) {
-		if !mem.Contains(c.Cgroup) {
-			continue
-		}
-		n += c.Cache
-		if k := [2]string{c.OpenData, c.Fingerprint}; k != [2]string{openData, fingerprint} {
-			resident[k] = max(resident[k], c.Resident)
-		}
-	}
-	for _, r := range resident {
-		n += r
-	}
-	return n
 }
 
 // inPlaceFlags describe a file served in place (mount and order take them).
@@ -542,37 +519,13 @@ func checkMountpoint(mnt, dataDir string) (string, error) {
 
 // isMountpoint reports whether dir is listed as a mount point in /proc/self/mountinfo.
 func isMountpoint(dir string) bool {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) > 4 && unescapeMount(fields[4]) == dir {
+	mounts, _ := mountinfo.Read("/proc/self/mountinfo")
+	for _, m := range mounts {
+		if m.Mountpoint == dir {
 			return true
 		}
 	}
 	return false
-}
-
-// unescapeMount undoes the octal escapes (\040 for space) of /proc mount tables.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var v int
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // waitReady is how long --daemon waits for the child to report.

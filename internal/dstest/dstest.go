@@ -6,9 +6,12 @@ import (
 	"context"
 	"encoding/binary"
 	"math/rand"
+	"os"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
@@ -150,4 +153,30 @@ func FromDir(t testing.TB, dir string, source [][]byte) *Dataset {
 		d.Stored = append(d.Stored, ids...)
 	}
 	return d
+}
+
+// CachedPages reports, for each page of [off, off+n) of the file at path, whether it is in the
+// kernel's page cache: mincore over a read-only mapping, which faults nothing in and issues no
+// read (on a blockfs mount it opens one more handle, which reads nothing). off must be a
+// multiple of the page size.
+func CachedPages(t testing.TB, path string, off, n int64) []bool {
+	t.Helper()
+	if n == 0 {
+		return nil
+	}
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	mem, err := unix.Mmap(int(f.Fd()), off, int(n), unix.PROT_READ, unix.MAP_SHARED)
+	require.NoError(t, err)
+	defer unix.Munmap(mem)
+	page := int64(os.Getpagesize())
+	vec := make([]byte, (n+page-1)/page)
+	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0])))
+	require.Zero(t, errno, "mincore %s", path)
+	out := make([]bool, len(vec))
+	for i, v := range vec {
+		out[i] = v&1 != 0
+	}
+	return out
 }

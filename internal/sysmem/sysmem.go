@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/blockfs/blockfs/internal/mountinfo"
 )
 
 // Memory is what a process has, in bytes. Zero fields are unknown (or, for Limit, absent).
@@ -35,15 +37,16 @@ type Memory struct {
 // none is set.
 const unlimited = 1 << 60
 
+// limited reports whether the cgroup's limit, not the RAM, bounds the memory.
+func (m Memory) limited() bool { return m.Limit > 0 && (m.RAM <= 0 || m.Limit < m.RAM) }
+
 // Total returns the memory the process may use: the least of the RAM and the cgroup's limit
 // (0 if neither is known).
 func (m Memory) Total() int64 {
-	switch {
-	case m.Limit > 0 && (m.RAM <= 0 || m.Limit < m.RAM):
+	if m.limited() {
 		return m.Limit
-	default:
-		return m.RAM
 	}
+	return m.RAM
 }
 
 // Free returns what the process can still take without pushing anything but page cache out:
@@ -65,7 +68,7 @@ func (m Memory) Free() int64 {
 // cgroup limit, other is that cgroup or one below it; without one, every cgroup does (they
 // all share the RAM).
 func (m Memory) Contains(other string) bool {
-	if m.Source() == "RAM" || m.Cgroup == "" || m.Cgroup == "/" {
+	if !m.limited() || m.Cgroup == "" || m.Cgroup == "/" {
 		return true
 	}
 	return other == m.Cgroup || strings.HasPrefix(other, m.Cgroup+"/")
@@ -74,7 +77,7 @@ func (m Memory) Contains(other string) bool {
 // Source says where Total comes from, for info.json and the mount's log: "RAM", or "cgroup
 // v2 limit of /PATH".
 func (m Memory) Source() string {
-	if m.Limit > 0 && (m.RAM <= 0 || m.Limit < m.RAM) {
+	if m.limited() {
 		return fmt.Sprintf("cgroup v%d limit of %s", m.Version, m.Cgroup)
 	}
 	if m.RAM <= 0 {
@@ -193,26 +196,18 @@ func findCgroup(root, pid string) (cgroup, bool) {
 	if !has1 && !has2 {
 		return cgroup{}, false
 	}
-	mi, err := os.ReadFile(filepath.Join(root, "proc", pid, "mountinfo"))
+	mounts, err := mountinfo.Read(filepath.Join(root, "proc", pid, "mountinfo"))
 	if err != nil {
 		return cgroup{}, false
 	}
-	for _, line := range strings.Split(string(mi), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		if !ok {
-			continue
-		}
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if len(f) < 5 || len(g) < 3 {
-			continue
-		}
-		mroot, mnt := unescape(f[3]), filepath.Join(root, unescape(f[4]))
+	for _, m := range mounts {
+		mnt := filepath.Join(root, m.Mountpoint)
 		var c cgroup
 		switch {
-		case has1 && g[0] == "cgroup" && hasOption(g[2], "memory"):
-			c = cgroup{version: 1, path: v1, root: mroot, mnt: mnt}
-		case !has1 && has2 && g[0] == "cgroup2":
-			c = cgroup{version: 2, path: v2, root: mroot, mnt: mnt}
+		case has1 && m.FSType == "cgroup" && m.HasOption("memory"):
+			c = cgroup{version: 1, path: v1, root: m.Root, mnt: mnt}
+		case !has1 && has2 && m.FSType == "cgroup2":
+			c = cgroup{version: 2, path: v2, root: m.Root, mnt: mnt}
 		default:
 			continue
 		}
@@ -223,34 +218,6 @@ func findCgroup(root, pid string) (cgroup, bool) {
 		}
 	}
 	return cgroup{}, false
-}
-
-func hasOption(opts, want string) bool {
-	for _, o := range strings.Split(opts, ",") {
-		if o == want {
-			return true
-		}
-	}
-	return false
-}
-
-// unescape undoes the octal escapes (\040 for a space) of mountinfo's paths.
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // limit returns the memory limit of the cgroup in dir (0: none, or unreadable). For v2 it is

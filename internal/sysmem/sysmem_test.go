@@ -152,11 +152,6 @@ func TestLimitAboveRAM(t *testing.T) {
 	assert.EqualValues(t, 3*gib, m.Free(), "the machine's available memory binds")
 }
 
-func TestUnescape(t *testing.T) {
-	assert.Equal(t, "/mnt/a b", unescape(`/mnt/a\040b`))
-	assert.Equal(t, "/plain", unescape("/plain"))
-}
-
 // TestReadSelf: on this machine, the RAM is known and the total never exceeds it.
 func TestReadSelf(t *testing.T) {
 	m := Read()

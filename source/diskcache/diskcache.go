@@ -292,13 +292,16 @@ func (b *Blocks) inSet(rel string) bool {
 		return false
 	}
 	var id source.FileID
-	var crc uint32
-	var size int64
-	if _, err := fmt.Sscanf(name, "%d-%08x-%d.blk", &id, &crc, &size); err != nil || id >= b.keepBelow {
+	if _, err := fmt.Sscanf(name, "%d-", &id); err != nil || id >= b.keepBelow {
 		return false
 	}
 	e, ok := b.t.Extent(id)
-	return ok && e.Ident.HasCRC && e.Ident.CRC32C == crc && e.Size == size
+	return ok && e.Ident.HasCRC && name == fileName(id, e)
+}
+
+// fileName is the name of file id's copy: "ID-CRC32C-SIZE.blk".
+func fileName(id source.FileID, e source.Extent) string {
+	return fmt.Sprintf("%d-%08x-%d.blk", id, e.Ident.CRC32C, e.Size)
 }
 
 // file is one cacheable file of the table.
@@ -322,7 +325,7 @@ func (b *Blocks) Fill(ctx context.Context, id source.FileID, off int64, bufs [][
 	if !ok || !e.Ident.HasCRC || len(e.Parts) > 0 || e.Size > b.limit || off < 0 || off+n > e.Size || n == 0 {
 		return b.inner.Fill(ctx, id, off, bufs)
 	}
-	name := fmt.Sprintf("%d-%08x-%d.blk", id, e.Ident.CRC32C, e.Size)
+	name := fileName(id, e)
 	f := file{id: id, rel: b.ns + "/" + name, path: filepath.Join(b.dir, b.ns, name), size: e.Size, crc: e.Ident.CRC32C}
 	for {
 		if err := ctx.Err(); err != nil {

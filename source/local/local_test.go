@@ -9,7 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -247,20 +246,9 @@ func cachedPages(t *testing.T, p string) int {
 
 // cachedVec returns, for each 4 KiB page of the file at p, whether it is in the page cache.
 func cachedVec(t *testing.T, p string) []bool {
-	fd := mustOpen(t, p)
-	var st unix.Stat_t
-	require.NoError(t, unix.Fstat(fd, &st))
-	mem, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
+	st, err := os.Stat(p)
 	require.NoError(t, err)
-	defer unix.Munmap(mem)
-	vec := make([]byte, (len(mem)+4095)/4096)
-	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0])))
-	require.Zero(t, errno, "mincore %s", p)
-	out := make([]bool, len(vec))
-	for i, v := range vec {
-		out[i] = v&1 != 0
-	}
-	return out
+	return dstest.CachedPages(t, p, 0, st.Size())
 }
 
 // TestStreamingUnaligned: a file served in place whose blocks are off the 4 KiB grid (a
