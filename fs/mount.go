@@ -33,8 +33,8 @@ type Options struct {
 	DiskCache func() any
 }
 
-// fsType is the mount's subtype: mountinfo lists it as "fuse.blockfs".
-const fsType = "blockfs"
+// Type is the mount's subtype: mountinfo lists it as "fuse.blockfs".
+const Type = "blockfs"
 
 // DefaultEpochs is how many epochs a directory lists.
 const DefaultEpochs = 100
@@ -126,7 +126,7 @@ func mountOptions(fsName string, uid, gid uint32, allowOther, debug bool) *gofs.
 		GID:             gid,
 		MountOptions: fuse.MountOptions{
 			FsName:        fsName,
-			Name:          fsType,
+			Name:          Type,
 			Options:       []string{"ro", "default_permissions"},
 			AllowOther:    allowOther,
 			MaxWrite:      1 << 20,

@@ -20,8 +20,8 @@ import (
 	"github.com/blockfs/blockfs/internal/dstest"
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
+	bmount "github.com/blockfs/blockfs/mount"
 	"github.com/blockfs/blockfs/shuffle"
-	"github.com/blockfs/blockfs/view"
 )
 
 // What fs drops behind readers (fs/drop.go): the kernel keeps at most about the slack, a chunk
@@ -360,7 +360,7 @@ func evictBlocks(t *testing.T, blocks []string) {
 }
 
 // TestDirectIOInfo: .blockfs/info.json says whether block data is read with O_DIRECT and why,
-// as view.PlanMemory decides for this dataset and machine; --direct on and off override it
+// as mount.PlanMemory decides for this dataset and machine; --direct on and off override it
 // (and the block files then stay out of, or come into, the kernel's page cache); a bad value
 // is a usage error of one line.
 func TestDirectIOInfo(t *testing.T) {
@@ -368,7 +368,7 @@ func TestDirectIOInfo(t *testing.T) {
 	ds, err := layout.Open(p.dir)
 	require.NoError(t, err)
 	const readahead = 4 << 20
-	auto := view.PlanMemory(ds, cache.DefaultPageSize, 0, 1<<20+readahead, view.DirectAuto, sysmem.Read(), 0)
+	auto := bmount.PlanMemory(ds, cache.DefaultPageSize, 0, 1<<20+readahead, bmount.DirectAuto, sysmem.Read(), 0)
 
 	m := mount(t, p.dir, "--readahead", "4MiB")
 	info := mountInfo(t, m)

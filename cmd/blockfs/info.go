@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/blockfs/blockfs/layout"
-	"github.com/blockfs/blockfs/source/s3"
+	"github.com/blockfs/blockfs/mount"
 )
 
 func newInfo() *cobra.Command {
@@ -33,7 +33,7 @@ line i names the record whose id is i.`,
 				if err != nil {
 					return err
 				}
-				if strings.Contains(m.OpenData, "://") {
+				if mount.IsRemote(m.OpenData) {
 					return usagef("%s serves %s: run info on the URL", data, m.OpenData)
 				}
 				if inPlace, err = m.inPlace(); err != nil {
@@ -41,12 +41,7 @@ line i names the record whose id is i.`,
 				}
 				data, mnt = m.OpenData, m.Dir
 			}
-			var ds *layout.Dataset
-			if s3.IsURL(data) {
-				ds, err = openRemote(inPlace, &s3f, data)
-			} else {
-				ds, err = openData(inPlace, data)
-			}
+			ds, err := openData(inPlace, &s3f, data)
 			if err != nil {
 				return err
 			}

@@ -14,6 +14,7 @@ import (
 
 	// First: refuse a file-descriptor limit too low to start, before go-fuse's init panics on it.
 	_ "github.com/blockfs/blockfs/internal/fdlimit"
+	"github.com/blockfs/blockfs/mount"
 )
 
 // usageError marks command-line mistakes (exit code 2).
@@ -32,7 +33,7 @@ func main() {
 	fmt.Fprintf(os.Stderr, "blockfs: %s\n", msg)
 	reportToParent(msg)
 	var ue usageError
-	if errors.As(err, &ue) {
+	if errors.As(err, &ue) || errors.Is(err, mount.ErrUsage) {
 		os.Exit(2)
 	}
 	os.Exit(1)

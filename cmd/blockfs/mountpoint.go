@@ -116,17 +116,6 @@ func (f inPlaceFlags) args() []string {
 	return a
 }
 
-// absData is data as a mount's info.json records it: a URL as it is, a path made absolute.
-func absData(data string) string {
-	if strings.Contains(data, "://") {
-		return data
-	}
-	if abs, err := filepath.Abs(data); err == nil {
-		return abs
-	}
-	return data
-}
-
 // readLabels reads the labels of n records, label i for record id i: a .npy of one integer
 // per record, or a text file of one integer per line.
 func readLabels(path string, n uint64) ([]int32, error) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/mount"
 	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/source/local"
 	"github.com/blockfs/blockfs/view"
@@ -83,7 +84,7 @@ func runOrder(fl *pflag.FlagSet, f orderFlags, data string) error {
 		if err := m.refuseOrderFlags(fl); err != nil {
 			return err
 		}
-		if strings.Contains(m.OpenData, "://") {
+		if mount.IsRemote(m.OpenData) {
 			if f.stats {
 				return usagef("--stats: %s serves %s; run order --stats on a local copy of the dataset", data, m.OpenData)
 			}
@@ -98,7 +99,10 @@ func runOrder(fl *pflag.FlagSet, f orderFlags, data string) error {
 	if err != nil {
 		return err
 	}
-	ds, err := openData(f.inPlace, data)
+	if mount.IsRemote(data) {
+		return usagef("%s is in an object store: mount it and run order on the mount point", data)
+	}
+	ds, err := openData(f.inPlace, nil, data)
 	if err != nil {
 		return err
 	}

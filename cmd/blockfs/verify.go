@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/blockfs/blockfs/layout"
-	"github.com/blockfs/blockfs/source/s3"
+	"github.com/blockfs/blockfs/mount"
 )
 
 func newVerify() *cobra.Command {
@@ -23,7 +23,7 @@ what is wrong) and exits 1 if there is any, 0 if the dataset is sound.`,
 			report := func(err error) { fmt.Fprintf(os.Stderr, "blockfs: %v\n", err) }
 			var res layout.VerifyResult
 			var err error
-			if s3.IsURL(args[0]) {
+			if mount.IsRemote(args[0]) {
 				st, serr := s3f.openStore(args[0])
 				if serr != nil {
 					return serr

@@ -1,4 +1,4 @@
-package view
+package mount
 
 import (
 	"fmt"
@@ -72,7 +72,7 @@ func Headroom(total int64) int64 {
 
 // PlanMemory applies the documented rules (docs/PERFORMANCE.md, "Memory rules"). mem is what
 // the process has (sysmem.Read); claimed is what the other blockfs mounts up on the machine
-// planned for data (fs.Claimed); cacheSize is --cache-size (0: auto); need is what the windows
+// planned for data (Claimed); cacheSize is --cache-size (0: auto); need is what the windows
 // being read and the readahead take of the daemon's cache.
 //
 //   - total: the least of the RAM and the memory cgroup's limit (v1 or v2, the tightest of

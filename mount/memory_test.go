@@ -1,4 +1,4 @@
-package view
+package mount
 
 import (
 	"os"
@@ -70,7 +70,7 @@ func TestHeadroom(t *testing.T) {
 	assert.Zero(t, Headroom(0))
 }
 
-// TestPlanMemory checks the memory rules (view.PlanMemory): the budget from the RAM, the
+// TestPlanMemory checks the memory rules (PlanMemory): the budget from the RAM, the
 // cgroup's limit and what is free, its split between the daemon's cache and the blocks kept
 // resident in the kernel's page cache, and which blocks stream with O_DIRECT. A sparse 1 GiB
 // dataset of 64 blocks of 16 MiB served in place, against fake memories.

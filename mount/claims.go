@@ -1,4 +1,4 @@
-package fs
+package mount
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	bfs "github.com/blockfs/blockfs/fs"
 	"github.com/blockfs/blockfs/internal/mountinfo"
 	"github.com/blockfs/blockfs/internal/sysmem"
 )
@@ -57,7 +58,7 @@ func claims(timeout time.Duration) []Claim {
 	}
 	var mnts []string
 	for _, m := range mounts {
-		if m.FSType == "fuse."+fsType {
+		if m.FSType == "fuse."+bfs.Type {
 			mnts = append(mnts, m.Mountpoint)
 		}
 	}

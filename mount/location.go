@@ -1,0 +1,139 @@
+package mount
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/source/s3"
+)
+
+// ErrUsage marks an error in what the caller asked for (a flag out of range, flags that do not
+// go together), as opposed to a failure of the data or the machine: the command line exits 2
+// on it.
+var ErrUsage = errors.New("usage")
+
+// usageError is an error in the caller's options; it wraps ErrUsage.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() []error { return []error{e.error, ErrUsage} }
+
+// Usagef returns an error wrapping ErrUsage with the message format gives.
+func Usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// Kind is what a dataset location names.
+type Kind int
+
+const (
+	Dir    Kind = iota // a dataset directory made by blockfs pack
+	File               // an existing file served in place
+	Remote             // a packed dataset in an object store (s3://BUCKET/PREFIX)
+)
+
+// Location is where a dataset is, as a user names it: the one place that tells a directory, a
+// file served in place and an object store URL apart.
+type Location struct {
+	Kind Kind
+	Name string // the path as given, or the URL
+	Abs  string // the path made absolute, or the URL as it is (info.json's open_data)
+}
+
+// Locate returns the location data names. A path that does not exist is a Dir: opening it
+// then says what is missing.
+func Locate(data string) Location {
+	if s3.IsURL(data) {
+		return Location{Kind: Remote, Name: data, Abs: data}
+	}
+	l := Location{Kind: Dir, Name: data, Abs: data}
+	if abs, err := filepath.Abs(data); err == nil {
+		l.Abs = abs
+	}
+	if st, err := os.Stat(data); err == nil && !st.IsDir() {
+		l.Kind = File
+	}
+	return l
+}
+
+// IsRemote reports whether data names a dataset in an object store.
+func IsRemote(data string) bool { return Locate(data).Kind == Remote }
+
+// InPlace describes how to serve a file in place and windows over rows: mount's
+// --record-size, --block-size, --offset, --records, --window, --stride and --segments.
+// Zero fields are unset.
+type InPlace struct {
+	RecordSize int64  // bytes per record of a raw file
+	BlockSize  int64  // logical block size; default layout.DefaultBlockSize
+	Offset     int64  // where a raw file's records start
+	Records    int64  // records of a raw file from Offset; 0: the rest of the file
+	Window     int64  // rows per window; 0: no windows
+	Stride     int64  // rows between window starts; default 1
+	Segments   string // a JSON index_map or a .npy of segment start rows
+}
+
+// Open opens the dataset at l: a packed directory (windows over it with in.Window), a file
+// in place, or a packed dataset in an object store (opened with s3opt). Flags that do not
+// apply to the location are refused with a message naming them.
+func Open(l Location, in InPlace, s3opt s3.Options) (*layout.Dataset, error) {
+	if in.BlockSize == 0 {
+		in.BlockSize = layout.DefaultBlockSize
+	}
+	if in.Stride == 0 {
+		in.Stride = 1
+	}
+	flat := []given{{"--record-size", in.RecordSize != 0}, {"--offset", in.Offset != 0}, {"--records", in.Records != 0}}
+	switch l.Kind {
+	case Remote:
+		for _, fl := range append(flat, given{"--window", in.Window != 0}, given{"--segments", in.Segments != ""}) {
+			if fl.set {
+				return nil, Usagef("%s is for a local file served in place; %s is a packed dataset in an object store", fl.name, l.Name)
+			}
+		}
+		st, err := s3.Open(l.Name, s3opt)
+		if err != nil {
+			return nil, Usagef("%v", err)
+		}
+		return layout.OpenStore(st)
+	case Dir:
+		for _, fl := range flat {
+			if fl.set {
+				return nil, Usagef("%s is for a file served in place; %s is a dataset directory", fl.name, l.Name)
+			}
+		}
+		ds, err := layout.Open(l.Name)
+		if err != nil {
+			return nil, err
+		}
+		return in.windowed(ds)
+	}
+	ds, err := layout.OpenFlat(l.Name, layout.FlatOptions{RecordSize: in.RecordSize, BlockSize: in.BlockSize, Offset: in.Offset, Records: in.Records})
+	if err != nil {
+		return nil, err
+	}
+	return in.windowed(ds)
+}
+
+// given is a flag and whether the caller set it.
+type given struct {
+	name string
+	set  bool
+}
+
+// windowed applies Window, Stride and Segments to ds (rows), or returns it as it is.
+func (in InPlace) windowed(ds *layout.Dataset) (*layout.Dataset, error) {
+	if in.Window == 0 {
+		if in.Stride != 1 || in.Segments != "" {
+			return nil, Usagef("--stride and --segments go with --window")
+		}
+		return ds, nil
+	}
+	opt := layout.WindowOptions{Length: in.Window, Stride: in.Stride}
+	if in.Segments != "" {
+		var err error
+		if opt.Segments, err = layout.ReadSegments(in.Segments, int64(ds.Records())); err != nil {
+			return nil, err
+		}
+	}
+	return layout.Windows(ds, opt, in.BlockSize)
+}

@@ -1,0 +1,94 @@
+package mount
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/blockfs/blockfs/internal/mountinfo"
+)
+
+// CheckMountpoint requires an existing, empty directory that is not already a mount point and
+// is not inside data (the dataset's directory, or the file it serves in place). It returns its
+// absolute path.
+func CheckMountpoint(mnt, data string) (string, error) {
+	abs, err := filepath.Abs(mnt)
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return "", fmt.Errorf("mount point %s does not exist (create it with mkdir)", mnt)
+		}
+		if pe, ok := err.(*os.PathError); ok && pe.Err == syscall.ENOTCONN {
+			return "", fmt.Errorf("mount point %s is a stale mount (clear it with 'blockfs unmount %s')", mnt, mnt)
+		}
+		return "", fmt.Errorf("mount point %s: %w", mnt, err)
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("mount point %s is not a directory", mnt)
+	}
+	realMnt, err1 := filepath.EvalSymlinks(abs)
+	realData, err2 := filepath.EvalSymlinks(data)
+	if err1 == nil && err2 == nil && inside(realMnt, realData) {
+		return "", fmt.Errorf("mount point %s is inside the dataset %s; use a directory outside it", mnt, data)
+	}
+	if IsMountpoint(abs) {
+		return "", fmt.Errorf("%s is already a mount point (unmount it first: blockfs unmount %s)", mnt, mnt)
+	}
+	ents, err := os.ReadDir(abs)
+	if err != nil {
+		return "", fmt.Errorf("mount point %s: %w", mnt, err)
+	}
+	if len(ents) > 0 {
+		return "", fmt.Errorf("mount point %s is not empty (mounting would hide its %d entries; use an empty directory)", mnt, len(ents))
+	}
+	return abs, nil
+}
+
+// IsMountpoint reports whether dir (absolute) is listed as a mount point in
+// /proc/self/mountinfo.
+func IsMountpoint(dir string) bool {
+	mounts, _ := mountinfo.Read("/proc/self/mountinfo")
+	for _, m := range mounts {
+		if m.Mountpoint == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// Unmount unmounts mnt: directly as root, else through fusermount3 (or fusermount). lazy
+// detaches it now even if files are open.
+func Unmount(mnt string, lazy bool) error {
+	if os.Geteuid() == 0 {
+		flags := 0
+		if lazy {
+			flags = syscall.MNT_DETACH
+		}
+		if err := syscall.Unmount(mnt, flags); err != nil {
+			return fmt.Errorf("cannot unmount %s: %v", mnt, err)
+		}
+		return nil
+	}
+	args := []string{"-u"}
+	if lazy {
+		args = append(args, "-z")
+	}
+	for _, bin := range []string{"fusermount3", "fusermount"} {
+		path, err := exec.LookPath(bin)
+		if err != nil {
+			continue
+		}
+		out, err := exec.Command(path, append(args, mnt)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("cannot unmount %s: %s", mnt, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	return fmt.Errorf("cannot unmount %s: fusermount3 not found (install fuse3)", mnt)
+}

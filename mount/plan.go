@@ -1,0 +1,184 @@
+// Package mount owns a blockfs mount: it opens the dataset a location names (a directory, a
+// file served in place, an object store), checks the mount point, plans memory and readahead,
+// builds the stack of sources below the page cache in one place, serves the FUSE tree and
+// handles signals until the mount goes away. The command line only turns flags into Options
+// (as rclone's cmd/mount2 does over mountlib).
+package mount
+
+import (
+	"github.com/blockfs/blockfs/cache"
+	bfs "github.com/blockfs/blockfs/fs"
+	"github.com/blockfs/blockfs/internal/sysmem"
+	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/shuffle"
+	"github.com/blockfs/blockfs/source/diskcache"
+	"github.com/blockfs/blockfs/source/s3"
+)
+
+// Options is everything a mount is asked for: what blockfs mount's flags say. Zero fields
+// take the stated defaults.
+type Options struct {
+	Data       string          // the dataset: a directory, a file served in place, or s3://BUCKET/PREFIX
+	Mountpoint string          // an existing empty directory outside the dataset
+	InPlace    InPlace         // how to serve a file in place, and windows over rows
+	Order      shuffle.Options // seed, mode and mix (Epoch is ignored)
+	Epochs     uint64          // epoch files listed; default fs.DefaultEpochs, at most fs.MaxEpochs
+	CacheSize  int64           // the memory budget for data (--cache-size); 0: from the memory the process has
+	Direct     Direct          // O_DIRECT for block reads; default DirectAuto
+	// Readahead is the bytes of epoch order prefetched ahead of each reader; 0 disables it;
+	// AutoReadahead: DefaultReadahead, or from an object store enough to keep
+	// S3.Concurrency GETs in flight.
+	Readahead     int64
+	S3            s3.Options     // the object store's options (s3:// data)
+	DiskCache     string         // s3://: keep fetched block files in this directory; "" for none
+	DiskCacheSize int64          // bound on DiskCache; 0: the dataset's size, or 90% of what is free
+	Verify        bool           // check each file's CRC32C the first time it is read
+	AllowOther    bool           // let other users read the mount
+	Debug         bool           // log every FUSE request
+	CPUProfile    string         // write a CPU profile here at unmount
+	Info          map[string]any // more facts for .blockfs/info.json (the command line's own)
+}
+
+// AutoReadahead asks for the default readahead (Options.Readahead).
+const AutoReadahead = -1
+
+// DefaultReadahead is the readahead of a mount of local data.
+const DefaultReadahead = 64 << 20
+
+// maxRemoteRead is the largest cache load from an object store: a block file up to this size
+// is fetched and checked whole in one load.
+const maxRemoteRead = 64 << 20
+
+// Plan is a mount checked and planned, before anything is mounted or opened for writing (the
+// disk cache takes a lock, so the daemon opens it in Serve). Immutable after New.
+type Plan struct {
+	opt       Options
+	loc       Location
+	ds        *layout.Dataset
+	mnt       string // the mount point, absolute
+	need      CacheNeed
+	mem       MemoryPlan
+	cacheOpt  cache.Options
+	readahead int64
+	disk      *diskcache.Options // nil without a disk cache
+}
+
+// New checks opt, opens the dataset and plans the mount. Errors in opt wrap ErrUsage.
+func New(opt Options) (*Plan, error) {
+	if opt.Epochs == 0 {
+		opt.Epochs = bfs.DefaultEpochs
+	}
+	if opt.Epochs > bfs.MaxEpochs {
+		return nil, Usagef("--epochs %d is out of range (1 to %d; it is how many epochs ls lists, and any epoch can be opened by name)", opt.Epochs, bfs.MaxEpochs)
+	}
+	p := &Plan{opt: opt, loc: Locate(opt.Data)}
+	var err error
+	if p.ds, err = Open(p.loc, opt.InPlace, opt.S3); err != nil {
+		return nil, err
+	}
+	if p.mnt, err = CheckMountpoint(opt.Mountpoint, p.dataPath()); err != nil {
+		return nil, err
+	}
+	if err := p.planCache(); err != nil {
+		return nil, err
+	}
+	if p.disk, err = p.diskOptions(); err != nil {
+		return nil, err
+	}
+	if p.disk != nil {
+		p.disk.Direct, p.disk.Streams = p.mem.Direct, p.mem.Streams
+	}
+	if opt.Verify {
+		if _, err := layout.NewVerified(p.ds, nil); err != nil {
+			return nil, Usagef("--verify: %v", err)
+		}
+	}
+	return p, nil
+}
+
+// Dataset returns the dataset the mount serves.
+func (p *Plan) Dataset() *layout.Dataset { return p.ds }
+
+// Mountpoint returns the mount point, absolute.
+func (p *Plan) Mountpoint() string { return p.mnt }
+
+// dataPath is what the mount point must not be inside: the dataset's directory, or the file
+// it serves in place.
+func (p *Plan) dataPath() string {
+	if path, _, ok := p.ds.InPlace(); ok {
+		return path
+	}
+	return p.ds.Dir
+}
+
+// planCache sets the readahead, the memory plan and the page cache's options.
+func (p *Plan) planCache() error {
+	cs, remote := p.opt.CacheSize, p.loc.Kind == Remote
+	ra, part := p.planReadahead()
+	p.need = NeedCache(p.ds, p.opt.Order.Mix, ra, cache.DefaultPageSize)
+	if win := p.need.MaxBlock * int64(p.need.Mix); part > 0 && cs > 0 && ra > (cs-win)/2 {
+		// A readahead the user did not ask for leaves at least half of the --cache-size they
+		// gave, beside the window being read, to blocks already fetched: a block evicted
+		// before its reader comes is fetched twice (16 MiB parts, 256 MiB readahead and a
+		// 256 MiB cache read at half the rate). At least one part.
+		ra = max(part, (cs-win)/2)
+		p.need = NeedCache(p.ds, p.opt.Order.Mix, ra, cache.DefaultPageSize)
+	}
+	p.readahead = ra
+	if need := p.need; cs > 0 && cs < need.Need {
+		// Whole pages: a need just over a size must not print as that size.
+		upTo := (need.Need + cache.DefaultPageSize - 1) / cache.DefaultPageSize * cache.DefaultPageSize
+		return Usagef("--cache-size %s is too small: it needs %s, the larger of a window of --mix %d blocks of up to %s plus --readahead %s (%s) and %d pages of %s (a read holds its pages while the reply is written, and readahead needs room beside it); raise --cache-size or lower --mix or --readahead",
+			ibytes(cs), ibytes(upTo), need.Mix, ibytes(need.MaxBlock), ibytes(ra), ibytes(need.Window), cache.MinPages, ibytes(cache.DefaultPageSize))
+	}
+	mem := sysmem.Read()
+	claimed := Claimed(mem, p.loc.Abs, p.ds.Manifest.Fingerprint(), claimsTimeout)
+	p.mem = PlanMemory(p.ds, cache.DefaultPageSize, cs, p.need.Window, p.opt.Direct, mem, claimed)
+	// The order state's share of the budget (view.NewSet reserves it) never leaves the pages
+	// less than the windows and readahead need.
+	p.cacheOpt = cache.Options{Size: p.mem.CacheSize, Keep: p.need.Need}
+	if remote {
+		p.planRemote()
+	}
+	if err := p.cacheOpt.Validate(); err != nil {
+		return Usagef("--cache-size: %v", err)
+	}
+	return nil
+}
+
+// planReadahead returns the readahead, and the object store's part size when the readahead
+// was derived from it rather than given.
+func (p *Plan) planReadahead() (ra, part int64) {
+	if p.opt.Readahead != AutoReadahead {
+		return p.opt.Readahead, 0
+	}
+	ra = DefaultReadahead
+	if p.loc.Kind == Remote {
+		// From an object store the readahead is what keeps the GETs in flight: by default
+		// twice that many parts ahead (128 MiB with the defaults).
+		o := p.opt.S3
+		if err := o.Validate(); err == nil && 2*int64(o.Concurrency)*o.PartSize > ra {
+			return 2 * int64(o.Concurrency) * o.PartSize, o.PartSize
+		}
+	}
+	return ra, 0
+}
+
+// planRemote adapts the plan to an object store. Readahead loads a block file in one run, so
+// the object is fetched whole (in ranged GETs of the part size) and its CRC32C checked on the
+// way into the cache; one worker per request in flight keeps the GETs busy.
+func (p *Plan) planRemote() {
+	if p.opt.DiskCache == "" {
+		// No local files for the kernel to keep: the cache is all the memory there is.
+		p.mem.Direct, p.mem.Reason = false, "an object store"
+		p.mem.Resident, p.mem.ResidentBlocks = 0, 0
+	} else {
+		p.mem.Reason = "the disk cache's reads: " + p.mem.Reason
+	}
+	maxRead := min(max(p.need.MaxBlock, cache.DefaultMaxRead)+cache.DefaultPageSize-1, maxRemoteRead)
+	p.cacheOpt.MaxRead = int(maxRead / cache.DefaultPageSize * cache.DefaultPageSize)
+	o := p.opt.S3
+	if o.Validate() == nil {
+		p.cacheOpt.Workers = o.Concurrency
+	}
+}

@@ -1,0 +1,188 @@
+package mount
+
+import (
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/blockfs/blockfs/cache"
+	bfs "github.com/blockfs/blockfs/fs"
+	"github.com/blockfs/blockfs/view"
+)
+
+// daemonHeapLimit is the soft limit on the daemon's Go heap (the page cache is not in it).
+const daemonHeapLimit = 40 << 20
+
+// drainTime is how long a signalled mount waits for readers that still hold files open
+// before it exits anyway; the kernel then fails their reads (ENOTCONN) instead of hanging.
+const drainTime = 5 * time.Second
+
+// claimsTimeout bounds the wait for the other mounts' info.json when planning memory.
+const claimsTimeout = time.Second
+
+// Serve mounts the plan and serves it until the mount goes away (blockfs unmount, fusermount
+// -u) or a signal asks for it; it calls ready once the mount is up. It returns an error only
+// when the mount could not be made.
+func (p *Plan) Serve(ready func()) error {
+	// The cache lives outside the Go heap; keep the heap itself (O(blocks) epoch tables, FUSE
+	// buffers) tight so RSS stays within the cache budget plus a small constant.
+	debug.SetGCPercent(50)
+	debug.SetMemoryLimit(daemonHeapLimit)
+	srcs, err := p.openSources()
+	if err != nil {
+		return err
+	}
+	defer srcs.close()
+	c, err := cache.New(srcs.src, p.cacheOpt)
+	if err != nil {
+		return err
+	}
+	set, err := view.NewSet(p.ds, c, p.opt.Order)
+	if err != nil {
+		c.Close()
+		return err
+	}
+	// The order state lives on the heap, in bytes the Set took out of the cache's budget.
+	debug.SetMemoryLimit(daemonHeapLimit + set.OrderBytes())
+	sigs := catchSignals()
+	defer signal.Stop(sigs)
+	srv, err := bfs.Mount(p.mnt, set, bfs.Options{
+		Epochs: p.opt.Epochs, Readahead: p.readahead, AllowOther: p.opt.AllowOther, Debug: p.opt.Debug,
+		DiskCache: srcs.diskStats(), Info: p.info(c, set),
+	})
+	if err != nil {
+		c.Close()
+		return err
+	}
+	if p.opt.CPUProfile != "" {
+		stop, err := startCPUProfile(p.opt.CPUProfile)
+		if err != nil {
+			srv.Unmount()
+			c.Close()
+			return err
+		}
+		defer stop()
+	}
+	o := p.opt.Order
+	log.Printf("blockfs: serving %s (%d records, %s, %d blocks) at %s; shuffle %s, mix %d, seed %d",
+		p.ds.Dir, p.ds.Records(), ibytes(int64(p.ds.Bytes())), p.ds.Blocks(), p.mnt, o.Mode, max(1, o.Mix), o.Seed)
+	log.Printf("blockfs: memory budget %s (%s); cache %s (%s); direct I/O %v (%s)", ibytes(p.mem.Budget), p.mem.BudgetReason,
+		ibytes(c.Capacity()), p.mem.CacheReason, p.mem.Direct, p.mem.Reason)
+	ready()
+	if serve(srv, p.mnt, sigs) {
+		// Only once the server has stopped may the cache's memory go.
+		c.Close()
+	}
+	log.Printf("blockfs: %s unmounted", p.mnt)
+	return nil
+}
+
+// info returns the facts of the mount for .blockfs/info.json beyond the dataset's.
+func (p *Plan) info(c *cache.Cache, set *view.Set) map[string]any {
+	m := map[string]any{
+		"cache_size": c.Capacity() + set.OrderBytes(), "order_state_budget": set.OrderBytes(), "cache_size_reason": p.mem.CacheReason,
+		"direct_io": p.mem.Direct, "direct_io_reason": p.mem.Reason, "memory": p.mem.Facts(),
+		"readahead": p.readahead, "verify": p.opt.Verify, "open_data": p.loc.Abs,
+	}
+	if p.disk != nil {
+		m["disk_cache"], m["disk_cache_size"] = p.disk.Dir, p.disk.Size
+	}
+	for k, v := range p.opt.Info {
+		m[k] = v
+	}
+	return m
+}
+
+// catchSignals catches, from before the mount appears, every signal whose default would kill
+// the daemon, so none leaves a dead mount behind (one that arrives while go-fuse is still
+// mounting is served once the mount is up): SIGINT, SIGTERM and SIGQUIT unmount; SIGHUP,
+// SIGUSR1 and SIGUSR2 are logged and ignored; SIGPIPE (a closed log pipe) is ignored, so a
+// log write fails instead.
+func catchSignals() chan os.Signal {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	signal.Ignore(syscall.SIGPIPE)
+	return sigs
+}
+
+// serve waits until the mount goes away or a signal asks for it. On SIGINT/SIGTERM/SIGQUIT it
+// unmounts; if readers keep files open it detaches lazily and waits at most drainTime. It
+// reports whether the server stopped (false: exiting with it running).
+func serve(srv *bfs.Server, mnt string, sigs <-chan os.Signal) bool {
+	done := make(chan struct{})
+	go func() {
+		srv.Wait()
+		close(done)
+	}()
+	for waiting := true; waiting; {
+		select {
+		case <-done:
+			return true
+		case sig := <-sigs:
+			if ignored(sig) {
+				// A closed terminal, a log rotation, a stray signal: the mount stays.
+				log.Printf("blockfs: %v: ignored; %s stays mounted (stop it with blockfs unmount %s)", sig, mnt, mnt)
+				continue
+			}
+			log.Printf("blockfs: %v: unmounting %s", sig, mnt)
+			waiting = false
+		}
+	}
+	if err := srv.Unmount(); err != nil {
+		log.Printf("blockfs: unmount: %s; detaching lazily", strings.Join(strings.Fields(err.Error()), " "))
+		if err := Unmount(mnt, true); err != nil {
+			log.Printf("blockfs: %v", err)
+		}
+	}
+	return drain(done, sigs)
+}
+
+// drain waits for the server to stop, at most drainTime or until a second signal.
+func drain(done <-chan struct{}, sigs <-chan os.Signal) bool {
+	deadline := time.After(drainTime)
+	for {
+		select {
+		case <-done:
+			return true
+		case <-deadline:
+			log.Printf("blockfs: readers still hold files open after %v; exiting (their reads now fail)", drainTime)
+			return false
+		case sig := <-sigs:
+			if ignored(sig) {
+				log.Printf("blockfs: %v during unmount: ignored", sig)
+				continue
+			}
+			log.Printf("blockfs: %v during unmount: exiting now", sig)
+			return false
+		}
+	}
+}
+
+// ignored reports whether a signal is logged and ignored rather than a reason to stop: a
+// closed terminal, a log rotation, a stray user signal.
+func ignored(sig os.Signal) bool {
+	return sig == syscall.SIGHUP || sig == syscall.SIGUSR1 || sig == syscall.SIGUSR2
+}
+
+// startCPUProfile profiles the daemon into path until the returned function is called (the
+// hidden --cpuprofile flag, for docs/PERFORMANCE.md's profiles).
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}

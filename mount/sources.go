@@ -1,0 +1,126 @@
+package mount
+
+import (
+	"log"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/source"
+	"github.com/blockfs/blockfs/source/diskcache"
+	"github.com/blockfs/blockfs/source/local"
+)
+
+// stack is the sources below the page cache, bottom up: where the bytes come from (local
+// files, or an object store), the disk cache in front of an object store, and the CRC32C check
+// of --verify above them, so that no unchecked byte reaches the cache.
+type stack struct {
+	src  source.Blocks
+	disk *diskcache.Blocks // nil without a disk cache
+	dir  string            // the disk cache's directory
+}
+
+// openSources builds the stack of sources the plan asks for. The caller closes it.
+func (p *Plan) openSources() (*stack, error) {
+	s := &stack{}
+	switch {
+	case p.loc.Kind == Remote:
+		s.src = p.ds.Source() // the object store, checked by ETag and CRC32C
+	case p.mem.Direct && p.mem.ResidentBlocks > 0:
+		// The resident set's blocks are read buffered and stay in the kernel's page cache,
+		// the others stream with O_DIRECT.
+		s.src = local.NewStreaming(p.ds, p.mem.Streams)
+	default:
+		// Direct I/O: block data goes from the disk straight into the page-aligned cache,
+		// cached once; buffered: the kernel keeps the block files too.
+		s.src = local.New(p.ds, p.mem.Direct)
+	}
+	if p.disk != nil {
+		dc, err := diskcache.Open(s.src, p.ds, *p.disk)
+		if err != nil {
+			return nil, err
+		}
+		s.src, s.disk, s.dir = dc, dc, p.disk.Dir
+		st := dc.Stats()
+		log.Printf("blockfs: disk cache %s: %s in %d files, bound %s; keeps the first %d of the dataset's files",
+			p.disk.Dir, ibytes(st.Used), st.Files, ibytes(dc.Limit()), dc.KeptFiles())
+	}
+	if p.opt.Verify {
+		v, err := layout.NewVerified(p.ds, s.src)
+		if err != nil {
+			s.close()
+			return nil, Usagef("--verify: %v", err)
+		}
+		s.src = v
+	}
+	return s, nil
+}
+
+// diskStats returns what stats.json shows of the disk cache, or nil without one.
+func (s *stack) diskStats() func() any {
+	if s.disk == nil {
+		return nil
+	}
+	return func() any { return s.disk.Stats() }
+}
+
+// close closes the disk cache, logging its counters.
+func (s *stack) close() {
+	if s.disk == nil {
+		return
+	}
+	st := s.disk.Stats()
+	log.Printf("blockfs: disk cache %s: %d reads from disk, %d files fetched, %d evicted, %d bad (fetched again), %d not kept; %s in %d files",
+		s.dir, st.Hits, st.Fetches, st.Evicted, st.Bad, st.WriteErr, ibytes(st.Used), st.Files)
+	s.disk.Close()
+}
+
+// diskOptions checks the disk cache options for the plan and returns the disk cache's
+// options, or nil without one. It creates nothing: Serve opens the cache.
+func (p *Plan) diskOptions() (*diskcache.Options, error) {
+	o := p.opt
+	if o.DiskCache == "" {
+		if o.DiskCacheSize != 0 {
+			return nil, Usagef("--disk-cache-size goes with --disk-cache DIR")
+		}
+		return nil, nil
+	}
+	if p.loc.Kind != Remote {
+		return nil, Usagef("--disk-cache is for a dataset in an object store (s3://); %s is read from local disk already", p.ds.Dir)
+	}
+	dir, err := filepath.Abs(o.DiskCache)
+	if err != nil {
+		return nil, Usagef("--disk-cache %s: %v", o.DiskCache, err)
+	}
+	if inside(dir, p.mnt) || inside(p.mnt, dir) {
+		return nil, Usagef("--disk-cache %s and the mount point %s must not be inside one another", o.DiskCache, p.mnt)
+	}
+	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+		return nil, Usagef("--disk-cache %s is not a directory", o.DiskCache)
+	}
+	var total, largest int64 // the dataset's files
+	for id := layout.FileID(0); id <= layout.NamesFile(p.ds.Blocks()); id++ {
+		n := p.ds.Size(id)
+		total += n
+		largest = max(largest, n)
+	}
+	size, auto := o.DiskCacheSize, o.DiskCacheSize == 0
+	if auto {
+		size = min(total, diskcache.Room(dir))
+	}
+	if size < largest {
+		why := ""
+		if auto {
+			why = " (auto: the filesystem's free space)"
+		}
+		return nil, Usagef("--disk-cache-size %s is smaller than the dataset's largest file (%s)%s; raise it, or free space under %s",
+			ibytes(size), ibytes(largest), why, o.DiskCache)
+	}
+	return &diskcache.Options{Dir: dir, Size: size, Namespace: p.ds.Manifest.Fingerprint(), Files: layout.NamesFile(p.ds.Blocks()) + 1}, nil
+}
+
+// inside reports whether path is dir or below it.
+func inside(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
+}

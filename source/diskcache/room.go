@@ -1,0 +1,30 @@
+package diskcache
+
+import (
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// fileSuffix ends the name of every cached file.
+const fileSuffix = ".blk"
+
+// Room returns what a cache in dir may use when its bound is not given: 90% of the free space
+// of the filesystem of dir (or of its nearest existing parent) plus what the files cached in
+// dir hold already.
+func Room(dir string) int64 {
+	p := dir
+	var fs unix.Statfs_t
+	for unix.Statfs(p, &fs) != nil && p != filepath.Dir(p) {
+		p = filepath.Dir(p)
+	}
+	room := int64(fs.Bavail) * fs.Bsize / 10 * 9
+	files, _ := filepath.Glob(filepath.Join(dir, "*", "*"+fileSuffix))
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil {
+			room += st.Size()
+		}
+	}
+	return room
+}
