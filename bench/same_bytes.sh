@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Usage: bench/same_bytes.sh OLD_BLOCKFS NEW_BLOCKFS [MINIO]
+#
+# Checks that two blockfs binaries serve the same bytes: for a packed dataset of fixed-size
+# records, one of variable-length records, a raw file in place, windows over a .npy with
+# segments and (with MINIO, a MinIO server binary) a packed dataset in an object store, it
+# mounts the data with each binary under the same options and compares the SHA-256 of
+# epochs 0 and 1, their .ids and .offsets, and a shard file. A refactoring that must not change
+# the order (docs/SHUFFLE.md) is checked with it against the release before it.
+set -euo pipefail
+old=$(realpath "$1"); new=$(realpath "$2"); minio=${3:-}
+work=$(mktemp -d /tmp/blockfs-same-XXXXXX)
+mnt=$work/mnt; mkdir -p "$mnt"
+minio_pid=""
+cleanup() {
+	if grep -qs " $mnt " /proc/mounts; then "$new" unmount --lazy "$mnt" || true; fi
+	[ -n "$minio_pid" ] && kill "$minio_pid" 2>/dev/null && wait "$minio_pid" 2>/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+# digest BIN DATA FLAGS...: the SHA-256 of the files a mount of DATA serves.
+digest() {
+	local bin=$1 data=$2; shift 2
+	"$bin" mount --daemon --seed 7 "$@" "$data" "$mnt"
+	local files=(epoch-0000 epoch-0000.ids epoch-0001 epoch-0001.ids shard-1-of-3/epoch-0002 shard-1-of-3/epoch-0002.ids)
+	[ -e "$mnt/epoch-0000.offsets" ] && files+=(epoch-0000.offsets shard-1-of-3/epoch-0002.offsets)
+	(cd "$mnt" && sha256sum "${files[@]}")
+	"$bin" unmount "$mnt"
+}
+
+# same NAME DATA FLAGS...: fails unless both binaries serve the same bytes.
+same() {
+	local name=$1; shift
+	local a b
+	a=$(digest "$old" "$@"); b=$(digest "$new" "$@")
+	if [ "$a" != "$b" ]; then
+		echo "DIFFERENT: $name"; diff <(echo "$a") <(echo "$b") || true; exit 1
+	fi
+	echo "same: $name ($(echo "$a" | wc -l) files)"
+}
+
+head -c $((8 << 20)) /dev/urandom >"$work/fixed.bin"
+"$old" pack --quiet --record-size 4KiB --block-size 256KiB "$work/fixed.bin" "$work/fixed"
+same "packed, fixed-size records" "$work/fixed" --mix 2
+same "packed, --shuffle blocks" "$work/fixed" --shuffle blocks
+/usr/bin/python3 - "$work" <<'EOF'
+import json, random, sys
+import numpy as np
+w = sys.argv[1]
+rnd = random.Random(1)
+with open(f"{w}/lines.jsonl", "w") as f:
+    for i in range(20000):
+        f.write(json.dumps({"i": i, "pad": "x" * rnd.randrange(0, 300)}) + "\n")
+np.save(f"{w}/rows.npy", np.arange(200000 * 3, dtype="<f4").reshape(200000, 3))
+json.dump({"index_map": [{"start_row": 0, "end_row": 99999}, {"start_row": 100000, "end_row": 199999}]}, open(f"{w}/segments.json", "w"))
+EOF
+"$old" pack --quiet --block-size 256KiB "$work/lines.jsonl" "$work/lines"
+same "packed, variable-length records" "$work/lines" --mix 3
+same "raw file in place" "$work/fixed.bin" --record-size 4KiB --block-size 512KiB --mix 2
+same "windows over a .npy with segments" "$work/rows.npy" --window 64 --stride 3 --segments "$work/segments.json" --block-size 256KiB
+
+if [ -n "$minio" ]; then
+	port=$((20000 + RANDOM % 20000))
+	export AWS_ACCESS_KEY_ID=blockfs AWS_SECRET_ACCESS_KEY=blockfs-secret AWS_REGION=us-east-1
+	MINIO_BROWSER=off MINIO_ROOT_USER=$AWS_ACCESS_KEY_ID MINIO_ROOT_PASSWORD=$AWS_SECRET_ACCESS_KEY \
+		"$minio" server "$work/minio" --address 127.0.0.1:$port --quiet >/dev/null 2>&1 &
+	minio_pid=$!
+	for _ in $(seq 60); do curl -sf "http://127.0.0.1:$port/minio/health/ready" && break; sleep 1; done
+	mkdir -p "$work/minio/bucket"
+	export AWS_ENDPOINT_URL=http://127.0.0.1:$port
+	"$old" pack --quiet --record-size 4KiB --block-size 256KiB "$work/fixed.bin" s3://bucket/fixed
+	same "s3:// packed dataset" s3://bucket/fixed --mix 2
+	same "s3:// with a disk cache" s3://bucket/fixed --disk-cache "$work/dc"
+fi
+echo "all the same"
