@@ -268,7 +268,7 @@ func openData(f inPlaceFlags, data string) (*layout.Dataset, error) {
 				return nil, usagef("%s is for a file served in place; %s is a dataset directory", fl.name, data)
 			}
 		}
-		ds, err := layout.Open(data)
+		ds, err := local.Open(data)
 		if err != nil {
 			return nil, err
 		}

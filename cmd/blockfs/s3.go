@@ -15,6 +15,7 @@ import (
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/pack"
 	"github.com/blockfs/blockfs/source/diskcache"
+	"github.com/blockfs/blockfs/source/local"
 	"github.com/blockfs/blockfs/source/s3"
 )
 
@@ -76,7 +77,7 @@ func (f *s3Flags) openStore(url string) (*s3.Store, error) {
 // openPacked opens a packed dataset: a directory, or an s3:// URL.
 func openPacked(data string, f *s3Flags) (*layout.Dataset, error) {
 	if !s3.IsURL(data) {
-		return layout.Open(data)
+		return local.Open(data)
 	}
 	st, err := f.openStore(data)
 	if err != nil {
