@@ -98,7 +98,7 @@ func (f *nodeFS) readAll(t *testing.T, path string, size int64) []byte {
 
 func fixedDataset(t *testing.T) (*dstest.Dataset, *layout.Dataset) {
 	d := dstest.Fixed(t, filepath.Join(t.TempDir(), "ds"), 300, 100, 2000, true) // 20 per block, 15 blocks
-	ds, err := layout.Open(d.Dir)
+	ds, err := local.Open(d.Dir)
 	require.NoError(t, err)
 	return d, ds
 }
@@ -223,7 +223,7 @@ func TestNodeErrno(t *testing.T) {
 				require.NoError(t, err)
 				raw[17] ^= 0xff
 				require.NoError(t, os.WriteFile(p, raw, 0o644))
-				ds, err = layout.Open(d.Dir)
+				ds, err = local.Open(d.Dir)
 				require.NoError(t, err)
 				src, err = layout.NewVerified(ds, local.New(ds, false))
 				require.NoError(t, err)

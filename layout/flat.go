@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/blockfs/blockfs/source"
 )
 
 // FlatOptions describe how to serve one existing file in place.
@@ -36,7 +38,7 @@ func OpenFlat(path string, opt FlatOptions) (*Dataset, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, errorf(ErrFormat, path, -1, "no such file")
 		}
-		return nil, wrapf(ErrFormat, err, path, -1, "%v", unwrapPathError(err))
+		return nil, PathError(ErrFormat, path, err)
 	}
 	// Checked before it is opened: opening a FIFO would wait for a writer.
 	if st, err := os.Stat(abs); err == nil && !st.Mode().IsRegular() {
@@ -44,7 +46,7 @@ func OpenFlat(path string, opt FlatOptions) (*Dataset, error) {
 	}
 	f, err := os.OpenFile(abs, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, wrapf(ErrFormat, err, path, -1, "%v", unwrapPathError(err))
+		return nil, PathError(ErrFormat, path, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
@@ -92,13 +94,12 @@ func OpenFlat(path string, opt FlatOptions) (*Dataset, error) {
 	per := uint64(max(1, bs/m.RecordSize))
 	nb := (uint64(n) + per - 1) / per
 	m.Records, m.Bytes = uint64(n), uint64(n)*uint64(m.RecordSize)
-	d := &Dataset{Dir: filepath.Dir(abs), Manifest: m, flat: &flatFile{path: abs, dataOffset: offset, ident: identity(st)},
-		recStart: make([]uint64, nb+1), byteStart: make([]uint64, nb+1)}
+	in := &flatFile{inOrder: newInOrder(int(nb), m.RecordSize), path: abs, dataOffset: offset, ident: FileIdentity(st)}
 	for b := uint64(0); b < nb; b++ {
-		d.recStart[b+1] = min(uint64(n), (b+1)*per)
-		d.byteStart[b+1] = d.recStart[b+1] * uint64(m.RecordSize)
+		in.starts[b+1] = min(uint64(n), (b+1)*per)
+		in.byteStart[b+1] = in.starts[b+1] * uint64(m.RecordSize)
 	}
-	return d, nil
+	return &Dataset{Dir: filepath.Dir(abs), Manifest: m, starts: in.starts, shape: in}, nil
 }
 
 // rawExtent checks the record size, offset and count of a raw file of size bytes and returns
@@ -130,11 +131,31 @@ func rawExtent(path string, size int64, opt FlatOptions) (int64, error) {
 	return avail / rs, nil
 }
 
-// InPlace returns the file a flat dataset serves and where its records start, and false for a
-// packed dataset.
-func (d *Dataset) InPlace() (path string, offset int64, ok bool) {
-	if d.flat == nil {
-		return "", 0, false
-	}
-	return d.flat.path, d.flat.dataOffset, true
+// flatFile is the shape of a dataset served in place: its blocks are consecutive ranges of
+// one file of fixed-size records, which has no checksums and no ids.
+type flatFile struct {
+	inOrder
+	path       string
+	dataOffset int64 // where record 0 starts
+	ident      source.Identity
 }
+
+func (f *flatFile) file(id FileID) (File, bool) { return f.starts.blockData(id, f.blockExtent) }
+
+// blockExtent is block b's range of the file.
+func (f *flatFile) blockExtent(b int) source.Extent {
+	return f.rowExtent(int64(f.starts[b]), int64(f.blockBytes(b)))
+}
+
+// rowExtent implements rowSource.
+func (f *flatFile) rowExtent(row, size int64) source.Extent {
+	return source.Extent{Name: f.path, Offset: f.dataOffset + row*f.recordSize, Size: size, Ident: f.ident}
+}
+
+func (f *flatFile) verifiable() error {
+	return fmt.Errorf("%s is served in place and has no checksums to verify", f.path)
+}
+
+func (f *flatFile) where() string { return f.path }
+
+func (f *flatFile) inPlace() (string, int64, bool) { return f.path, f.dataOffset, true }

@@ -3,18 +3,16 @@ package layout
 import (
 	"errors"
 	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
+	"syscall"
 
 	"github.com/blockfs/blockfs/source"
-	"github.com/blockfs/blockfs/source/local"
 )
 
-// Store is where a packed dataset's files are, for opening it: a local directory (Open) or an
-// object store (package source/s3, through OpenStore). It answers the questions opening asks:
-// the manifest's bytes, and for each file the manifest names, where it is and what it is now.
-// Every later read goes through the source.Blocks that Blocks returns.
+// Store is where a packed dataset's files are, for opening it with OpenStore: a local
+// directory (package source/local) or an object store (package source/s3). It answers the
+// questions opening asks: the manifest's bytes, and for each file the manifest names, where
+// it is and what it is now. Every later read goes through the source.Blocks that Blocks
+// returns.
 type Store interface {
 	// Location names the dataset in messages and is Dataset.Dir: a directory's absolute path,
 	// or an s3:// URL.
@@ -32,7 +30,11 @@ type Store interface {
 	Blocks(t source.Table) source.Blocks
 }
 
-// OpenStore reads and validates the dataset in st, as Open does for a directory.
+// OpenStore reads and validates the dataset in st: the manifest, and for every block that its
+// files exist, are what st says is a regular file of the right size, and (variable-length)
+// that the offsets index starts at 0 and ends at the block's size. Nothing is served from a
+// dataset that fails here. Errors wrap ErrFormat, ErrCorrupt or ErrUnsafePath and name the
+// file.
 func OpenStore(st Store) (*Dataset, error) {
 	m, err := storeManifest(st)
 	if err != nil {
@@ -52,72 +54,41 @@ func storeManifest(st Store) (*Manifest, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, errorf(ErrFormat, mpath, -1, "no manifest: not a blockfs dataset, or an unfinished pack (pack it with blockfs pack)")
 	case err != nil:
-		return nil, wrapf(ErrFormat, err, mpath, -1, "%v", unwrapPathError(err))
+		return nil, PathError(ErrFormat, mpath, err)
 	case len(data) > MaxManifestBytes:
 		return nil, errorf(ErrFormat, mpath, -1, "manifest is larger than %d bytes", MaxManifestBytes)
 	}
 	return ParseManifest(mpath, data)
 }
 
-// dirStore is a dataset in a local directory.
-type dirStore struct {
-	dir     string // absolute
-	realDir string // dir with symlinks resolved: files must resolve inside it
+// StoreError returns an error of kind (ErrFormat, ErrCorrupt, ErrUnsafePath) about the file
+// at path, for a Store to return from Stat (opening fills in the block) or from its own opening.
+func StoreError(kind error, path, format string, args ...any) *Error {
+	return errorf(kind, path, -1, format, args...)
 }
 
-// newDirStore checks that dir is a directory.
-func newDirStore(dir string) (*dirStore, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, err
-	}
-	st, err := os.Stat(abs)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, errorf(ErrFormat, dir, -1, "no such directory")
-		}
-		return nil, wrapf(ErrFormat, err, dir, -1, "%v", unwrapPathError(err))
-	}
-	if !st.IsDir() {
-		return nil, errorf(ErrFormat, dir, -1, "not a directory (a dataset is a directory with a %s)", ManifestName)
-	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return nil, wrapf(ErrFormat, err, dir, -1, "%v", unwrapPathError(err))
-	}
-	return &dirStore{dir: abs, realDir: real}, nil
+// PathError returns an error of kind about the file at path, caused by err (a failed open,
+// stat or read): its message is err's without the path it names again, and err stays its
+// cause for errors.Is.
+func PathError(kind error, path string, err error) *Error {
+	return wrapf(kind, err, path, -1, "%v", unwrapPathError(err))
 }
 
-func (s *dirStore) Location() string { return s.dir }
-
-func (s *dirStore) Path(rel string) string { return filepath.Join(s.dir, filepath.FromSlash(rel)) }
-
-func (s *dirStore) ReadManifest() ([]byte, error) { return readManifest(s.Path(ManifestName)) }
-
-func (s *dirStore) Blocks(t source.Table) source.Blocks { return local.New(t, false) }
-
-// Stat resolves rel inside the directory and checks that it is a regular file that does not
-// escape the directory through a symlink. It returns the resolved path and the file's device,
-// inode, size and modification time.
-func (s *dirStore) Stat(rel string) (string, source.Identity, error) {
-	var none source.Identity
-	p := s.Path(rel)
-	resolved, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", none, err
-		}
-		return "", none, wrapf(ErrIO, err, p, -1, "%v", unwrapPathError(err))
+// unwrapPathError returns the cause of an *fs.PathError (its errno), or err as it is.
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
 	}
-	if r, err := filepath.Rel(s.realDir, resolved); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
-		return "", none, errorf(ErrUnsafePath, p, -1, "resolves to %s, outside the dataset directory", resolved)
+	return err
+}
+
+// FileIdentity returns what a local file is: device, inode, size and modification time (for
+// a file served in place, and a Store of local files).
+func FileIdentity(st fs.FileInfo) source.Identity {
+	id := source.Identity{Size: st.Size(), MtimeNs: st.ModTime().UnixNano()}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		id.Dev, id.Ino = uint64(sys.Dev), sys.Ino
 	}
-	st, err := os.Stat(resolved)
-	if err != nil {
-		return "", none, wrapf(ErrIO, err, p, -1, "%v", unwrapPathError(err))
-	}
-	if !st.Mode().IsRegular() {
-		return "", none, errorf(ErrCorrupt, p, -1, "not a regular file (%s)", st.Mode().Type())
-	}
-	return resolved, identity(st), nil
+	return id
 }

@@ -2,7 +2,6 @@ package layout
 
 import (
 	"context"
-	"fmt"
 	"hash/crc32"
 	"sync"
 	"sync/atomic"
@@ -51,18 +50,10 @@ type VerifyResult struct {
 	Bytes    int64 // bytes read and checksummed
 }
 
-// Verify checks the dataset in dir: the manifest, every file's presence, type and size, and
-// every file's CRC32C. It calls report for each problem (naming the file and block) and goes
-// on; it returns an error only when the manifest itself cannot be read.
-func Verify(dir string, report func(error)) (VerifyResult, error) {
-	st, err := newDirStore(dir)
-	if err != nil {
-		return VerifyResult{}, err
-	}
-	return VerifyStore(st, report)
-}
-
-// VerifyStore is Verify for the dataset in st (a directory, an object store).
+// VerifyStore checks the dataset in st (a directory, an object store): the manifest, every
+// file's presence, type and size, and every file's CRC32C. It calls report for each problem
+// (naming the file and block) and goes on; it returns an error only when the manifest itself
+// cannot be read.
 func VerifyStore(st Store, report func(error)) (VerifyResult, error) {
 	var res VerifyResult
 	m, err := storeManifest(st)
@@ -115,11 +106,8 @@ type Verified struct {
 
 // NewVerified returns src with checksums checked, or an error if ds has no checksums.
 func NewVerified(ds *Dataset, src source.Blocks) (*Verified, error) {
-	if ds.flat != nil {
-		return nil, fmt.Errorf("%s is served in place and has no checksums to verify", ds.flat.path)
-	}
-	if ds.win != nil {
-		return nil, fmt.Errorf("%s: windows are read across block files, whose checksums cover whole blocks; check the pack with blockfs verify instead", ds.Dir)
+	if err := ds.shape.verifiable(); err != nil {
+		return nil, err
 	}
 	return &Verified{ds: ds, src: src, ok: make([]atomic.Bool, ds.Blocks()*numRoles+1)}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 
@@ -22,15 +23,53 @@ type WindowOptions struct {
 // Segment is an inclusive range of rows [Start, End] (an entity of a time series).
 type Segment struct{ Start, End int64 }
 
-// windowing is what a windowed dataset adds to its flat file: block b's windows start at rows
-// first[b], first[b]+stride, ... (one per record), and its file is the rows they cover.
-type windowing struct {
+// windows is the shape of windows over rows: block b's windows start at rows first[b],
+// first[b]+stride, ... (one per record), and its data file is the rows they cover.
+type windows struct {
+	starts         recordStarts
 	length, stride int64 // in rows
 	rowBytes       int64
 	first          []int64 // first window start row of each block
 	segments       int
-	rows           *Dataset // the rows: a file in place, or a pack stored in order
+	rows           rowSource // the rows: a file in place, or a pack stored in order
 }
+
+// rowSource is a shape of fixed-size rows in stored order, which windows can span (a file in
+// place, a pack).
+type rowSource interface {
+	shape
+	// rowExtent returns where the size bytes of rows from row on are: one extent, or parts
+	// when they run across files.
+	rowExtent(row, size int64) source.Extent
+}
+
+func (w *windows) file(id FileID) (File, bool) { return w.starts.blockData(id, w.blockExtent) }
+
+// blockExtent is the rows block b's windows cover.
+func (w *windows) blockExtent(b int) source.Extent {
+	return w.rows.rowExtent(w.first[b], int64(w.blockBytes(b)))
+}
+
+func (w *windows) blockBytes(b int) uint64 {
+	return uint64(((int64(w.starts.records(b))-1)*w.stride + w.length) * w.rowBytes)
+}
+
+func (w *windows) recordStride() int64 { return w.stride * w.rowBytes }
+
+func (w *windows) sourceID(b int, local uint64) uint64 {
+	return uint64(w.first[b] + int64(local)*w.stride)
+}
+
+func (w *windows) verifiable() error {
+	if err := w.rows.verifiable(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%s: windows are read across block files, whose checksums cover whole blocks; check the pack with blockfs verify instead", w.rows.where())
+}
+
+func (w *windows) where() string { return w.rows.where() }
+
+func (w *windows) inPlace() (string, int64, bool) { return w.rows.inPlace() }
 
 // Windows turns rows, a dataset of fixed-size rows in stored order (a file in place from
 // OpenFlat, or a pack made without the pre-shuffle), into a dataset whose records are windows of
@@ -39,13 +78,11 @@ type windowing struct {
 // neighbouring blocks share Length-1 rows and every other row is read once per epoch. Record
 // ids are window start rows. Errors name the file and say what to change.
 func Windows(rows *Dataset, opt WindowOptions, blockSize int64) (*Dataset, error) {
-	path, R, n := rows.Dir, rows.RecordSize(), int64(rows.Records())
-	if rows.flat != nil {
-		path = rows.flat.path
-	}
+	path, R, n := rows.Where(), rows.RecordSize(), int64(rows.Records())
 	bad := func(format string, a ...any) error { return errorf(ErrFormat, path, -1, format, a...) }
+	src, ok := rows.shape.(rowSource)
 	switch {
-	case rows.win != nil:
+	case !ok:
 		return nil, bad("already windowed")
 	case rows.Kind() != Fixed:
 		return nil, bad("windows need fixed-size rows; this dataset holds variable-length records")
@@ -81,8 +118,7 @@ func Windows(rows *Dataset, opt WindowOptions, blockSize int64) (*Dataset, error
 		return nil, bad("a window of %d rows (%d bytes) is larger than --block-size %d; raise --block-size (a block should hold many windows)", opt.Length, opt.Length*R, blockSize)
 	}
 	per := max(1, (blockSize/R-opt.Length)/opt.Stride+1) // windows a block holds
-	w := &windowing{length: opt.Length, stride: opt.Stride, rowBytes: R, segments: len(segs), rows: rows}
-	recStart := []uint64{0}
+	w := &windows{starts: recordStarts{0}, length: opt.Length, stride: opt.Stride, rowBytes: R, segments: len(segs), rows: src}
 	for _, s := range segs {
 		if s.End-s.Start+1 < opt.Length {
 			continue
@@ -90,10 +126,10 @@ func Windows(rows *Dataset, opt WindowOptions, blockSize int64) (*Dataset, error
 		count := (s.End-s.Start+1-opt.Length)/opt.Stride + 1
 		for k := int64(0); k < count; k += per {
 			w.first = append(w.first, s.Start+k*opt.Stride)
-			recStart = append(recStart, recStart[len(recStart)-1]+uint64(min(per, count-k)))
+			w.starts = append(w.starts, w.starts[len(w.starts)-1]+uint64(min(per, count-k)))
 		}
 	}
-	total := recStart[len(recStart)-1]
+	total := w.starts[len(w.starts)-1]
 	if total == 0 {
 		return nil, bad("no segment holds a window of %d rows (the longest has %d); lower --window", opt.Length, longest(segs))
 	}
@@ -105,8 +141,11 @@ func Windows(rows *Dataset, opt WindowOptions, blockSize int64) (*Dataset, error
 	if m.Shape != nil || m.DType != "" {
 		m.Shape = append([]int64{opt.Length}, rows.Manifest.Shape...)
 	}
-	d := &Dataset{Dir: rows.Dir, Manifest: &m, flat: rows.flat, win: w, recStart: recStart}
 	m.Blocks = nil // the blocks are the windows'; the pack's stay in rows
+	d := &Dataset{Dir: rows.Dir, Manifest: &m, starts: w.starts, shape: w, store: rows.store}
+	if d.store != nil {
+		d.src = d.store.Blocks(d) // the pack's files, where they were opened
+	}
 	return d, nil
 }
 
@@ -139,7 +178,7 @@ func checkSegments(path string, segs []Segment, n int64) error {
 func ReadSegments(path string, rows int64) ([]Segment, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, wrapf(ErrFormat, err, path, -1, "%v", unwrapPathError(err))
+		return nil, PathError(ErrFormat, path, err)
 	}
 	if bytes.HasPrefix(data, []byte(NpyMagic)) {
 		npy, err := ParseNpy(path, bytes.NewReader(data), int64(len(data)))
@@ -186,34 +225,9 @@ func ReadSegments(path string, rows int64) ([]Segment, error) {
 // Window returns a windowed dataset's window length and stride in rows, its row size, its
 // segment count, and false for other datasets.
 func (d *Dataset) Window() (length, stride, rowBytes int64, segments int, ok bool) {
-	if d.win == nil {
+	w, ok := d.shape.(*windows)
+	if !ok {
 		return 0, 0, 0, 0, false
 	}
-	return d.win.length, d.win.stride, d.win.rowBytes, d.win.segments, true
-}
-
-// windowFile is File for block b of a windowed dataset: the rows its windows cover, a range of
-// the file in place, or of the pack's block files (in parts when it runs across them).
-func (d *Dataset) windowFile(b int) File {
-	w, size := d.win, int64(d.BlockBytes(b))
-	f := File{Role: RoleData, Block: b}
-	if d.flat != nil {
-		f.Extent = source.Extent{Name: d.flat.path, Offset: d.flat.dataOffset + w.first[b]*w.rowBytes, Size: size, Ident: d.flat.ident}
-		return f
-	}
-	row := w.first[b]
-	pb, _ := w.rows.BlockOf(uint64(row))
-	for covered := int64(0); covered < size; pb++ {
-		src, _ := w.rows.File(DataFile(pb))
-		skip := (row - int64(w.rows.FirstRecord(pb))) * w.rowBytes
-		take := min(src.Size-skip, size-covered)
-		f.Parts = append(f.Parts, source.Extent{Name: src.Name, Offset: src.Offset + skip, Size: take, Ident: src.Ident})
-		covered += take
-		row += take / w.rowBytes
-	}
-	if len(f.Parts) == 1 {
-		f.Extent = f.Parts[0]
-	}
-	f.Size = size
-	return f
+	return w.length, w.stride, w.rowBytes, w.segments, true
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/source/local"
 	"github.com/blockfs/blockfs/source/s3"
 )
 
@@ -101,7 +102,7 @@ func Open(l Location, in InPlace, s3opt s3.Options) (*layout.Dataset, error) {
 				return nil, Usagef("%s is for a file served in place; %s is a dataset directory", fl.name, l.Name)
 			}
 		}
-		ds, err := layout.Open(l.Name)
+		ds, err := local.Open(l.Name)
 		if err != nil {
 			return nil, err
 		}

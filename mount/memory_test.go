@@ -12,13 +12,14 @@ import (
 	"github.com/blockfs/blockfs/internal/dstest"
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/source/local"
 )
 
 // TestFootprint: each file of each block (data, ids, offsets) counts as whole pages.
 func TestFootprint(t *testing.T) {
 	// 50 blocks of 20 records of 100 bytes: a 2000-byte data file and a 160-byte ids file each.
 	fixed := dstest.Fixed(t, filepath.Join(t.TempDir(), "fixed"), 1000, 100, 2000, true)
-	ds, err := layout.Open(fixed.Dir)
+	ds, err := local.Open(fixed.Dir)
 	require.NoError(t, err)
 	assert.EqualValues(t, 50*2*4096, Footprint(ds, 4096))
 	assert.EqualValues(t, 50*2*(1<<20), Footprint(ds, 1<<20))
@@ -26,14 +27,14 @@ func TestFootprint(t *testing.T) {
 
 	// Not pre-shuffled: no ids files.
 	plain := dstest.Fixed(t, filepath.Join(t.TempDir(), "plain"), 1000, 100, 2000, false)
-	ds, err = layout.Open(plain.Dir)
+	ds, err = local.Open(plain.Dir)
 	require.NoError(t, err)
 	assert.EqualValues(t, 50*4096, Footprint(ds, 4096))
 
 	// Variable: data and offsets files, no ids.
 	lengths := []int{3000, 3000, 3000, 3000, 3000}
 	v := dstest.Variable(t, filepath.Join(t.TempDir(), "var"), lengths, 6000, false)
-	ds, err = layout.Open(v.Dir)
+	ds, err = local.Open(v.Dir)
 	require.NoError(t, err)
 	var want int64
 	for b := 0; b < ds.Blocks(); b++ {
@@ -171,7 +172,7 @@ func TestPlanMemory(t *testing.T) {
 func TestPlanMemorySmall(t *testing.T) {
 	const pg = 4096
 	small := dstest.Fixed(t, filepath.Join(t.TempDir(), "small"), 1000, 100, 2000, true)
-	sds, err := layout.Open(small.Dir)
+	sds, err := local.Open(small.Dir)
 	require.NoError(t, err)
 	F := Footprint(sds, pg)
 	require.EqualValues(t, 100*pg, F)

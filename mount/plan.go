@@ -76,7 +76,7 @@ func New(opt Options) (*Plan, error) {
 	if p.ds, err = Open(p.loc, opt.InPlace, opt.S3); err != nil {
 		return nil, err
 	}
-	if p.mnt, err = CheckMountpoint(opt.Mountpoint, p.dataPath()); err != nil {
+	if p.mnt, err = CheckMountpoint(opt.Mountpoint, p.ds.Where()); err != nil {
 		return nil, err
 	}
 	if err := p.planCache(); err != nil {
@@ -101,15 +101,6 @@ func (p *Plan) Dataset() *layout.Dataset { return p.ds }
 
 // Mountpoint returns the mount point, absolute.
 func (p *Plan) Mountpoint() string { return p.mnt }
-
-// dataPath is what the mount point must not be inside: the dataset's directory, or the file
-// it serves in place.
-func (p *Plan) dataPath() string {
-	if path, _, ok := p.ds.InPlace(); ok {
-		return path
-	}
-	return p.ds.Dir
-}
 
 // planCache sets the readahead, the memory plan and the page cache's options.
 func (p *Plan) planCache() error {

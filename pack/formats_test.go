@@ -21,7 +21,7 @@ import (
 // readBack returns every record of a dataset by source id, and the names file if any.
 func readBack(t *testing.T, dir string) (map[uint64][]byte, []string) {
 	t.Helper()
-	ds, err := layout.Open(dir)
+	ds, err := local.Open(dir)
 	require.NoError(t, err)
 	out := map[uint64][]byte{}
 	next := uint64(0)
@@ -176,7 +176,7 @@ func TestNpy(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, Npy, f)
 		packBoth(t, src, Options{BlockSize: 100}, func(t *testing.T, dst string) {
-			ds, err := layout.Open(dst)
+			ds, err := local.Open(dst)
 			require.NoError(t, err)
 			assert.Equal(t, "<f4", ds.Manifest.DType)
 			assert.Equal(t, []int64{3, 4}, ds.Manifest.Shape)

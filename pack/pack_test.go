@@ -28,7 +28,7 @@ func writeInput(t *testing.T, n, rs int) (string, []byte) {
 
 // storedIDs returns the source id of each stored record, read from the record itself.
 func storedIDs(t *testing.T, dir string, rs int) [][]uint32 {
-	ds, err := layout.Open(dir)
+	ds, err := local.Open(dir)
 	require.NoError(t, err)
 	var out [][]uint32
 	for b := 0; b < ds.Blocks(); b++ {

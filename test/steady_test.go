@@ -19,9 +19,9 @@ import (
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/internal/dstest"
 	"github.com/blockfs/blockfs/internal/sysmem"
-	"github.com/blockfs/blockfs/layout"
 	bmount "github.com/blockfs/blockfs/mount"
 	"github.com/blockfs/blockfs/shuffle"
+	"github.com/blockfs/blockfs/source/local"
 )
 
 // What fs drops behind readers (fs/drop.go): the kernel keeps at most about the slack, a chunk
@@ -365,7 +365,7 @@ func evictBlocks(t *testing.T, blocks []string) {
 // is a usage error of one line.
 func TestDirectIOInfo(t *testing.T) {
 	p := packRaw(t, 2048, "1MiB") // 8 MiB, 8 blocks
-	ds, err := layout.Open(p.dir)
+	ds, err := local.Open(p.dir)
 	require.NoError(t, err)
 	const readahead = 4 << 20
 	auto := bmount.PlanMemory(ds, cache.DefaultPageSize, 0, 1<<20+readahead, bmount.DirectAuto, sysmem.Read(), 0)

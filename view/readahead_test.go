@@ -48,7 +48,7 @@ func (s *recordingSource) read() []cache.FileID {
 // the windows within its readahead distance prefetched, in the epoch's order, for data and ids.
 func TestReadaheadFollowsOrder(t *testing.T) {
 	d := dstest.Fixed(t, filepath.Join(t.TempDir(), "ds"), 400, 256, 4096, true) // 16 per block, 25 blocks
-	ds, err := layout.Open(d.Dir)
+	ds, err := local.Open(d.Dir)
 	require.NoError(t, err)
 	src := &recordingSource{Blocks: local.New(ds, false), files: map[cache.FileID]bool{}}
 	c, err := cache.New(src, cache.Options{Size: 64 * 4096, PageSize: 4096, MaxRead: 4096})

@@ -14,7 +14,6 @@ import (
 
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/internal/dstest"
-	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/source/local"
 )
@@ -25,7 +24,7 @@ var trialsRandom = 8
 // openSetPS is openSet with pages of ps bytes.
 func openSetPS(t *testing.T, dir string, opt shuffle.Options, cacheBytes int64, ps int) *Set {
 	t.Helper()
-	ds, err := layout.Open(dir)
+	ds, err := local.Open(dir)
 	require.NoError(t, err)
 	c, err := cache.New(local.New(ds, false), cache.Options{Size: cacheBytes, PageSize: ps, MaxRead: 4 * ps})
 	require.NoError(t, err)

@@ -21,7 +21,7 @@ import (
 
 func openSet(t *testing.T, dir string, opt shuffle.Options, cacheBytes int64) *Set {
 	t.Helper()
-	ds, err := layout.Open(dir)
+	ds, err := local.Open(dir)
 	require.NoError(t, err)
 	c, err := cache.New(local.New(ds, false), cache.Options{Size: cacheBytes, PageSize: 4096, MaxRead: 16384})
 	require.NoError(t, err)

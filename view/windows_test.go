@@ -53,7 +53,7 @@ func TestWindows(t *testing.T) {
 				rows = append(rows, d.Source[i]...)
 			}
 			var err error
-			base, err = layout.Open(d.Dir)
+			base, err = local.Open(d.Dir)
 			require.NoError(t, err)
 		} else {
 			rows = make([]byte, n*R)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/mount"
+	"github.com/blockfs/blockfs/source/local"
 )
 
 func newVerify() *cobra.Command {
@@ -30,7 +31,7 @@ what is wrong) and exits 1 if there is any, 0 if the dataset is sound.`,
 				}
 				res, err = layout.VerifyStore(st, report)
 			} else {
-				res, err = layout.Verify(args[0], report)
+				res, err = local.Verify(args[0], report)
 			}
 			if err != nil {
 				return err

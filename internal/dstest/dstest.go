@@ -144,7 +144,7 @@ func Shard(n, r, w uint64) (uint64, uint64) {
 // and ids files; source holds the records by source id.
 func FromDir(t testing.TB, dir string, source [][]byte) *Dataset {
 	t.Helper()
-	ds, err := layout.Open(dir)
+	ds, err := local.Open(dir)
 	require.NoError(t, err)
 	d := &Dataset{Dir: dir, Kind: ds.Kind(), Source: source, Counts: ds.BlockCounts()}
 	for b := 0; b < ds.Blocks(); b++ {

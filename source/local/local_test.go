@@ -35,7 +35,7 @@ func (t table) Extent(id source.FileID) (source.Extent, bool) {
 // deleted one keeps its errno (ENOENT), each naming the file.
 func TestFillNeverShort(t *testing.T) {
 	d := dstest.Fixed(t, filepath.Join(t.TempDir(), "ds"), 10, 16, 64, false) // 4 per block
-	ds, err := layout.Open(d.Dir)
+	ds, err := local.Open(d.Dir)
 	require.NoError(t, err)
 	f := local.New(ds, false)
 	buf := make([]byte, 64)
@@ -63,7 +63,7 @@ func TestFillNeverShort(t *testing.T) {
 // context are errors before any I/O.
 func TestFillRefuses(t *testing.T) {
 	d := dstest.Fixed(t, filepath.Join(t.TempDir(), "ds"), 10, 16, 64, false)
-	ds, err := layout.Open(d.Dir)
+	ds, err := local.Open(d.Dir)
 	require.NoError(t, err)
 	f := local.New(ds, false)
 	assert.ErrorIs(t, f.Fill(bg, layout.IDsFile(0), 0, [][]byte{make([]byte, 8)}), source.ErrNoFile, "no ids file")
@@ -79,7 +79,7 @@ func TestFillRefuses(t *testing.T) {
 // gets the same bytes as a buffered read; unaligned requests fall back.
 func TestDirectIO(t *testing.T) {
 	d := dstest.Variable(t, filepath.Join(t.TempDir(), "ds"), []int{10000, 7777}, 1<<20, false)
-	ds, err := layout.Open(d.Dir)
+	ds, err := local.Open(d.Dir)
 	require.NoError(t, err)
 	size := int(ds.BlockBytes(0))
 	want := make([]byte, size)
@@ -140,7 +140,7 @@ func TestChangedUnderneath(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			d := dstest.Fixed(t, filepath.Join(t.TempDir(), "ds"), 10, 16, 64, false)
-			ds, err := layout.Open(d.Dir)
+			ds, err := local.Open(d.Dir)
 			require.NoError(t, err)
 			c.change(t, filepath.Join(d.Dir, "blocks/000001.bin"))
 			for _, direct := range []bool{false, true} {
@@ -185,7 +185,7 @@ func TestFlatExtents(t *testing.T) {
 // cached (mincore of the files; skipped where the filesystem has no O_DIRECT, as tmpfs).
 func TestStreamingKeepsResidentSet(t *testing.T) {
 	d := dstest.Fixed(t, filepath.Join(t.TempDir(), "ds"), 4*256, 4096, 1<<20, false) // 4 blocks of 1 MiB
-	ds, err := layout.Open(d.Dir)
+	ds, err := local.Open(d.Dir)
 	require.NoError(t, err)
 	require.Equal(t, 4, ds.Blocks())
 	paths := make([]string, ds.Blocks())
