@@ -58,6 +58,8 @@ EOF
 "$old" pack --quiet --block-size 256KiB "$work/lines.jsonl" "$work/lines"
 same "packed, variable-length records" "$work/lines" --mix 3
 same "raw file in place" "$work/fixed.bin" --record-size 4KiB --block-size 512KiB --mix 2
+"$old" pack --quiet --no-shuffle --block-size 256KiB "$work/rows.npy" "$work/rows"
+same "windows over a pack stored in order" "$work/rows" --window 16 --stride 5 --block-size 128KiB
 same "windows over a .npy with segments" "$work/rows.npy" --window 64 --stride 3 --segments "$work/segments.json" --block-size 256KiB
 
 if [ -n "$minio" ]; then
