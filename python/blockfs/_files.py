@@ -1,117 +1,242 @@
-"""The files of a mounted blockfs tree: info.json, epoch and shard paths, orders and labels."""
+"""The files of a mounted blockfs tree: info.json, epoch and shard paths, orders and labels.
+
+A client knows one name of the tree, INFO (.blockfs/info.json); the mount publishes the others
+there under "tree" (printf patterns for epochs and shard folders, the sidecars' suffixes, the
+meta folder and its files, and the rule that cuts shards), and this module builds every path from
+them. A mount by a binary older than "tree" has LEGACY_TREE's names.
+"""
+from __future__ import annotations
+
 import json
 import os
+from dataclasses import dataclass, fields
+from types import MappingProxyType
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
+import numpy.typing as npt
 
-META = ".blockfs"
+from ._types import HasPath, Info, MountPath, ShardSpec
 
+# How a client finds the rest of the tree: the one name not read from the mount.
+INFO = os.path.join(".blockfs", "info.json")
 
-def mount_path(path):
-    """The mountpoint of path: a str or os.PathLike, or anything with a .path (a Mount)."""
-    return os.fspath(getattr(path, "path", path))
-
-
-def read_info(path):
-    """The mount's .blockfs/info.json as a dict. Raises ValueError when path is not a mount."""
-    p = os.path.join(mount_path(path), META, "info.json")
-    try:
-        with open(p) as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise ValueError("%s is not a blockfs mount (it has no %s/info.json)" % (mount_path(path), META)) from None
-
-
-def parse_shard(shard):
-    """(r, w) from a tuple (r, w) or a string "r/w"; requires 0 <= r < w."""
-    if isinstance(shard, str):
-        r, sep, w = shard.partition("/")
-        if not sep:
-            raise ValueError("shard %r is not R/W" % shard)
-        shard = (r, w)
-    try:
-        r, w = (int(x) for x in shard)
-    except (TypeError, ValueError):
-        raise ValueError("shard %r is not (R, W) or \"R/W\"" % (shard,)) from None
-    if not 0 <= r < w:
-        raise ValueError("shard %d of %d: need 0 <= R < W" % (r, w))
-    return r, w
+# The names of a tree whose info.json has no "tree" (a mount by a binary older than it).
+LEGACY_TREE: Mapping[str, str] = MappingProxyType({
+    "epoch": "epoch-%04d",
+    "shard_dir": "shard-%d-of-%d",
+    "ids": ".ids",
+    "offsets": ".offsets",
+    "meta_dir": ".blockfs",
+    "info": "info.json",
+    "stats": "stats.json",
+    "names": "names.txt",
+    "shard_rule": "floor",
+})
 
 
-def epoch_path(path, epoch, shard=None, suffix=""):
-    """The path of epoch's file in the mount (suffix ".ids" or ".offsets" for its sidecars), or
-    of shard (r, w)'s file: shard-R-of-W/epoch-NNNN."""
-    epoch = int(epoch)
-    if epoch < 0:
-        raise ValueError("epoch %d is negative" % epoch)
-    name = "epoch-%04d%s" % (epoch, suffix)
-    if shard is None:
-        return os.path.join(mount_path(path), name)
-    r, w = parse_shard(shard)
-    return os.path.join(mount_path(path), "shard-%d-of-%d" % (r, w), name)
-
-
-def shard_range(n, r, w):
-    """Positions [start, end) of shard r of w of an epoch of n records: floor(n / w) of them
-    from r times that (the remainder belongs to no shard), as the mount cuts its shard files."""
+def _floor_shard(n: int, r: int, w: int) -> Tuple[int, int]:
     per = n // w
     return r * per, (r + 1) * per
 
 
-def order(path, epoch, shard=None):
+# Shard rules this package knows: shard r of w of an epoch of n records is positions [start, end).
+SHARD_RULES: Mapping[str, Callable[[int, int, int], Tuple[int, int]]] = MappingProxyType({"floor": _floor_shard})
+
+
+def _shard_cut(rule: str) -> Callable[[int, int, int], Tuple[int, int]]:
+    """The function of shard rule, or a ValueError for a rule this package does not know."""
+    cut = SHARD_RULES.get(rule)
+    if cut is None:
+        known = ", ".join(sorted(SHARD_RULES))
+        raise ValueError(f"shard rule {rule!r} is unknown to this blockfs package (it knows {known}): "
+                         "upgrade the Python package to the mount's version")
+    return cut
+
+
+@dataclass(frozen=True)
+class Tree:
+    """The names of a mount's tree, from its info.json's "tree" (see tree_of).
+
+    epoch and shard_dir are printf patterns of one (the epoch) and two numbers (R and W); ids
+    and offsets are the sidecars' suffixes; names is the file of record names in meta_dir.
+    shard_rule names how shard files cut an epoch (see shard_range).
+    """
+
+    epoch: str
+    shard_dir: str
+    ids: str
+    offsets: str
+    meta_dir: str
+    names: str
+    shard_rule: str
+
+    @classmethod
+    def from_info(cls, info: Mapping[str, Any]) -> Tree:
+        """The tree of a mount with info (its info.json); LEGACY_TREE if it has no "tree".
+        Raises ValueError for a tree that lacks a name or whose patterns do not take their
+        numbers."""
+        names = info.get("tree")
+        if names is None:
+            names = LEGACY_TREE
+        if not isinstance(names, Mapping):
+            raise ValueError(f"info.json's tree is {names!r}, not an object of names")
+        missing = [f.name for f in fields(cls) if not isinstance(names.get(f.name), str)]
+        if missing:
+            raise ValueError(f"info.json's tree has no name for {', '.join(missing)}")
+        tree = cls(**{f.name: names[f.name] for f in fields(cls)})
+        for key, numbers in (("epoch", (0,)), ("shard_dir", (0, 1))):
+            pattern = getattr(tree, key)
+            try:
+                pattern % numbers
+            except (TypeError, ValueError):
+                raise ValueError(f"info.json's tree: {key} {pattern!r} is not a pattern of {len(numbers)} number(s)") from None
+        return tree
+
+    def epoch_file(self, root: str, epoch: int, shard: Optional[ShardSpec] = None, suffix: str = "") -> str:
+        """The path under root of epoch's file (suffix: the ids or offsets suffix for its
+        sidecars), or of shard (r, w)'s file of it. Raises ValueError for a negative epoch, a
+        bad shard, or a shard of a rule this package does not know."""
+        epoch = int(epoch)
+        if epoch < 0:
+            raise ValueError(f"epoch {epoch} is negative")
+        name = self.epoch % (epoch,) + suffix
+        if shard is None:
+            return os.path.join(root, name)
+        r, w = parse_shard(shard)
+        _shard_cut(self.shard_rule)
+        return os.path.join(root, self.shard_dir % (r, w), name)
+
+    def shard_range(self, n: int, r: int, w: int) -> Tuple[int, int]:
+        """Positions [start, end) of shard r of w of an epoch of n records, by this tree's rule."""
+        return _shard_cut(self.shard_rule)(n, r, w)
+
+
+def mount_path(path: MountPath) -> str:
+    """The mountpoint of path: a str or os.PathLike, or anything with a .path (a Mount)."""
+    return os.fspath(path.path if isinstance(path, HasPath) else path)
+
+
+def read_info(path: MountPath) -> Info:
+    """The mount's .blockfs/info.json as a dict. Raises ValueError when path is not a mount."""
+    p = os.path.join(mount_path(path), INFO)
+    try:
+        with open(p) as f:
+            info: Info = json.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"{mount_path(path)} is not a blockfs mount (it has no {INFO})") from None
+    return info
+
+
+def _info_of(path: MountPath) -> Info:
+    """The info of path: what a Mount already holds, else read from the mount."""
+    info = getattr(path, "info", None)
+    if isinstance(info, dict):
+        return info
+    return read_info(path)
+
+
+def tree_of(path: MountPath) -> Tree:
+    """The names of the tree mounted at path (a mountpoint, or a Mount: its info is read once
+    per Mount)."""
+    return Tree.from_info(_info_of(path))
+
+
+def parse_shard(shard: ShardSpec) -> Tuple[int, int]:
+    """(r, w) from a tuple (r, w) or a string "r/w"; requires 0 <= r < w."""
+    if isinstance(shard, str):
+        rs, sep, ws = shard.partition("/")
+        if not sep:
+            raise ValueError(f"shard {shard!r} is not R/W")
+        shard = (rs, ws)
+    try:
+        r, w = (int(x) for x in shard)
+    except (TypeError, ValueError):
+        raise ValueError(f"shard {shard!r} is not (R, W) or \"R/W\"") from None
+    if not 0 <= r < w:
+        raise ValueError(f"shard {r} of {w}: need 0 <= R < W")
+    return r, w
+
+
+def epoch_path(path: MountPath, epoch: int, shard: Optional[ShardSpec] = None, suffix: str = "") -> str:
+    """The path of epoch's file in the mount (suffix ".ids" or ".offsets", the tree's ids and
+    offsets, for its sidecars), or of shard (r, w)'s file: shard-R-of-W/epoch-NNNN, in the
+    names the mount publishes."""
+    return tree_of(path).epoch_file(mount_path(path), epoch, shard, suffix)
+
+
+def shard_range(n: int, r: int, w: int, rule: str = LEGACY_TREE["shard_rule"]) -> Tuple[int, int]:
+    """Positions [start, end) of shard r of w of an epoch of n records, as the mount cuts its
+    shard files. The rule is the mount's tree's shard_rule; "floor" (the only one so far) gives
+    each shard floor(n / w) positions from r times that (the remainder belongs to no shard).
+    Raises ValueError for a rule this package does not know."""
+    return _shard_cut(rule)(n, r, w)
+
+
+def order(path: MountPath, epoch: int, shard: Optional[ShardSpec] = None) -> npt.NDArray[np.uint64]:
     """The record ids of an epoch (or of shard (r, w) of it) of a mount, in order: a numpy
     uint64 array, read from its epoch-NNNN.ids file. Record ids are source indexes (the row of
     the packed input; for windows, the first row of the window)."""
-    info = read_info(path)
-    n = info["records"]
+    info = _info_of(path)
+    tree = Tree.from_info(info)
+    n = int(info["records"])
     if shard is not None:
-        start, end = shard_range(n, *parse_shard(shard))
+        start, end = tree.shard_range(n, *parse_shard(shard))
         n = end - start
-    p = epoch_path(path, epoch, shard, ".ids")
+    p = tree.epoch_file(mount_path(path), epoch, shard, tree.ids)
     with open(p, "rb", buffering=0) as f:
         ids = np.empty(n, dtype="<u8")
-        got = f.readinto(memoryview(ids).cast("B"))
+        buf = ids.data.cast("B")
+        got = 0
         while got < 8 * n:
-            k = f.readinto(memoryview(ids).cast("B")[got:])
+            k = f.readinto(buf[got:])
             if not k:
-                raise OSError("%s: %d bytes, expected %d" % (p, got, 8 * n))
+                raise OSError(f"{p}: {got} bytes, expected {8 * n}")
             got += k
     return ids.astype(np.uint64, copy=False)
 
 
-def load_labels(labels):
+def load_labels(labels: Union[npt.ArrayLike, str, os.PathLike[str]]) -> np.ndarray[Any, Any]:
     """A label array indexed by record id, from an array, a .npy file, or a text file of one
     integer per line (line i the label of record i, as pack's names make with
     labels_from_names)."""
     if isinstance(labels, np.ndarray):
         return labels
-    if isinstance(labels, (list, tuple)) or hasattr(labels, "__array__"):
+    if not isinstance(labels, (str, os.PathLike)):
         return np.asarray(labels)
     p = os.fspath(labels)
     with open(p, "rb") as f:
         npy = f.read(6) == b"\x93NUMPY"
     if npy:
-        return np.load(p, mmap_mode="r")
+        loaded: np.ndarray[Any, Any] = np.load(p, mmap_mode="r")
+        return loaded
     return np.loadtxt(p, dtype=np.int64, ndmin=1)
 
 
-def labels_from_names(names):
+def labels_from_names(names: Union[MountPath, Sequence[str]]) -> Tuple[npt.NDArray[np.int64], List[str]]:
     """Labels of a dataset packed from a folder tree, where a record's class is its parent
     folder (as torchvision's ImageFolder has it): returns (labels, classes), labels an int64
     array indexed by record id and classes the sorted folder names, labels[i] indexing them.
     names is a mount (its .blockfs/names.txt), a names file (blockfs info --names > names.txt),
     or a list of names in record id order."""
-    if isinstance(names, (str, os.PathLike)) or hasattr(names, "path"):
-        p = mount_path(names)
-        if os.path.isdir(p):
-            p = os.path.join(p, META, "names.txt")
-            if not os.path.exists(p):
-                raise ValueError("%s has no record names: pack the dataset from a folder (--format files)" % mount_path(names))
-        with open(p, encoding="utf-8", newline="\n") as f:
-            names = f.read().split("\n")
-        if names and names[-1] == "":
-            names.pop()
+    if isinstance(names, (str, os.PathLike, HasPath)):
+        names = _read_names(names)
     dirs = [os.path.dirname(n) for n in names]
     classes = sorted(set(dirs))
-    index = {c: i for i, c in enumerate(classes)}
+    index: Dict[str, int] = {c: i for i, c in enumerate(classes)}
     return np.fromiter((index[d] for d in dirs), dtype=np.int64, count=len(dirs)), classes
+
+
+def _read_names(source: MountPath) -> List[str]:
+    """The record names of a mount (the names file in its meta folder) or of a names file."""
+    p = mount_path(source)
+    if os.path.isdir(p):
+        tree = tree_of(source)
+        p = os.path.join(p, tree.meta_dir, tree.names)
+        if not os.path.exists(p):
+            raise ValueError(f"{mount_path(source)} has no record names: pack the dataset from a folder (--format files)")
+    with open(p, encoding="utf-8", newline="\n") as f:
+        names = f.read().split("\n")
+    if names and names[-1] == "":
+        names.pop()
+    return names

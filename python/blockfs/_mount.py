@@ -1,4 +1,6 @@
 """Mount a dataset from Python: one mount per node, shared by every local process using it."""
+from __future__ import annotations
+
 import errno
 import fcntl
 import hashlib
@@ -7,20 +9,22 @@ import os
 import shutil
 import subprocess
 import time
+from typing import Any, Dict, List, Optional, Union
 
 from ._files import mount_path, read_info
+from ._types import Info, MountPath
 
 
 class MountError(RuntimeError):
     """blockfs could not mount, or could not unmount: the message is blockfs's own line."""
 
 
-def binary():
+def binary() -> str:
     """The blockfs executable: $BLOCKFS_BIN, else blockfs on PATH."""
     b = os.environ.get("BLOCKFS_BIN")
     if b:
         if not os.access(b, os.X_OK):
-            raise FileNotFoundError("BLOCKFS_BIN=%s is not an executable file" % b)
+            raise FileNotFoundError(f"BLOCKFS_BIN={b} is not an executable file")
         return b
     b = shutil.which("blockfs")
     if not b:
@@ -28,19 +32,19 @@ def binary():
     return b
 
 
-def runtime_dir():
+def runtime_dir() -> str:
     """Where Mount keeps its lock files and default mountpoints: $BLOCKFS_RUNTIME_DIR, else
     /tmp/blockfs-UID (created 0700)."""
-    d = os.environ.get("BLOCKFS_RUNTIME_DIR") or os.path.join("/tmp", "blockfs-%d" % os.getuid())
+    d = os.environ.get("BLOCKFS_RUNTIME_DIR") or os.path.join("/tmp", f"blockfs-{os.getuid()}")
     os.makedirs(d, mode=0o700, exist_ok=True)
     return d
 
 
-def _digest(*parts):
+def _digest(*parts: object) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _flags(options):
+def _flags(options: Dict[str, Any]) -> List[str]:
     """Command-line flags from keyword options: cache_size="1GiB" is --cache-size=1GiB, a True
     value is a bare flag, False and None leave the flag out."""
     out = []
@@ -49,46 +53,38 @@ def _flags(options):
         flag = "--" + k.replace("_", "-")
         if v is None or v is False:
             continue
-        out.append(flag if v is True else "%s=%s" % (flag, v))
+        out.append(flag if v is True else f"{flag}={v}")
     return out
 
 
-def is_mounted(path):
-    """Whether path is a mountpoint (of anything), from /proc/self/mountinfo."""
+def is_mounted(path: Union[str, "os.PathLike[str]"]) -> bool:
+    """Whether path is a mountpoint (of anything), also a stale one: os.path.ismount, and a
+    FUSE mount whose daemon has died, which answers stat with ENOTCONN (ismount calls that no
+    mountpoint)."""
     real = os.path.realpath(path)
-    try:
-        with open("/proc/self/mountinfo", "rb") as f:
-            for line in f:
-                fields = line.split(b" ")
-                if len(fields) > 4 and _unescape(fields[4]) == real:
-                    return True
-    except FileNotFoundError:
-        return os.path.ismount(path)
-    return False
+    if _stale(real):
+        return True
+    return os.path.ismount(real)
 
 
-def _stale(path):
-    """Whether the mount at path has lost its daemon (reads fail with ENOTCONN)."""
+def _stale(path: str) -> bool:
+    """Whether the mount at path has lost its daemon (its root answers ENOTCONN)."""
     try:
-        os.stat(os.path.join(path, ".blockfs"))
+        os.lstat(path)
     except OSError as e:
         return e.errno == errno.ENOTCONN
     return False
-
-
-def _unescape(field):
-    # mountinfo escapes space, tab, newline and backslash as \ooo.
-    return field.decode("unicode_escape").encode("latin-1").decode("utf-8", "surrogateescape")
 
 
 class _Lock:
     """An exclusive flock on a lock file, held while in a with block. The holder may unlink the
     file: a waiter that then gets the lock of the unlinked file tries again on a new one."""
 
-    def __init__(self, path):
+    def __init__(self, path: str) -> None:
         self.path = path
+        self.fd = -1
 
-    def __enter__(self):
+    def __enter__(self) -> _Lock:
         while True:
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             fcntl.flock(self.fd, fcntl.LOCK_EX)
@@ -99,7 +95,7 @@ class _Lock:
                 pass
             os.close(self.fd)
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
 
@@ -124,8 +120,9 @@ class Mount:
     blocks the next run: a mount that nobody holds is unmounted and mounted afresh.
     """
 
-    def __init__(self, data, mountpoint=None, **options):
-        self.data = data if "://" in str(data) else os.path.abspath(os.fspath(data))
+    def __init__(self, data: Union[str, "os.PathLike[str]"], mountpoint: Optional[Union[str, "os.PathLike[str]"]] = None,
+                 **options: Any) -> None:
+        self.data: str = str(data) if "://" in str(data) else os.path.abspath(os.fspath(data))
         self.options = dict(options)
         if mountpoint is None:
             mountpoint = os.path.join(runtime_dir(), "mnt-" + _digest(self.data, _flags(self.options)))
@@ -133,28 +130,28 @@ class Mount:
         else:
             self._made_dir = False
         self.path = os.path.abspath(os.fspath(mountpoint))
-        self.info = None
+        self.info: Optional[Info] = None
         self.owner = False  # whether this process mounted it
-        self._users = None  # fd holding a shared lock while this process uses the mount
-        self._pid = None
+        self._users: Optional[int] = None  # fd holding a shared lock while this process uses the mount
+        self._pid: Optional[int] = None
         self._attached = False
         lock = os.path.join(runtime_dir(), "lock-" + _digest(self.path))
         self._setup_lock, self._users_lock = lock + ".setup", lock + ".users"
 
-    def __enter__(self):
+    def __enter__(self) -> Mount:
         self.open()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __fspath__(self):
+    def __fspath__(self) -> str:
         return self.path
 
-    def __repr__(self):
-        return "blockfs.Mount(%r at %r)" % (self.data, self.path)
+    def __repr__(self) -> str:
+        return f"blockfs.Mount({self.data!r} at {self.path!r})"
 
-    def open(self):
+    def open(self) -> Mount:
         """Mounts data, or attaches to the mount another local process made of it."""
         if self._users is not None or self._attached:
             return self
@@ -166,7 +163,7 @@ class Mount:
                     # Nobody holds it: left by a process that died (start afresh), or mounted
                     # by hand (not ours to replace).
                     if not os.fstat(users).st_size and not _stale(self.path):
-                        raise MountError("%s is already mounted, not by blockfs.Mount: unmount it (blockfs unmount %s) or use blockfs.attach" % (self.path, self.path))
+                        raise MountError(f"{self.path} is already mounted, not by blockfs.Mount: unmount it (blockfs unmount {self.path}) or use blockfs.attach")
                     self._unmount()
                 if not is_mounted(self.path):
                     self._mount()
@@ -185,7 +182,7 @@ class Mount:
             self._users, self._pid = users, os.getpid()
         return self
 
-    def close(self):
+    def close(self) -> None:
         """Stops using the mount; the last local process to stop unmounts it."""
         if self._users is None or self._pid != os.getpid():
             return  # not open, or a forked child (a DataLoader worker) of the process that is
@@ -200,7 +197,7 @@ class Mount:
                 os.close(self._users)
                 self._users = None
 
-    def _forget(self, users):
+    def _forget(self, users: int) -> None:
         """Removes what the last user leaves: the lock files and a default mountpoint (call
         with the setup lock held and the mount gone)."""
         os.ftruncate(users, 0)
@@ -211,7 +208,7 @@ class Mount:
                 pass
 
     @staticmethod
-    def _in_use(fd):
+    def _in_use(fd: int) -> bool:
         """Whether another process holds the users lock (call with the setup lock held)."""
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -220,14 +217,14 @@ class Mount:
         fcntl.flock(fd, fcntl.LOCK_UN)
         return False
 
-    def _mount(self):
+    def _mount(self) -> None:
         cmd = [binary(), "mount", "--daemon"] + _flags(self.options) + [str(self.data), self.path]
         p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
         if p.returncode != 0:
-            lines = (p.stderr or p.stdout).strip().splitlines() or ["exit status %d" % p.returncode]
+            lines = (p.stderr or p.stdout).strip().splitlines() or [f"exit status {p.returncode}"]
             raise MountError(lines[-1])
 
-    def _unmount(self):
+    def _unmount(self) -> None:
         """Unmounts (also a stale mount of a killed daemon), and waits until it is gone."""
         b = binary()
         p = subprocess.run([b, "unmount", self.path], capture_output=True, text=True)
@@ -236,14 +233,14 @@ class Mount:
             # exits once they close.
             p = subprocess.run([b, "unmount", "--lazy", self.path], capture_output=True, text=True)
             if p.returncode != 0 and is_mounted(self.path):
-                raise MountError((p.stderr or p.stdout).strip() or "cannot unmount %s" % self.path)
+                raise MountError((p.stderr or p.stdout).strip() or f"cannot unmount {self.path}")
         for _ in range(200):
             if not is_mounted(self.path):
                 return
             time.sleep(0.01)
 
 
-def attach(path):
+def attach(path: MountPath) -> Mount:
     """An existing mount at path, for reading (its .path and .info); closing it unmounts
     nothing."""
     p = os.path.abspath(mount_path(path))

@@ -16,13 +16,28 @@ records and one of their ids, so what a rank sees never depends on num_workers o
 persistent_workers, and the position counts batches as they are delivered, not as workers
 prefetch them.
 """
+from __future__ import annotations
+
 import os
+import weakref
+from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from ._files import epoch_path, load_labels, mount_path, read_info
+from ._files import Tree, load_labels, mount_path, read_info
+from ._types import Info, MountPath
+
+# A batch key: (epoch, start, end, after), see batch_keys.
+Key = Tuple[int, int, int, int]
+
+# What a worker returns for a key: (ids, records[, labels], after).
+Batch = Tuple[Any, ...]
+
+# Records as a worker reads them: an array of fixed-size records, or one array per record.
+Records = Union[npt.NDArray[Any], List[npt.NDArray[np.uint8]]]
 
 # A worker returns a batch's records as a tensor (in shared memory) from this size on, and as
 # an array (copied through its pipe, faster for smaller batches) below it.
@@ -36,7 +51,7 @@ FINGERPRINT_KEYS = ("fingerprint", "records", "record_size", "blocks", "seed", "
                     "segments", "in_place_offset")
 
 
-def _dist_defaults(rank, world_size):
+def _dist_defaults(rank: Optional[int], world_size: Optional[int]) -> Tuple[int, int]:
     if rank is not None and world_size is not None:
         return int(rank), int(world_size)
     r, w = 0, 1
@@ -47,7 +62,8 @@ def _dist_defaults(rank, world_size):
     return (r if rank is None else int(rank)), (w if world_size is None else int(world_size))
 
 
-def batch_keys(epoch, records, position, batch_size, rank, world_size, drop_last):
+def batch_keys(epoch: int, records: int, position: int, batch_size: int, rank: int, world_size: int,
+               drop_last: bool) -> Iterator[Key]:
     """The batch keys (epoch, start, end, after) of rank's batches of an epoch of records, from
     global position on: the rank's records are positions [start, end) and after is the global
     position once every rank has taken its batch of that step."""
@@ -67,42 +83,45 @@ def batch_keys(epoch, records, position, batch_size, rank, world_size, drop_last
             yield epoch, start, end, pos
 
 
-class _Keys(Sampler):
+class _Keys(Sampler[Key]):
     """Hands out the batch keys of the loader's epoch from its position, as they are when an
     iteration starts (in the main process, also with persistent workers)."""
 
-    def __init__(self, loader):
+    def __init__(self, loader: Loader) -> None:
         self.loader = loader
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Key]:
         return self.loader._keys()  # a generator over the values of now
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.loader.__len__()
 
 
-class _Batches(Dataset):
+class _Batches(Dataset[Batch]):
     """Turns a batch key into a batch: a pure function of the key, run in the workers."""
 
-    def __init__(self, path, info, labels, decode):
+    def __init__(self, path: str, info: Info, labels: Optional[npt.NDArray[Any]],
+                 decode: Optional[Callable[[Records], Any]]) -> None:
         self.path, self.labels, self.decode = path, labels, decode
+        self.tree = Tree.from_info(info)
         self.fixed = info["kind"] == "fixed"
         if self.fixed:
             self.record_size = info["record_size"]
             self.dtype = np.dtype(info["dtype"]) if info.get("dtype") else np.dtype(np.uint8)
             shape = info.get("shape") if info.get("dtype") else None
             self.shape = tuple(shape) if shape is not None else (self.record_size // self.dtype.itemsize,)
-        self._fds, self._pid = {}, None
+        self._fds: Dict[Tuple[int, str], int] = {}
+        self._pid: Optional[int] = None
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Key) -> Batch:
         epoch, start, end, after = key
-        ids = self._read(epoch, ".ids", 8 * start, 8 * (end - start)).view("<u8").astype(np.int64)
+        ids = self._read(epoch, self.tree.ids, 8 * start, 8 * (end - start)).view("<u8").astype(np.int64)
         if self.fixed:
             rs = self.record_size
             data = self._read(epoch, "", rs * start, rs * (end - start))
-            records = data.view(self.dtype).reshape((end - start,) + self.shape)
+            records: Any = data.view(self.dtype).reshape((end - start,) + self.shape)
         else:
-            offs = self._read(epoch, ".offsets", 8 * start, 8 * (end - start + 1)).view("<u8")
+            offs = self._read(epoch, self.tree.offsets, 8 * start, 8 * (end - start + 1)).view("<u8")
             base = int(offs[0])
             data = self._read(epoch, "", base, int(offs[-1]) - base)
             rel = (offs - base).tolist()
@@ -114,27 +133,30 @@ class _Batches(Dataset):
         # loader makes them tensors in the main process without a copy.
         if isinstance(records, np.ndarray) and records.nbytes >= SHM_BYTES:
             records = _tensor(records)  # large: shared memory beats copying through the pipe
-        out = [ids, records]
+        out: List[Any] = [ids, records]
         if self.labels is not None:
             out.append(np.asarray(self.labels[ids]))
         out.append(after)
         return tuple(out)
 
-    def _read(self, epoch, suffix, off, n):
+    def _read(self, epoch: int, suffix: str, off: int, n: int) -> npt.NDArray[np.uint8]:
         """n bytes of epoch's file (or sidecar) from off, in one read."""
         buf = np.empty(n, dtype=np.uint8)
         if n == 0:
             return buf
         fd = self._fd(epoch, suffix)
-        view, got = memoryview(buf), 0
+        view, got = buf.data, 0
         while got < n:
             k = os.preadv(fd, [view[got:]], off + got)
             if k == 0:
-                raise OSError("%s: short read at %d (%d of %d bytes)" % (epoch_path(self.path, epoch, None, suffix), off, got, n))
+                raise OSError(f"{self._path(epoch, suffix)}: short read at {off} ({got} of {n} bytes)")
             got += k
         return buf
 
-    def _fd(self, epoch, suffix):
+    def _path(self, epoch: int, suffix: str) -> str:
+        return self.tree.epoch_file(self.path, epoch, None, suffix)
+
+    def _fd(self, epoch: int, suffix: str) -> int:
         if self._pid != os.getpid():  # a forked worker opens its own
             self._fds, self._pid = {}, os.getpid()
         key = (epoch, suffix)
@@ -143,16 +165,16 @@ class _Batches(Dataset):
             if len(self._fds) >= 6:  # files of the last two epochs
                 for k in [k for k in self._fds if k[0] != epoch]:
                     os.close(self._fds.pop(k))
-            fd = self._fds[key] = os.open(epoch_path(self.path, epoch, None, suffix), os.O_RDONLY | os.O_CLOEXEC)
+            fd = self._fds[key] = os.open(self._path(epoch, suffix), os.O_RDONLY | os.O_CLOEXEC)
         return fd
 
-    def __getstate__(self):
+    def __getstate__(self) -> Dict[str, Any]:
         s = dict(self.__dict__)
         s["_fds"], s["_pid"] = {}, None
         return s
 
 
-def _tensor(x):
+def _tensor(x: Any) -> Any:
     """x as a tensor, if it is an array; numpy types torch lacks are widened (uint16 to
     int32, uint32 to int64), and byte order made native."""
     if isinstance(x, list):
@@ -169,7 +191,7 @@ def _tensor(x):
     return torch.from_numpy(x)
 
 
-def _as_is(batch):
+def _as_is(batch: Any) -> Any:
     return batch
 
 
@@ -194,24 +216,26 @@ class Loader:
     position). state_dict() and load_state_dict() save and restore the epoch and position.
     """
 
-    def __init__(self, path, batch_size, num_workers=0, persistent_workers=False, rank=None, world_size=None, epoch=0,
-                 labels=None, decode=None, drop_last=False, pin_memory=False, prefetch_factor=None, timeout=0,
-                 worker_init_fn=None, multiprocessing_context=None):
+    def __init__(self, path: MountPath, batch_size: int, num_workers: int = 0, persistent_workers: bool = False,
+                 rank: Optional[int] = None, world_size: Optional[int] = None, epoch: int = 0, labels: Any = None,
+                 decode: Optional[Callable[[Records], Any]] = None, drop_last: bool = False, pin_memory: bool = False,
+                 prefetch_factor: Optional[int] = None, timeout: float = 0,
+                 worker_init_fn: Optional[Callable[[int], None]] = None, multiprocessing_context: Any = None) -> None:
         self.path = mount_path(path)
         self.info = read_info(self.path)
         if int(batch_size) < 1:
-            raise ValueError("batch_size %r: need at least 1" % batch_size)
+            raise ValueError(f"batch_size {batch_size!r}: need at least 1")
         self.batch_size = int(batch_size)
         self.rank, self.world_size = _dist_defaults(rank, world_size)
         if not 0 <= self.rank < self.world_size:
-            raise ValueError("rank %d of world size %d: need 0 <= rank < world_size" % (self.rank, self.world_size))
+            raise ValueError(f"rank {self.rank} of world size {self.world_size}: need 0 <= rank < world_size")
         self.drop_last = bool(drop_last)
         if labels is not None:
             labels = load_labels(labels)
             if len(labels) < self.info["records"] and "window" not in self.info:
-                raise ValueError("labels has %d entries; the dataset has %d records" % (len(labels), self.info["records"]))
+                raise ValueError(f"labels has {len(labels)} entries; the dataset has {self.info['records']} records")
         self.epoch, self.position = int(epoch), 0
-        kw = {}
+        kw: Dict[str, Any] = {}
         if num_workers > 0:
             kw["persistent_workers"] = persistent_workers
             if prefetch_factor is not None:
@@ -219,26 +243,42 @@ class Loader:
             if multiprocessing_context is not None:
                 kw["multiprocessing_context"] = multiprocessing_context
         self.pin_memory = bool(pin_memory)  # in this process: workers send arrays, not tensors
-        self._loader = DataLoader(_Batches(self.path, self.info, labels, decode), batch_size=None, sampler=_Keys(self),
-                                  num_workers=num_workers, collate_fn=_as_is, timeout=timeout,
-                                  worker_init_fn=worker_init_fn, **kw)
+        self._batches = _Batches(self.path, self.info, labels, decode)
+        self._loader_options: Dict[str, Any] = dict(num_workers=num_workers, timeout=timeout,
+                                                    worker_init_fn=worker_init_fn, **kw)
+        self._loader: Optional[DataLoader[Batch]] = None
+        self._running: weakref.WeakSet[Generator[Tuple[Any, ...], None, None]] = weakref.WeakSet()
+        self._data_loader()  # DataLoader checks its arguments now
 
-    def _keys(self):
+    def _data_loader(self) -> DataLoader[Batch]:
+        """The DataLoader that runs the workers, made on first use and again after close().
+        With persistent workers it keeps its iterator, and with it its workers, for its life."""
+        if self._loader is None:
+            self._loader = DataLoader(self._batches, batch_size=None, sampler=_Keys(self), collate_fn=_as_is,
+                                      **self._loader_options)
+        return self._loader
+
+    def _keys(self) -> Iterator[Key]:
         return batch_keys(self.epoch, self.info["records"], self.position, self.batch_size, self.rank, self.world_size,
                           self.drop_last)
 
-    def __len__(self):
+    def __len__(self) -> int:
         """Batches this rank has left in the current epoch."""
         n, step = self.info["records"] - self.position, self.batch_size * self.world_size
         full = n // step
         if self.drop_last or n % step == 0:
-            return full
+            return int(full)
         rest = n - full * step
-        return full + int((self.rank + 1) * rest // self.world_size > self.rank * rest // self.world_size)
+        return int(full + int((self.rank + 1) * rest // self.world_size > self.rank * rest // self.world_size))
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Tuple[Any, ...]]:
+        it = self._iterate()
+        self._running.add(it)
+        return it
+
+    def _iterate(self) -> Generator[Tuple[Any, ...], None, None]:
         epoch = self.epoch
-        for batch in self._loader:
+        for batch in self._data_loader():
             if self.epoch != epoch:
                 raise RuntimeError("set_epoch or load_state_dict was called during an iteration")
             self.position = batch[-1]
@@ -248,48 +288,49 @@ class Loader:
             yield out
         self.epoch, self.position = epoch + 1, 0
 
-    def close(self):
-        """Stops persistent workers now (they otherwise stop when the loader is collected)."""
-        it = getattr(self._loader, "_iterator", None)
-        if it is not None and hasattr(it, "_shutdown_workers"):
-            it._shutdown_workers()
-        self._loader._iterator = None
+    def close(self) -> None:
+        """Stops persistent workers now (they otherwise stop when the loader is collected): the
+        loader ends its iterations in progress and lets go of its DataLoader, whose iterator torch
+        shuts down, workers and all, when it is collected; a later iteration starts a new one."""
+        for it in list(self._running):
+            it.close()
+        self._loader = None
 
-    def __enter__(self):
+    def __enter__(self) -> Loader:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         """Selects epoch to iterate next, from its start (or, if the loader is already in that
         epoch, from where it is: a resumed position is kept)."""
         if int(epoch) != self.epoch:
             self.epoch, self.position = int(epoch), 0
 
-    def fingerprint(self):
+    def fingerprint(self) -> Dict[str, Any]:
         """What a saved state must agree on with this mount: the data and the order options."""
         return {k: self.info[k] for k in FINGERPRINT_KEYS if k in self.info}
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         """The loader's place, as small JSON-able data, the same on every rank."""
         return {"format": STATE_FORMAT, "version": STATE_VERSION, "fingerprint": self.fingerprint(),
                 "epoch": self.epoch, "position": self.position}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Resumes where state_dict was taken: the rest of that epoch, each record once, in
         order, whatever the batch size, worker count or world size now. Raises ValueError for a
         state of other data or options, naming what differs."""
         if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-            raise ValueError("not a blockfs loader state (no format %r)" % STATE_FORMAT)
+            raise ValueError(f"not a blockfs loader state (no format {STATE_FORMAT!r})")
         if state.get("version") != STATE_VERSION:
-            raise ValueError("loader state version %r; this blockfs reads version %d" % (state.get("version"), STATE_VERSION))
+            raise ValueError(f"loader state version {state.get('version')!r}; this blockfs reads version {STATE_VERSION}")
         saved, here = state.get("fingerprint") or {}, self.fingerprint()
-        diff = ["%s %r in the state, %r in this mount" % (k, saved.get(k), here.get(k))
+        diff = [f"{k} {saved.get(k)!r} in the state, {here.get(k)!r} in this mount"
                 for k in sorted(set(saved) | set(here)) if saved.get(k) != here.get(k)]
         if diff:
             raise ValueError("the loader state is from other data or options: " + "; ".join(diff))
         epoch, position = int(state["epoch"]), int(state["position"])
         if epoch < 0 or not 0 <= position <= self.info["records"]:
-            raise ValueError("loader state epoch %d position %d is out of range (%d records)" % (epoch, position, self.info["records"]))
+            raise ValueError(f"loader state epoch {epoch} position {position} is out of range ({self.info['records']} records)")
         self.epoch, self.position = epoch, position

@@ -1,5 +1,6 @@
 """blockfs.torch.Loader against a real mount: exact order at any worker count, ranks exactly
 once, resume across worker counts, batch sizes and world sizes, foreign states refused."""
+import multiprocessing
 import os
 import unittest
 
@@ -57,6 +58,23 @@ class LoaderTest(Scratch):
         with loader:
             for epoch in (1, 2):
                 np.testing.assert_array_equal(np.concatenate(self.collect(loader)), self.orders[epoch])
+
+    def test_close_stops_persistent_workers(self):
+        loader = blockfs.torch.Loader(self.mount, 1000, num_workers=2, persistent_workers=True)
+        before = set(multiprocessing.active_children())
+        np.testing.assert_array_equal(np.concatenate(self.collect(loader)), self.orders[0])
+        workers = set(multiprocessing.active_children()) - before
+        self.assertEqual(len(workers), 2, "persistent workers outlive the epoch")
+        loader.close()
+        self.assertEqual([w for w in workers if w.is_alive()], [], "close stops them")
+        # A closed loader goes on from where it was, with new workers; close ends an iteration
+        # in progress too.
+        it = iter(loader)
+        np.testing.assert_array_equal(next(it)[0].numpy(), self.orders[1][:1000])
+        loader.close()
+        self.assertEqual(set(multiprocessing.active_children()) - before, set())
+        self.assertEqual(list(it), [])
+        self.assertEqual((loader.epoch, loader.position), (1, 1000))
 
     def test_ranks_exactly_once(self):
         for world in (1, 2, 3):
