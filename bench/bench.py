@@ -118,6 +118,16 @@ def measure(row, modes, run, prepare_cold):
     return row
 
 
+def peers(raw, ds, rs, naive, inproc, *limit):
+    """The rows blockfs is compared with, named naive and inproc: Python preads of records of
+    the raw file in random order (cold and warm), and the in-process block shuffle of the
+    packed dataset ds (of its first limit bytes, if given)."""
+    r = Row(naive, rs)
+    measure(r, ("cold",), python_reader("naive", raw, rs, 20000, 7), drop_caches)
+    measure(r, ("warm",), python_reader("naive", raw, rs, 200000, 7), lambda: None)
+    return [r, measure(Row(inproc, rs), ("cold", "warm"), python_reader("inproc", ds, rs, 7, *limit), drop_caches)]
+
+
 def make_datasets(work, gib):
     os.makedirs(work, exist_ok=True)
     sets = {}
@@ -380,12 +390,7 @@ def main():
                         lambda: (size4k - size4k % (4 * rs), timed(shards + " wait")), bfs))
     bfs.close()
 
-    r = Row("naive: Python pread per record, random order", rs)
-    measure(r, ("cold",), python_reader("naive", raw4k, rs, 20000, 7), drop_caches)
-    measure(r, ("warm",), python_reader("naive", raw4k, rs, 200000, 7), lambda: None)
-    rows.append(r)
-    rows.append(measure(Row("in-process block shuffle (Python)", rs), ("cold", "warm"),
-                        python_reader("inproc", ds4k, rs, 7), drop_caches))
+    rows += peers(raw4k, ds4k, rs, "naive: Python pread per record, random order", "in-process block shuffle (Python)")
 
     # Daemon facts for one cold epoch plus four shard readers.
     drop_caches()
@@ -416,12 +421,7 @@ def main():
     small.append(measure(Row("256 B: blockfs Python read(256), 128 MiB", rs256), ("cold", "warm"),
                          python_reader("seq", e256, rs256, 128 * MiB), b256))
     b256.close()
-    r = Row("256 B: naive Python pread, random order", rs256)
-    measure(r, ("cold",), python_reader("naive", raw256, rs256, 20000, 7), drop_caches)
-    measure(r, ("warm",), python_reader("naive", raw256, rs256, 200000, 7), lambda: None)
-    small.append(r)
-    small.append(measure(Row("256 B: in-process block shuffle, 128 MiB", rs256), ("cold", "warm"),
-                         python_reader("inproc", ds256, rs256, 7, 128 * MiB), drop_caches))
+    small += peers(raw256, ds256, rs256, "256 B: naive Python pread, random order", "256 B: in-process block shuffle, 128 MiB", 128 * MiB)
 
     lines, dsvar, _ = sets["var"]
     bvar = Remount(blockfs_argv(dsvar), mnt)
