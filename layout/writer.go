@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
@@ -16,17 +15,17 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/blockfs/blockfs/internal/crc32c"
 )
 
 // DefaultBlockSize is the block size pack uses unless told otherwise; docs/FORMAT.md explains
 // the measurement behind it.
 const DefaultBlockSize = 16 << 20
 
-// castagnoli is the CRC32C table used for every checksum in the format.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// CRC32C returns the CRC32C (Castagnoli) checksum of data.
-func CRC32C(data []byte) uint32 { return crc32.Checksum(data, castagnoli) }
+// CRC32C returns the CRC32C (Castagnoli) checksum of data, the checksum of every file in the
+// format.
+func CRC32C(data []byte) uint32 { return crc32c.Checksum(data) }
 
 // WriterOptions describe the dataset a Writer creates.
 type WriterOptions struct {
@@ -158,7 +157,7 @@ func (w *Writer) AddName(name string) error {
 }
 
 func (w *Writer) flushNames() error {
-	w.namesCRC = crc32.Update(w.namesCRC, castagnoli, w.namesBuf)
+	w.namesCRC = crc32c.Update(w.namesCRC, w.namesBuf)
 	w.namesBytes += uint64(len(w.namesBuf))
 	_, err := w.names.Write(w.namesBuf)
 	w.namesBuf = w.namesBuf[:0]
@@ -694,7 +693,7 @@ func writeFileFrom(path string, r io.Reader, n int64) (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
-	h := crc32.New(castagnoli)
+	h := crc32c.New()
 	// Neither side offers ReadFrom or WriteTo, so CopyBuffer uses buf.
 	got, err := io.CopyBuffer(io.MultiWriter(f, h), io.LimitReader(r, n), make([]byte, min(n, 1<<20)+1))
 	if err == nil && got < n {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/blockfs/blockfs/internal/crc32c"
 	"github.com/blockfs/blockfs/source"
 )
 
@@ -123,7 +123,7 @@ func TestDirectReads(t *testing.T) {
 	require.NoError(t, probe.Close())
 	require.EqualValues(t, len(m.files), b.Stats().Hits)
 
-	p := filepath.Join(dir, ns, fmt.Sprintf("1-%08x-%d.blk", crc32.Checksum(m.files[1], castagnoli), 2<<20))
+	p := filepath.Join(dir, ns, fmt.Sprintf("1-%08x-%d.blk", crc32c.Checksum(m.files[1]), 2<<20))
 	f, err := os.OpenFile(p, os.O_RDWR, 0)
 	require.NoError(t, err)
 	_, err = f.WriteAt([]byte{^m.files[1][1<<20+3]}, 1<<20+3)

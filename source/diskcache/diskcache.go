@@ -36,7 +36,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"io/fs"
 	"log"
@@ -51,10 +50,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/blockfs/blockfs/internal/crc32c"
 	"github.com/blockfs/blockfs/source"
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // ErrBusy: another process holds the cache directory's lock.
 var ErrBusy = errors.New("is in use by another blockfs mount (one mount per disk cache directory)")
@@ -417,14 +415,14 @@ func (b *Blocks) readCached(ctx context.Context, f file, off int64, bufs [][]byt
 			if _, err := fd.ReadAt(p, at); err != nil {
 				return fmt.Errorf("%s at offset %d: %w", f.path, at, unwrapPath(err))
 			}
-			crc = crc32.Update(crc, castagnoli, p)
+			crc = crc32c.Update(crc, p)
 			at += int64(len(p))
 		}
 	} else if crc, err = b.readPart(ctx, fd, f, off, bufs); err != nil {
 		return err
 	}
-	if crc != f.crc {
-		return fmt.Errorf("%s: %w: CRC32C is %#08x, the manifest says %#08x", f.path, source.ErrCorrupt, crc, f.crc)
+	if err := crc32c.Check(crc, f.crc); err != nil {
+		return fmt.Errorf("%s: %w", f.path, err)
 	}
 	now := time.Now()
 	_ = os.Chtimes(f.path, now, now) // recency for the next mount's LRU
@@ -445,7 +443,7 @@ func (b *Blocks) readPart(ctx context.Context, fd io.ReaderAt, f file, off int64
 		if _, err := fd.ReadAt(p, at); err != nil {
 			return 0, fmt.Errorf("%s at offset %d: %w", f.path, at, unwrapPath(err))
 		}
-		crc = crc32.Update(crc, castagnoli, p)
+		crc = crc32c.Update(crc, p)
 		copyOut(bufs, off, p, at)
 	}
 	return crc, nil
@@ -532,15 +530,14 @@ func (b *Blocks) fetch(ctx context.Context, f file, off int64, bufs [][]byte, ba
 			if err := b.inner.Fill(ctx, f.id, at, [][]byte{p}); err != nil {
 				return &fillError{err}
 			}
-			crc = crc32.Update(crc, castagnoli, p)
+			crc = crc32c.Update(crc, p)
 			copyOut(bufs, off, p, at)
 			if _, err := w.Write(p); err != nil {
 				return err
 			}
 		}
-		if crc != f.crc {
-			return &fillError{&source.Error{Op: "check", Name: f.path, Off: -1,
-				Err: fmt.Errorf("%w: CRC32C is %#08x, the manifest says %#08x", source.ErrCorrupt, crc, f.crc)}}
+		if err := crc32c.Check(crc, f.crc); err != nil {
+			return &fillError{&source.Error{Op: "check", Name: f.path, Off: -1, Err: err}}
 		}
 		return nil
 	})
