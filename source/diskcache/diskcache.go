@@ -51,6 +51,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/blockfs/blockfs/internal/crc32c"
+	"github.com/blockfs/blockfs/internal/odirect"
 	"github.com/blockfs/blockfs/source"
 )
 
@@ -396,7 +397,7 @@ func (b *Blocks) readCached(ctx context.Context, f file, off int64, bufs [][]byt
 		return fmt.Errorf("%s: %w", f.path, unwrapPath(err))
 	}
 	defer func() {
-		if fd.refused {
+		if fd.Refused() {
 			b.direct.Store(false) // this filesystem has no O_DIRECT (for these requests)
 		}
 		fd.Close()
@@ -696,7 +697,7 @@ func (b *Blocks) getChunk(ctx context.Context) ([]byte, error) {
 	select {
 	case buf := <-b.chunk:
 		if buf == nil {
-			buf = alignedBuf(chunkSize)
+			buf = odirect.AlignedBuf(chunkSize)
 		}
 		return buf, nil
 	case <-ctx.Done():
