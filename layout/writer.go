@@ -12,10 +12,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/blockfs/blockfs/internal/background"
 	"github.com/blockfs/blockfs/internal/crc32c"
 )
 
@@ -71,14 +71,12 @@ type Writer struct {
 	namesCRC   uint32
 	namesBytes uint64
 
-	// The background writer (startBackground). Its first error is kept in werr (fail,
-	// failed): flush then refuses to queue more and Commit returns it.
-	jobs    chan []fileJob
-	free    chan []byte
-	written chan struct{} // closed when the background writer has stopped
-	werr    atomic.Pointer[error]
+	// The background writer (startBackground). Its first error is kept (bg.Err): flush then
+	// refuses to queue more and Commit returns it.
+	bg   background.Worker[[]fileJob]
+	free chan []byte
 	// dataCRC is the CRC32C of each block's data file, by block. Only the background writer
-	// touches it until waitBackground returns.
+	// touches it until bg.Stop returns.
 	dataCRC []uint32
 }
 
@@ -295,7 +293,7 @@ func (w *Writer) appendAlone(id uint64, r io.Reader, n int64) error {
 		return err
 	}
 	<-done
-	return w.failed()
+	return w.bg.Err()
 }
 
 // ReadError is ReadFixed's failure to read r (as opposed to a failure to write a block, or
@@ -364,7 +362,7 @@ func (w *Writer) writable() error {
 	if w.done {
 		return errors.New("writer is closed")
 	}
-	return w.failed()
+	return w.bg.Err()
 }
 
 // flush closes the block being filled, if any: it appends its entry to the manifest and hands
@@ -382,7 +380,7 @@ func (w *Writer) flush() error {
 // to the manifest and hands its files to the background writer. Once the background writer
 // has failed, it queues nothing and returns its first error.
 func (w *Writer) queueBlock(data fileJob) error {
-	if err := w.failed(); err != nil {
+	if err := w.bg.Err(); err != nil {
 		return err
 	}
 	i := len(w.m.Blocks)
@@ -392,7 +390,7 @@ func (w *Writer) queueBlock(data fileJob) error {
 		Bytes:   uint64(data.size),
 	}
 	// The background writer computes the data file's CRC32C; Commit copies it into the
-	// manifest after waitBackground.
+	// manifest after bg.Stop.
 	data.path, data.block = filepath.Join(w.tmp, e.File), i
 	jobs := []fileJob{data}
 	if w.opt.IDs {
@@ -412,7 +410,7 @@ func (w *Writer) queueBlock(data fileJob) error {
 	w.m.Records += e.Records
 	w.m.Bytes += e.Bytes
 	w.startBackground()
-	w.jobs <- jobs // waits while one block is being written and another is queued
+	w.bg.Put(jobs) // waits while one block is being written and another is queued
 	if data.recycle {
 		select {
 		case b := <-w.free:
@@ -443,59 +441,55 @@ type fileJob struct {
 // writing blocks overlap. At most three block buffers exist: one being filled, one queued, one
 // being written.
 func (w *Writer) startBackground() {
-	if w.jobs != nil {
+	if w.bg.Running() {
 		return
 	}
-	w.jobs = make(chan []fileJob, 1)
 	w.free = make(chan []byte, 3)
-	w.written = make(chan struct{})
-	go w.runBackground()
+	w.bg.Start(1, w.writeBlock)
 }
 
-// runBackground writes the queued files until jobs is closed. After the first error it writes
-// nothing more but still checksums and recycles each block buffer, so flush never waits in vain.
-func (w *Writer) runBackground() {
-	defer close(w.written)
-	for jobs := range w.jobs {
-		for _, j := range jobs {
-			if j.src != nil {
-				w.copyBlock(j)
-				continue
-			}
-			if w.failed() == nil {
-				if err := writeFile(j.path, j.data); err != nil {
-					w.fail(err)
-				}
-			}
-			if j.recycle {
-				for len(w.dataCRC) <= j.block {
-					w.dataCRC = append(w.dataCRC, 0)
-				}
-				w.dataCRC[j.block] = CRC32C(j.data)
-				w.free <- j.data
+// writeBlock writes the files of one block. After the first error it writes nothing more but
+// still checksums and recycles each block buffer, so flush never waits in vain. Background
+// writer only.
+func (w *Writer) writeBlock(jobs []fileJob) {
+	for _, j := range jobs {
+		if j.src != nil {
+			w.copyBlock(j)
+			continue
+		}
+		if w.bg.Err() == nil {
+			if err := writeFile(j.path, j.data); err != nil {
+				w.bg.Set(err)
 			}
 		}
-		w.blockDone(jobs)
+		if j.recycle {
+			for len(w.dataCRC) <= j.block {
+				w.dataCRC = append(w.dataCRC, 0)
+			}
+			w.dataCRC[j.block] = CRC32C(j.data)
+			w.free <- j.data
+		}
 	}
+	w.blockDone(jobs)
 }
 
 // blockDone calls opt.BlockDone with the files of one block, all written, unless the writer
 // has failed. Background writer only.
 func (w *Writer) blockDone(jobs []fileJob) {
-	if w.opt.BlockDone == nil || w.failed() != nil {
+	if w.opt.BlockDone == nil || w.bg.Err() != nil {
 		return
 	}
 	files := make([]string, len(jobs))
 	for i, j := range jobs {
 		rel, err := filepath.Rel(w.tmp, j.path)
 		if err != nil {
-			w.fail(err)
+			w.bg.Set(err)
 			return
 		}
 		files[i] = filepath.ToSlash(rel)
 	}
 	if err := w.opt.BlockDone(w.tmp, files); err != nil {
-		w.fail(err)
+		w.bg.Set(err)
 	}
 }
 
@@ -504,38 +498,16 @@ func (w *Writer) blockDone(jobs []fileJob) {
 func (w *Writer) copyBlock(j fileJob) {
 	defer close(j.done)
 	var crc uint32
-	if w.failed() == nil {
+	if w.bg.Err() == nil {
 		var err error
 		if crc, err = writeFileFrom(j.path, j.src, j.size); err != nil {
-			w.fail(err)
+			w.bg.Set(err)
 		}
 	}
 	for len(w.dataCRC) <= j.block {
 		w.dataCRC = append(w.dataCRC, 0)
 	}
 	w.dataCRC[j.block] = crc
-}
-
-// waitBackground stops the background writer and returns its first error. Safe to call more
-// than once.
-func (w *Writer) waitBackground() error {
-	if w.jobs != nil {
-		close(w.jobs)
-		<-w.written
-		w.jobs = nil
-	}
-	return w.failed()
-}
-
-// fail records err as the background writer's error unless one is recorded already.
-func (w *Writer) fail(err error) { w.werr.CompareAndSwap(nil, &err) }
-
-// failed returns the background writer's first error, or nil. Safe from any goroutine.
-func (w *Writer) failed() error {
-	if p := w.werr.Load(); p != nil {
-		return *p
-	}
-	return nil
 }
 
 // Commit closes the last block, writes and syncs the manifest, and renames the temporary
@@ -570,7 +542,7 @@ func (w *Writer) Commit() (*Manifest, error) {
 // collectBlocks waits until every block file is written and copies the checksum of each data
 // file, computed by the background writer, into the manifest.
 func (w *Writer) collectBlocks() error {
-	if err := w.waitBackground(); err != nil {
+	if err := w.bg.Stop(); err != nil {
 		return err
 	}
 	for i := range w.m.Blocks {
@@ -656,7 +628,7 @@ func (w *Writer) replace() error {
 // Abort removes everything written so far. Safe to call more than once and after Commit.
 func (w *Writer) Abort() {
 	w.done = true
-	_ = w.waitBackground()
+	_ = w.bg.Stop()
 	if w.names != nil {
 		w.names.Close()
 	}

@@ -7,10 +7,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/blockfs/blockfs/internal/background"
 	"github.com/blockfs/blockfs/shuffle"
 )
 
@@ -252,16 +252,14 @@ func mapFile(f *os.File) ([]byte, error) {
 
 // bucketWriter appends full bucket buffers to their files in the background, so reading the
 // input overlaps writing the buckets. Buffers come back through a free list: at most a few
-// beyond one per bucket exist. Errors follow layout.Writer's rule: the first one is kept,
-// write refuses to queue more with it, and stop returns it. Only run works in the background;
-// the other methods are for the one goroutine that fills the buckets.
+// beyond one per bucket exist. Errors follow layout.Writer's rule (background.Worker): the first
+// one is kept, write refuses to queue more with it, and stop returns it. Only append works in
+// the background; the other methods are for the one goroutine that fills the buckets.
 type bucketWriter struct {
-	name    func(int) string
-	limit   int
-	jobs    chan bucketJob // nil after stop
-	free    chan []byte
-	written chan struct{} // closed when run has returned
-	err     atomic.Pointer[error]
+	name  func(int) string
+	limit int
+	bg    background.Worker[bucketJob]
+	free  chan []byte
 }
 
 type bucketJob struct {
@@ -270,26 +268,22 @@ type bucketJob struct {
 }
 
 func newBucketWriter(name func(int) string, limit int) *bucketWriter {
-	w := &bucketWriter{name: name, limit: limit, jobs: make(chan bucketJob, 4), free: make(chan []byte, 4),
-		written: make(chan struct{})}
-	go w.run()
+	w := &bucketWriter{name: name, limit: limit, free: make(chan []byte, 4)}
+	w.bg.Start(4, w.append)
 	return w
 }
 
-// run appends the queued buffers until jobs is closed. After the first error it appends
+// append appends one queued buffer to its bucket's file. After the first error it appends
 // nothing more but still recycles the buffers.
-func (w *bucketWriter) run() {
-	defer close(w.written)
-	for j := range w.jobs {
-		if w.failed() == nil {
-			if err := appendFile(w.name(j.b), j.buf); err != nil {
-				w.fail(err)
-			}
+func (w *bucketWriter) append(j bucketJob) {
+	if w.bg.Err() == nil {
+		if err := appendFile(w.name(j.b), j.buf); err != nil {
+			w.bg.Set(err)
 		}
-		select {
-		case w.free <- j.buf[:0]:
-		default:
-		}
+	}
+	select {
+	case w.free <- j.buf[:0]:
+	default:
 	}
 }
 
@@ -306,17 +300,6 @@ func appendFile(path string, data []byte) error {
 	return err
 }
 
-// fail records err as the writer's error unless one is recorded already.
-func (w *bucketWriter) fail(err error) { w.err.CompareAndSwap(nil, &err) }
-
-// failed returns the first error, or nil. Safe from any goroutine.
-func (w *bucketWriter) failed() error {
-	if p := w.err.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
 // buffer returns an empty buffer for a bucket.
 func (w *bucketWriter) buffer() []byte {
 	select {
@@ -330,19 +313,12 @@ func (w *bucketWriter) buffer() []byte {
 // write queues buf for bucket b; the caller must not touch buf again. Once a write has
 // failed it queues nothing and returns the first error. Not to be called after stop.
 func (w *bucketWriter) write(b int, buf []byte) error {
-	if err := w.failed(); err != nil {
+	if err := w.bg.Err(); err != nil {
 		return err
 	}
-	w.jobs <- bucketJob{b, buf} // waits while four are queued
+	w.bg.Put(bucketJob{b, buf}) // waits while four are queued
 	return nil
 }
 
 // stop waits for queued writes and returns the first error. Safe to call more than once.
-func (w *bucketWriter) stop() error {
-	if w.jobs != nil {
-		close(w.jobs)
-		<-w.written
-		w.jobs = nil
-	}
-	return w.failed()
-}
+func (w *bucketWriter) stop() error { return w.bg.Stop() }
