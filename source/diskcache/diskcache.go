@@ -28,7 +28,8 @@
 // maxChunkBufs of them, for reads of part of a file; whole-file reads (the readahead's) go
 // straight into the caller's buffers.
 //
-// Lock order: Blocks.mu is the only lock; no I/O but unlink and utimes under it.
+// Lock order: Blocks.mu, and the lock inside Blocks.inflight (flight.Group), never held
+// together; no I/O but unlink and utimes under Blocks.mu.
 package diskcache
 
 import (
@@ -51,6 +52,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/blockfs/blockfs/internal/crc32c"
+	"github.com/blockfs/blockfs/internal/flight"
 	"github.com/blockfs/blockfs/internal/odirect"
 	"github.com/blockfs/blockfs/source"
 )
@@ -135,12 +137,15 @@ type Blocks struct {
 
 	hits, fetches, fetchedBytes, evicted, bad, writeErr atomic.Int64
 
+	// inflight merges fetches of the same file: one fetches and keeps a copy, the others
+	// wait for it and then read the copy.
+	inflight flight.Group[source.FileID, bool]
+
 	mu    sync.Mutex
-	ents  map[string]*list.Element        // cached files by "NAMESPACE/NAME"; values *entry (guarded by mu)
-	lru   *list.List                      // most recent first (guarded by mu)
-	used  int64                           // bytes of cached files and reservations (guarded by mu)
-	busy  map[source.FileID]chan struct{} // fetches in progress, closed when done (guarded by mu)
-	dirOK bool                            // the namespace directory exists (guarded by mu)
+	ents  map[string]*list.Element // cached files by "NAMESPACE/NAME"; values *entry (guarded by mu)
+	lru   *list.List               // most recent first (guarded by mu)
+	used  int64                    // bytes of cached files and reservations (guarded by mu)
+	dirOK bool                     // the namespace directory exists (guarded by mu)
 }
 
 type entry struct {
@@ -179,7 +184,7 @@ func Open(inner source.Blocks, t source.Table, opt Options) (*Blocks, error) {
 	}
 	b := &Blocks{inner: inner, t: t, dir: opt.Dir, ns: opt.Namespace, limit: opt.Size, logf: opt.Logf, lock: lf,
 		chunk: make(chan []byte, maxChunkBufs), ents: map[string]*list.Element{}, lru: list.New(),
-		busy: map[source.FileID]chan struct{}{}, streams: opt.Streams, keepBelow: keepBelow(t, opt)}
+		streams: opt.Streams, keepBelow: keepBelow(t, opt)}
 	b.direct.Store(opt.Direct)
 	for range maxChunkBufs {
 		b.chunk <- nil // allocated on first use
@@ -352,17 +357,11 @@ func (b *Blocks) Fill(ctx context.Context, id source.FileID, off int64, bufs [][
 			b.fetchedBytes.Add(n)
 			return b.inner.Fill(ctx, id, off, bufs)
 		}
-		wait, mine := b.claim(id)
-		if !mine {
-			select {
-			case <-wait:
-				continue // the other fetch has kept a copy (or failed: then try ourselves)
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+		bad := !errors.Is(err, errMiss)
+		again, err, shared := b.inflight.Do(ctx, id, func() (bool, error) { return b.fetch(ctx, f, off, bufs, bad) })
+		if shared {
+			continue // the other fetch has kept a copy (or failed: then try ourselves), or ctx ended
 		}
-		again, err := b.fetch(ctx, f, off, bufs, !errors.Is(err, errMiss))
-		b.release(id)
 		if !again {
 			return err
 		}
@@ -466,29 +465,10 @@ func copyOut(bufs [][]byte, off int64, p []byte, at int64) {
 	}
 }
 
-// claim makes the caller the one fetching file id, or returns a channel closed when the
-// fetch in progress ends.
-func (b *Blocks) claim(id source.FileID) (<-chan struct{}, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if ch := b.busy[id]; ch != nil {
-		return ch, false
-	}
-	b.busy[id] = make(chan struct{})
-	return nil, true
-}
-
-// release ends the caller's claim on file id.
-func (b *Blocks) release(id source.FileID) {
-	b.mu.Lock()
-	close(b.busy[id])
-	delete(b.busy, id)
-	b.mu.Unlock()
-}
-
-// fetch fills bufs from the inner source and keeps a copy of f; the caller holds f's claim.
+// fetch fills bufs from the inner source and keeps a copy of f; it runs as the one fetch of
+// f.id in progress (inflight).
 // With bad, the copy on disk failed its check and goes first. It reports again when a copy
-// appeared before the claim (another fetch just finished): then the caller reads that.
+// appeared before it started (another fetch just finished): then the caller reads that.
 func (b *Blocks) fetch(ctx context.Context, f file, off int64, bufs [][]byte, bad bool) (again bool, err error) {
 	b.mu.Lock()
 	_, have := b.ents[f.rel]
@@ -613,7 +593,7 @@ func (b *Blocks) keep(f file, write func(io.Writer) error) error {
 	if werr == nil && cerr == nil {
 		if cerr = os.Rename(tmp, f.path); cerr == nil {
 			b.mu.Lock()
-			if old := b.ents[f.rel]; old != nil { // not expected under the claim; keep the count right
+			if old := b.ents[f.rel]; old != nil { // not expected with the fetch merged; keep the count right
 				b.used -= old.Value.(*entry).size
 				b.lru.Remove(old)
 			}
