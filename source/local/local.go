@@ -51,30 +51,16 @@ func NewStreaming(t source.Table, streams func(source.FileID) bool) *Files {
 func (f *Files) Direct() bool { return f.direct.Load() }
 
 // Size implements source.Blocks.
-func (f *Files) Size(id source.FileID) int64 {
-	e, _ := f.t.Extent(id)
-	return e.Size
-}
+func (f *Files) Size(id source.FileID) int64 { return source.TableSize(f.t, id) }
 
 // Fill implements source.Blocks. Errors are *source.Error wrapping the cause: the errno of a
 // failed open or read (ENOENT for a file that is gone, EMFILE, EIO), or source.ErrShort for a
 // file that ends before the table says.
 func (f *Files) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]byte) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	e, ok := f.t.Extent(id)
-	n := int64(source.Len(bufs))
-	if !ok || off < 0 || off+n > e.Size {
-		return &source.Error{Op: "read", Name: e.Name, Off: off, Err: source.ErrNoFile}
-	}
-	if n == 0 {
-		return nil
-	}
-	direct := f.streams == nil || f.streams(id)
-	return source.FillExtent(e, off, bufs, func(e source.Extent, off int64, bufs [][]byte) error {
-		return f.fill(e, off, bufs, direct)
-	})
+	return source.FillTable(ctx, f.t, id, off, bufs, func(name string) string { return name },
+		func(e source.Extent, off int64, bufs [][]byte) error {
+			return f.fill(e, off, bufs, f.streams == nil || f.streams(id))
+		})
 }
 
 // fill reads bufs from off of the single file e, with O_DIRECT where direct allows it.

@@ -41,30 +41,15 @@ func NewBlocks(s *Store, t source.Table) *Blocks {
 }
 
 // Size implements source.Blocks.
-func (b *Blocks) Size(id source.FileID) int64 {
-	e, _ := b.t.Extent(id)
-	return e.Size
-}
+func (b *Blocks) Size(id source.FileID) int64 { return source.TableSize(b.t, id) }
 
 // Fill implements source.Blocks. Errors are *source.Error wrapping source.ErrChanged (the
 // object was replaced or is shorter), source.ErrCorrupt (a bad checksum, twice),
 // source.ErrUnavailable (the store did not answer within the retry budget), syscall.ENOENT
 // (the object is gone) or the context's error.
 func (b *Blocks) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]byte) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	e, ok := b.t.Extent(id)
-	n := int64(source.Len(bufs))
-	if !ok || off < 0 || off+n > e.Size {
-		return &source.Error{Op: "read", Name: b.s.url(e.Name), Off: off, Err: source.ErrNoFile}
-	}
-	if n == 0 {
-		return nil
-	}
-	return source.FillExtent(e, off, bufs, func(e source.Extent, off int64, bufs [][]byte) error {
-		return b.fill(ctx, e, off, bufs)
-	})
+	return source.FillTable(ctx, b.t, id, off, bufs, b.s.url,
+		func(e source.Extent, off int64, bufs [][]byte) error { return b.fill(ctx, e, off, bufs) })
 }
 
 // fill reads bufs from off of the single extent e.
