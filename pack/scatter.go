@@ -44,14 +44,28 @@ func (p *packer) shuffled() error {
 	}
 	defer os.RemoveAll(dir)
 	name := func(b int) string { return filepath.Join(dir, fmt.Sprintf("%05d", b)) }
-	bufs := make([][]byte, g)
 	bw := newBucketWriter(name, limit)
 	defer bw.stop()
 	spillName := func(b int) string { return name(b) + ".spill" }
-	spills := newSpiller(spillName, g)
-
-	// Pass 1: scatter.
 	total := 2 * size
+	if err := p.scatter(g, bw, newSpiller(spillName, g), total); err != nil {
+		return err
+	}
+
+	// Pass 2: permute each bucket and append it.
+	for b := 0; b < g; b++ {
+		if err := p.appendBucket(b, name(b), spillName(b), total); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scatter is pass 1 of shuffled: it reads the input and appends each record's bucket entry
+// to one of g buckets drawn at random, through bw (records larger than the read buffer go to
+// the bucket's spill file), and waits for the writes. total is the progress bar's length.
+func (p *packer) scatter(g int, bw *bucketWriter, spills *spiller, total int64) error {
+	bufs := make([][]byte, g)
 	rng := shuffle.NewRNG(shuffle.Derive(p.opt.Seed, shuffle.DomainPackAssign, 0, 0))
 	for id := uint64(0); ; id++ {
 		rec, err := p.in.next()
@@ -80,7 +94,7 @@ func (p *packer) shuffled() error {
 			bufs[b] = binary.LittleEndian.AppendUint64(bufs[b], uint64(len(rec.b)))
 			bufs[b] = append(bufs[b], rec.b...)
 		}
-		if len(bufs[b]) >= limit {
+		if len(bufs[b]) >= bw.limit {
 			if err := bw.write(b, bufs[b]); err != nil {
 				return err
 			}
@@ -98,17 +112,7 @@ func (p *packer) shuffled() error {
 		}
 		bufs[b] = nil
 	}
-	if err := bw.stop(); err != nil {
-		return err
-	}
-
-	// Pass 2: permute each bucket and append it.
-	for b := 0; b < g; b++ {
-		if err := p.appendBucket(b, name(b), spillName(b), total); err != nil {
-			return err
-		}
-	}
-	return nil
+	return bw.stop()
 }
 
 // spilled marks the length of a record kept in its bucket's spill file. A bucket file holds
