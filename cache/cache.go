@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/blockfs/blockfs/internal/flight"
 	"github.com/blockfs/blockfs/source"
 )
 
@@ -91,14 +92,15 @@ type key struct {
 	page int64
 }
 
-// entry is one page. Fields other than refs/elem/prefetched are written before ready is closed
-// and only read after it.
+// entry is one page. Fields other than refs/elem/prefetched are written before the load is
+// done and only read after it.
 type entry struct {
-	key   key
-	slot  int    // arena slot, or -1 for a page that did not fit (never in the map)
-	buf   []byte // the page's bytes, len = valid length
-	ready chan struct{}
-	err   error
+	key  key
+	slot int    // arena slot, or -1 for a page that did not fit (never in the map)
+	buf  []byte // the page's bytes, len = valid length
+	// load is the page's load: its error is set under Cache.mu (unpin reads it there), then
+	// the waiters are woken after the lock is released.
+	load flight.Call[struct{}]
 
 	// Guarded by Cache.mu.
 	refs       int
@@ -259,19 +261,19 @@ func (c *Cache) Fill(ctx context.Context, id FileID, off int64, p []byte) error 
 func waitAll(ctx context.Context, ents []*entry) error {
 	for _, e := range ents {
 		select {
-		case <-e.ready:
+		case <-e.load.Done():
 			continue
 		default:
 		}
 		select {
-		case <-e.ready:
+		case <-e.load.Done():
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
 	for _, e := range ents {
-		if e.err != nil {
-			return e.err
+		if err := e.load.Err(); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -279,7 +281,7 @@ func waitAll(ctx context.Context, ents []*entry) error {
 
 // pin takes a reference on pages first..last of file id, creating and loading the missing
 // ones (in runs of up to MaxRead bytes, one disk read per run). The returned entries may still
-// be loading; wait on ready. prefetch marks pages created by readahead. With strict set, pin
+// be loading; wait on load.Done. prefetch marks pages created by readahead. With strict set, pin
 // never gives a page a private buffer: when no slot is free it stops and reports full, having
 // pinned (and appended) only the pages before.
 func (c *Cache) pin(id FileID, first, last, size int64, prefetch, strict bool, ents []*entry) ([]*entry, bool) {
@@ -360,7 +362,7 @@ func (c *Cache) slotFreeLocked() bool {
 func (c *Cache) newEntryLocked(k key, size int64) *entry {
 	ps := int64(c.opt.PageSize)
 	n := min(ps, size-k.page*ps)
-	e := &entry{key: k, slot: -1, ready: make(chan struct{}), refs: 1}
+	e := &entry{key: k, slot: -1, load: flight.New[struct{}](), refs: 1}
 	if c.slotFreeLocked() {
 		nf := len(c.free)
 		e.slot = c.free[nf-1]
@@ -410,15 +412,14 @@ func (c *Cache) load(run []*entry) {
 	}
 	c.mu.Lock()
 	for _, e := range run {
+		e.load.Set(struct{}{}, err)
 		if e.slot < 0 {
-			e.err = err
 			continue
 		}
 		c.loading--
 		if err != nil {
 			// Forget the page so a later read tries again; its slot is free once unpinned (the
 			// loading request holds a reference until then, whoever else stopped waiting).
-			e.err = err
 			delete(c.pages, e.key)
 			continue
 		}
@@ -426,7 +427,7 @@ func (c *Cache) load(run []*entry) {
 	}
 	c.mu.Unlock()
 	for _, e := range run {
-		close(e.ready)
+		e.load.Wake()
 	}
 }
 
@@ -439,7 +440,7 @@ func (c *Cache) unpin(ents []*entry) {
 		if e.refs == 0 && e.slot >= 0 {
 			c.pinned--
 		}
-		if e.refs == 0 && e.err != nil && e.slot >= 0 && c.free != nil {
+		if e.refs == 0 && e.load.Err() != nil && e.slot >= 0 && c.free != nil {
 			c.free = append(c.free, e.slot)
 			e.slot = -1
 		}
@@ -488,7 +489,7 @@ func (c *Cache) prefetch(r request) {
 		var full bool
 		ents, full = c.pin(r.id, pg, min(pg+step-1, last), size, true, true, ents[:0])
 		for _, e := range ents {
-			<-e.ready
+			<-e.load.Done()
 		}
 		c.unpin(ents)
 		if full {

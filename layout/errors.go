@@ -1,26 +1,42 @@
 package layout
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/blockfs/blockfs/source"
 )
 
 // Sentinel errors. Every error returned by this package wraps exactly one of them, so callers
-// can classify with errors.Is and still print the full message (which names the file).
+// can classify with errors.Is and still print the full message (which names the file). Where a
+// backend has the same kind of error, the sentinel here is built on source's (see sentinel):
+// errors.Is(err, source.ErrCorrupt) holds for an ErrCorrupt too.
 var (
 	// ErrFormat: the manifest is missing, unparsable, of an unknown version, or inconsistent.
-	ErrFormat = errors.New("bad dataset format")
-	// ErrCorrupt: a file's size or contents disagree with the manifest.
-	ErrCorrupt = errors.New("corrupt dataset")
+	ErrFormat error = &sentinel{"bad dataset format", nil}
+	// ErrCorrupt: a file's size or contents disagree with the manifest (source.ErrCorrupt
+	// about a dataset's file).
+	ErrCorrupt error = &sentinel{"corrupt dataset", source.ErrCorrupt}
 	// ErrUnsafePath: a manifest path is absolute, leaves the dataset directory, or is a symlink
 	// that points outside it.
-	ErrUnsafePath = errors.New("unsafe path in manifest")
+	ErrUnsafePath error = &sentinel{"unsafe path in manifest", nil}
 	// ErrExists: the destination of a writer already exists and overwriting was not asked for.
-	ErrExists = errors.New("destination exists")
+	ErrExists error = &sentinel{"destination exists", nil}
 	// ErrIO: a file could not be opened or read for a reason that says nothing about the data
 	// (EMFILE, EIO, EACCES): the cause says which.
-	ErrIO = errors.New("cannot read dataset")
+	ErrIO error = &sentinel{"cannot read dataset", nil}
 )
+
+// sentinel is a sentinel of this package; where it refines one of package source's (base),
+// errors.Is sees that one through it.
+type sentinel struct {
+	msg  string
+	base error
+}
+
+func (s *sentinel) Error() string { return s.msg }
+
+// Unwrap returns the base sentinel, or nil.
+func (s *sentinel) Unwrap() error { return s.base }
 
 // Error describes what is wrong with one file of a dataset.
 type Error struct {

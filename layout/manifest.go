@@ -104,6 +104,49 @@ func ParseManifest(name string, data []byte) (*Manifest, error) {
 // Validate checks the manifest's internal consistency. name is used in error messages.
 func (m *Manifest) Validate(name string) error {
 	bad := func(format string, args ...any) error { return errorf(ErrFormat, name, -1, format, args...) }
+	if err := m.validateKind(bad); err != nil {
+		return err
+	}
+	if m.Records == 0 || len(m.Blocks) == 0 {
+		return bad("dataset has no records")
+	}
+	if err := m.validateElement(name); err != nil {
+		return err
+	}
+	var records, total uint64
+	seen := make(map[string]int, len(m.Blocks)*2)
+	if m.Names != nil {
+		if err := checkRelPath(m.Names.File); err != nil {
+			return errorf(ErrUnsafePath, name, -1, "names file %q: %v", m.Names.File, err)
+		}
+		seen[m.Names.File] = -1
+	}
+	for i, b := range m.Blocks {
+		if err := m.validateBlock(name, i, b, seen); err != nil {
+			return err
+		}
+		var carry uint64
+		records, carry = bits.Add64(records, b.Records, 0)
+		if carry != 0 {
+			return bad("record counts overflow")
+		}
+		total, carry = bits.Add64(total, b.Bytes, 0)
+		if carry != 0 {
+			return bad("byte counts overflow")
+		}
+	}
+	if records != m.Records {
+		return bad("blocks hold %d records but the manifest says %d", records, m.Records)
+	}
+	if total != m.Bytes {
+		return bad("blocks hold %d bytes but the manifest says %d", total, m.Bytes)
+	}
+	return nil
+}
+
+// validateKind checks the manifest's format, version, record kind and record size; bad makes
+// the error.
+func (m *Manifest) validateKind(bad func(format string, args ...any) error) error {
 	if m.Format != FormatName {
 		return bad("not a blockfs manifest (format %q, want %q)", m.Format, FormatName)
 	}
@@ -125,69 +168,44 @@ func (m *Manifest) Validate(name string) error {
 	default:
 		return bad("unknown record kind %q (want %q or %q)", m.Kind, Fixed, Variable)
 	}
-	if m.Records == 0 || len(m.Blocks) == 0 {
-		return bad("dataset has no records")
+	return nil
+}
+
+// validateBlock checks block i, b, of the manifest name: its size and files, each path safe
+// and used once (seen maps the paths of the blocks before to their block, and gets b's).
+func (m *Manifest) validateBlock(name string, i int, b BlockEntry, seen map[string]int) error {
+	blk := func(format string, args ...any) error { return errorf(ErrFormat, name, i, format, args...) }
+	if b.Records == 0 {
+		return blk("block has no records")
 	}
-	if err := m.validateElement(name); err != nil {
-		return err
+	if b.Bytes > MaxBlockBytes {
+		return blk("block of %d bytes exceeds the limit of %d", b.Bytes, uint64(MaxBlockBytes))
 	}
-	var records, total uint64
-	seen := make(map[string]int, len(m.Blocks)*2)
-	if m.Names != nil {
-		if err := checkRelPath(m.Names.File); err != nil {
-			return errorf(ErrUnsafePath, name, -1, "names file %q: %v", m.Names.File, err)
+	if m.Kind == Fixed {
+		hi, lo := bits.Mul64(b.Records, uint64(m.RecordSize))
+		if hi != 0 || lo != b.Bytes {
+			return blk("%d records of %d bytes do not make %d bytes", b.Records, m.RecordSize, b.Bytes)
 		}
-		seen[m.Names.File] = -1
+		if b.OffsetsFile != "" {
+			return blk("offsets_file is only for variable-length records")
+		}
+	} else if b.OffsetsFile == "" {
+		return blk("variable-length block needs an offsets_file")
 	}
-	for i, b := range m.Blocks {
-		blk := func(format string, args ...any) error { return errorf(ErrFormat, name, i, format, args...) }
-		if b.Records == 0 {
-			return blk("block has no records")
+	if m.IDs != (b.IDsFile != "") {
+		if m.IDs {
+			return blk("manifest says ids are stored but the block has no ids_file")
 		}
-		if b.Bytes > MaxBlockBytes {
-			return blk("block of %d bytes exceeds the limit of %d", b.Bytes, uint64(MaxBlockBytes))
-		}
-		if m.Kind == Fixed {
-			hi, lo := bits.Mul64(b.Records, uint64(m.RecordSize))
-			if hi != 0 || lo != b.Bytes {
-				return blk("%d records of %d bytes do not make %d bytes", b.Records, m.RecordSize, b.Bytes)
-			}
-			if b.OffsetsFile != "" {
-				return blk("offsets_file is only for variable-length records")
-			}
-		} else if b.OffsetsFile == "" {
-			return blk("variable-length block needs an offsets_file")
-		}
-		if m.IDs != (b.IDsFile != "") {
-			if m.IDs {
-				return blk("manifest says ids are stored but the block has no ids_file")
-			}
-			return blk("block has an ids_file but the manifest says ids are not stored")
-		}
-		for _, p := range b.paths() {
-			if err := checkRelPath(p); err != nil {
-				return errorf(ErrUnsafePath, name, i, "path %q: %v", p, err)
-			}
-			if j, dup := seen[p]; dup {
-				return blk("path %q is already used by block %d", p, j)
-			}
-			seen[p] = i
-		}
-		var carry uint64
-		records, carry = bits.Add64(records, b.Records, 0)
-		if carry != 0 {
-			return bad("record counts overflow")
-		}
-		total, carry = bits.Add64(total, b.Bytes, 0)
-		if carry != 0 {
-			return bad("byte counts overflow")
-		}
+		return blk("block has an ids_file but the manifest says ids are not stored")
 	}
-	if records != m.Records {
-		return bad("blocks hold %d records but the manifest says %d", records, m.Records)
-	}
-	if total != m.Bytes {
-		return bad("blocks hold %d bytes but the manifest says %d", total, m.Bytes)
+	for _, p := range b.paths() {
+		if err := checkRelPath(p); err != nil {
+			return errorf(ErrUnsafePath, name, i, "path %q: %v", p, err)
+		}
+		if j, dup := seen[p]; dup {
+			return blk("path %q is already used by block %d", p, j)
+		}
+		seen[p] = i
 	}
 	return nil
 }

@@ -2,10 +2,10 @@ package layout
 
 import (
 	"context"
-	"hash/crc32"
 	"sync"
 	"sync/atomic"
 
+	"github.com/blockfs/blockfs/internal/crc32c"
 	"github.com/blockfs/blockfs/source"
 )
 
@@ -24,10 +24,10 @@ func (d *Dataset) CheckCRC(ctx context.Context, src source.Blocks, id FileID) er
 		if err := src.Fill(ctx, id, off, [][]byte{buf[:n]}); err != nil {
 			return d.ioError(id, err)
 		}
-		crc = crc32.Update(crc, castagnoli, buf[:n])
+		crc = crc32c.Update(crc, buf[:n])
 	}
-	if crc != f.CRC32C {
-		return errorf(ErrCorrupt, f.Name, f.Block, "CRC32C is %#08x, the manifest says %#08x (the file is damaged; re-pack the dataset)", crc, f.CRC32C)
+	if err := crc32c.Check(crc, f.CRC32C); err != nil {
+		return wrapf(ErrCorrupt, err, f.Name, f.Block, "%s (the file is damaged; re-pack the dataset)", err.(*crc32c.Mismatch).Detail())
 	}
 	return nil
 }

@@ -2,31 +2,24 @@ package layout
 
 import (
 	"bytes"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
-	"sync/atomic"
 
-	"golang.org/x/sys/unix"
+	"github.com/blockfs/blockfs/internal/background"
+	"github.com/blockfs/blockfs/internal/crc32c"
 )
 
 // DefaultBlockSize is the block size pack uses unless told otherwise; docs/FORMAT.md explains
 // the measurement behind it.
 const DefaultBlockSize = 16 << 20
 
-// castagnoli is the CRC32C table used for every checksum in the format.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// CRC32C returns the CRC32C (Castagnoli) checksum of data.
-func CRC32C(data []byte) uint32 { return crc32.Checksum(data, castagnoli) }
+// CRC32C returns the CRC32C (Castagnoli) checksum of data, the checksum of every file in the
+// format.
+func CRC32C(data []byte) uint32 { return crc32c.Checksum(data) }
 
 // WriterOptions describe the dataset a Writer creates.
 type WriterOptions struct {
@@ -72,14 +65,12 @@ type Writer struct {
 	namesCRC   uint32
 	namesBytes uint64
 
-	// The background writer (startBackground). Its first error is kept in werr (fail,
-	// failed): flush then refuses to queue more and Commit returns it.
-	jobs    chan []fileJob
-	free    chan []byte
-	written chan struct{} // closed when the background writer has stopped
-	werr    atomic.Pointer[error]
+	// The background writer (startBackground). Its first error is kept (bg.Err): flush then
+	// refuses to queue more and Commit returns it.
+	bg   background.Worker[[]fileJob]
+	free chan []byte
 	// dataCRC is the CRC32C of each block's data file, by block. Only the background writer
-	// touches it until waitBackground returns.
+	// touches it until bg.Stop returns.
 	dataCRC []uint32
 }
 
@@ -135,34 +126,6 @@ func Create(dst string, opt WriterOptions, force bool) (*Writer, error) {
 		}
 	}
 	return w, nil
-}
-
-// namesName is the file the writer keeps record names in.
-const namesName = "names.txt"
-
-// AddName records the source name of the next source id (names are given in source order,
-// independently of Append's order). A name may not contain a newline.
-func (w *Writer) AddName(name string) error {
-	if w.names == nil {
-		return errors.New("writer does not keep names")
-	}
-	if strings.ContainsAny(name, "\n\x00") {
-		return fmt.Errorf("name %q contains a newline or NUL, which the names file cannot hold", name)
-	}
-	w.namesBuf = append(append(w.namesBuf, name...), '\n')
-	w.namesCount++
-	if len(w.namesBuf) >= 1<<20 {
-		return w.flushNames()
-	}
-	return nil
-}
-
-func (w *Writer) flushNames() error {
-	w.namesCRC = crc32.Update(w.namesCRC, castagnoli, w.namesBuf)
-	w.namesBytes += uint64(len(w.namesBuf))
-	_, err := w.names.Write(w.namesBuf)
-	w.namesBuf = w.namesBuf[:0]
-	return err
 }
 
 // TempDir returns the directory being written; callers may keep scratch files there, under
@@ -296,7 +259,7 @@ func (w *Writer) appendAlone(id uint64, r io.Reader, n int64) error {
 		return err
 	}
 	<-done
-	return w.failed()
+	return w.bg.Err()
 }
 
 // ReadError is ReadFixed's failure to read r (as opposed to a failure to write a block, or
@@ -365,383 +328,5 @@ func (w *Writer) writable() error {
 	if w.done {
 		return errors.New("writer is closed")
 	}
-	return w.failed()
-}
-
-// flush closes the block being filled, if any: it appends its entry to the manifest and hands
-// its files to the background writer, then continues in a recycled buffer. Once the background
-// writer has failed, flush queues nothing and returns its first error, leaving the block as is.
-func (w *Writer) flush() error {
-	if len(w.ids) == 0 {
-		return nil
-	}
-	return w.queueBlock(fileJob{data: w.data, size: int64(len(w.data)), recycle: true})
-}
-
-// queueBlock closes the block of the records in w.ids (and w.offsets), whose data file is
-// written from data: w.data for flush, a reader for appendAlone. It appends the block's entry
-// to the manifest and hands its files to the background writer. Once the background writer
-// has failed, it queues nothing and returns its first error.
-func (w *Writer) queueBlock(data fileJob) error {
-	if err := w.failed(); err != nil {
-		return err
-	}
-	i := len(w.m.Blocks)
-	e := BlockEntry{
-		File:    fmt.Sprintf("blocks/%06d.bin", i),
-		Records: uint64(len(w.ids)),
-		Bytes:   uint64(data.size),
-	}
-	// The background writer computes the data file's CRC32C; Commit copies it into the
-	// manifest after waitBackground.
-	data.path, data.block = filepath.Join(w.tmp, e.File), i
-	jobs := []fileJob{data}
-	if w.opt.IDs {
-		e.IDsFile = fmt.Sprintf("blocks/%06d.ids", i)
-		buf := u64bytes(w.ids)
-		e.IDsCRC32C = CRC32C(buf)
-		jobs = append(jobs, fileJob{path: filepath.Join(w.tmp, e.IDsFile), data: buf})
-	}
-	if w.opt.Kind == Variable {
-		e.OffsetsFile = fmt.Sprintf("blocks/%06d.off", i)
-		buf := u64bytes(w.offsets)
-		e.OffsetsCRC32C = CRC32C(buf)
-		jobs = append(jobs, fileJob{path: filepath.Join(w.tmp, e.OffsetsFile), data: buf})
-		w.offsets = w.offsets[:1]
-	}
-	w.m.Blocks = append(w.m.Blocks, e)
-	w.m.Records += e.Records
-	w.m.Bytes += e.Bytes
-	w.startBackground()
-	w.jobs <- jobs // waits while one block is being written and another is queued
-	if data.recycle {
-		select {
-		case b := <-w.free:
-			w.data = b[:0]
-		default:
-			w.data = nil
-		}
-	}
-	w.ids = w.ids[:0]
-	return nil
-}
-
-// fileJob is one file for the background writer to create, from data or, for a block's data
-// file, from src.
-type fileJob struct {
-	path    string
-	data    []byte
-	recycle bool // data is block's data buffer: checksum it, then give it back to the writer
-	block   int  // for a block's data file (recycle or src): the block's number
-	// A data file copied from src: size bytes, checksummed on the way; done is closed once
-	// the copy is over (or skipped after an earlier error).
-	src  io.Reader
-	size int64
-	done chan struct{}
-}
-
-// startBackground starts the goroutine that writes block files, so that reading the input and
-// writing blocks overlap. At most three block buffers exist: one being filled, one queued, one
-// being written.
-func (w *Writer) startBackground() {
-	if w.jobs != nil {
-		return
-	}
-	w.jobs = make(chan []fileJob, 1)
-	w.free = make(chan []byte, 3)
-	w.written = make(chan struct{})
-	go w.runBackground()
-}
-
-// runBackground writes the queued files until jobs is closed. After the first error it writes
-// nothing more but still checksums and recycles each block buffer, so flush never waits in vain.
-func (w *Writer) runBackground() {
-	defer close(w.written)
-	for jobs := range w.jobs {
-		for _, j := range jobs {
-			if j.src != nil {
-				w.copyBlock(j)
-				continue
-			}
-			if w.failed() == nil {
-				if err := writeFile(j.path, j.data); err != nil {
-					w.fail(err)
-				}
-			}
-			if j.recycle {
-				for len(w.dataCRC) <= j.block {
-					w.dataCRC = append(w.dataCRC, 0)
-				}
-				w.dataCRC[j.block] = CRC32C(j.data)
-				w.free <- j.data
-			}
-		}
-		w.blockDone(jobs)
-	}
-}
-
-// blockDone calls opt.BlockDone with the files of one block, all written, unless the writer
-// has failed. Background writer only.
-func (w *Writer) blockDone(jobs []fileJob) {
-	if w.opt.BlockDone == nil || w.failed() != nil {
-		return
-	}
-	files := make([]string, len(jobs))
-	for i, j := range jobs {
-		rel, err := filepath.Rel(w.tmp, j.path)
-		if err != nil {
-			w.fail(err)
-			return
-		}
-		files[i] = filepath.ToSlash(rel)
-	}
-	if err := w.opt.BlockDone(w.tmp, files); err != nil {
-		w.fail(err)
-	}
-}
-
-// copyBlock writes a block's data file from j.src (unless the writer has failed already),
-// records its checksum and closes j.done. Background writer only.
-func (w *Writer) copyBlock(j fileJob) {
-	defer close(j.done)
-	var crc uint32
-	if w.failed() == nil {
-		var err error
-		if crc, err = writeFileFrom(j.path, j.src, j.size); err != nil {
-			w.fail(err)
-		}
-	}
-	for len(w.dataCRC) <= j.block {
-		w.dataCRC = append(w.dataCRC, 0)
-	}
-	w.dataCRC[j.block] = crc
-}
-
-// waitBackground stops the background writer and returns its first error. Safe to call more
-// than once.
-func (w *Writer) waitBackground() error {
-	if w.jobs != nil {
-		close(w.jobs)
-		<-w.written
-		w.jobs = nil
-	}
-	return w.failed()
-}
-
-// fail records err as the background writer's error unless one is recorded already.
-func (w *Writer) fail(err error) { w.werr.CompareAndSwap(nil, &err) }
-
-// failed returns the background writer's first error, or nil. Safe from any goroutine.
-func (w *Writer) failed() error {
-	if p := w.werr.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// Commit closes the last block, writes and syncs the manifest, and renames the temporary
-// directory to the destination (replacing it only if Create was given force). If a step fails
-// before the rename, Commit removes everything the writer wrote and leaves the destination as
-// it was. Two errors come after it, with the new dataset in place: failing to remove the
-// replaced one (nil manifest) and failing to sync the parent directory (non-nil manifest).
-// Either way the writer is finished.
-func (w *Writer) Commit() (*Manifest, error) {
-	if w.done {
-		return nil, errors.New("writer is closed")
-	}
-	w.done = true
-	for _, step := range []func() error{
-		w.flush, // the last block, partly filled
-		w.collectBlocks,
-		w.validate,
-		w.closeNames,
-		w.syncBlocks,
-		w.writeManifest,
-		w.syncTempDirs,
-		w.replace,
-	} {
-		if err := step(); err != nil {
-			w.Abort()
-			return nil, err
-		}
-	}
-	return &w.m, syncDir(filepath.Dir(w.dst))
-}
-
-// collectBlocks waits until every block file is written and copies the checksum of each data
-// file, computed by the background writer, into the manifest.
-func (w *Writer) collectBlocks() error {
-	if err := w.waitBackground(); err != nil {
-		return err
-	}
-	for i := range w.m.Blocks {
-		w.m.Blocks[i].CRC32C = w.dataCRC[i]
-	}
-	return nil
-}
-
-// validate checks the finished manifest as Open will, and says so plainly when there is no
-// record at all.
-func (w *Writer) validate() error {
-	err := w.m.Validate(w.dst)
-	if err != nil && w.m.Records == 0 {
-		return errors.New("the input has no records: nothing to pack")
-	}
-	return err
-}
-
-// closeNames writes out and closes the names file, if the writer keeps names, and enters it in
-// the manifest. It fails unless AddName was called once per record.
-func (w *Writer) closeNames() error {
-	if w.names == nil {
-		return nil
-	}
-	err := w.flushNames()
-	if cerr := w.names.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && w.namesCount != w.m.Records {
-		err = fmt.Errorf("%d names for %d records", w.namesCount, w.m.Records)
-	}
-	if err != nil {
-		return err
-	}
-	w.m.Names = &NamesEntry{File: namesName, Bytes: w.namesBytes, CRC32C: w.namesCRC}
-	return nil
-}
-
-// syncBlocks makes every file written so far durable with one syncfs, before the manifest that
-// vouches for them is written.
-func (w *Writer) syncBlocks() error { return syncFS(w.tmp) }
-
-// writeManifest writes the manifest, the dataset's last file, and syncs it.
-func (w *Writer) writeManifest() error {
-	return writeFileSync(filepath.Join(w.tmp, ManifestName), ManifestJSON(&w.m))
-}
-
-// syncTempDirs syncs the blocks directory and the temporary directory, so their entries are
-// durable before the rename publishes them.
-func (w *Writer) syncTempDirs() error {
-	for _, d := range []string{filepath.Join(w.tmp, "blocks"), w.tmp} {
-		if err := syncDir(d); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// replace moves the finished directory to dst. An existing dst is first renamed aside and
-// removed only once the new dataset is in place.
-func (w *Writer) replace() error {
-	old := ""
-	if _, err := os.Lstat(w.dst); err == nil {
-		old = w.tmp + ".old"
-		if err := os.Rename(w.dst, old); err != nil {
-			return fmt.Errorf("cannot move the existing %s aside: %w", w.dst, err)
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	if err := os.Rename(w.tmp, w.dst); err != nil {
-		if old != "" {
-			_ = os.Rename(old, w.dst)
-		}
-		return err
-	}
-	if old != "" {
-		return os.RemoveAll(old)
-	}
-	return nil
-}
-
-// Abort removes everything written so far. Safe to call more than once and after Commit.
-func (w *Writer) Abort() {
-	w.done = true
-	_ = w.waitBackground()
-	if w.names != nil {
-		w.names.Close()
-	}
-	if w.tmp != "" {
-		_ = os.RemoveAll(w.tmp)
-	}
-}
-
-func u64bytes(v []uint64) []byte {
-	b := make([]byte, 8*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint64(b[8*i:], x)
-	}
-	return b
-}
-
-// writeFile creates path with data, without syncing (Commit syncs the whole filesystem once).
-func writeFile(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// writeFileFrom creates path with n bytes read from r, a buffer at a time, and returns their
-// CRC32C. Without syncing, like writeFile.
-func writeFileFrom(path string, r io.Reader, n int64) (uint32, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return 0, err
-	}
-	h := crc32.New(castagnoli)
-	// Neither side offers ReadFrom or WriteTo, so CopyBuffer uses buf.
-	got, err := io.CopyBuffer(io.MultiWriter(f, h), io.LimitReader(r, n), make([]byte, min(n, 1<<20)+1))
-	if err == nil && got < n {
-		err = fmt.Errorf("writing %s: the record ended after %d of its %d bytes: %w", path, got, n, io.ErrUnexpectedEOF)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return h.Sum32(), err
-}
-
-func writeFileSync(path string, data []byte) error {
-	if err := writeFile(path, data); err != nil {
-		return err
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
-}
-
-// syncFS flushes everything written to the filesystem holding dir.
-func syncFS(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return unix.Syncfs(int(f.Fd()))
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
-}
-
-// ManifestJSON returns the manifest as the writer would store it (for tests and tools).
-func ManifestJSON(m *Manifest) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", " ")
-	_ = enc.Encode(m)
-	return buf.Bytes()
+	return w.bg.Err()
 }

@@ -7,10 +7,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/blockfs/blockfs/internal/background"
 	"github.com/blockfs/blockfs/shuffle"
 )
 
@@ -44,14 +44,28 @@ func (p *packer) shuffled() error {
 	}
 	defer os.RemoveAll(dir)
 	name := func(b int) string { return filepath.Join(dir, fmt.Sprintf("%05d", b)) }
-	bufs := make([][]byte, g)
 	bw := newBucketWriter(name, limit)
 	defer bw.stop()
 	spillName := func(b int) string { return name(b) + ".spill" }
-	spills := newSpiller(spillName, g)
-
-	// Pass 1: scatter.
 	total := 2 * size
+	if err := p.scatter(g, bw, newSpiller(spillName, g), total); err != nil {
+		return err
+	}
+
+	// Pass 2: permute each bucket and append it.
+	for b := 0; b < g; b++ {
+		if err := p.appendBucket(b, name(b), spillName(b), total); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scatter is pass 1 of shuffled: it reads the input and appends each record's bucket entry
+// to one of g buckets drawn at random, through bw (records larger than the read buffer go to
+// the bucket's spill file), and waits for the writes. total is the progress bar's length.
+func (p *packer) scatter(g int, bw *bucketWriter, spills *spiller, total int64) error {
+	bufs := make([][]byte, g)
 	rng := shuffle.NewRNG(shuffle.Derive(p.opt.Seed, shuffle.DomainPackAssign, 0, 0))
 	for id := uint64(0); ; id++ {
 		rec, err := p.in.next()
@@ -80,7 +94,7 @@ func (p *packer) shuffled() error {
 			bufs[b] = binary.LittleEndian.AppendUint64(bufs[b], uint64(len(rec.b)))
 			bufs[b] = append(bufs[b], rec.b...)
 		}
-		if len(bufs[b]) >= limit {
+		if len(bufs[b]) >= bw.limit {
 			if err := bw.write(b, bufs[b]); err != nil {
 				return err
 			}
@@ -98,17 +112,7 @@ func (p *packer) shuffled() error {
 		}
 		bufs[b] = nil
 	}
-	if err := bw.stop(); err != nil {
-		return err
-	}
-
-	// Pass 2: permute each bucket and append it.
-	for b := 0; b < g; b++ {
-		if err := p.appendBucket(b, name(b), spillName(b), total); err != nil {
-			return err
-		}
-	}
-	return nil
+	return bw.stop()
 }
 
 // spilled marks the length of a record kept in its bucket's spill file. A bucket file holds
@@ -252,16 +256,14 @@ func mapFile(f *os.File) ([]byte, error) {
 
 // bucketWriter appends full bucket buffers to their files in the background, so reading the
 // input overlaps writing the buckets. Buffers come back through a free list: at most a few
-// beyond one per bucket exist. Errors follow layout.Writer's rule: the first one is kept,
-// write refuses to queue more with it, and stop returns it. Only run works in the background;
-// the other methods are for the one goroutine that fills the buckets.
+// beyond one per bucket exist. Errors follow layout.Writer's rule (background.Worker): the first
+// one is kept, write refuses to queue more with it, and stop returns it. Only append works in
+// the background; the other methods are for the one goroutine that fills the buckets.
 type bucketWriter struct {
-	name    func(int) string
-	limit   int
-	jobs    chan bucketJob // nil after stop
-	free    chan []byte
-	written chan struct{} // closed when run has returned
-	err     atomic.Pointer[error]
+	name  func(int) string
+	limit int
+	bg    background.Worker[bucketJob]
+	free  chan []byte
 }
 
 type bucketJob struct {
@@ -270,26 +272,22 @@ type bucketJob struct {
 }
 
 func newBucketWriter(name func(int) string, limit int) *bucketWriter {
-	w := &bucketWriter{name: name, limit: limit, jobs: make(chan bucketJob, 4), free: make(chan []byte, 4),
-		written: make(chan struct{})}
-	go w.run()
+	w := &bucketWriter{name: name, limit: limit, free: make(chan []byte, 4)}
+	w.bg.Start(4, w.append)
 	return w
 }
 
-// run appends the queued buffers until jobs is closed. After the first error it appends
+// append appends one queued buffer to its bucket's file. After the first error it appends
 // nothing more but still recycles the buffers.
-func (w *bucketWriter) run() {
-	defer close(w.written)
-	for j := range w.jobs {
-		if w.failed() == nil {
-			if err := appendFile(w.name(j.b), j.buf); err != nil {
-				w.fail(err)
-			}
+func (w *bucketWriter) append(j bucketJob) {
+	if w.bg.Err() == nil {
+		if err := appendFile(w.name(j.b), j.buf); err != nil {
+			w.bg.Set(err)
 		}
-		select {
-		case w.free <- j.buf[:0]:
-		default:
-		}
+	}
+	select {
+	case w.free <- j.buf[:0]:
+	default:
 	}
 }
 
@@ -306,17 +304,6 @@ func appendFile(path string, data []byte) error {
 	return err
 }
 
-// fail records err as the writer's error unless one is recorded already.
-func (w *bucketWriter) fail(err error) { w.err.CompareAndSwap(nil, &err) }
-
-// failed returns the first error, or nil. Safe from any goroutine.
-func (w *bucketWriter) failed() error {
-	if p := w.err.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
 // buffer returns an empty buffer for a bucket.
 func (w *bucketWriter) buffer() []byte {
 	select {
@@ -330,19 +317,12 @@ func (w *bucketWriter) buffer() []byte {
 // write queues buf for bucket b; the caller must not touch buf again. Once a write has
 // failed it queues nothing and returns the first error. Not to be called after stop.
 func (w *bucketWriter) write(b int, buf []byte) error {
-	if err := w.failed(); err != nil {
+	if err := w.bg.Err(); err != nil {
 		return err
 	}
-	w.jobs <- bucketJob{b, buf} // waits while four are queued
+	w.bg.Put(bucketJob{b, buf}) // waits while four are queued
 	return nil
 }
 
 // stop waits for queued writes and returns the first error. Safe to call more than once.
-func (w *bucketWriter) stop() error {
-	if w.jobs != nil {
-		close(w.jobs)
-		<-w.written
-		w.jobs = nil
-	}
-	return w.failed()
-}
+func (w *bucketWriter) stop() error { return w.bg.Stop() }

@@ -126,6 +126,33 @@ func SliceBufs(bufs [][]byte, from, to int64) [][]byte {
 	return out
 }
 
+// TableSize returns the size of file id in t: a Size for a backend over a Table; 0 for a file
+// t does not have.
+func TableSize(t Table, id FileID) int64 {
+	e, _ := t.Extent(id)
+	return e.Size
+}
+
+// FillTable is a Fill for a backend over a Table: it returns ctx's error if ctx has ended, an
+// *Error wrapping ErrNoFile for a file t does not have or a range outside it (naming the
+// object as name says), nil for an empty read, and otherwise fills bufs from off of file id's
+// extent with fill, one single extent at a time (FillExtent).
+func FillTable(ctx context.Context, t Table, id FileID, off int64, bufs [][]byte, name func(string) string,
+	fill func(e Extent, off int64, bufs [][]byte) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	e, ok := t.Extent(id)
+	n := int64(Len(bufs))
+	if !ok || off < 0 || off+n > e.Size {
+		return &Error{Op: "read", Name: name(e.Name), Off: off, Err: ErrNoFile}
+	}
+	if n == 0 {
+		return nil
+	}
+	return FillExtent(e, off, bufs, fill)
+}
+
 // FillExtent fills bufs from off of e with fill, which reads one single extent: e itself, or,
 // for a file made of parts (Extent.Parts), each part the bytes touch, with its offset in that
 // part and its share of bufs. It stops at fill's first error.

@@ -29,6 +29,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/blockfs/blockfs/internal/background"
 )
 
 func main() {
@@ -44,7 +46,52 @@ func main() {
 	if flag.NArg() != 1 {
 		fail(fmt.Errorf("give one mode: whole or naive"))
 	}
-	u, err := url.Parse(*endpoint)
+	g := &getter{ctx: context.Background(), cl: client(*endpoint), bucket: *bucket}
+	if flag.Arg(0) == "mb" {
+		if err := g.cl.MakeBucket(g.ctx, *bucket, minio.MakeBucketOptions{}); err != nil {
+			fail(err)
+		}
+		return
+	}
+	objs := g.blocks(*prefix)
+	start := time.Now()
+	jobs, wg := g.start(*workers)
+	switch flag.Arg(0) {
+	case "whole":
+		for _, o := range objs {
+			etag := ""
+			if *ifMatch {
+				etag = o.etag
+			}
+			if *part <= 0 {
+				jobs <- g.get(o.key, 0, 0, etag)
+				continue
+			}
+			for at := int64(0); at < o.size; at += *part {
+				jobs <- g.get(o.key, at, min(*part, o.size-at), etag)
+			}
+		}
+	case "naive":
+		r := rand.New(rand.NewPCG(1, 2))
+		for range *count {
+			o := objs[r.IntN(len(objs))]
+			jobs <- g.get(o.key, r.Int64N(o.size / *record)**record, *record, "")
+		}
+	default:
+		fail(fmt.Errorf("unknown mode %q", flag.Arg(0)))
+	}
+	close(jobs)
+	wg.Wait()
+	el := time.Since(start).Seconds()
+	if err := g.err.Err(); err != nil {
+		fail(err)
+	}
+	fmt.Printf("%d %.3f %d\n", g.bytes.Load(), el, g.reqs.Load())
+}
+
+// client returns a minio client for the store at endpoint.
+func client(endpoint string) *minio.Client {
+	u, err := url.Parse(endpoint)
 	if err != nil {
 		fail(err)
 	}
@@ -53,20 +100,28 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	ctx := context.Background()
-	if flag.Arg(0) == "mb" {
-		if err := cl.MakeBucket(ctx, *bucket, minio.MakeBucketOptions{}); err != nil {
-			fail(err)
-		}
-		return
-	}
-	type obj struct {
-		key  string
-		size int64
-		etag string
-	}
+	return cl
+}
+
+// getter runs the GETs and counts what they bring.
+type getter struct {
+	ctx         context.Context
+	cl          *minio.Client
+	bucket      string
+	bytes, reqs atomic.Int64
+	err         background.Latch // the first failed GET
+}
+
+type obj struct {
+	key  string
+	size int64
+	etag string
+}
+
+// blocks lists the block objects of the dataset at prefix.
+func (g *getter) blocks(prefix string) []obj {
 	var objs []obj
-	for oi := range cl.ListObjects(ctx, *bucket, minio.ListObjectsOptions{Prefix: *prefix + "/blocks/", Recursive: true}) {
+	for oi := range g.cl.ListObjects(g.ctx, g.bucket, minio.ListObjectsOptions{Prefix: prefix + "/blocks/", Recursive: true}) {
 		if oi.Err != nil {
 			fail(oi.Err)
 		}
@@ -75,14 +130,16 @@ func main() {
 		}
 	}
 	if len(objs) == 0 {
-		fail(fmt.Errorf("no block objects under %s/blocks/", *prefix))
+		fail(fmt.Errorf("no block objects under %s/blocks/", prefix))
 	}
-	var bytes, reqs atomic.Int64
+	return objs
+}
+
+// start starts n workers that run the jobs sent on the channel returned until it is closed.
+func (g *getter) start(n int) (chan<- func([]byte) error, *sync.WaitGroup) {
 	jobs := make(chan func(buf []byte) error, 64)
 	var wg sync.WaitGroup
-	var firstErr atomic.Pointer[error]
-	start := time.Now()
-	for range *workers {
+	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -93,62 +150,35 @@ func main() {
 			buf := make([]byte, 1<<20)
 			for j := range jobs {
 				if err := j(buf); err != nil {
-					firstErr.CompareAndSwap(nil, &err)
+					g.err.Set(err)
 				}
 			}
 		}()
 	}
-	get := func(key string, off, n int64, etag string) func([]byte) error {
-		return func(buf []byte) error {
-			var opt minio.GetObjectOptions
-			if etag != "" {
-				_ = opt.SetMatchETag(etag)
-			}
-			if n > 0 {
-				_ = opt.SetRange(off, off+n-1)
-			}
-			o, err := cl.GetObject(ctx, *bucket, key, opt)
-			if err != nil {
-				return err
-			}
-			defer o.Close()
-			k, err := drain(o, buf)
-			bytes.Add(k)
-			reqs.Add(1)
+	return jobs, &wg
+}
+
+// get returns a job that GETs n bytes of key from off (n = 0: the whole object), with
+// If-Match etag unless etag is empty.
+func (g *getter) get(key string, off, n int64, etag string) func([]byte) error {
+	return func(buf []byte) error {
+		var opt minio.GetObjectOptions
+		if etag != "" {
+			_ = opt.SetMatchETag(etag)
+		}
+		if n > 0 {
+			_ = opt.SetRange(off, off+n-1)
+		}
+		o, err := g.cl.GetObject(g.ctx, g.bucket, key, opt)
+		if err != nil {
 			return err
 		}
+		defer o.Close()
+		k, err := drain(o, buf)
+		g.bytes.Add(k)
+		g.reqs.Add(1)
+		return err
 	}
-	switch flag.Arg(0) {
-	case "whole":
-		for _, o := range objs {
-			etag := ""
-			if *ifMatch {
-				etag = o.etag
-			}
-			if *part <= 0 {
-				jobs <- get(o.key, 0, 0, etag)
-				continue
-			}
-			for at := int64(0); at < o.size; at += *part {
-				jobs <- get(o.key, at, min(*part, o.size-at), etag)
-			}
-		}
-	case "naive":
-		r := rand.New(rand.NewPCG(1, 2))
-		for range *count {
-			o := objs[r.IntN(len(objs))]
-			jobs <- get(o.key, r.Int64N(o.size / *record)**record, *record, "")
-		}
-	default:
-		fail(fmt.Errorf("unknown mode %q", flag.Arg(0)))
-	}
-	close(jobs)
-	wg.Wait()
-	el := time.Since(start).Seconds()
-	if p := firstErr.Load(); p != nil {
-		fail(*p)
-	}
-	fmt.Printf("%d %.3f %d\n", bytes.Load(), el, reqs.Load())
 }
 
 // drain reads r to its end into buf, over and over, and returns the bytes read.

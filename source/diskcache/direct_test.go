@@ -4,72 +4,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"hash/crc32"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/blockfs/blockfs/internal/crc32c"
+	"github.com/blockfs/blockfs/internal/odirect"
 	"github.com/blockfs/blockfs/source"
 )
-
-// TestDirectWriter writes files from aligned pieces (O_DIRECT), then pieces that are not
-// (a short tail, a buffer off the alignment), and checks every byte lands in order.
-func TestDirectWriter(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	page := func(n int) []byte {
-		b := alignedBuf(n)
-		for i := range b {
-			b[i] = byte(r.Uint32())
-		}
-		return b
-	}
-	off := page(3 * directAlign)[1 : 1+directAlign] // aligned length, unaligned address
-	require.NotZero(t, uintptr(unsafe.Pointer(&off[0]))%directAlign)
-	// Where the filesystem has O_DIRECT (the CI machine's disk does), the aligned writes must
-	// use it.
-	probe, err := createTemp(filepath.Join(t.TempDir(), "probe"))
-	require.NoError(t, err)
-	haveDirect := probe.direct
-	require.NoError(t, probe.Close())
-	t.Logf("O_DIRECT on %s: %v", os.TempDir(), haveDirect)
-	for name, pieces := range map[string][][]byte{
-		"aligned":              {page(1 << 20), page(1 << 20), page(directAlign)},
-		"short tail":           {page(1 << 20), page(1 << 20), page(5000)},
-		"unaligned then more":  {page(1 << 20), off, page(1 << 20), page(7)},
-		"unaligned first":      {page(100), page(1 << 20)},
-		"empty":                {},
-		"one unaligned buffer": {page(1)},
-	} {
-		path := filepath.Join(t.TempDir(), "f.tmp")
-		w, err := createTemp(path)
-		require.NoError(t, err, name)
-		for i, p := range pieces {
-			n, err := w.Write(p)
-			require.NoError(t, err, name)
-			require.Equal(t, len(p), n, name)
-			if haveDirect && i == 0 {
-				require.Equal(t, aligned(p), w.direct, "%s: O_DIRECT for an aligned first write, buffered after one that is not", name)
-			}
-		}
-		require.NoError(t, w.Close(), name)
-		got, err := os.ReadFile(path)
-		require.NoError(t, err, name)
-		require.True(t, bytes.Equal(bytes.Join(pieces, nil), got), name)
-	}
-}
-
-func TestAlignedBuf(t *testing.T) {
-	for _, n := range []int{1, 4095, 4096, 1 << 20} {
-		b := alignedBuf(n)
-		require.Len(t, b, n)
-		require.Equal(t, n, cap(b))
-		require.Zero(t, uintptr(unsafe.Pointer(&b[0]))%directAlign)
-	}
-}
 
 // pages splits n bytes into aligned buffers of 1 MiB (the last one short), as the cache's
 // pages are.
@@ -77,7 +21,7 @@ func pages(n int64) [][]byte {
 	var bufs [][]byte
 	for n > 0 {
 		k := min(n, 1<<20)
-		bufs = append(bufs, alignedBuf(int(k)))
+		bufs = append(bufs, odirect.AlignedBuf(int(k)))
 		n -= k
 	}
 	return bufs
@@ -117,13 +61,13 @@ func TestDirectReads(t *testing.T) {
 	}
 	probe, err := createTemp(filepath.Join(t.TempDir(), "probe"))
 	require.NoError(t, err)
-	if probe.direct {
+	if probe.Direct() {
 		require.True(t, b.direct.Load(), "O_DIRECT reads still in use: the filesystem has O_DIRECT")
 	}
 	require.NoError(t, probe.Close())
 	require.EqualValues(t, len(m.files), b.Stats().Hits)
 
-	p := filepath.Join(dir, ns, fmt.Sprintf("1-%08x-%d.blk", crc32.Checksum(m.files[1], castagnoli), 2<<20))
+	p := filepath.Join(dir, ns, fmt.Sprintf("1-%08x-%d.blk", crc32c.Checksum(m.files[1]), 2<<20))
 	f, err := os.OpenFile(p, os.O_RDWR, 0)
 	require.NoError(t, err)
 	_, err = f.WriteAt([]byte{^m.files[1][1<<20+3]}, 1<<20+3)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/blockfs/blockfs/internal/crc32c"
 	"github.com/blockfs/blockfs/source"
 )
 
@@ -44,7 +44,7 @@ func (m *memSource) Extent(id source.FileID) (source.Extent, bool) {
 	}
 	f := m.files[id]
 	return source.Extent{Name: fmt.Sprint(id), Size: int64(len(f)),
-		Ident: source.Identity{Size: int64(len(f)), CRC32C: crc32.Checksum(f, castagnoli), HasCRC: true}}, true
+		Ident: source.Identity{Size: int64(len(f)), CRC32C: crc32c.Checksum(f), HasCRC: true}}, true
 }
 
 func (m *memSource) Size(id source.FileID) int64 { e, _ := m.Extent(id); return e.Size }
@@ -132,7 +132,7 @@ func TestDamagedCopyIsNeverServed(t *testing.T) {
 		func(p string) { _ = os.Truncate(p, 1000) },
 		func(p string) { _ = os.Remove(p) },
 	} {
-		damage(filepath.Join(dir, ns, fmt.Sprintf("0-%08x-%d.blk", crc32.Checksum(m.files[0], castagnoli), 2<<20)))
+		damage(filepath.Join(dir, ns, fmt.Sprintf("0-%08x-%d.blk", crc32c.Checksum(m.files[0]), 2<<20)))
 		// With the store there: fetched again, exact bytes, whole or in part.
 		got, err := read(b, 0, 100, 1<<20)
 		require.NoError(t, err)
@@ -143,7 +143,7 @@ func TestDamagedCopyIsNeverServed(t *testing.T) {
 	}
 	// With the store gone: an error, never the damaged bytes.
 	m.fail.Store(true)
-	p := filepath.Join(dir, ns, fmt.Sprintf("1-%08x-4096.blk", crc32.Checksum(m.files[1], castagnoli)))
+	p := filepath.Join(dir, ns, fmt.Sprintf("1-%08x-4096.blk", crc32c.Checksum(m.files[1])))
 	data, _ := os.ReadFile(p)
 	data[0] ^= 1
 	require.NoError(t, os.WriteFile(p, data, 0o644))
@@ -274,7 +274,7 @@ func TestFixedSet(t *testing.T) {
 	require.EqualValues(t, bound, st.Used)
 	require.Zero(t, st.Evicted)
 	for i := 0; i < files; i++ {
-		_, err := os.Stat(filepath.Join(dir, ns, fmt.Sprintf("%d-%08x-%d.blk", i, crc32.Checksum(m.files[i], castagnoli), size)))
+		_, err := os.Stat(filepath.Join(dir, ns, fmt.Sprintf("%d-%08x-%d.blk", i, crc32c.Checksum(m.files[i]), size)))
 		require.Equal(t, i < files/2, err == nil, "file %d kept: %v", i, err)
 	}
 	require.NoError(t, b.Close())
@@ -294,7 +294,7 @@ func TestFixedSet(t *testing.T) {
 	require.EqualValues(t, files/4, b2.KeptFiles())
 	require.EqualValues(t, files/4, b2.Stats().Files, "the set of the smaller bound stays")
 	for i := 0; i < files/4; i++ {
-		_, err := os.Stat(filepath.Join(dir, ns, fmt.Sprintf("%d-%08x-%d.blk", i, crc32.Checksum(m.files[i], castagnoli), size)))
+		_, err := os.Stat(filepath.Join(dir, ns, fmt.Sprintf("%d-%08x-%d.blk", i, crc32c.Checksum(m.files[i]), size)))
 		require.NoError(t, err, "file %d of the set", i)
 	}
 }

@@ -7,10 +7,10 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/blockfs/blockfs/internal/odirect"
 	"github.com/blockfs/blockfs/source"
 )
 
@@ -51,46 +51,43 @@ func NewStreaming(t source.Table, streams func(source.FileID) bool) *Files {
 func (f *Files) Direct() bool { return f.direct.Load() }
 
 // Size implements source.Blocks.
-func (f *Files) Size(id source.FileID) int64 {
-	e, _ := f.t.Extent(id)
-	return e.Size
-}
+func (f *Files) Size(id source.FileID) int64 { return source.TableSize(f.t, id) }
 
 // Fill implements source.Blocks. Errors are *source.Error wrapping the cause: the errno of a
 // failed open or read (ENOENT for a file that is gone, EMFILE, EIO), or source.ErrShort for a
 // file that ends before the table says.
 func (f *Files) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]byte) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	e, ok := f.t.Extent(id)
-	n := int64(source.Len(bufs))
-	if !ok || off < 0 || off+n > e.Size {
-		return &source.Error{Op: "read", Name: e.Name, Off: off, Err: source.ErrNoFile}
-	}
-	if n == 0 {
-		return nil
-	}
-	direct := f.streams == nil || f.streams(id)
-	return source.FillExtent(e, off, bufs, func(e source.Extent, off int64, bufs [][]byte) error {
-		return f.fill(e, off, bufs, direct)
-	})
+	return source.FillTable(ctx, f.t, id, off, bufs, func(name string) string { return name },
+		func(e source.Extent, off int64, bufs [][]byte) error {
+			return f.fill(e, off, bufs, f.streams == nil || f.streams(id))
+		})
 }
 
 // fill reads bufs from off of the single file e, with O_DIRECT where direct allows it.
 func (f *Files) fill(e source.Extent, off int64, bufs [][]byte, direct bool) error {
 	off += e.Offset
+	var iov [][]byte
 	if direct && f.direct.Load() {
-		done, err := f.readDirect(e, bufs, off)
-		if done || err != nil {
-			return err
-		}
+		iov, _ = odirect.IOVecs(bufs, off) // nil: the request does not qualify
 	}
-	fd, err := open(e, 0)
+	fd, isDirect, refused, err := odirect.Open(iov != nil, func(flags int) (int, error) { return open(e, flags) })
+	if refused {
+		f.direct.Store(false) // this filesystem has no O_DIRECT
+	}
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
+	if isDirect {
+		done, err := readDirect(fd, e, iov, bufs, off)
+		if done || err != nil {
+			return err
+		}
+		// The filesystem took the open but refuses the request: read it buffered.
+		if err := odirect.Clear(uintptr(fd), e.Name); err != nil {
+			return &source.Error{Op: "read", Name: e.Name, Off: off, Err: err}
+		}
+	}
 	if err := preadFull(fd, e.Name, bufs, off); err != nil {
 		return err
 	}
@@ -173,44 +170,11 @@ func preadFull(fd int, path string, bufs [][]byte, off int64) error {
 	return nil
 }
 
-// directAlign is the alignment O_DIRECT needs of offsets, lengths and buffers here.
-const directAlign = 4096
-
-// readDirect tries an O_DIRECT read of bufs at off. It reports done=false, with no error, when
-// the request does not qualify (alignment) or the filesystem refuses O_DIRECT, and the caller
-// reads as usual. The last buffer may be short (a file's tail): its capacity must then reach
-// the next alignment boundary, which is read into and ignored.
-func (f *Files) readDirect(e source.Extent, bufs [][]byte, off int64) (bool, error) {
-	path := e.Name
-	if off%directAlign != 0 {
-		return false, nil
-	}
-	iov := make([][]byte, len(bufs))
-	want := 0
-	for i, b := range bufs {
-		if len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))%directAlign != 0 {
-			return false, nil
-		}
-		n := len(b)
-		if n%directAlign != 0 {
-			up := (n + directAlign - 1) / directAlign * directAlign
-			if i != len(bufs)-1 || cap(b) < up {
-				return false, nil
-			}
-			n = up
-		}
-		iov[i] = b[:n]
-		want += len(b)
-	}
-	fd, err := open(e, unix.O_DIRECT)
-	if se, ok := err.(*source.Error); ok && se.Err == unix.EINVAL {
-		f.direct.Store(false) // this filesystem has no O_DIRECT
-		return false, nil
-	}
-	if err != nil {
-		return true, err
-	}
-	defer unix.Close(fd)
+// readDirect reads bufs at off from fd, open with O_DIRECT, through iov (odirect.IOVecs of
+// bufs). It reports done=false, with no error, when the filesystem refuses the first request
+// (EINVAL), and the caller reads buffered.
+func readDirect(fd int, e source.Extent, iov, bufs [][]byte, off int64) (bool, error) {
+	want := source.Len(bufs)
 	for got := 0; got < want; {
 		n, err := unix.Preadv(fd, skipBufs(iov, got), off+int64(got))
 		if err == unix.EINTR {
@@ -220,23 +184,21 @@ func (f *Files) readDirect(e source.Extent, bufs [][]byte, off int64) (bool, err
 			return false, nil
 		}
 		if err != nil {
-			return true, &source.Error{Op: "read", Name: path, Off: off + int64(got), Err: err}
+			return true, &source.Error{Op: "read", Name: e.Name, Off: off + int64(got), Err: err}
 		}
 		if n == 0 {
-			return true, &source.Error{Op: "read", Name: path, Off: off + int64(got), Err: source.ErrShort}
+			return true, &source.Error{Op: "read", Name: e.Name, Off: off + int64(got), Err: source.ErrShort}
 		}
 		got += n
-		if got%directAlign != 0 && got < want {
+		if got%odirect.Align != 0 && got < want {
 			// A short read that breaks alignment before the end: finish without O_DIRECT.
-			bfd, err := open(e, 0)
-			if err != nil {
+			if err := odirect.Clear(uintptr(fd), e.Name); err != nil {
+				return true, &source.Error{Op: "read", Name: e.Name, Off: off + int64(got), Err: err}
+			}
+			if err := preadFull(fd, e.Name, skipBufs(bufs, got), off+int64(got)); err != nil {
 				return true, err
 			}
-			defer unix.Close(bfd)
-			if err := preadFull(bfd, path, skipBufs(bufs, got), off+int64(got)); err != nil {
-				return true, err
-			}
-			return true, check(fd, e)
+			break
 		}
 	}
 	return true, check(fd, e)

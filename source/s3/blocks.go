@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/blockfs/blockfs/internal/crc32c"
 	"github.com/blockfs/blockfs/source"
 )
 
@@ -41,30 +41,15 @@ func NewBlocks(s *Store, t source.Table) *Blocks {
 }
 
 // Size implements source.Blocks.
-func (b *Blocks) Size(id source.FileID) int64 {
-	e, _ := b.t.Extent(id)
-	return e.Size
-}
+func (b *Blocks) Size(id source.FileID) int64 { return source.TableSize(b.t, id) }
 
 // Fill implements source.Blocks. Errors are *source.Error wrapping source.ErrChanged (the
 // object was replaced or is shorter), source.ErrCorrupt (a bad checksum, twice),
 // source.ErrUnavailable (the store did not answer within the retry budget), syscall.ENOENT
 // (the object is gone) or the context's error.
 func (b *Blocks) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]byte) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	e, ok := b.t.Extent(id)
-	n := int64(source.Len(bufs))
-	if !ok || off < 0 || off+n > e.Size {
-		return &source.Error{Op: "read", Name: b.s.url(e.Name), Off: off, Err: source.ErrNoFile}
-	}
-	if n == 0 {
-		return nil
-	}
-	return source.FillExtent(e, off, bufs, func(e source.Extent, off int64, bufs [][]byte) error {
-		return b.fill(ctx, e, off, bufs)
-	})
+	return source.FillTable(ctx, b.t, id, off, bufs, b.s.url,
+		func(e source.Extent, off int64, bufs [][]byte) error { return b.fill(ctx, e, off, bufs) })
 }
 
 // fill reads bufs from off of the single extent e.
@@ -85,18 +70,18 @@ func (b *Blocks) fill(ctx context.Context, e source.Extent, off int64, bufs [][]
 // body arrives. A mismatch is fetched once more (damage in transit); a second one is
 // source.ErrCorrupt.
 func (b *Blocks) fetchChecked(ctx context.Context, key string, id source.Identity, bufs [][]byte) error {
-	var crc uint32
+	var bad error
 	for try := 0; try < 2; try++ {
-		var err error
-		if crc, err = b.fetch(ctx, key, id.Tag, 0, bufs, true); err != nil {
+		crc, err := b.fetch(ctx, key, id.Tag, 0, bufs, true)
+		if err != nil {
 			return err
 		}
-		if crc == id.CRC32C {
+		if bad = crc32c.Check(crc, id.CRC32C); bad == nil {
 			return nil
 		}
 	}
 	return &source.Error{Op: "check", Name: b.s.url(key), Off: -1,
-		Err: fmt.Errorf("%w: CRC32C is %#08x, the manifest says %#08x (the object is damaged; re-pack the dataset)", source.ErrCorrupt, crc, id.CRC32C)}
+		Err: fmt.Errorf("%w (the object is damaged; re-pack the dataset)", bad)}
 }
 
 // fetch fills bufs from off of object key with ranged GETs of at most PartSize, each with
@@ -136,7 +121,7 @@ func (b *Blocks) fetch(ctx context.Context, key, etag string, off int64, bufs []
 	}
 	crc := crcs[0]
 	for i := 1; i < len(crcs); i++ {
-		crc = crc32cCombine(crc, crcs[i], min(part, n-int64(i)*part))
+		crc = crc32c.Combine(crc, crcs[i], min(part, n-int64(i)*part))
 	}
 	return crc, nil
 }
@@ -191,7 +176,7 @@ func readSum(body io.Reader, bufs [][]byte, sum bool) (uint32, error) {
 		for k := 0; k < len(p); {
 			m, err := body.Read(p[k:])
 			if sum {
-				crc = crc32.Update(crc, castagnoli, p[k:k+m])
+				crc = crc32c.Update(crc, p[k:k+m])
 			}
 			k += m
 			if err == io.EOF && k < len(p) {

@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/blockfs/blockfs/internal/flight"
 	"github.com/blockfs/blockfs/source"
 )
 
@@ -23,13 +24,11 @@ type stager struct {
 	held int64              // bytes of idle objects (guarded by mu)
 }
 
-// staged is one whole object. buf and err are written before ready is closed and only read
-// after it.
+// staged is one whole object: its fetch, whose result is the object's buffer (read after the
+// fetch is done; a fetch holds a reference until then, so an object nobody holds is done).
 type staged struct {
 	key   string
-	buf   []byte
-	ready chan struct{}
-	err   error
+	fetch flight.Call[[]byte]
 
 	// Guarded by stager.mu.
 	refs   int
@@ -46,49 +45,48 @@ func (st *stager) read(ctx context.Context, b *Blocks, key string, id source.Ide
 	st.mu.Lock()
 	o := st.objs[key]
 	if o == nil {
-		o = &staged{key: key, ready: make(chan struct{})}
+		o = &staged{key: key, fetch: flight.New[[]byte]()}
 		st.objs[key] = o
 		o.refs++
 		st.mu.Unlock()
-		o.err = st.load(ctx, b, key, id, o)
-		close(o.ready)
+		o.fetch.Finish(st.load(ctx, b, key, id))
 	} else {
 		if o.refs == 0 {
 			st.unidleLocked(o)
 		}
 		o.refs++
 		st.mu.Unlock()
-		select {
-		case <-o.ready:
-		case <-ctx.Done():
-			st.release(o, 0)
-			return ctx.Err()
-		}
 	}
-	if o.err != nil {
+	buf, err := o.fetch.Wait(ctx) // the fetch's error, or ctx's: this read gave up
+	if err != nil {
 		st.release(o, 0)
-		return o.err
+		return err
 	}
 	at := off
 	for _, p := range bufs {
-		at += int64(copy(p, o.buf[at:]))
+		at += int64(copy(p, buf[at:]))
 	}
 	st.release(o, at-off)
 	return nil
 }
 
 // load fetches the whole object into a new buffer and checks it.
-func (st *stager) load(ctx context.Context, b *Blocks, key string, id source.Identity, o *staged) error {
+func (st *stager) load(ctx context.Context, b *Blocks, key string, id source.Identity) ([]byte, error) {
 	buf, err := unix.Mmap(-1, 0, int(id.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
 	if err != nil {
-		return &source.Error{Op: "stage", Name: b.s.url(key), Off: -1, Err: err}
+		return nil, &source.Error{Op: "stage", Name: b.s.url(key), Off: -1, Err: err}
 	}
 	if err := b.fetchChecked(ctx, key, id, [][]byte{buf}); err != nil {
 		_ = unix.Munmap(buf)
-		return err
+		return nil, err
 	}
-	o.buf = buf
-	return nil
+	return buf, nil
+}
+
+// size returns the bytes of o's buffer. o's fetch is done.
+func (o *staged) size() int64 {
+	buf, _ := o.fetch.Result()
+	return int64(len(buf))
 }
 
 // release drops one reference to o after n bytes were copied out of it. A failed object leaves
@@ -102,12 +100,12 @@ func (st *stager) release(o *staged, n int64) {
 	if o.refs > 0 {
 		return
 	}
-	if o.err != nil || o.copied >= int64(len(o.buf)) {
+	if o.fetch.Err() != nil || o.copied >= o.size() {
 		st.dropLocked(o)
 		return
 	}
 	st.idle = append(st.idle, o)
-	st.held += int64(len(o.buf))
+	st.held += o.size()
 	for st.held > st.budget && len(st.idle) > 0 {
 		old := st.idle[0]
 		st.unidleLocked(old)
@@ -120,7 +118,7 @@ func (st *stager) unidleLocked(o *staged) {
 	for i, x := range st.idle {
 		if x == o {
 			st.idle = append(st.idle[:i], st.idle[i+1:]...)
-			st.held -= int64(len(o.buf))
+			st.held -= o.size()
 			return
 		}
 	}
@@ -131,8 +129,7 @@ func (st *stager) dropLocked(o *staged) {
 	if st.objs[o.key] == o {
 		delete(st.objs, o.key)
 	}
-	if o.buf != nil {
-		_ = unix.Munmap(o.buf)
-		o.buf = nil
+	if buf, _ := o.fetch.Result(); buf != nil {
+		_ = unix.Munmap(buf)
 	}
 }

@@ -2,42 +2,18 @@ package s3
 
 import (
 	"bytes"
-	"hash/crc32"
 	"io"
-	"math/rand/v2"
 	"testing"
 	"testing/iotest"
 
 	"github.com/stretchr/testify/require"
-)
 
-func TestCRC32CCombine(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	data := make([]byte, 1<<20)
-	for i := range data {
-		data[i] = byte(r.Uint32())
-	}
-	cuts := []int{0, 1, 2, 3, 7, 8, 9, 4095, 4096, 65537, len(data) / 2, len(data) - 1, len(data)}
-	for range 20 {
-		cuts = append(cuts, r.IntN(len(data)+1))
-	}
-	whole := crc32.Checksum(data, castagnoli)
-	for _, k := range cuts {
-		a, b := crc32.Checksum(data[:k], castagnoli), crc32.Checksum(data[k:], castagnoli)
-		require.Equal(t, whole, crc32cCombine(a, b, int64(len(data)-k)), "cut at %d", k)
-	}
-	// Several parts in order, as fetch combines them.
-	var crc uint32
-	for at := 0; at < len(data); at += 300000 {
-		p := data[at:min(at+300000, len(data))]
-		crc = crc32cCombine(crc, crc32.Checksum(p, castagnoli), int64(len(p)))
-	}
-	require.Equal(t, whole, crc)
-}
+	"github.com/blockfs/blockfs/internal/crc32c"
+)
 
 func TestReadSum(t *testing.T) {
 	data := bytes.Repeat([]byte("blockfs-"), 40000)
-	want := crc32.Checksum(data, castagnoli)
+	want := crc32c.Checksum(data)
 	bufs := func() [][]byte {
 		return [][]byte{make([]byte, 100000), make([]byte, 1), make([]byte, len(data)-100001)}
 	}
