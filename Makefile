@@ -23,7 +23,7 @@ deps:
 	@scripts/deps.sh
 
 # Every package but test/: kernel-free, run with the race detector.
-UNIT := ./source/... ./layout/... ./shuffle/... ./cache/... ./view/... ./pack/... ./fs/... ./cmd/... ./internal/...
+UNIT := ./source/... ./layout/... ./shuffle/... ./cache/... ./view/... ./pack/... ./fs/... ./mount/... ./cmd/... ./internal/...
 
 # Unit tests run with the race detector; test/ mounts the built binary. The object store tests
 # run against a MinIO server that scripts/minio.sh builds once per machine (about 5 minutes).
