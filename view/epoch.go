@@ -80,14 +80,6 @@ func (e *Epoch) All() Range { return Range{0, e.ord.Len()} }
 // Shard returns slice r of w of the epoch (see ShardRange).
 func (e *Epoch) Shard(r, w uint64) Range { return ShardRange(e.ord.Len(), r, w) }
 
-// ShardRange returns slice r of w of an epoch of n records: floor(n / w) consecutive positions
-// starting at r times that; the remainder at the end of the epoch belongs to no shard. Requires
-// 0 <= r < w. Every shard file, and blockfs order --shard, use it.
-func ShardRange(n, r, w uint64) Range {
-	per := n / w
-	return Range{r * per, (r + 1) * per}
-}
-
 // Open returns the file of kind k over positions rg of the epoch. ctx bounds the reads a
 // variable-length epoch needs to find the range's bytes.
 func (e *Epoch) Open(ctx context.Context, k Kind, rg Range) (File, error) {
