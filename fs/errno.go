@@ -7,8 +7,7 @@ import (
 	"log"
 	"syscall"
 
-	"github.com/blockfs/blockfs/layout"
-	"github.com/blockfs/blockfs/source"
+	"github.com/blockfs/blockfs/view"
 )
 
 // toErrno turns an error from the view into the errno a reader sees, and logs what happened
@@ -36,7 +35,6 @@ func toErrno(err error, what string) syscall.Errno {
 
 // classify maps err to an errno and to the words a log line gives for it ("" for no log line).
 func classify(err error) (syscall.Errno, string) {
-	var se *source.Error
 	switch {
 	case err == nil, errors.Is(err, io.EOF):
 		return 0, ""
@@ -46,15 +44,15 @@ func classify(err error) (syscall.Errno, string) {
 		return syscall.EMFILE, "out of file descriptors (raise the daemon's limit: ulimit -n)"
 	case errors.Is(err, syscall.ENOMEM):
 		return syscall.ENOMEM, "out of memory"
-	case errors.Is(err, source.ErrChanged):
+	case errors.Is(err, view.ErrChanged):
 		return syscall.EIO, "a dataset file changed under the mount (the mount serves the version it opened, or nothing; remount to serve the new one)"
-	case errors.Is(err, source.ErrDenied):
+	case errors.Is(err, view.ErrDenied):
 		return syscall.EIO, "the object store refused access (credentials expired or changed? remount with valid ones)"
-	case errors.Is(err, source.ErrUnavailable):
+	case errors.Is(err, view.ErrUnavailable):
 		return syscall.EIO, "object store unavailable after retries (the read fails; later reads try again)"
-	case errors.Is(err, layout.ErrCorrupt), errors.Is(err, layout.ErrUnsafePath), errors.Is(err, source.ErrShort), errors.Is(err, source.ErrCorrupt):
+	case view.Corrupt(err):
 		return syscall.EIO, "corrupt dataset"
-	case errors.As(err, &se) && errors.Is(err, syscall.ENOENT):
+	case view.Gone(err):
 		return syscall.EIO, "a dataset file is gone (changed under the mount? remount it)"
 	case errors.Is(err, syscall.ENOENT):
 		return syscall.ENOENT, ""

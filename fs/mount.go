@@ -17,7 +17,6 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -76,7 +75,7 @@ func Mount(mountpoint string, set *view.Set, opt Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	fopt := mountOptions(set.DS.Dir, m.uid, m.gid, opt.AllowOther, opt.Debug)
+	fopt := MountOptions(set.Dir(), m.uid, m.gid, opt.AllowOther, opt.Debug)
 	srv, err := gofs.Mount(mnt, m.root(), fopt)
 	if err != nil {
 		if os.Geteuid() != 0 {
@@ -84,7 +83,7 @@ func Mount(mountpoint string, set *view.Set, opt Options) (*Server, error) {
 		}
 		return nil, fmt.Errorf("cannot mount at %s: %w", mnt, err)
 	}
-	raiseReadahead(mnt)
+	RaiseReadahead(mnt)
 	return &Server{Server: srv, Mountpoint: mnt}, nil
 }
 
@@ -95,11 +94,7 @@ func newMount(set *view.Set, opt Options) (*mount, error) {
 	}
 	m := &mount{set: set, opt: opt, uid: uint32(os.Getuid()), gid: uint32(os.Getgid()), mtime: time.Now(),
 		inval: newInvalidator()}
-	stamp := filepath.Join(set.DS.Dir, "blockfs.json")
-	if set.DS.Flat() {
-		stamp = set.DS.Manifest.Source
-	}
-	if st, err := os.Stat(stamp); err == nil {
+	if st, err := os.Stat(set.Stamp()); err == nil {
 		m.mtime = st.ModTime()
 	}
 	info, err := json.MarshalIndent(m.infoFacts(), "", "  ")
@@ -113,9 +108,10 @@ func newMount(set *view.Set, opt Options) (*mount, error) {
 // root returns the root directory node of the mount.
 func (m *mount) root() gofs.InodeEmbedder { return &dirNode{m: m, root: true} }
 
-// mountOptions are the go-fuse options of every blockfs mount (and of the benchmark's
-// loopback baseline, so that it measures the same thing).
-func mountOptions(fsName string, uid, gid uint32, allowOther, debug bool) *gofs.Options {
+// MountOptions are the go-fuse options of every blockfs mount, for a file system named fsName
+// served as uid and gid. The benchmark's loopback baseline (bench/loopback) mounts with them
+// too, so that it measures the same thing.
+func MountOptions(fsName string, uid, gid uint32, allowOther, debug bool) *gofs.Options {
 	timeout := time.Minute
 	negative := time.Second
 	return &gofs.Options{
@@ -140,9 +136,10 @@ func mountOptions(fsName string, uid, gid uint32, allowOther, debug bool) *gofs.
 	}
 }
 
-// raiseReadahead lets the kernel read ahead up to 4 MiB on this mount; go-fuse can only lower
-// the default of 128 KiB. Best effort: without it the mount still works, with smaller reads.
-func raiseReadahead(mnt string) {
+// RaiseReadahead lets the kernel read ahead up to 4 MiB on the mount at mnt; go-fuse can only
+// lower the default of 128 KiB. Best effort: without it the mount still works, with smaller
+// reads. Mount calls it; so does the loopback baseline.
+func RaiseReadahead(mnt string) {
 	var st syscall.Stat_t
 	if err := syscall.Stat(mnt, &st); err != nil {
 		return
@@ -154,47 +151,11 @@ func raiseReadahead(mnt string) {
 	}
 }
 
-// infoFacts returns what .blockfs/info.json says: enough for a reader to configure itself.
+// infoFacts returns what .blockfs/info.json says: the set's facts (view.Set.Facts), how many
+// epochs a directory lists, and Options.Info.
 func (m *mount) infoFacts() map[string]any {
-	ds := m.set.DS
-	man := ds.Manifest
-	f := map[string]any{
-		"dataset":        ds.Dir,
-		"kind":           string(ds.Kind()),
-		"records":        ds.Records(),
-		"bytes":          ds.Bytes(),
-		"blocks":         ds.Blocks(),
-		"seed":           m.set.Opt.Seed,
-		"shuffle":        m.set.Opt.Mode.String(),
-		"mix":            max(1, m.set.Opt.Mix),
-		"epochs":         m.opt.Epochs,
-		"ids":            "uint64 little-endian source index per record (epoch-NNNN.ids)",
-		"preshuffled":    man.PreShuffle.Shuffled,
-		"format_version": man.Version,
-		"fingerprint":    man.Fingerprint(),
-	}
-	if ds.RecordSize() > 0 {
-		f["record_size"] = ds.RecordSize()
-	}
-	if man.DType != "" {
-		f["dtype"] = man.DType
-		f["shape"] = man.Shape
-		if man.Shape == nil {
-			f["shape"] = []int64{}
-		}
-	}
-	if man.Names != nil {
-		f["names"] = ".blockfs/names.txt: the source name of each record, one per line, in id order"
-	}
-	if l, st, row, segs, ok := ds.Window(); ok {
-		f["window"], f["stride"], f["row_size"], f["segments"] = l, st, row, segs
-		f["windows"] = ds.Records()
-		f["ids"] = "uint64 little-endian start row of each window (epoch-NNNN.ids)"
-	}
-	if path, off, ok := ds.InPlace(); ok {
-		f["in_place"] = path
-		f["in_place_offset"] = off
-	}
+	f := m.set.Facts()
+	f["epochs"] = m.opt.Epochs
 	for k, v := range m.opt.Info {
 		f[k] = v
 	}
@@ -210,7 +171,7 @@ type statsDoc struct {
 	ReadErrors    uint64 `json:"read_errors"`          // FUSE reads answered with an error
 	Goroutines    int    `json:"goroutines"`           // the daemon's goroutines now
 	OpenFDs       int    `json:"open_fds"`             // the daemon's open file descriptors now
-	cache.Stats
+	view.CacheStats
 	DiskCache any `json:"disk_cache,omitempty"` // the --disk-cache's counters (Options.DiskCache)
 }
 
@@ -219,12 +180,18 @@ func (m *mount) stats() statsDoc {
 		DataServed: m.served[view.Data].Load(), IDsServed: m.served[view.IDs].Load(),
 		OffsetsServed: m.served[view.Offsets].Load(), Reads: m.reads.Load(), ReadErrors: m.errs.Load(),
 		Goroutines: runtime.NumGoroutine(), OpenFDs: openFDs(),
-		Stats: m.set.Cache.Stats(),
+		CacheStats: m.set.Stats(),
 	}
 	if m.opt.DiskCache != nil {
 		d.DiskCache = m.opt.DiskCache()
 	}
 	return d
+}
+
+// statsJSON returns stats.json's bytes now.
+func (m *mount) statsJSON() []byte {
+	b, _ := json.MarshalIndent(m.stats(), "", "  ")
+	return append(b, '\n')
 }
 
 // openFDs counts the process's open file descriptors (-1 if /proc is not there).

@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"syscall"
 	"time"
@@ -10,7 +9,6 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -35,17 +33,17 @@ func (d *dirNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetA
 // Lookup resolves any epoch number and, at the root, any valid shard-R-of-W and .blockfs.
 // Everything else is ENOENT.
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if epoch, kind, ok := parseEpochName(name); ok {
+	if epoch, kind, ok := view.ParseEpochFile(name); ok {
 		return d.lookupEpoch(ctx, epoch, kind, out)
 	}
 	if !d.root {
 		return nil, syscall.ENOENT
 	}
-	if r, w, ok := parseShardName(name); ok {
+	if r, w, ok := view.ParseShardDir(name); ok {
 		d.m.dirAttr(&out.Attr)
 		return d.NewInode(ctx, &dirNode{m: d.m, r: r, w: w}, gofs.StableAttr{Mode: fuse.S_IFDIR}), 0
 	}
-	if name == metaDir {
+	if name == view.MetaDir {
 		d.m.dirAttr(&out.Attr)
 		return d.NewInode(ctx, &metaNode{m: d.m}, gofs.StableAttr{Mode: fuse.S_IFDIR}), 0
 	}
@@ -53,13 +51,13 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 }
 
 func (d *dirNode) lookupEpoch(ctx context.Context, epoch uint64, kind view.Kind, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if kind == view.Offsets && d.m.set.DS.Kind() != layout.Variable {
+	if kind == view.Offsets && !d.m.set.Variable() {
 		return nil, syscall.ENOENT
 	}
 	n := &fileNode{m: d.m, epoch: epoch, kind: kind, root: d.root, r: d.r, w: d.w}
 	size, err := d.m.set.FileSize(ctx, epoch, kind, n.rangeOf())
 	if err != nil {
-		return nil, toErrno(err, "epoch "+EpochName(epoch))
+		return nil, toErrno(err, "epoch "+view.EpochName(epoch))
 	}
 	n.size = size
 	n.attr(&out.Attr)
@@ -79,7 +77,7 @@ type epochStream struct {
 }
 
 func (s *epochStream) perEpoch() uint64 {
-	if s.m.set.DS.Kind() == layout.Variable {
+	if s.m.set.Variable() {
 		return 3
 	}
 	return 2
@@ -99,15 +97,10 @@ func (s *epochStream) Next() (fuse.DirEntry, syscall.Errno) {
 	i := s.i
 	s.i++
 	if s.root && i == s.total()-1 {
-		return fuse.DirEntry{Name: metaDir, Mode: fuse.S_IFDIR}, 0
+		return fuse.DirEntry{Name: view.MetaDir, Mode: fuse.S_IFDIR}, 0
 	}
-	name := EpochName(i / s.perEpoch())
-	switch i % s.perEpoch() {
-	case 1:
-		name += idsSuffix
-	case 2:
-		name += offsetSuffix
-	}
+	// Each epoch's files in Kind order: data, ids, offsets (variable-length only).
+	name := view.EpochFile(i/s.perEpoch(), view.Kind(i%s.perEpoch()))
 	return fuse.DirEntry{Name: name, Mode: fuse.S_IFREG}, 0
 }
 
@@ -130,9 +123,9 @@ type fileNode struct {
 // rangeOf returns the positions of the epoch that the file covers: all, or its shard's.
 func (n *fileNode) rangeOf() view.Range {
 	if n.root {
-		return view.Range{Start: 0, End: n.m.set.DS.Records()}
+		return view.Range{Start: 0, End: n.m.set.Records()}
 	}
-	return view.ShardRange(n.m.set.DS.Records(), n.r, n.w)
+	return view.ShardRange(n.m.set.Records(), n.r, n.w)
 }
 
 // open builds the view file: the epoch from the mount's set, then the range and kind.
@@ -142,11 +135,11 @@ func (n *fileNode) open(ctx context.Context) (view.File, syscall.Errno) {
 	}
 	e, err := n.m.set.Epoch(n.epoch)
 	if err != nil {
-		return nil, toErrno(err, "epoch "+EpochName(n.epoch))
+		return nil, toErrno(err, "epoch "+view.EpochName(n.epoch))
 	}
 	f, err := e.Open(ctx, n.kind, n.rangeOf())
 	if err != nil {
-		return nil, toErrno(err, "epoch "+EpochName(n.epoch))
+		return nil, toErrno(err, "epoch "+view.EpochName(n.epoch))
 	}
 	return f, 0
 }
@@ -283,77 +276,75 @@ func (d *metaNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.At
 	return 0
 }
 
+// Lookup resolves info.json (fixed, built at mount: a gofs.MemRegularFile, which the
+// read-only mount keeps from being written), stats.json (live) and names.txt (if the dataset
+// has names).
 func (d *metaNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	var n *docNode
+	var node gofs.InodeEmbedder
 	switch name {
-	case infoName:
-		n = &docNode{m: d.m, doc: func() []byte { return d.m.info }}
-	case namesName:
-		f, ok := view.OpenNames(d.m.set.DS, d.m.set.Cache)
+	case view.InfoName:
+		n := &gofs.MemRegularFile{Data: d.m.info}
+		d.m.fileAttr(&n.Attr, uint64(len(n.Data)))
+		out.Attr, node = n.Attr, n
+	case view.NamesName:
+		f, ok := d.m.set.OpenNames()
 		if !ok {
 			return nil, syscall.ENOENT
 		}
 		n := &fileNode{m: d.m, fixed: f, kind: view.Names, size: f.Size()}
 		n.attr(&out.Attr)
-		return d.NewInode(ctx, n, gofs.StableAttr{Mode: fuse.S_IFREG}), 0
-	case statsName:
-		n = &docNode{m: d.m, live: true, doc: func() []byte {
-			b, _ := json.MarshalIndent(d.m.stats(), "", "  ")
-			return append(b, '\n')
-		}}
+		node = n
+	case view.StatsName:
+		d.m.fileAttr(&out.Attr, uint64(len(d.m.statsJSON())))
 		out.SetEntryTimeout(0)
 		out.SetAttrTimeout(0)
+		node = &statsNode{m: d.m}
 	default:
 		return nil, syscall.ENOENT
 	}
-	d.m.fileAttr(&out.Attr, uint64(len(n.doc())))
-	return d.NewInode(ctx, n, gofs.StableAttr{Mode: fuse.S_IFREG}), 0
+	return d.NewInode(ctx, node, gofs.StableAttr{Mode: fuse.S_IFREG}), 0
 }
 
 func (d *metaNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
-	ents := []fuse.DirEntry{{Name: infoName, Mode: fuse.S_IFREG}, {Name: statsName, Mode: fuse.S_IFREG}}
-	if _, ok := d.m.set.DS.Names(); ok {
-		ents = append(ents, fuse.DirEntry{Name: namesName, Mode: fuse.S_IFREG})
+	ents := []fuse.DirEntry{{Name: view.InfoName, Mode: fuse.S_IFREG}, {Name: view.StatsName, Mode: fuse.S_IFREG}}
+	if _, ok := d.m.set.OpenNames(); ok {
+		ents = append(ents, fuse.DirEntry{Name: view.NamesName, Mode: fuse.S_IFREG})
 	}
 	return gofs.NewListDirStream(ents), 0
 }
 
-// docNode is a small generated JSON file. A live one is generated at each open and read with
-// direct I/O, so every open sees fresh figures.
-type docNode struct {
+// statsNode is .blockfs/stats.json, generated at each open and read with direct I/O, so that
+// every open sees fresh figures (which gofs.MemRegularFile, fixed and kept in the kernel's
+// cache, cannot do).
+type statsNode struct {
 	gofs.Inode
-	m    *mount
-	live bool
-	doc  func() []byte
+	m *mount
 }
 
-type docHandle struct{ data []byte }
+// statsHandle is one open of stats.json: the figures at the open.
+type statsHandle struct{ data []byte }
 
-func (n *docNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	size := len(n.doc())
-	if h, ok := fh.(*docHandle); ok {
-		size = len(h.data)
+func (n *statsNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	var data []byte
+	if h, ok := fh.(*statsHandle); ok {
+		data = h.data
+	} else {
+		data = n.m.statsJSON()
 	}
-	n.m.fileAttr(&out.Attr, uint64(size))
-	if n.live {
-		out.SetTimeout(0)
-	}
+	n.m.fileAttr(&out.Attr, uint64(len(data)))
+	out.SetTimeout(0)
 	return 0
 }
 
-func (n *docNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+func (n *statsNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
 		return nil, 0, syscall.EROFS
 	}
-	var fl uint32 = fuse.FOPEN_KEEP_CACHE
-	if n.live {
-		fl = fuse.FOPEN_DIRECT_IO
-	}
-	return &docHandle{data: n.doc()}, fl, 0
+	return &statsHandle{data: n.m.statsJSON()}, fuse.FOPEN_DIRECT_IO, 0
 }
 
-func (n *docNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	h, ok := fh.(*docHandle)
+func (n *statsNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h, ok := fh.(*statsHandle)
 	if !ok {
 		return nil, syscall.EBADF
 	}
@@ -364,7 +355,7 @@ func (n *docNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off
 	return fuse.ReadResultData(h.data[off:end]), 0
 }
 
-func (n *docNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+func (n *statsNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	return syscall.EROFS
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log"
 	"os"
 	"path/filepath"
@@ -160,6 +161,37 @@ func TestNodeRead(t *testing.T) {
 	b, st := f.read(t, "epoch-0000", 300*100, 100, nil)
 	require.True(t, st.Ok())
 	assert.Empty(t, b, "a read at the end is empty")
+}
+
+// TestPublishedNames: the names .blockfs/info.json publishes under "tree" are exactly these,
+// and resolve in the mount as a client builds paths from them: printf patterns (Python's
+// "epoch-%04d" % 3), the sidecar suffix, a shard directory by the floor rule, the meta files.
+func TestPublishedNames(t *testing.T) {
+	d, ds := fixedDataset(t)
+	opt := shuffle.Options{Seed: 4, Mode: shuffle.Full}
+	f := newNodeFS(t, ds, local.New(ds, false), opt)
+	info, st := f.read(t, ".blockfs/info.json", 0, 1<<16, nil)
+	require.True(t, st.Ok())
+	var facts struct {
+		Tree map[string]string `json:"tree"`
+	}
+	require.NoError(t, json.Unmarshal(info, &facts))
+	tree := facts.Tree
+	assert.Equal(t, map[string]string{"epoch": "epoch-%04d", "shard_dir": "shard-%d-of-%d", "ids": ".ids", "offsets": ".offsets",
+		"meta_dir": ".blockfs", "info": "info.json", "stats": "stats.json", "names": "names.txt", "shard_rule": "floor"}, tree)
+
+	ids := fmt.Sprintf(tree["epoch"], 3) + tree["ids"]
+	o := opt
+	o.Epoch = 3
+	_, want, _ := d.Epoch(o, 0, 300)
+	assert.Equal(t, want, f.readAll(t, ids, int64(len(want))), ids)
+	shard := fmt.Sprintf(tree["shard_dir"], 2, 7) + "/" + ids // floor: [2*42, 3*42) of 300
+	_, want, _ = d.Epoch(o, 84, 126)
+	assert.Equal(t, want, f.readAll(t, shard, int64(len(want))), shard)
+	for _, name := range []string{tree["info"], tree["stats"]} {
+		_, _, st := f.lookup(tree["meta_dir"] + "/" + name)
+		assert.True(t, st.Ok(), name)
+	}
 }
 
 // faultySource fails reads of one block's data file with err, and can hold reads until released.

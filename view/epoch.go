@@ -80,14 +80,6 @@ func (e *Epoch) All() Range { return Range{0, e.ord.Len()} }
 // Shard returns slice r of w of the epoch (see ShardRange).
 func (e *Epoch) Shard(r, w uint64) Range { return ShardRange(e.ord.Len(), r, w) }
 
-// ShardRange returns slice r of w of an epoch of n records: floor(n / w) consecutive positions
-// starting at r times that; the remainder at the end of the epoch belongs to no shard. Requires
-// 0 <= r < w. Every shard file, and blockfs order --shard, use it.
-func ShardRange(n, r, w uint64) Range {
-	per := n / w
-	return Range{r * per, (r + 1) * per}
-}
-
 // Open returns the file of kind k over positions rg of the epoch. ctx bounds the reads a
 // variable-length epoch needs to find the range's bytes.
 func (e *Epoch) Open(ctx context.Context, k Kind, rg Range) (File, error) {
@@ -228,92 +220,6 @@ func (e *Epoch) positionOf(ctx context.Context, off uint64) (uint64, uint64, err
 	rel := off - e.winByte(w)
 	i := sort.Search(len(v.prefix)-1, func(i int) bool { return v.prefix[i+1] > rel })
 	return e.ord.WindowStart(w) + uint64(i), rel - v.prefix[i], nil
-}
-
-// locate walks the records at positions from pos on, covering want bytes of the data (data
-// true; the first record from its byte skip) or want records (ids, 8 bytes each in their
-// files), and records them in g as spans per block file, with the pages of each file they
-// touch. It stops early, before a record that would need a span beyond maxSpans, and returns
-// how much it covered and where the next record starts (position and byte skip). It does no
-// I/O beyond what a variable-length window's layout needs, and no per-record locking.
-func (e *Epoch) locate(ctx context.Context, g *Gather, pos, skip, want uint64, data bool, maxSpans int) (covered, next, nextSkip uint64, err error) {
-	rs, stride := uint64(e.ds.RecordSize()), uint64(e.ds.RecordStride())
-	unit, role := uint64(8), layout.IDsFile
-	if data {
-		unit, role = 1, layout.DataFile
-	}
-	ps := uint64(e.c.PageSize())
-	track := data || e.ds.HasIDs() // whether the records come from files (ids may be computed)
-	for covered < want && pos < e.ord.Len() {
-		w := e.ord.WindowOf(pos)
-		win := e.ord.Window(w)
-		var v *varWindow
-		if data && rs == 0 {
-			if v, err = e.varWindow(ctx, w); err != nil {
-				return 0, 0, 0, err
-			}
-		}
-		base := len(g.blocks)
-		for _, b := range win.Blocks {
-			words := 0
-			if track {
-				words = int((uint64(e.ds.Size(role(b)))+ps-1)/ps+63) / 64
-			}
-			g.blocks = append(g.blocks, blockRange{block: b, lo: ^uint64(0), bits: len(g.bits)})
-			for range words {
-				g.bits = append(g.bits, 0)
-			}
-		}
-		for i := pos - win.Start; i < win.Count && covered < want; i, pos = i+1, pos+1 {
-			k, local := win.Locate(i)
-			var off, n uint64 = local, 1 // ids: in records
-			if data {
-				off, n = local*stride, rs
-				if v != nil {
-					off, n = v.off[i], v.prefix[i+1]-v.prefix[i]
-				}
-				off, n = off+skip, min(n-skip, want-covered)
-				if n == 0 {
-					skip = 0
-					continue
-				}
-			}
-			slot := base + k
-			if last := len(g.spans) - 1; last >= 0 && g.spans[last].slot == slot && g.spans[last].off+g.spans[last].n == off {
-				g.spans[last].n += n
-			} else if len(g.spans) == maxSpans {
-				return covered, pos, skip, nil
-			} else {
-				g.spans = append(g.spans, span{slot: slot, off: off, n: n})
-			}
-			skip = 0
-			covered += n
-			br := &g.blocks[slot]
-			br.lo, br.hi = min(br.lo, off), max(br.hi, off+n)
-			for p := off * unit / ps; track && p <= ((off+n)*unit-1)/ps; p++ {
-				g.bits[br.bits+int(p/64)] |= 1 << (p % 64)
-			}
-		}
-	}
-	return covered, pos, skip, nil
-}
-
-// pin pins, for each block file the spans touch, the pages they need of file role.
-func (e *Epoch) pin(ctx context.Context, g *Gather, role func(block int) layout.FileID, unit uint64) error {
-	ps := uint64(e.c.PageSize())
-	for i := range g.blocks {
-		br := &g.blocks[i]
-		if br.hi <= br.lo {
-			continue
-		}
-		first, end := br.lo*unit/ps, (br.hi*unit-1)/ps+1
-		run, err := e.c.PinPages(ctx, &g.pins, role(br.block), int64(first), int64(end), g.bits[br.bits:])
-		if err != nil {
-			return err
-		}
-		br.run = run
-	}
-	return nil
 }
 
 // roleStart returns where window w (w may equal Windows()) starts in the bytes of role: epoch

@@ -20,7 +20,7 @@ import (
 
 // gatherDatasets are the datasets of the Gather tests: fixed records that straddle cache pages,
 // records so small that a read is more pieces than one writev takes (MaxVecs), more of them
-// than one idsChunk (a whole .ids read is filled in chunks), and variable lengths with empty records and a
+// than one runChunk (a window's run is decoded in chunks), and variable lengths with empty records and a
 // record larger than a block. All store ids (pre-shuffled), so ids are pinned too.
 var gatherDatasets = map[string]func(t *testing.T, dir string) *dstest.Dataset{
 	"fixed-100": func(t *testing.T, dir string) *dstest.Dataset {
@@ -181,7 +181,7 @@ func TestGatherMaxVecs(t *testing.T) {
 			g := NewGather()
 			pos, skip, err := e.positionOf(bg, uint64(off))
 			require.NoError(t, err)
-			covered, _, _, err := e.locate(bg, g, pos, skip, uint64(l), true, MaxVecs)
+			covered, _, _, err := g.plan.locate(bg, e, pos, skip, uint64(l), MaxVecs)
 			require.NoError(t, err)
 			g.Release()
 

@@ -2,9 +2,7 @@ package view
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"math/bits"
 	"unsafe"
 
 	"github.com/blockfs/blockfs/cache"
@@ -13,93 +11,21 @@ import (
 )
 
 // The run copiers serve reads of many small fixed-size records (more than MaxVecs pieces):
-// per window they decode the records' (block, index) pairs a chunk at a time from the window's
-// compact form (shuffle.Window.LocateRun), mark and pin the pages those records touch, and
-// copy each record from a table of pinned pages with a tight loop: no span, lock, map lookup,
-// interface call, search or allocation per record. Anything else (a record's head or tail cut
-// by the read, a record across two pages, a cache with every slot pinned, a page size that is
-// not a power of two) goes through the span path (locate, copySpans, copyByPage).
-
-// runChunk is how many records the run copiers decode at a time.
-const runChunk = 4096
+// per window they plan the run of records the read covers (plan.pinWindowRun: the pages those
+// records touch, pinned, in a table) and copy each record from that table with a tight loop
+// over the window's run (runIter): no span, lock, map lookup, interface call, search or
+// allocation per record. Anything else (a record's head or tail cut by the read, a record
+// across two pages, a cache with every slot pinned, a page size that is not a power of two)
+// goes through the span path (plan.locate, copySpans, plan.copyByPage).
 
 // runSegment is the most records a run copier pins pages for at once.
 const runSegment = 1 << 16
-
-// runScratch is a Gather's reusable buffers for the run copiers.
-type runScratch struct {
-	ks     []uint32
-	locals []uint64
-	pages  [][]byte // pinned pages of the window's block files; see pageTable
-	at     []int    // at[k]: index in pages of page 0 of the window's k-th block file
-}
-
-func (s *runScratch) grow() {
-	if len(s.ks) < runChunk {
-		s.ks, s.locals = make([]uint32, runChunk), make([]uint64, runChunk)
-	}
-}
-
-// pageShift returns log2 of the cache's page size, or false if it is not a power of two.
-func (e *Epoch) pageShift() (uint, bool) {
-	ps := uint64(e.c.PageSize())
-	return uint(bits.TrailingZeros64(ps)), ps&(ps-1) == 0
-}
-
-// pinWindowRun pins, for records [i0, i0+m) of win, the pages of the block files of role that
-// hold bytes [local*stride, local*stride+length) of each record, and fills g's page table for
-// them. It returns cache.ErrFull when the cache cannot pin them all (g's pins are then
-// released). g must be reset.
-func (e *Epoch) pinWindowRun(ctx context.Context, g *Gather, win *shuffle.Window, i0, m uint64, role func(int) layout.FileID, stride, length uint64) error {
-	shift, _ := e.pageShift()
-	ps := uint64(1) << shift
-	for _, b := range win.Blocks {
-		words := int((uint64(e.ds.Size(role(b)))+ps-1)/ps+63) / 64
-		g.blocks = append(g.blocks, blockRange{block: b, lo: ^uint64(0), bits: len(g.bits)})
-		for range words {
-			g.bits = append(g.bits, 0)
-		}
-	}
-	s := &g.run
-	s.grow()
-	for done := uint64(0); done < m; {
-		c := min(m-done, runChunk)
-		ks, locals := s.ks[:c], s.locals[:c]
-		win.LocateRun(i0+done, ks, locals)
-		for j, local := range locals {
-			br := &g.blocks[ks[j]]
-			off := local * stride
-			br.lo, br.hi = min(br.lo, off), max(br.hi, off+length)
-			for p := off >> shift; p <= (off+length-1)>>shift; p++ {
-				g.bits[br.bits+int(p/64)] |= 1 << (p % 64)
-			}
-		}
-		done += c
-	}
-	if err := e.pin(ctx, g, role, 1); err != nil {
-		g.pins.Release()
-		return err
-	}
-	s.pages, s.at = s.pages[:0], s.at[:0]
-	for i := range g.blocks {
-		br := &g.blocks[i]
-		if br.hi <= br.lo {
-			s.at = append(s.at, 0)
-			continue
-		}
-		first, last := int64(br.lo>>shift), int64((br.hi-1)>>shift)
-		s.at = append(s.at, len(s.pages)-int(first))
-		for p := first; p <= last; p++ {
-			s.pages = append(s.pages, br.run.Page(p))
-		}
-	}
-	return nil
-}
 
 // copyFixed copies n bytes of fixed-size records, from the record at pos (skip bytes into it),
 // into buf. g must be reset; it is left reset.
 func (f *dataFile) copyFixed(ctx context.Context, g *Gather, buf []byte, pos, skip uint64, n int) error {
 	rs := uint64(f.e.ds.RecordSize())
+	stride := uint64(f.e.ds.RecordStride())
 	d := 0
 	if skip > 0 {
 		d = int(min(rs-skip, uint64(n)))
@@ -113,10 +39,10 @@ func (f *dataFile) copyFixed(ctx context.Context, g *Gather, buf []byte, pos, sk
 		i0 := pos - win.Start
 		m := min(whole, win.Count-i0, runSegment)
 		dst := buf[d : d+int(m*rs)]
-		err := f.e.pinWindowRun(ctx, g, win, i0, m, layout.DataFile, uint64(f.e.ds.RecordStride()), rs)
+		err := g.plan.pinWindowRun(ctx, f.e, win, i0, m, layout.DataFile, stride, rs)
 		switch {
 		case err == nil:
-			ok := g.copyRun(win, i0, dst, rs, uint64(f.e.ds.RecordStride()), f.e.c.PageSize())
+			ok := g.plan.copyRun(win, i0, dst, rs, stride, geometryOf(f.e.c))
 			g.reset()
 			if !ok {
 				err = f.copyBySpans(ctx, g, dst, pos, 0)
@@ -137,33 +63,27 @@ func (f *dataFile) copyFixed(ctx context.Context, g *Gather, buf []byte, pos, sk
 }
 
 // copyRun copies the records i0, i0+1, ... of win (rs bytes each, stride apart in their block
-// files) into dst from g's page table. It reports false, having copied only part, if a record
-// crosses a page boundary (the caller then copies the run by spans).
-func (g *Gather) copyRun(win *shuffle.Window, i0 uint64, dst []byte, rs, stride uint64, pageSize int) bool {
+// files) into dst from p's page table (g.pow2 must hold). It reports false, having copied
+// only part, if a record crosses a page boundary (the caller then copies the run by spans).
+func (p *plan) copyRun(win *shuffle.Window, i0 uint64, dst []byte, rs, stride uint64, g geometry) bool {
 	switch rs {
 	case 4:
-		return copyRunOf[[4]byte](g, win, i0, dst, stride, pageSize)
+		return copyRunOf[[4]byte](p, win, i0, dst, stride, g)
 	case 8:
-		return copyRunOf[[8]byte](g, win, i0, dst, stride, pageSize)
+		return copyRunOf[[8]byte](p, win, i0, dst, stride, g)
 	case 16:
-		return copyRunOf[[16]byte](g, win, i0, dst, stride, pageSize)
+		return copyRunOf[[16]byte](p, win, i0, dst, stride, g)
 	case 32:
-		return copyRunOf[[32]byte](g, win, i0, dst, stride, pageSize)
+		return copyRunOf[[32]byte](p, win, i0, dst, stride, g)
 	case 64:
-		return copyRunOf[[64]byte](g, win, i0, dst, stride, pageSize)
+		return copyRunOf[[64]byte](p, win, i0, dst, stride, g)
 	}
-	s := &g.run
-	shift := uint(bits.TrailingZeros(uint(pageSize)))
-	mask := uint64(pageSize - 1)
-	m := uint64(len(dst)) / rs
+	shift, mask := g.shift, g.size-1
 	d := 0
-	for done := uint64(0); done < m; {
-		c := min(m-done, runChunk)
-		ks, locals := s.ks[:c], s.locals[:c]
-		win.LocateRun(i0+done, ks, locals)
-		for j, local := range locals {
+	for it := p.runs(win, i0, uint64(len(dst))/rs); it.next(); {
+		for j, local := range it.locals {
 			off := local * stride
-			pg := s.pages[s.at[ks[j]]+int(off>>shift)]
+			pg := p.pages[p.at[it.ks[j]]+int(off>>shift)]
 			in := off & mask
 			if in+rs > uint64(len(pg)) {
 				return false
@@ -171,35 +91,29 @@ func (g *Gather) copyRun(win *shuffle.Window, i0 uint64, dst []byte, rs, stride 
 			copy(dst[d:d+int(rs)], pg[in:in+rs])
 			d += int(rs)
 		}
-		done += c
 	}
 	return true
 }
 
 // copyRunOf is copyRun for records of one small size, the size of T (a byte array): each
 // record is copied with a load and a store of T instead of a call to memmove.
-func copyRunOf[T any](g *Gather, win *shuffle.Window, i0 uint64, dst []byte, stride uint64, pageSize int) bool {
-	s := &g.run
-	shift := uint(bits.TrailingZeros(uint(pageSize)))
-	mask := uint64(pageSize - 1)
+func copyRunOf[T any](p *plan, win *shuffle.Window, i0 uint64, dst []byte, stride uint64, g geometry) bool {
+	shift, mask := g.shift, g.size-1
 	var zero T
 	rs := uint64(unsafe.Sizeof(zero))
 	m := uint64(len(dst)) / rs
 	out := unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(dst))), m)
-	for done := uint64(0); done < m; {
-		c := min(m-done, runChunk)
-		ks, locals := s.ks[:c], s.locals[:c]
-		win.LocateRun(i0+done, ks, locals)
-		for j, local := range locals {
+	for it := p.runs(win, i0, m); it.next(); {
+		out := out[it.first:]
+		for j, local := range it.locals {
 			off := local * stride
-			pg := s.pages[s.at[ks[j]]+int(off>>shift)]
+			pg := p.pages[p.at[it.ks[j]]+int(off>>shift)]
 			in := off & mask
 			if in+rs > uint64(len(pg)) {
 				return false
 			}
-			out[done+uint64(j)] = *(*T)(unsafe.Pointer(&pg[in]))
+			out[j] = *(*T)(unsafe.Pointer(&pg[in]))
 		}
-		done += c
 	}
 	return true
 }
@@ -208,7 +122,7 @@ func copyRunOf[T any](g *Gather, win *shuffle.Window, i0 uint64, dst []byte, str
 // spans, a bounded number at a time. g must be reset; it is left reset.
 func (f *dataFile) copyBySpans(ctx context.Context, g *Gather, dst []byte, pos, skip uint64) error {
 	for done := 0; done < len(dst); {
-		covered, next, nextSkip, err := f.e.locate(ctx, g, pos, skip, uint64(len(dst)-done), true, copySpans)
+		covered, next, nextSkip, err := g.plan.locate(ctx, f.e, pos, skip, uint64(len(dst)-done), copySpans)
 		if err == nil {
 			err = f.copySpans(ctx, g, dst[done:done+int(covered)])
 		}
@@ -219,50 +133,4 @@ func (f *dataFile) copyBySpans(ctx context.Context, g *Gather, dst []byte, pos, 
 		done, pos, skip = done+int(covered), next, nextSkip
 	}
 	return nil
-}
-
-// idsRun sets vals to the source ids of the records at positions pos, pos+1, ... of one window
-// (vals must not pass its end), from the pinned pages of the blocks' ids files or computed. It
-// reports false if it could not (a cache with every slot pinned); g is left reset.
-func (f *idsFile) idsRun(ctx context.Context, g *Gather, win *shuffle.Window, pos uint64, vals []uint64) (bool, error) {
-	i0 := pos - win.Start
-	ds := f.e.ds
-	s := &g.run
-	s.grow()
-	if !ds.HasIDs() {
-		for done := 0; done < len(vals); {
-			c := min(len(vals)-done, runChunk)
-			ks, locals := s.ks[:c], s.locals[:c]
-			win.LocateRun(i0+uint64(done), ks, locals)
-			for j, local := range locals {
-				vals[done+j] = ds.SourceID(win.Blocks[ks[j]], local)
-			}
-			done += c
-		}
-		return true, nil
-	}
-	err := f.e.pinWindowRun(ctx, g, win, i0, uint64(len(vals)), layout.IDsFile, 8, 8)
-	if errors.Is(err, cache.ErrFull) {
-		g.reset()
-		return false, nil
-	}
-	if err != nil {
-		g.reset()
-		return false, err
-	}
-	shift, _ := f.e.pageShift()
-	mask := uint64(1)<<shift - 1
-	for done := 0; done < len(vals); {
-		c := min(len(vals)-done, runChunk)
-		ks, locals := s.ks[:c], s.locals[:c]
-		win.LocateRun(i0+uint64(done), ks, locals)
-		for j, local := range locals {
-			off := 8 * local
-			pg := s.pages[s.at[ks[j]]+int(off>>shift)]
-			vals[done+j] = binary.LittleEndian.Uint64(pg[off&mask:])
-		}
-		done += c
-	}
-	g.reset()
-	return true, nil
 }

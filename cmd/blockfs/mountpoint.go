@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/view"
 )
 
 // mountFacts is what order and info read from a mountpoint's .blockfs/info.json: the data the
@@ -73,13 +74,13 @@ func (m *mountFacts) refuseOrderFlags(fl *pflag.FlagSet) error {
 // copyMountIDs prints the ids of an epoch (or of shard "R/W" of it) of the mount at dir, one
 // per line, read from the mount's own .ids file.
 func copyMountIDs(dir string, epoch uint64, shard string) error {
-	name := fmt.Sprintf("epoch-%04d.ids", epoch)
+	name := view.EpochFile(epoch, view.IDs)
 	if shard != "" {
 		r, w, ok := parseShard(shard)
 		if !ok {
 			return usagef("--shard %q is not R/W with 0 <= R < W", shard)
 		}
-		name = filepath.Join(fmt.Sprintf("shard-%d-of-%d", r, w), name)
+		name = filepath.Join(view.ShardDir(r, w), name)
 	}
 	f, err := os.Open(filepath.Join(dir, name))
 	if err != nil {

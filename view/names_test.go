@@ -1,32 +1,25 @@
-package fs
+package view
 
 import (
-	"errors"
-	"fmt"
-	"io"
 	"strconv"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-
-	"github.com/blockfs/blockfs/layout"
-	"github.com/blockfs/blockfs/view"
 )
 
 func TestParseEpochName(t *testing.T) {
 	good := map[string]struct {
 		n    uint64
-		kind view.Kind
+		kind Kind
 	}{
-		"epoch-0000":                 {0, view.Data},
-		"epoch-0042.ids":             {42, view.IDs},
-		"epoch-9999.offsets":         {9999, view.Offsets},
-		"epoch-12345":                {12345, view.Data},
-		"epoch-18446744073709551615": {1<<64 - 1, view.Data},
+		"epoch-0000":                 {0, Data},
+		"epoch-0042.ids":             {42, IDs},
+		"epoch-9999.offsets":         {9999, Offsets},
+		"epoch-12345":                {12345, Data},
+		"epoch-18446744073709551615": {1<<64 - 1, Data},
 	}
 	for name, want := range good {
-		n, kind, ok := parseEpochName(name)
+		n, kind, ok := ParseEpochFile(name)
 		assert.True(t, ok, name)
 		assert.Equal(t, want.n, n, name)
 		assert.Equal(t, want.kind, kind, name)
@@ -34,20 +27,20 @@ func TestParseEpochName(t *testing.T) {
 	}
 	for _, name := range []string{"epoch-", "epoch-1", "epoch-001", "epoch-00001", "epoch-abc", "epoch--1", "epoch-+001",
 		"epoch-0000.idx", "epoch-0000.ids.ids", "epoch-99999999999999999999", "Epoch-0000", "epoch-0000 ", "epoch-0x10"} {
-		_, _, ok := parseEpochName(name)
+		_, _, ok := ParseEpochFile(name)
 		assert.False(t, ok, name)
 	}
 }
 
 func TestParseShardName(t *testing.T) {
 	for name, want := range map[string][2]uint64{"shard-0-of-1": {0, 1}, "shard-3-of-8": {3, 8}, "shard-4294967295-of-4294967296": {1<<32 - 1, 1 << 32}} {
-		r, w, ok := parseShardName(name)
+		r, w, ok := ParseShardDir(name)
 		assert.True(t, ok, name)
 		assert.Equal(t, want, [2]uint64{r, w}, name)
 	}
 	for _, name := range []string{"shard-3-of-3", "shard-0-of-0", "shard-1-of-x", "shard-01-of-2", "shard-0-of-02", "shard--1-of-2",
 		"shard-0-of-4294967297", "shard-0of-2", "shard-0-of-", "shard-0-of-2-of-3", "shard- 0-of-2"} {
-		_, _, ok := parseShardName(name)
+		_, _, ok := ParseShardDir(name)
 		assert.False(t, ok, name)
 	}
 }
@@ -59,24 +52,16 @@ func FuzzNames(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		if n, kind, ok := parseEpochName(name); ok {
-			suffix := map[view.Kind]string{view.Data: "", view.IDs: idsSuffix, view.Offsets: offsetSuffix}[kind]
+		if n, kind, ok := ParseEpochFile(name); ok {
+			suffix := map[Kind]string{Data: "", IDs: IDsSuffix, Offsets: OffsetsSuffix}[kind]
 			if EpochName(n)+suffix != name {
 				t.Fatalf("%q parsed to epoch %d kind %d, which formats differently", name, n, kind)
 			}
 		}
-		if r, w, ok := parseShardName(name); ok {
-			if r >= w || w == 0 || w > maxShards || "shard-"+strconv.FormatUint(r, 10)+"-of-"+strconv.FormatUint(w, 10) != name {
+		if r, w, ok := ParseShardDir(name); ok {
+			if r >= w || w == 0 || w > MaxShards || "shard-"+strconv.FormatUint(r, 10)+"-of-"+strconv.FormatUint(w, 10) != name {
 				t.Fatalf("%q parsed to %d of %d", name, r, w)
 			}
 		}
 	})
-}
-
-func TestToErrno(t *testing.T) {
-	assert.Equal(t, syscall.Errno(0), toErrno(nil, "x"))
-	assert.Equal(t, syscall.Errno(0), toErrno(io.EOF, "x"))
-	corrupt := fmt.Errorf("reading: %w", &layout.Error{Path: "b.bin", Block: 3, Kind: layout.ErrCorrupt, Msg: "truncated"})
-	assert.Equal(t, syscall.EIO, toErrno(corrupt, "x"))
-	assert.Equal(t, syscall.EIO, toErrno(errors.New("anything else"), "x"))
 }

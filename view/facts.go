@@ -1,0 +1,109 @@
+package view
+
+import (
+	"errors"
+	"path/filepath"
+	"syscall"
+
+	"github.com/blockfs/blockfs/cache"
+	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/source"
+)
+
+// What a server of a Set (package fs) needs to know about its dataset, so that it need not
+// reach through view into the packages below.
+
+// Records returns the number of records in an epoch.
+func (s *Set) Records() uint64 { return s.DS.Records() }
+
+// Variable reports whether records vary in length: epochs then have an Offsets file.
+func (s *Set) Variable() bool { return s.DS.Kind() == layout.Variable }
+
+// Dir returns the dataset's directory (a mount's fsname).
+func (s *Set) Dir() string { return s.DS.Dir }
+
+// Stamp returns the file whose modification time is the dataset's: its manifest, or the file
+// served in place.
+func (s *Set) Stamp() string {
+	if s.DS.Flat() {
+		return s.DS.Manifest.Source
+	}
+	return filepath.Join(s.DS.Dir, "blockfs.json")
+}
+
+// OpenNames returns the dataset's names file (one source name per line, in source id order),
+// read through the cache, or false if the dataset has none.
+func (s *Set) OpenNames() (File, bool) { return OpenNames(s.DS, s.Cache) }
+
+// CacheStats are the page cache's counters.
+type CacheStats = cache.Stats
+
+// Stats returns the page cache's counters now.
+func (s *Set) Stats() CacheStats { return s.Cache.Stats() }
+
+// Facts returns what a mount's .blockfs/info.json says of the dataset, its order and the
+// tree's names: enough for a reader to configure itself.
+func (s *Set) Facts() map[string]any {
+	ds := s.DS
+	man := ds.Manifest
+	f := map[string]any{
+		"dataset":        ds.Dir,
+		"kind":           string(ds.Kind()),
+		"records":        ds.Records(),
+		"bytes":          ds.Bytes(),
+		"blocks":         ds.Blocks(),
+		"seed":           s.Opt.Seed,
+		"shuffle":        s.Opt.Mode.String(),
+		"mix":            max(1, s.Opt.Mix),
+		"ids":            "uint64 little-endian source index per record (epoch-NNNN.ids)",
+		"preshuffled":    man.PreShuffle.Shuffled,
+		"format_version": man.Version,
+		"fingerprint":    man.Fingerprint(),
+		"tree":           Tree(),
+	}
+	if ds.RecordSize() > 0 {
+		f["record_size"] = ds.RecordSize()
+	}
+	if man.DType != "" {
+		f["dtype"] = man.DType
+		f["shape"] = man.Shape
+		if man.Shape == nil {
+			f["shape"] = []int64{}
+		}
+	}
+	if man.Names != nil {
+		f["names"] = ".blockfs/names.txt: the source name of each record, one per line, in id order"
+	}
+	if l, st, row, segs, ok := ds.Window(); ok {
+		f["window"], f["stride"], f["row_size"], f["segments"] = l, st, row, segs
+		f["windows"] = ds.Records()
+		f["ids"] = "uint64 little-endian start row of each window (epoch-NNNN.ids)"
+	}
+	if path, off, ok := ds.InPlace(); ok {
+		f["in_place"] = path
+		f["in_place_offset"] = off
+	}
+	return f
+}
+
+// The errors a read may return that a server tells apart (fs maps each to an errno). They are
+// the sentinels of the layers below, so errors.Is matches what those return.
+var (
+	ErrChanged     = source.ErrChanged     // a dataset file changed under the mount
+	ErrDenied      = source.ErrDenied      // the object store refused access
+	ErrUnavailable = source.ErrUnavailable // the object store did not answer within its retries
+)
+
+// Corrupt reports whether err says the dataset is corrupt: a bad checksum, a file shorter
+// than the manifest says, a path outside the dataset.
+func Corrupt(err error) bool {
+	return errors.Is(err, layout.ErrCorrupt) || errors.Is(err, layout.ErrUnsafePath) ||
+		errors.Is(err, source.ErrShort) || errors.Is(err, source.ErrCorrupt)
+}
+
+// Gone reports whether err says a dataset file is missing (ENOENT from a source), as opposed
+// to a name that does not resolve.
+func Gone(err error) bool {
+	var se *source.Error
+	return errors.As(err, &se) && errors.Is(err, syscall.ENOENT)
+}
