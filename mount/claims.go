@@ -9,6 +9,7 @@ import (
 	bfs "github.com/blockfs/blockfs/fs"
 	"github.com/blockfs/blockfs/internal/mountinfo"
 	"github.com/blockfs/blockfs/internal/sysmem"
+	"github.com/blockfs/blockfs/view"
 )
 
 // Claim is what one blockfs mount that is up planned for data, from the "memory" of its
@@ -69,7 +70,7 @@ func claims(timeout time.Duration) []Claim {
 	ch := make(chan answer, len(mnts)) // a late answer never blocks its goroutine
 	for _, mnt := range mnts {
 		go func() {
-			b, err := os.ReadFile(filepath.Join(mnt, ".blockfs", "info.json"))
+			b, err := os.ReadFile(filepath.Join(mnt, view.MetaDir, view.InfoName))
 			var info struct {
 				OpenData    string `json:"open_data"`
 				Fingerprint string `json:"fingerprint"`

@@ -7,7 +7,6 @@ import (
 
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/internal/dstest"
-	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/source/local"
 )
@@ -16,7 +15,7 @@ import (
 // holds it all, and reads it once so that the benchmark measures the read path, not the disk.
 func benchFile(b *testing.B, n, rs int64, pre bool, k Kind) File {
 	d := dstest.Fixed(b, filepath.Join(b.TempDir(), "d"), n, rs, 1<<16, pre)
-	ds, err := layout.Open(d.Dir)
+	ds, err := local.Open(d.Dir)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -34,7 +34,7 @@ type mountFacts struct {
 // readMountpoint reads the facts of the blockfs mount at dir; ok is false when dir is not
 // one (no .blockfs/info.json).
 func readMountpoint(dir string) (m *mountFacts, ok bool, err error) {
-	data, err := os.ReadFile(filepath.Join(dir, ".blockfs", "info.json"))
+	data, err := os.ReadFile(filepath.Join(dir, view.MetaDir, view.InfoName))
 	if err != nil {
 		return nil, false, nil
 	}
