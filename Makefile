@@ -36,13 +36,18 @@ test: deps vet
 # execution counts, about 10 s each on a 2-vCPU VM: a duration (-fuzztime 10s) races the fuzz
 # coordinator's deadline in Go before 1.27 (go.dev/issue/75804) and fails with "context deadline
 # exceeded" on a loaded machine, with no failing input.
+# Each entry is TARGET:PACKAGE:EXECUTIONS. A target that is not in its package fails the run
+# (go test -fuzz with no matching target would pass without fuzzing anything).
 FUZZ_SCALE ?= 1
+FUZZ := FuzzParseManifest:./layout/:150000 FuzzParseNpy:./layout/:300000 FuzzOrder:./shuffle/:150000 \
+	FuzzOffsetMapping:./view/:2500 FuzzNames:./view/:250000
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $$((150000 * $(FUZZ_SCALE)))x ./layout/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseNpy$$' -fuzztime $$((300000 * $(FUZZ_SCALE)))x ./layout/
-	$(GO) test -run '^$$' -fuzz '^FuzzOrder$$' -fuzztime $$((150000 * $(FUZZ_SCALE)))x ./shuffle/
-	$(GO) test -run '^$$' -fuzz '^FuzzOffsetMapping$$' -fuzztime $$((2500 * $(FUZZ_SCALE)))x ./view/
-	$(GO) test -run '^$$' -fuzz '^FuzzNames$$' -fuzztime $$((250000 * $(FUZZ_SCALE)))x ./fs/
+	@set -e; for e in $(FUZZ); do \
+		t=$${e%%:*}; rest=$${e#*:}; pkg=$${rest%%:*}; n=$${rest#*:}; \
+		$(GO) test -list "^$$t$$" $$pkg | grep -qx "$$t" || { echo "fuzz target $$t is not in $$pkg"; exit 1; }; \
+		echo "$(GO) test -run '^$$' -fuzz '^$$t$$' -fuzztime $$((n * $(FUZZ_SCALE)))x $$pkg"; \
+		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $$((n * $(FUZZ_SCALE)))x $$pkg; \
+	done
 
 unit:
 	$(GO) test -race -count=1 $(UNIT)
