@@ -10,7 +10,7 @@
 #   small16  256 MiB of 16 B records served in place, warm, after a warm-up epoch: dd bs=1M
 #   vlines   256 MiB of variable-length lines packed, warm, after a warm-up epoch: dd bs=1M
 # It prints one line per row and binary with every round's rate and the median, then the
-# median of the per-round ratios B/A.
+# median of the per-round ratios B/A. ROWS="steady vlines" runs only those rows.
 set -euo pipefail
 rounds=$1; A=$(realpath "$2"); B=$(realpath "$3"); work=${4:-build/ab}
 mkdir -p "$work"; work=$(realpath "$work")
@@ -60,7 +60,7 @@ row() { # row NAME BIN: prints the row's rate for BIN
 }
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
-for name in steady python cold small16 vlines; do
+for name in ${ROWS:-steady python cold small16 vlines}; do
 	ra="" rb="" ratios=""
 	for i in $(seq "$rounds"); do
 		if [ $((i % 2)) -eq 1 ]; then a=$(row $name "$A"); b=$(row $name "$B"); else b=$(row $name "$B"); a=$(row $name "$A"); fi
