@@ -98,8 +98,8 @@ func (f mountFlags) options(fl *pflag.FlagSet, data, mnt string) (mount.Options,
 	if o.Order, err = orderOptions(f.seed, 0, f.shuffle, f.mix); err != nil {
 		return o, err
 	}
-	if f.epochs == 0 {
-		return o, usagef("--epochs 0 is out of range (1 to %d; it is how many epochs ls lists, and any epoch can be opened by name)", bfs.MaxEpochs)
+	if f.epochs == 0 || f.epochs > bfs.MaxEpochs {
+		return o, usagef("--epochs %d is out of range (1 to %d; it is how many epochs ls lists, and any epoch can be opened by name)", f.epochs, bfs.MaxEpochs)
 	}
 	if f.cacheSize != "auto" {
 		if o.CacheSize, err = parseSize("cache-size", f.cacheSize); err != nil {
@@ -126,11 +126,11 @@ func (f mountFlags) options(fl *pflag.FlagSet, data, mnt string) (mount.Options,
 		if o.DiskCacheSize, err = parseSize("disk-cache-size", f.disk.size); err != nil {
 			return o, err
 		}
+		if o.DiskCacheSize == 0 {
+			return o, usagef("--disk-cache-size 0 leaves no room for any file of the dataset; give a size, or auto")
+		}
 	}
-	if f.inPlace.window == "" && (f.inPlace.stride != 1 || f.inPlace.segments != "") {
-		return o, usagef("--stride and --segments go with --window")
-	}
-	if o.InPlace, err = f.inPlace.options(); err != nil {
+	if o.InPlace, err = f.inPlace.options(mount.Locate(data).Kind); err != nil {
 		return o, err
 	}
 	o.Info = map[string]any{"open_flags": f.inPlace.args()}
@@ -158,14 +158,18 @@ func (f *inPlaceFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.segments, "segments", "", "with --window: a JSON file with an index_map of {start_row, end_row} (inclusive), or a .npy of int64 segment start rows; windows never cross a segment")
 }
 
-// options parses the flags into the mount package's description of a file in place.
-func (f inPlaceFlags) options() (mount.InPlace, error) {
+// options parses the flags into the mount package's description of a file in place, for data
+// of the given kind (mount.Open refuses the flags that do not apply to it).
+func (f inPlaceFlags) options(kind mount.Kind) (mount.InPlace, error) {
 	var in mount.InPlace
 	var err error
+	if kind != mount.Remote && f.window == "" && (f.stride != 1 || f.segments != "") {
+		return in, usagef("--stride and --segments go with --window")
+	}
 	if in.BlockSize, err = parseSize("block-size", f.blockSize); err != nil {
 		return in, err
 	}
-	if in.BlockSize == 0 {
+	if in.BlockSize == 0 && kind == mount.File {
 		return in, usagef("--block-size must be at least 1 byte")
 	}
 	if f.recordSize != "" {
@@ -200,11 +204,11 @@ func (f inPlaceFlags) options() (mount.InPlace, error) {
 // openData opens the dataset data names (a directory, a file in place, an s3:// URL) with
 // the in-place flags f and the object store flags s3f.
 func openData(f inPlaceFlags, s3f *s3Flags, data string) (*layout.Dataset, error) {
-	in, err := f.options()
+	loc := mount.Locate(data)
+	in, err := f.options(loc.Kind)
 	if err != nil {
 		return nil, err
 	}
-	loc := mount.Locate(data)
 	var so s3.Options
 	if loc.Kind == mount.Remote {
 		if so, err = s3f.options(); err != nil {

@@ -100,7 +100,7 @@ func runOrder(fl *pflag.FlagSet, f orderFlags, data string) error {
 		return err
 	}
 	if mount.IsRemote(data) {
-		return usagef("%s is in an object store: mount it and run order on the mount point", data)
+		return fmt.Errorf("%s is in an object store: mount it and run order on the mount point", data)
 	}
 	ds, err := openData(f.inPlace, nil, data)
 	if err != nil {
