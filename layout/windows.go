@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
+	"reflect"
+	"slices"
+	"sort"
 
 	"github.com/blockfs/blockfs/source"
 )
@@ -157,57 +161,55 @@ func longest(segs []Segment) int64 {
 	return l
 }
 
+// exclusiveHint is what a segment error adds when the map looks as if its ends were exclusive.
+const exclusiveHint = "; end_row is inclusive (the segment's last row): if the map's ends are exclusive, as Python's ranges are, subtract 1 from each end_row"
+
 // checkSegments requires sorted, disjoint segments inside rows [0, n).
 func checkSegments(path string, segs []Segment, n int64) error {
 	for i, s := range segs {
 		switch {
 		case s.Start < 0 || s.End < s.Start:
 			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] is empty or negative", i, s.Start, s.End)
-		case s.End >= n:
+		case s.End == n:
+			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] passes the end of the file (%d rows, the last is row %d)%s", i, s.Start, s.End, n, n-1, exclusiveHint)
+		case s.End > n:
 			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] passes the end of the file (%d rows)", i, s.Start, s.End, n)
-		case i > 0 && s.Start <= segs[i-1].End:
-			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] is not after segment %d [%d, %d]: segments must be sorted and must not overlap", i, s.Start, s.End, i-1, segs[i-1].Start, segs[i-1].End)
+		case i > 0 && s.Start == segs[i-1].End:
+			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] starts on row %d, the last row of segment %d [%d, %d]%s", i, s.Start, s.End, s.Start, i-1, segs[i-1].Start, segs[i-1].End, exclusiveHint)
+		case i > 0 && s.Start < segs[i-1].End:
+			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] overlaps segment %d [%d, %d]: segments must not overlap", i, s.Start, s.End, i-1, segs[i-1].Start, segs[i-1].End)
 		}
 	}
 	return nil
 }
 
-// ReadSegments reads a segment list for a file of rows rows: a JSON file whose index_map lists
-// entities with inclusive start_row and end_row (other keys are ignored), or a .npy of int64
-// segment start rows (each segment ends where the next starts; the last at the last row).
+// ReadSegments reads a segment list for a file of rows rows, sorted by start row: a JSON file
+// whose index_map lists entities with inclusive start_row and end_row (other keys are ignored;
+// a top-level list of such entries is read the same), or a .npy of integer segment start rows
+// (int32 or int64, either byte order: each segment ends where the next starts, the last at the
+// last row).
 func ReadSegments(path string, rows int64) ([]Segment, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, PathError(ErrFormat, path, err)
 	}
 	if bytes.HasPrefix(data, []byte(NpyMagic)) {
-		npy, err := ParseNpy(path, bytes.NewReader(data), int64(len(data)))
-		if err != nil {
-			return nil, err
-		}
-		if npy.DType != "<i8" || len(npy.Shape) != 0 {
-			return nil, errorf(ErrFormat, path, -1, "segment starts must be a 1-D .npy of int64 (<i8), got %s with rows shaped %v", npy.DType, npy.Shape)
-		}
-		segs := make([]Segment, npy.Records)
-		for i := range segs {
-			segs[i].Start = int64(binary.LittleEndian.Uint64(data[npy.DataOffset+8*int64(i):]))
-			if i > 0 {
-				segs[i-1].End = segs[i].Start - 1
-			}
-		}
-		if len(segs) > 0 {
-			segs[len(segs)-1].End = rows - 1
-		}
-		return segs, nil
+		return npySegments(path, data, rows)
+	}
+	type entry struct {
+		Start *int64 `json:"start_row"`
+		End   *int64 `json:"end_row"`
 	}
 	var doc struct {
-		IndexMap []struct {
-			Start *int64 `json:"start_row"`
-			End   *int64 `json:"end_row"`
-		} `json:"index_map"`
+		IndexMap []entry `json:"index_map"`
 	}
-	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, errorf(ErrFormat, path, -1, "not a .npy of segment starts, nor JSON with an index_map (%v)", err)
+	if bytes.HasPrefix(bytes.TrimSpace(data), []byte("[")) {
+		err = json.Unmarshal(data, &doc.IndexMap)
+	} else {
+		err = json.Unmarshal(data, &doc)
+	}
+	if err != nil {
+		return nil, errorf(ErrFormat, path, -1, "not a .npy of segment starts, nor JSON with an index_map list of {start_row, end_row} (%s)", jsonProblem(err))
 	}
 	if doc.IndexMap == nil {
 		return nil, errorf(ErrFormat, path, -1, "the JSON has no index_map list of {start_row, end_row}")
@@ -219,7 +221,80 @@ func ReadSegments(path string, rows int64) ([]Segment, error) {
 		}
 		segs[i] = Segment{*e.Start, *e.End}
 	}
+	sort.SliceStable(segs, func(i, j int) bool { return segs[i].Start < segs[j].Start })
 	return segs, nil
+}
+
+// npySegments reads a .npy of segment start rows.
+func npySegments(path string, data []byte, rows int64) ([]Segment, error) {
+	npy, err := ParseNpy(path, bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return nil, err
+	}
+	kind := ""
+	if len(npy.DType) == 3 {
+		kind = npy.DType[1:]
+	}
+	size := map[string]int{"i4": 4, "u4": 4, "i8": 8, "u8": 8}[kind]
+	if size == 0 || len(npy.Shape) != 0 {
+		return nil, errorf(ErrFormat, path, -1, "segment starts must be a 1-D .npy of integers (int32 or int64), got %s with rows shaped %v", npy.DType, npy.Shape)
+	}
+	var order binary.ByteOrder = binary.LittleEndian
+	if npy.DType[0] == '>' {
+		order = binary.BigEndian
+	}
+	starts := make([]int64, npy.Records)
+	for i := range starts {
+		b := data[npy.DataOffset+int64(size*i):]
+		switch kind {
+		case "i4":
+			starts[i] = int64(int32(order.Uint32(b)))
+		case "u4":
+			starts[i] = int64(order.Uint32(b))
+		default:
+			starts[i] = int64(order.Uint64(b))
+		}
+	}
+	slices.Sort(starts)
+	segs := make([]Segment, len(starts))
+	for i, st := range starts {
+		segs[i] = Segment{Start: st, End: rows - 1}
+		if i > 0 {
+			segs[i-1].End = st - 1
+		}
+	}
+	return segs, nil
+}
+
+// jsonProblem says what encoding/json found wrong in the user's terms, not Go's.
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("%s is a JSON %s where a %s was expected", orTop(te.Field), te.Value, jsonKind(te.Type.Kind()))
+	}
+	return err.Error()
+}
+
+func orTop(field string) string {
+	if field == "" {
+		return "the document"
+	}
+	return field
+}
+
+// jsonKind names a Go kind as JSON does.
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.Slice, reflect.Array:
+		return "list"
+	case reflect.Struct, reflect.Map:
+		return "object"
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	}
+	return "number"
 }
 
 // Window returns a windowed dataset's window length and stride in rows, its row size, its

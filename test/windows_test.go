@@ -95,7 +95,7 @@ func TestWindowRefusals(t *testing.T) {
 	dir := t.TempDir()
 	npy := float32Npy(t, dir, 100, 4, func(r, c int) float32 { return float32(r) })
 	bad := filepath.Join(dir, "bad.json")
-	require.NoError(t, os.WriteFile(bad, []byte(`{"index_map": [{"start_row": 50, "end_row": 99}, {"start_row": 0, "end_row": 49}]}`), 0o644))
+	require.NoError(t, os.WriteFile(bad, []byte(`{"index_map": [{"start_row": 50, "end_row": 99}, {"start_row": 0, "end_row": 60}]}`), 0o644))
 	pk := packRaw(t, 16, "64KiB")
 	for _, c := range []struct {
 		args []string
@@ -104,7 +104,7 @@ func TestWindowRefusals(t *testing.T) {
 	}{
 		{[]string{"--window", "0", npy}, 2, "--window 0: give the rows per window, from 1 to"},
 		{[]string{"--window", "101", npy}, 1, "no segment holds a window of 101 rows (the longest has 100); lower --window"},
-		{[]string{"--window", "5", "--segments", bad, npy}, 1, "segments must be sorted and must not overlap"},
+		{[]string{"--window", "5", "--segments", bad, npy}, 1, "segment 1 [50, 99] overlaps segment 0 [0, 60]: segments must not overlap"},
 		{[]string{"--stride", "3", npy}, 2, "--stride and --segments go with --window"},
 		{[]string{"--window", "5", pk.dir}, 1, "windows need rows in stored order, and pack pre-shuffled these; pack the source again with --no-shuffle, or serve the .npy or raw file in place"},
 	} {

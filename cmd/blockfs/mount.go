@@ -155,7 +155,7 @@ func (f *inPlaceFlags) register(fl *pflag.FlagSet) {
 	fl.Uint64Var(&f.records, "records", 0, "how many records a raw file served in place holds from --offset (a trailer may follow); 0: the rest of the file")
 	fl.StringVar(&f.window, "window", "", "serve windows of this many consecutive rows of a file in place as records (time series)")
 	fl.Uint64Var(&f.stride, "stride", 1, "with --window: rows between window starts")
-	fl.StringVar(&f.segments, "segments", "", "with --window: a JSON file with an index_map of {start_row, end_row} (inclusive), or a .npy of int64 segment start rows; windows never cross a segment")
+	fl.StringVar(&f.segments, "segments", "", "with --window: a JSON file with an index_map of {start_row, end_row} (inclusive), in any order, or a .npy of segment start rows (int32 or int64); windows never cross a segment")
 }
 
 // options parses the flags into the mount package's description of a file in place, for data
