@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 
 	"github.com/blockfs/blockfs/internal/background"
 	"github.com/blockfs/blockfs/internal/crc32c"
@@ -110,7 +113,7 @@ func Create(dst string, opt WriterOptions, force bool) (*Writer, error) {
 		return nil, errorf(ErrExists, w.dst, -1, "already exists (use --force to replace it)")
 	}
 	parent := filepath.Dir(w.dst)
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(w.dst)+".tmp-")
+	tmp, err := mkdirTemp(parent, "."+filepath.Base(w.dst)+".tmp-")
 	if err != nil {
 		return nil, fmt.Errorf("cannot create a temporary directory next to %s: %w", w.dst, err)
 	}
@@ -329,4 +332,17 @@ func (w *Writer) writable() error {
 		return errors.New("writer is closed")
 	}
 	return w.bg.Err()
+}
+
+// mkdirTemp creates a new directory in parent named prefix and a random suffix, as
+// os.MkdirTemp does, but with mode 0777 less the umask, as mkdir(1) would: the dataset it
+// becomes is readable by whoever the user's umask lets read it (os.MkdirTemp makes it 0700).
+func mkdirTemp(parent, prefix string) (string, error) {
+	for try := 0; ; try++ {
+		p := filepath.Join(parent, prefix+strconv.FormatUint(uint64(rand.Uint32()), 36))
+		err := os.Mkdir(p, 0o777)
+		if err == nil || !errors.Is(err, fs.ErrExist) || try == 100 {
+			return p, err
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -214,4 +215,18 @@ func TestAppendFromShortRecord(t *testing.T) {
 	assert.Equal(t, err, cerr)
 	ents, _ := os.ReadDir(dir)
 	assert.Empty(t, ents, "no temporary directory left")
+}
+
+// TestPackHonoursUmask: a dataset directory is made with 0777 less the umask, as mkdir(1)
+// makes one, so a team's umask lets the team read it.
+func TestPackHonoursUmask(t *testing.T) {
+	for _, c := range []struct{ umask, want os.FileMode }{{0o022, 0o755}, {0o077, 0o700}, {0o002, 0o775}} {
+		old := syscall.Umask(int(c.umask))
+		dst := filepath.Join(t.TempDir(), "ds")
+		writeFixed(t, dst, 10, 8, 64)
+		syscall.Umask(old)
+		st, err := os.Stat(dst)
+		require.NoError(t, err)
+		assert.Equal(t, c.want, st.Mode().Perm(), "umask %#o", c.umask)
+	}
 }
