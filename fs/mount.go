@@ -78,6 +78,9 @@ func Mount(mountpoint string, set *view.Set, opt Options) (*Server, error) {
 	fopt := MountOptions(set.Dir(), m.uid, m.gid, opt.AllowOther, opt.Debug)
 	srv, err := gofs.Mount(mnt, m.root(), fopt)
 	if err != nil {
+		if why := whyNoMount(opt.AllowOther, err); why != "" {
+			return nil, fmt.Errorf("cannot mount at %s: %s", mnt, why)
+		}
 		if os.Geteuid() != 0 {
 			return nil, fmt.Errorf("cannot mount at %s: %v (without root, FUSE needs fusermount3 from the fuse3 package and read-write access to /dev/fuse)", mnt, err)
 		}

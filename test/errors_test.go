@@ -1,6 +1,7 @@
 package test
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"io/fs"
@@ -153,4 +154,50 @@ func TestOnlyTheMounterReads(t *testing.T) {
 	assert.Error(t, err, "writes still fail")
 	assert.Contains(t, out, "4096", "another user reads with --allow-other")
 	assert.Contains(t, out, "Read-only file system")
+}
+
+// TestMountWithoutRootSaysWhy: a user without root mounts with --daemon (as blockfs.Mount
+// does). Where /dev/fuse is not open to other users (mode 0600, this machine's), the one line
+// says so and what to do, through the daemon's readiness pipe; where it is, the mount works.
+func TestMountWithoutRootSaysWhy(t *testing.T) {
+	requireFUSE(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run the mount as another user")
+	}
+	p := packRaw(t, 20, "64KiB")
+	for _, dir := range []string{p.dir, filepath.Dir(p.dir), filepath.Dir(filepath.Dir(p.dir))} {
+		require.NoError(t, os.Chmod(dir, 0o755))
+	}
+	parent := t.TempDir()
+	require.NoError(t, os.Chmod(parent, 0o755))
+	require.NoError(t, os.Chmod(filepath.Dir(parent), 0o755))
+	mnt := filepath.Join(parent, "mnt")
+	require.NoError(t, os.Mkdir(mnt, 0o755))
+	require.NoError(t, os.Chown(mnt, 65534, 65534))
+	// The binary where the user can run it (the tests' copy is in a directory of root's).
+	exe := filepath.Join(parent, "blockfs")
+	data, err := os.ReadFile(bin)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(exe, data, 0o755))
+	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+		exe, "mount", "--daemon", "--cache-size", "4MiB", "--readahead", "512KiB", p.dir, mnt)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	st, serr := os.Stat("/dev/fuse")
+	require.NoError(t, serr)
+	if st.Mode().Perm()&0o006 == 0o006 {
+		require.NoError(t, err, "/dev/fuse is open to every user: the mount works: %s", stderr.String())
+		out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "fusermount3", "-u", mnt).CombinedOutput()
+		require.NoError(t, err, string(out))
+		return
+	}
+	require.Error(t, err)
+	assert.Equal(t, 1, cmd.ProcessState.ExitCode())
+	msg := stderr.String()
+	assert.Equal(t, 1, strings.Count(msg, "\n"), "one line: %s", msg)
+	assert.Contains(t, msg, "cannot open /dev/fuse for reading and writing (mode 0600)")
+	assert.Contains(t, msg, "uid 65534")
+	assert.Contains(t, msg, "Without root, and in containers")
+	assert.NotContains(t, msg, "code 256")
 }
