@@ -4,6 +4,7 @@
 package fs
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"log"
@@ -100,11 +101,15 @@ func newMount(set *view.Set, opt Options) (*mount, error) {
 	if st, err := os.Stat(set.Stamp()); err == nil {
 		m.mtime = st.ModTime()
 	}
-	info, err := json.MarshalIndent(m.infoFacts(), "", "  ")
-	if err != nil {
+	// Not HTML-escaped: a dtype reads "<f4", not "\u003cf4".
+	var info bytes.Buffer
+	enc := json.NewEncoder(&info)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(m.infoFacts()); err != nil {
 		return nil, err
 	}
-	m.info = append(info, '\n')
+	m.info = info.Bytes()
 	return m, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 
 	"github.com/blockfs/blockfs/source"
@@ -21,6 +22,12 @@ type FlatOptions struct {
 	BlockSize int64
 	// Offset is where record 0 starts in a raw file (after a header); default 0.
 	Offset int64
+	// DType and Shape describe a record of a raw file as numpy does (a type string such as
+	// "<f4", or a name such as float32; the shape of one record, empty for one element):
+	// info.json then gives readers a typed array. The record size defaults to their product.
+	// A .npy file gives its own; given as well, they must agree.
+	DType string
+	Shape []int64
 	// Records is how many records a raw file holds from Offset (a trailer may follow them);
 	// 0: as many as fill the rest of the file, which must then be whole records.
 	Records int64
@@ -69,14 +76,20 @@ func OpenFlat(path string, opt FlatOptions) (*Dataset, error) {
 		if opt.RecordSize != 0 && opt.RecordSize != npy.RecordSize {
 			return nil, errorf(ErrFormat, path, -1, "--record-size %d disagrees with the .npy rows of %d bytes (%s %v)", opt.RecordSize, npy.RecordSize, npy.DType, npy.Shape)
 		}
+		if err := agreeNpy(path, opt, npy); err != nil {
+			return nil, err
+		}
 		m.RecordSize, m.DType, m.Shape, offset = npy.RecordSize, npy.DType, npy.Shape, npy.DataOffset
 		n = (st.Size() - offset) / m.RecordSize
 	} else {
 		var err error
+		if opt, err = rawElement(path, opt); err != nil {
+			return nil, err
+		}
 		if n, err = rawExtent(path, st.Size(), opt); err != nil {
 			return nil, err
 		}
-		m.RecordSize, offset = opt.RecordSize, opt.Offset
+		m.RecordSize, m.DType, m.Shape, offset = opt.RecordSize, opt.DType, opt.Shape, opt.Offset
 	}
 	if m.RecordSize > MaxRecordSize {
 		return nil, errorf(ErrFormat, path, -1, "record size %d exceeds the limit of %d", m.RecordSize, MaxRecordSize)
@@ -108,7 +121,7 @@ func rawExtent(path string, size int64, opt FlatOptions) (int64, error) {
 	rs := opt.RecordSize
 	switch {
 	case rs <= 0:
-		return 0, errorf(ErrFormat, path, -1, "a raw file needs --record-size (the size of one record in bytes)")
+		return 0, errorf(ErrFormat, path, -1, "a raw file needs --record-size (the size of one record in bytes), or --dtype (and --shape) of its records")
 	case opt.Offset < 0 || opt.Offset > size:
 		return 0, errorf(ErrFormat, path, -1, "--offset %d is outside the file (%d bytes)", opt.Offset, size)
 	case opt.Records < 0:
@@ -159,3 +172,50 @@ func (f *flatFile) verifiable() error {
 func (f *flatFile) where() string { return f.path }
 
 func (f *flatFile) inPlace() (string, int64, bool) { return f.path, f.dataOffset, true }
+
+// rawElement checks the dtype and shape given for a raw file and returns opt with the dtype
+// as a numpy type string and the record size set (from them, when not given).
+func rawElement(path string, opt FlatOptions) (FlatOptions, error) {
+	if opt.DType == "" {
+		if opt.Shape != nil {
+			return opt, errorf(ErrFormat, path, -1, "--shape goes with --dtype (the type of each element)")
+		}
+		return opt, nil
+	}
+	dt, err := ParseDType(opt.DType)
+	if err != nil {
+		return opt, errorf(ErrFormat, path, -1, "--dtype: %v", err)
+	}
+	size, _ := DTypeSize(dt)
+	for _, d := range opt.Shape {
+		if d < 1 || size > MaxRecordSize/d {
+			return opt, errorf(ErrFormat, path, -1, "--shape %v: each dimension must be at least 1, and a record at most %d bytes", opt.Shape, int64(MaxRecordSize))
+		}
+		size *= d
+	}
+	if opt.RecordSize != 0 && opt.RecordSize != size {
+		return opt, errorf(ErrFormat, path, -1, "--record-size %d disagrees with --dtype %s and --shape %v (%d bytes a record); drop --record-size, or fix the shape", opt.RecordSize, dt, opt.Shape, size)
+	}
+	opt.DType, opt.RecordSize = dt, size
+	if opt.Shape == nil {
+		opt.Shape = []int64{}
+	}
+	return opt, nil
+}
+
+// agreeNpy refuses a dtype or shape given for a .npy file that says otherwise.
+func agreeNpy(path string, opt FlatOptions, npy *Npy) error {
+	if opt.DType != "" {
+		dt, err := ParseDType(opt.DType)
+		if err != nil {
+			return errorf(ErrFormat, path, -1, "--dtype: %v", err)
+		}
+		if dt != npy.DType {
+			return errorf(ErrFormat, path, -1, "--dtype %s disagrees with the .npy's %s (a .npy gives its own dtype; drop --dtype)", opt.DType, npy.DType)
+		}
+	}
+	if opt.Shape != nil && !slices.Equal(opt.Shape, npy.Shape) {
+		return errorf(ErrFormat, path, -1, "--shape %v disagrees with the .npy's rows shaped %v (drop --shape)", opt.Shape, npy.Shape)
+	}
+	return nil
+}

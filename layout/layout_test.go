@@ -55,3 +55,40 @@ func TestWriterRefusals(t *testing.T) {
 	ents, _ := os.ReadDir(dir)
 	assert.Empty(t, ents, "no temporary directory left behind")
 }
+
+// TestFlatDType: a raw file served in place with a dtype and shape has them in its manifest
+// (and so in info.json), its record size from them; names and type strings are read as numpy
+// reads them, and a disagreement is one error.
+func TestFlatDType(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "rows.bin")
+	require.NoError(t, os.WriteFile(p, make([]byte, 12*100), 0o644))
+	ds, err := OpenFlat(p, FlatOptions{DType: "float32", Shape: []int64{3}})
+	require.NoError(t, err)
+	assert.Equal(t, "<f4", ds.Manifest.DType)
+	assert.Equal(t, []int64{3}, ds.Manifest.Shape)
+	assert.EqualValues(t, 12, ds.RecordSize())
+	assert.EqualValues(t, 100, ds.Records())
+
+	ds, err = OpenFlat(p, FlatOptions{DType: "u2", RecordSize: 2})
+	require.NoError(t, err)
+	assert.Equal(t, "<u2", ds.Manifest.DType)
+	assert.Equal(t, []int64{}, ds.Manifest.Shape, "one element a record")
+
+	for dt, want := range map[string]string{"uint8": "|u1", "u1": "|u1", ">f8": ">f8", "=i4": "<i4", "S16": "|S16", "bool": "|b1", "complex64": "<c8"} {
+		got, err := ParseDType(dt)
+		require.NoError(t, err, dt)
+		assert.Equal(t, want, got, dt)
+	}
+	_, err = ParseDType("float")
+	assert.ErrorContains(t, err, `dtype "float" is not a numpy type`)
+
+	for opt, want := range map[*FlatOptions]string{
+		{DType: "float32", Shape: []int64{3}, RecordSize: 8}: "--record-size 8 disagrees with --dtype <f4 and --shape [3] (12 bytes a record)",
+		{Shape: []int64{3}, RecordSize: 12}:                  "--shape goes with --dtype",
+		{DType: "f4", Shape: []int64{0}}:                     "--shape [0]: each dimension must be at least 1",
+		{DType: "f4", Shape: []int64{7}}:                     "not a multiple of the record size 28",
+	} {
+		_, err := OpenFlat(p, *opt)
+		assert.ErrorContains(t, err, want)
+	}
+}

@@ -162,3 +162,31 @@ func DTypeSize(dtype string) (int64, error) {
 	}
 	return n, nil
 }
+
+// dtypeNames are the numpy names a user may give instead of a type string.
+var dtypeNames = map[string]string{
+	"bool": "|b1", "int8": "|i1", "uint8": "|u1", "int16": "<i2", "uint16": "<u2", "int32": "<i4",
+	"uint32": "<u4", "int64": "<i8", "uint64": "<u8", "float16": "<f2", "float32": "<f4",
+	"float64": "<f8", "complex64": "<c8", "complex128": "<c16",
+}
+
+// ParseDType returns dtype as a numpy type string with its byte order: a name (float32), or a
+// type string with or without the order ("<f4", ">i2", "f4"; none or "=" is this machine's,
+// little-endian; one-byte and byte-string types take "|").
+func ParseDType(dtype string) (string, error) {
+	if t, ok := dtypeNames[strings.ToLower(dtype)]; ok {
+		return t, nil
+	}
+	g := dtypeRE.FindStringSubmatch(dtype)
+	if g == nil {
+		return "", fmt.Errorf("dtype %q is not a numpy type (a name such as float32 or uint16, or a type string such as \"<f4\")", dtype)
+	}
+	order := dtype[:len(dtype)-len(g[1])-len(g[2])]
+	switch {
+	case g[2] == "1" || g[1] == "S" || g[1] == "V" || g[1] == "b":
+		order = "|"
+	case order == "" || order == "=" || order == "|":
+		order = "<"
+	}
+	return order + g[1] + g[2], nil
+}

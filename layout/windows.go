@@ -164,16 +164,19 @@ func longest(segs []Segment) int64 {
 // exclusiveHint is what a segment error adds when the map looks as if its ends were exclusive.
 const exclusiveHint = "; end_row is inclusive (the segment's last row): if the map's ends are exclusive, as Python's ranges are, subtract 1 from each end_row"
 
-// checkSegments requires sorted, disjoint segments inside rows [0, n).
+// checkSegments requires sorted, disjoint segments inside rows [0, n) (ReadSegments sorts
+// what it reads).
 func checkSegments(path string, segs []Segment, n int64) error {
 	for i, s := range segs {
 		switch {
 		case s.Start < 0 || s.End < s.Start:
 			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] is empty or negative", i, s.Start, s.End)
 		case s.End == n:
-			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] passes the end of the file (%d rows, the last is row %d)%s", i, s.Start, s.End, n, n-1, exclusiveHint)
+			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] passes the end of the file (%d rows): the last is row %d%s", i, s.Start, s.End, n, n-1, exclusiveHint)
 		case s.End > n:
 			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] passes the end of the file (%d rows)", i, s.Start, s.End, n)
+		case i > 0 && s.Start < segs[i-1].Start:
+			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] comes before segment %d [%d, %d]: segments must be sorted by start row", i, s.Start, s.End, i-1, segs[i-1].Start, segs[i-1].End)
 		case i > 0 && s.Start == segs[i-1].End:
 			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] starts on row %d, the last row of segment %d [%d, %d]%s", i, s.Start, s.End, s.Start, i-1, segs[i-1].Start, segs[i-1].End, exclusiveHint)
 		case i > 0 && s.Start < segs[i-1].End:

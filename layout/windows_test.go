@@ -78,7 +78,7 @@ func TestReadSegmentsAsPeopleWriteThem(t *testing.T) {
 
 	for segs, want := range map[*[]Segment]string{
 		{{0, 50}, {50, 99}}:  "segment 1 [50, 99] starts on row 50, the last row of segment 0 [0, 50]; end_row is inclusive",
-		{{0, 49}, {50, 100}}: "passes the end of the file (100 rows, the last is row 99); end_row is inclusive",
+		{{0, 49}, {50, 100}}: "passes the end of the file (100 rows): the last is row 99; end_row is inclusive",
 		{{0, 60}, {50, 99}}:  "segment 1 [50, 99] overlaps segment 0 [0, 60]: segments must not overlap",
 	} {
 		assert.ErrorContains(t, checkSegments("m.json", *segs, 100), want)

@@ -64,13 +64,15 @@ func IsRemote(data string) bool { return Locate(data).Kind == Remote }
 // --record-size, --block-size, --offset, --records, --window, --stride and --segments.
 // Zero fields are unset.
 type InPlace struct {
-	RecordSize int64  // bytes per record of a raw file
-	BlockSize  int64  // logical block size; default layout.DefaultBlockSize
-	Offset     int64  // where a raw file's records start
-	Records    int64  // records of a raw file from Offset; 0: the rest of the file
-	Window     int64  // rows per window; 0: no windows
-	Stride     int64  // rows between window starts; default 1
-	Segments   string // a JSON index_map or a .npy of segment start rows
+	RecordSize int64   // bytes per record of a raw file
+	BlockSize  int64   // logical block size; default layout.DefaultBlockSize
+	Offset     int64   // where a raw file's records start
+	Records    int64   // records of a raw file from Offset; 0: the rest of the file
+	DType      string  // numpy dtype of a record's elements (a raw file; a .npy gives its own)
+	Shape      []int64 // shape of a record, with DType; nil: one element
+	Window     int64   // rows per window; 0: no windows
+	Stride     int64   // rows between window starts; default 1
+	Segments   string  // a JSON index_map or a .npy of segment start rows
 }
 
 // Open opens the dataset at l: a packed directory (windows over it with in.Window), a file
@@ -83,7 +85,8 @@ func Open(l Location, in InPlace, s3opt s3.Options) (*layout.Dataset, error) {
 	if in.Stride == 0 {
 		in.Stride = 1
 	}
-	flat := []given{{"--record-size", in.RecordSize != 0}, {"--offset", in.Offset != 0}, {"--records", in.Records != 0}}
+	flat := []given{{"--record-size", in.RecordSize != 0}, {"--offset", in.Offset != 0}, {"--records", in.Records != 0},
+		{"--dtype", in.DType != ""}, {"--shape", in.Shape != nil}}
 	switch l.Kind {
 	case Remote:
 		for _, fl := range append(flat, given{"--window", in.Window != 0}, given{"--segments", in.Segments != ""}) {
@@ -108,7 +111,8 @@ func Open(l Location, in InPlace, s3opt s3.Options) (*layout.Dataset, error) {
 		}
 		return in.windowed(ds)
 	}
-	ds, err := layout.OpenFlat(l.Name, layout.FlatOptions{RecordSize: in.RecordSize, BlockSize: in.BlockSize, Offset: in.Offset, Records: in.Records})
+	ds, err := layout.OpenFlat(l.Name, layout.FlatOptions{RecordSize: in.RecordSize, BlockSize: in.BlockSize, Offset: in.Offset, Records: in.Records,
+		DType: in.DType, Shape: in.Shape})
 	if err != nil {
 		return nil, err
 	}

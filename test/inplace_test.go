@@ -113,9 +113,12 @@ with h5py.File(sys.argv[1], "w") as f:
 	flags, err := exec.Command(py, example, "flags", h5, "x").Output()
 	require.NoError(t, err)
 	assert.Contains(t, string(flags), "--record-size 64 --offset ")
-	assert.Contains(t, string(flags), " --records 5000")
+	assert.Contains(t, string(flags), " --records 5000 --dtype <f4 --shape 16")
 
 	m := mount(t, h5, append(strings.Fields(string(flags)), "--shuffle", "none")...)
+	info, err := os.ReadFile(m.path(".blockfs/info.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(info), `"dtype": "<f4"`, "readers get float32 rows of 16")
 	check := `import h5py, numpy as np, sys
 want = h5py.File(sys.argv[1], "r")["x"][:]
 got = np.frombuffer(open(sys.argv[2], "rb").read(), dtype=np.float32).reshape(-1, 16)
@@ -178,4 +181,42 @@ func TestStatefulStreams(t *testing.T) {
 		assert.Len(t, seen, perBlock*blocks)
 	}
 	assert.NotEqual(t, firstBlocks[0][0], firstBlocks[0][1], "a new epoch starts stream 0 in another block")
+}
+
+// TestInPlaceDType: a raw file served in place with --dtype and --shape says them in
+// info.json (a type string as numpy writes it, not JSON-escaped), its record size follows from
+// them, `blockfs info` on the mount point reopens it with them, and a .npy refuses a dtype that
+// disagrees with its own.
+func TestInPlaceDType(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	raw := filepath.Join(dir, "tokens.bin")
+	data := make([]byte, 8*1000) // 1000 records of 4 uint16
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	require.NoError(t, os.WriteFile(raw, data, 0o644))
+	m := mount(t, raw, "--dtype", "uint16", "--shape", "4", "--block-size", "4KiB")
+	info, err := os.ReadFile(m.path(".blockfs/info.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(info), `"dtype": "<u2"`)
+	var facts map[string]any
+	require.NoError(t, json.Unmarshal(info, &facts))
+	assert.Equal(t, []any{4.0}, facts["shape"])
+	assert.EqualValues(t, 8, facts["record_size"])
+	assert.Equal(t, "<u8", facts["ids_dtype"])
+	epoch, err := os.ReadFile(m.path("epoch-0000"))
+	require.NoError(t, err)
+	assert.Len(t, epoch, len(data))
+	out := mustRun(t, "info", m.dir)
+	assert.Contains(t, out, "<u2")
+
+	npy := float32Npy(t, dir, 10, 3, func(r, c int) float32 { return float32(r) })
+	_, errs, code := run(t, "info", "--dtype", "float64", npy)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "--dtype float64 disagrees with the .npy's <f4")
+	pk := packRaw(t, 5, "64KiB")
+	_, errs, code = run(t, "info", "--dtype", "uint16", pk.dir)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "--dtype is for a file served in place")
 }

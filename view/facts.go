@@ -56,6 +56,7 @@ func (s *Set) Facts() map[string]any {
 		"shuffle":        s.Opt.Mode.String(),
 		"mix":            max(1, s.Opt.Mix),
 		"ids":            "uint64 little-endian source index per record (epoch-NNNN.ids)",
+		"ids_dtype":      "<u8",
 		"preshuffled":    man.PreShuffle.Shuffled,
 		"format_version": man.Version,
 		"fingerprint":    man.Fingerprint(),
@@ -63,6 +64,9 @@ func (s *Set) Facts() map[string]any {
 	}
 	if ds.RecordSize() > 0 {
 		f["record_size"] = ds.RecordSize()
+	}
+	if ds.Kind() == layout.Variable {
+		f["offsets_dtype"] = "<u8"
 	}
 	if man.DType != "" {
 		f["dtype"] = man.DType

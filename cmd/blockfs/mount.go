@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -143,6 +144,8 @@ type inPlaceFlags struct {
 	blockSize  string
 	offset     string
 	records    uint64
+	dtype      string
+	shape      string // comma-separated dimensions; "" for none
 	window     string // rows per window; "" for none
 	stride     uint64
 	segments   string
@@ -153,6 +156,8 @@ func (f *inPlaceFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.blockSize, "block-size", ibytes(layout.DefaultBlockSize), "logical block size for a file served in place")
 	fl.StringVar(&f.offset, "offset", "0", "where the records start in a raw file served in place (after a header)")
 	fl.Uint64Var(&f.records, "records", 0, "how many records a raw file served in place holds from --offset (a trailer may follow); 0: the rest of the file")
+	fl.StringVar(&f.dtype, "dtype", "", "numpy dtype of a raw file's elements (float32, uint16, \"<f4\", ...), for readers' typed arrays; the record size defaults to it times --shape")
+	fl.StringVar(&f.shape, "shape", "", "with --dtype: the shape of one record, as 3,32,32 (default: one element)")
 	fl.StringVar(&f.window, "window", "", "serve windows of this many consecutive rows of a file in place as records (time series)")
 	fl.Uint64Var(&f.stride, "stride", 1, "with --window: rows between window starts")
 	fl.StringVar(&f.segments, "segments", "", "with --window: a JSON file with an index_map of {start_row, end_row} (inclusive), in any order, or a .npy of segment start rows (int32 or int64); windows never cross a segment")
@@ -186,7 +191,16 @@ func (f inPlaceFlags) options(kind mount.Kind) (mount.InPlace, error) {
 	if f.records > math.MaxInt64 {
 		return in, usagef("--records %d is too large", f.records)
 	}
-	in.Records, in.Segments = int64(f.records), f.segments
+	in.Records, in.Segments, in.DType = int64(f.records), f.segments, f.dtype
+	if f.shape != "" {
+		for _, d := range strings.Split(f.shape, ",") {
+			n, err := strconv.ParseInt(strings.TrimSpace(d), 10, 64)
+			if err != nil || n < 1 {
+				return in, usagef("--shape %s: give the dimensions of one record, each at least 1, as 3,32,32", f.shape)
+			}
+			in.Shape = append(in.Shape, n)
+		}
+	}
 	if f.window != "" {
 		window, err := strconv.ParseUint(f.window, 10, 31)
 		if err != nil || window == 0 {

@@ -105,6 +105,8 @@ func (f inPlaceFlags) args() []string {
 	add("record-size", f.recordSize, f.recordSize != "")
 	add("offset", f.offset, f.offset != "0")
 	add("records", strconv.FormatUint(f.records, 10), f.records != 0)
+	add("dtype", f.dtype, f.dtype != "")
+	add("shape", f.shape, f.shape != "")
 	add("window", f.window, f.window != "")
 	add("stride", strconv.FormatUint(f.stride, 10), f.stride != 1)
 	if f.segments != "" {

@@ -6,11 +6,11 @@ mount the file itself, with no copy, given where the run starts and how long its
 
     hdf5_in_place.py flags FILE.h5 DATASET
         prints the blockfs flags that serve DATASET in place, e.g.
-        --record-size 64 --offset 2048 --records 1000000
+        --record-size 64 --offset 2048 --records 1000000 --dtype <f4 --shape 16
     blockfs mount FILE.h5 /mnt/train $(hdf5_in_place.py flags FILE.h5 DATASET)
 
-Each record is one row (the dataset's first axis); info about the dtype and row shape is printed
-to stderr, to reshape what is read (np.frombuffer(buf, dtype).reshape(-1, *shape)).
+Each record is one row (the dataset's first axis); the flags carry its dtype and row shape, so
+the mount's info.json says them and readers (blockfs.torch.Loader) get typed arrays.
 
 A chunked or compressed dataset is not one run of bytes, so `flags` refuses it in one line and
 exits 1. Convert it once, with bounded memory (a slice of rows at a time), and mount the .npy:
@@ -84,7 +84,10 @@ def main():
     try:
         if a.cmd == "flags":
             offset, record, rows, dtype, shape = in_place(a.file, a.dataset)
-            print(f"--record-size {record} --offset {offset} --records {rows}")
+            typed = f" --dtype {dtype.str}" if dtype.fields is None else ""
+            if typed and len(shape):
+                typed += " --shape " + ",".join(str(d) for d in shape)
+            print(f"--record-size {record} --offset {offset} --records {rows}{typed}")
             print(f"{a.dataset}: {rows} rows of {dtype} {tuple(shape)} ({record} bytes) at byte {offset}", file=sys.stderr)
         else:
             to_npy(a.file, a.dataset, a.out, a.chunk_mib)
