@@ -128,15 +128,9 @@ func TestOnlyTheMounterReads(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run a reader as another user")
 	}
-	p := packRaw(t, 20, "64KiB")
-	for _, dir := range []string{p.dir, filepath.Dir(p.dir), filepath.Dir(filepath.Dir(p.dir))} {
-		require.NoError(t, os.Chmod(dir, 0o755))
-	}
+	p := packForAll(t)
 	open := func(allow bool) (string, error) {
-		parent := t.TempDir()
-		require.NoError(t, os.Chmod(parent, 0o755))
-		require.NoError(t, os.Chmod(filepath.Dir(parent), 0o755))
-		mnt := filepath.Join(parent, "mnt")
+		mnt := filepath.Join(dirForAll(t), "mnt")
 		require.NoError(t, os.Mkdir(mnt, 0o755))
 		args := []string{"--cache-size", "4MiB", "--readahead", "512KiB"}
 		if allow {
@@ -164,13 +158,8 @@ func TestMountWithoutRootSaysWhy(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run the mount as another user")
 	}
-	p := packRaw(t, 20, "64KiB")
-	for _, dir := range []string{p.dir, filepath.Dir(p.dir), filepath.Dir(filepath.Dir(p.dir))} {
-		require.NoError(t, os.Chmod(dir, 0o755))
-	}
-	parent := t.TempDir()
-	require.NoError(t, os.Chmod(parent, 0o755))
-	require.NoError(t, os.Chmod(filepath.Dir(parent), 0o755))
+	p := packForAll(t)
+	parent := dirForAll(t)
 	mnt := filepath.Join(parent, "mnt")
 	require.NoError(t, os.Mkdir(mnt, 0o755))
 	require.NoError(t, os.Chown(mnt, 65534, 65534))
@@ -200,4 +189,21 @@ func TestMountWithoutRootSaysWhy(t *testing.T) {
 	assert.Contains(t, msg, "uid 65534")
 	assert.Contains(t, msg, "Without root, and in containers")
 	assert.NotContains(t, msg, "code 256")
+}
+
+// packForAll packs a small dataset that every user can read.
+func packForAll(t *testing.T) *packed {
+	p := packRaw(t, 20, "64KiB")
+	for _, dir := range []string{p.dir, filepath.Dir(p.dir), filepath.Dir(filepath.Dir(p.dir))} {
+		require.NoError(t, os.Chmod(dir, 0o755))
+	}
+	return p
+}
+
+// dirForAll returns a new directory that every user can enter and list.
+func dirForAll(t *testing.T) string {
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o755))
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
+	return dir
 }
