@@ -21,6 +21,7 @@ func whyNoMount(allowOther bool, err error) string {
 		dev.Close()
 	}
 	root := os.Geteuid() == 0
+	_, found := Fusermount()
 	switch {
 	case errors.Is(devErr, os.ErrNotExist):
 		return "/dev/fuse does not exist: load the fuse module (modprobe fuse), or in a container pass the device (docker run --device /dev/fuse --cap-add SYS_ADMIN; see docs/USAGE.md, 'Without root, and in containers')"
@@ -30,7 +31,7 @@ func whyNoMount(allowOther bool, err error) string {
 			mode = fmt.Sprintf(" (mode %#o)", st.Mode().Perm())
 		}
 		return fmt.Sprintf("user %s cannot open /dev/fuse for reading and writing%s: give the user access (a group that owns it, or a udev rule; see docs/USAGE.md, 'Without root, and in containers'), or mount as root", userName(), mode)
-	case !root && !hasFusermount():
+	case !root && !found:
 		return "fusermount3 is not installed: a user without root mounts through it (install the fuse3 package)"
 	case !root && allowOther && !userAllowOther():
 		return "--allow-other needs user_allow_other in /etc/fuse.conf for a user without root (add that line, or drop --allow-other)"
@@ -40,14 +41,15 @@ func whyNoMount(allowOther bool, err error) string {
 	return ""
 }
 
-// hasFusermount reports whether fusermount3 (or fusermount) is on PATH.
-func hasFusermount() bool {
+// Fusermount returns the path of fusermount3 (or the older fusermount), through which a user
+// without root mounts and unmounts, and false when neither is on PATH.
+func Fusermount() (string, bool) {
 	for _, bin := range []string{"fusermount3", "fusermount"} {
-		if _, err := exec.LookPath(bin); err == nil {
-			return true
+		if p, err := exec.LookPath(bin); err == nil {
+			return p, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // userAllowOther reports whether /etc/fuse.conf has a user_allow_other line.

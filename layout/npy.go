@@ -190,3 +190,47 @@ func ParseDType(dtype string) (string, error) {
 	}
 	return order + g[1] + g[2], nil
 }
+
+// IntSize returns the size in bytes of an element of a one-axis array of integers (1, 2, 4 or
+// 8 bytes, signed or unsigned, either byte order), or 0 when h describes anything else.
+func (h *Npy) IntSize() int {
+	if len(h.Shape) != 0 || len(h.DType) != 3 || !strings.Contains("iu", h.DType[1:2]) {
+		return 0
+	}
+	switch h.RecordSize {
+	case 1, 2, 4, 8:
+		return int(h.RecordSize)
+	}
+	return 0
+}
+
+// Ints decodes raw, the data of a one-axis array of integers (IntSize > 0), as int64s. An
+// unsigned 64-bit value above math.MaxInt64 comes out negative.
+func (h *Npy) Ints(raw []byte) []int64 {
+	var order binary.ByteOrder = binary.LittleEndian
+	if h.DType[0] == '>' {
+		order = binary.BigEndian
+	}
+	size, signed := h.IntSize(), h.DType[1] == 'i'
+	v := make([]int64, len(raw)/size)
+	for i := range v {
+		b := raw[i*size:]
+		switch {
+		case size == 1 && signed:
+			v[i] = int64(int8(b[0]))
+		case size == 1:
+			v[i] = int64(b[0])
+		case size == 2 && signed:
+			v[i] = int64(int16(order.Uint16(b)))
+		case size == 2:
+			v[i] = int64(order.Uint16(b))
+		case size == 4 && signed:
+			v[i] = int64(int32(order.Uint32(b)))
+		case size == 4:
+			v[i] = int64(order.Uint32(b))
+		default:
+			v[i] = int64(order.Uint64(b))
+		}
+	}
+	return v
+}

@@ -2,7 +2,6 @@ package layout
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -189,8 +188,8 @@ func checkSegments(path string, segs []Segment, n int64) error {
 // ReadSegments reads a segment list for a file of rows rows, sorted by start row: a JSON file
 // whose index_map lists entities with inclusive start_row and end_row (other keys are ignored;
 // a top-level list of such entries is read the same), or a .npy of integer segment start rows
-// (int32 or int64, either byte order: each segment ends where the next starts, the last at the
-// last row).
+// (int32, int64 or narrower, either byte order; each segment ends where the next starts, the
+// last at the last row).
 func ReadSegments(path string, rows int64) ([]Segment, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -234,30 +233,11 @@ func npySegments(path string, data []byte, rows int64) ([]Segment, error) {
 	if err != nil {
 		return nil, err
 	}
-	kind := ""
-	if len(npy.DType) == 3 {
-		kind = npy.DType[1:]
-	}
-	size := map[string]int{"i4": 4, "u4": 4, "i8": 8, "u8": 8}[kind]
-	if size == 0 || len(npy.Shape) != 0 {
+	size := npy.IntSize()
+	if size == 0 {
 		return nil, errorf(ErrFormat, path, -1, "segment starts must be a 1-D .npy of integers (int32 or int64), got %s with rows shaped %v", npy.DType, npy.Shape)
 	}
-	var order binary.ByteOrder = binary.LittleEndian
-	if npy.DType[0] == '>' {
-		order = binary.BigEndian
-	}
-	starts := make([]int64, npy.Records)
-	for i := range starts {
-		b := data[npy.DataOffset+int64(size*i):]
-		switch kind {
-		case "i4":
-			starts[i] = int64(int32(order.Uint32(b)))
-		case "u4":
-			starts[i] = int64(order.Uint32(b))
-		default:
-			starts[i] = int64(order.Uint64(b))
-		}
-	}
+	starts := npy.Ints(data[npy.DataOffset : npy.DataOffset+int64(size)*npy.Records])
 	slices.Sort(starts)
 	segs := make([]Segment, len(starts))
 	for i, st := range starts {

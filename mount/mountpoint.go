@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 
+	bfs "github.com/blockfs/blockfs/fs"
 	"github.com/blockfs/blockfs/internal/mountinfo"
 )
 
@@ -79,16 +80,13 @@ func Unmount(mnt string, lazy bool) error {
 	if lazy {
 		args = append(args, "-z")
 	}
-	for _, bin := range []string{"fusermount3", "fusermount"} {
-		path, err := exec.LookPath(bin)
-		if err != nil {
-			continue
-		}
-		out, err := exec.Command(path, append(args, mnt)...).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("cannot unmount %s: %s", mnt, strings.TrimSpace(string(out)))
-		}
-		return nil
+	path, ok := bfs.Fusermount()
+	if !ok {
+		return fmt.Errorf("cannot unmount %s: fusermount3 not found (install fuse3)", mnt)
 	}
-	return fmt.Errorf("cannot unmount %s: fusermount3 not found (install fuse3)", mnt)
+	out, err := exec.Command(path, append(args, mnt)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("cannot unmount %s: %s", mnt, strings.TrimSpace(string(out)))
+	}
+	return nil
 }

@@ -72,8 +72,14 @@ func New(opt Options) (*Plan, error) {
 		return nil, Usagef("--epochs %d is out of range (1 to %d; it is how many epochs ls lists, and any epoch can be opened by name)", opt.Epochs, bfs.MaxEpochs)
 	}
 	p := &Plan{opt: opt, loc: Locate(opt.Data)}
+	if p.loc.Kind == Remote {
+		// Defaults filled in once, for the readahead and the workers below and for s3.Open.
+		if err := p.opt.S3.Validate(); err != nil {
+			return nil, Usagef("%v", err)
+		}
+	}
 	var err error
-	if p.ds, err = Open(p.loc, opt.InPlace, opt.S3); err != nil {
+	if p.ds, err = Open(p.loc, opt.InPlace, p.opt.S3); err != nil {
 		return nil, err
 	}
 	if p.mnt, err = CheckMountpoint(opt.Mountpoint, p.ds.Where()); err != nil {
@@ -147,8 +153,7 @@ func (p *Plan) planReadahead() (ra, part int64) {
 	if p.loc.Kind == Remote {
 		// From an object store the readahead is what keeps the GETs in flight: by default
 		// twice that many parts ahead (128 MiB with the defaults).
-		o := p.opt.S3
-		if err := o.Validate(); err == nil && 2*int64(o.Concurrency)*o.PartSize > ra {
+		if o := p.opt.S3; 2*int64(o.Concurrency)*o.PartSize > ra {
 			return 2 * int64(o.Concurrency) * o.PartSize, o.PartSize
 		}
 	}
@@ -168,8 +173,5 @@ func (p *Plan) planRemote() {
 	}
 	maxRead := min(max(p.need.MaxBlock, cache.DefaultMaxRead)+cache.DefaultPageSize-1, maxRemoteRead)
 	p.cacheOpt.MaxRead = int(maxRead / cache.DefaultPageSize * cache.DefaultPageSize)
-	o := p.opt.S3
-	if o.Validate() == nil {
-		p.cacheOpt.Workers = o.Concurrency
-	}
+	p.cacheOpt.Workers = p.opt.S3.Concurrency
 }

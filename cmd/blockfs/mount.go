@@ -115,7 +115,8 @@ func (f mountFlags) options(fl *pflag.FlagSet, data, mnt string) (mount.Options,
 			return o, err
 		}
 	}
-	if mount.IsRemote(data) {
+	kind := mount.Locate(data).Kind
+	if kind == mount.Remote {
 		if o.S3, err = f.s3.options(); err != nil {
 			return o, err
 		}
@@ -131,7 +132,7 @@ func (f mountFlags) options(fl *pflag.FlagSet, data, mnt string) (mount.Options,
 			return o, usagef("--disk-cache-size 0 leaves no room for any file of the dataset; give a size, or auto")
 		}
 	}
-	if o.InPlace, err = f.inPlace.options(mount.Locate(data).Kind); err != nil {
+	if o.InPlace, err = f.inPlace.options(kind); err != nil {
 		return o, err
 	}
 	o.Info = map[string]any{"open_flags": f.inPlace.args()}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -148,7 +147,7 @@ func readLabels(path string, n uint64) ([]int32, error) {
 	return labels, nil
 }
 
-// readNpyLabels reads a one-axis .npy of integers (any width, either byte order).
+// readNpyLabels reads a one-axis .npy of integers (1 to 8 bytes, either byte order).
 func readNpyLabels(path string, f *os.File, n uint64) ([]int32, error) {
 	st, err := f.Stat()
 	if err != nil {
@@ -158,43 +157,19 @@ func readNpyLabels(path string, f *os.File, n uint64) ([]int32, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--labels: %w", err)
 	}
-	if len(h.Shape) != 0 || len(h.DType) != 3 || !strings.Contains("iu", h.DType[1:2]) {
+	size := h.IntSize()
+	if size == 0 {
 		return nil, fmt.Errorf("--labels %s: want a one-axis array of integers, not %s shaped %v per row", path, h.DType, h.Shape)
 	}
 	if uint64(h.Records) != n {
 		return nil, fmt.Errorf("--labels %s has %d labels, the dataset has %d records", path, h.Records, n)
 	}
-	var order binary.ByteOrder = binary.LittleEndian
-	if h.DType[0] == '>' {
-		order = binary.BigEndian
-	}
-	size := int(h.RecordSize)
 	raw := make([]byte, int64(size)*h.Records)
 	if _, err := f.ReadAt(raw, h.DataOffset); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("--labels: %w", err)
 	}
 	labels := make([]int32, h.Records)
-	for i := range labels {
-		b := raw[i*size : (i+1)*size]
-		var v int64
-		switch {
-		case size == 1 && h.DType[1] == 'i':
-			v = int64(int8(b[0]))
-		case size == 1:
-			v = int64(b[0])
-		case size == 2 && h.DType[1] == 'i':
-			v = int64(int16(order.Uint16(b)))
-		case size == 2:
-			v = int64(order.Uint16(b))
-		case size == 4 && h.DType[1] == 'i':
-			v = int64(int32(order.Uint32(b)))
-		case size == 4:
-			v = int64(order.Uint32(b))
-		case size == 8:
-			v = int64(order.Uint64(b))
-		default:
-			return nil, fmt.Errorf("--labels %s: integers of %d bytes are not supported", path, size)
-		}
+	for i, v := range h.Ints(raw) {
 		if v < math.MinInt32 || v > math.MaxInt32 {
 			return nil, fmt.Errorf("--labels %s: label %d of record %d does not fit in 32 bits", path, v, i)
 		}

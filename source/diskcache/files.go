@@ -39,7 +39,7 @@ func (b *Blocks) scan() error {
 				_ = os.Remove(filepath.Join(b.dir, rel)) // a crash's leftover: never trusted
 				continue
 			}
-			if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".blk") {
+			if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), fileSuffix) {
 				continue
 			}
 			st, err := e.Info()
@@ -72,9 +72,12 @@ func (b *Blocks) inSet(rel string) bool {
 	return ok && e.Ident.HasCRC && name == fileName(id, e)
 }
 
+// fileSuffix ends the name of every cached file.
+const fileSuffix = ".blk"
+
 // fileName is the name of file id's copy: "ID-CRC32C-SIZE.blk".
 func fileName(id source.FileID, e source.Extent) string {
-	return fmt.Sprintf("%d-%08x-%d.blk", id, e.Ident.CRC32C, e.Size)
+	return fmt.Sprintf("%d-%08x-%d%s", id, e.Ident.CRC32C, e.Size, fileSuffix)
 }
 
 // file is one cacheable file of the table.

@@ -7,9 +7,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// fileSuffix ends the name of every cached file.
-const fileSuffix = ".blk"
-
 // Room returns what a cache in dir may use when its bound is not given: 90% of the free space
 // of the filesystem of dir (or of its nearest existing parent) plus what the files cached in
 // dir hold already.
