@@ -36,6 +36,10 @@ type Options struct {
 	AllowOther    bool           // let other users read the mount
 	Debug         bool           // log every FUSE request
 	CPUProfile    string         // write a CPU profile here at unmount
+	// UsersLock, if set, is a file on which the mount's users hold POSIX locks: the mount ends
+	// itself once none does (users.go). RemoveMountpoint then removes the mountpoint too.
+	UsersLock        string
+	RemoveMountpoint bool
 	Info          map[string]any // more facts for .blockfs/info.json (the command line's own)
 }
 
@@ -84,6 +88,13 @@ func New(opt Options) (*Plan, error) {
 	}
 	if p.mnt, err = CheckMountpoint(opt.Mountpoint, p.ds.Where()); err != nil {
 		return nil, err
+	}
+	if opt.UsersLock != "" {
+		if p.opt.UsersLock, err = checkUsersLock(opt.UsersLock); err != nil {
+			return nil, err
+		}
+	} else if opt.RemoveMountpoint {
+		return nil, Usagef("--remove-mountpoint goes with --users-lock FILE (the mountpoint is removed when the last user is gone)")
 	}
 	if err := p.planCache(); err != nil {
 		return nil, err

@@ -75,7 +75,13 @@ func (p *Plan) Serve(ready func()) error {
 	log.Printf("blockfs: memory budget %s (%s); cache %s (%s); direct I/O %v (%s)", ibytes(p.mem.Budget), p.mem.BudgetReason,
 		ibytes(c.Capacity()), p.mem.CacheReason, p.mem.Direct, p.mem.Reason)
 	ready()
-	if serve(srv, p.mnt, sigs) {
+	var gone <-chan struct{} // nil (never ready) without a users lock
+	if p.opt.UsersLock != "" {
+		w := watchUsers(p.opt.UsersLock, p.mnt, p.opt.RemoveMountpoint)
+		defer w.stop()
+		gone = w.gone
+	}
+	if serve(srv, p.mnt, sigs, gone) {
 		// Only once the server has stopped may the cache's memory go.
 		c.Close()
 	}
@@ -111,10 +117,11 @@ func catchSignals() chan os.Signal {
 	return sigs
 }
 
-// serve waits until the mount goes away or a signal asks for it. On SIGINT/SIGTERM/SIGQUIT it
-// unmounts; if readers keep files open it detaches lazily and waits at most drainTime. It
-// reports whether the server stopped (false: exiting with it running).
-func serve(srv *bfs.Server, mnt string, sigs <-chan os.Signal) bool {
+// serve waits until the mount goes away, a signal asks for it or its last user is gone (the
+// watcher has then detached it). On SIGINT/SIGTERM/SIGQUIT it unmounts; if readers keep files
+// open it detaches lazily. Either way it then waits at most drainTime for open files to close.
+// It reports whether the server stopped (false: exiting with it running).
+func serve(srv *bfs.Server, mnt string, sigs <-chan os.Signal, gone <-chan struct{}) bool {
 	done := make(chan struct{})
 	go func() {
 		srv.Wait()
@@ -124,6 +131,8 @@ func serve(srv *bfs.Server, mnt string, sigs <-chan os.Signal) bool {
 		select {
 		case <-done:
 			return true
+		case <-gone:
+			return drain(done, sigs)
 		case sig := <-sigs:
 			if ignored(sig) {
 				// A closed terminal, a log rotation, a stray signal: the mount stays.

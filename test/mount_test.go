@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -292,6 +294,86 @@ func TestDaemonAndUnmount(t *testing.T) {
 	_, errs, code = run(t, "unmount", mnt)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errs, "is not mounted")
+}
+
+// TestUsersLock: a daemon given --users-lock stays while a process holds a POSIX lock on the
+// file and, within a second or two of the last lock going, unmounts, removes the lock files
+// and (--remove-mountpoint) the mountpoint, and exits: blockfs.Mount's lease, which no way of
+// ending the users (kill -9 included) can skip.
+func TestUsersLock(t *testing.T) {
+	requireFUSE(t)
+	p := packRaw(t, 200, "64KiB")
+	dir := t.TempDir()
+	mnt, lock := filepath.Join(dir, "mnt"), filepath.Join(dir, "lock")
+	require.NoError(t, os.Mkdir(mnt, 0o755))
+	_, errs, code := run(t, "mount", "--daemon", "--users-lock", lock, p.dir, mnt)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "--users-lock "+lock+": no such file or directory (create the file and hold a lock on it before mounting)")
+	_, errs, code = run(t, "mount", "--daemon", "--remove-mountpoint", p.dir, mnt)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "--remove-mountpoint goes with --users-lock FILE")
+
+	f, err := os.OpenFile(lock, os.O_RDWR|os.O_CREATE, 0o600)
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, syscall.FcntlFlock(f.Fd(), syscall.F_SETLK, &syscall.Flock_t{Type: syscall.F_RDLCK}))
+	mustRun(t, "mount", "--daemon", "--users-lock", lock, "--remove-mountpoint", "--cache-size", "4MiB", "--readahead", "512KiB", p.dir, mnt)
+	t.Cleanup(func() {
+		if isMounted(mnt) {
+			_ = syscall.Unmount(mnt, syscall.MNT_DETACH)
+			t.Error("left mounted")
+		}
+	})
+	pid := daemonPid(t, mnt)
+	time.Sleep(1200 * time.Millisecond) // two polls
+	require.True(t, isMounted(mnt), "held: the mount stays")
+	b, err := os.ReadFile(filepath.Join(mnt, "epoch-0000"))
+	require.NoError(t, err)
+	assert.Len(t, b, 200*recordSize)
+
+	require.NoError(t, f.Close()) // the last user goes
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) && (isMounted(mnt) || exists(mnt) || exists(lock) || exists(lock+".setup") || alive(pid)) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	assert.False(t, isMounted(mnt), "unmounted")
+	assert.False(t, exists(mnt), "mountpoint removed")
+	assert.False(t, exists(lock) || exists(lock+".setup"), "lock files removed")
+	assert.False(t, alive(pid), "daemon exited")
+}
+
+// daemonPid returns the pid of the blockfs process serving mnt.
+func daemonPid(t *testing.T, mnt string) int {
+	ents, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		args, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		parts := strings.Split(string(args), "\x00")
+		if len(parts) > 1 && slices.Contains(parts, "mount") && slices.Contains(parts, mnt) {
+			return pid
+		}
+	}
+	t.Fatalf("no daemon serves %s", mnt)
+	return 0
+}
+
+// alive reports whether pid runs (a zombie does not).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(rest, "Z")
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // TestDaemonMemoryBounded reads a dataset eight times the cache, by several readers at once,

@@ -35,6 +35,8 @@ type mountFlags struct {
 	inPlace    inPlaceFlags
 	cpuProfile string
 	direct     string
+	usersLock  string
+	rmMnt      bool
 	s3         s3Flags
 	disk       diskCacheFlags
 }
@@ -82,6 +84,8 @@ mount is ready.`,
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let other users read the mount (non-root needs user_allow_other in /etc/fuse.conf)")
 	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fl.StringVar(&f.logFile, "log", "", "append log lines to this file (default: stderr; discarded with --daemon)")
+	fl.StringVar(&f.usersLock, "users-lock", "", "unmount and exit within a second once no process holds a POSIX (fcntl) lock on this file (blockfs.Mount's users each hold one)")
+	fl.BoolVar(&f.rmMnt, "remove-mountpoint", false, "with --users-lock: remove the mountpoint and the lock files when the last user is gone")
 	fl.BoolVar(&f.verify, "verify", false, "check each block file's CRC32C the first time it is read; a block that fails reads as EIO")
 	f.inPlace.register(fl)
 	f.s3.register(fl)
@@ -94,7 +98,8 @@ mount is ready.`,
 // options turns the flags into the mount package's options.
 func (f mountFlags) options(fl *pflag.FlagSet, data, mnt string) (mount.Options, error) {
 	o := mount.Options{Data: data, Mountpoint: mnt, Epochs: f.epochs, Verify: f.verify, AllowOther: f.allowOther,
-		Debug: f.debug, CPUProfile: f.cpuProfile, DiskCache: f.disk.dir, Readahead: mount.AutoReadahead}
+		Debug: f.debug, CPUProfile: f.cpuProfile, DiskCache: f.disk.dir, Readahead: mount.AutoReadahead,
+		UsersLock: f.usersLock, RemoveMountpoint: f.rmMnt}
 	var err error
 	if o.Order, err = orderOptions(f.seed, 0, f.shuffle, f.mix); err != nil {
 		return o, err

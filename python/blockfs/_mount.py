@@ -77,8 +77,10 @@ def _stale(path: str) -> bool:
 
 
 class _Lock:
-    """An exclusive flock on a lock file, held while in a with block. The holder may unlink the
-    file: a waiter that then gets the lock of the unlinked file tries again on a new one."""
+    """An exclusive flock on a lock file, held while in a with block: the setup lock, which
+    users hold to mount, attach or leave, and the daemon to end an unused mount. The holder may
+    unlink the file: a waiter that then gets the lock of the unlinked file tries again on a
+    new one."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -86,7 +88,7 @@ class _Lock:
 
     def __enter__(self) -> _Lock:
         while True:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
             fcntl.flock(self.fd, fcntl.LOCK_EX)
             try:
                 if os.stat(self.path).st_ino == os.fstat(self.fd).st_ino:
@@ -100,6 +102,18 @@ class _Lock:
         os.close(self.fd)
 
 
+# This process's holds on users locks: lock path -> [pid, fd, count]. A POSIX lock belongs to
+# the process and is dropped when any descriptor of its file closes, so every Mount of one
+# mountpoint in a process shares one descriptor and one lock. A forked child (a DataLoader
+# worker) inherits the table but not the lock: entries of another pid are not its own.
+_holds: Dict[str, List[int]] = {}
+
+
+def _held(lock: str) -> Optional[List[int]]:
+    h = _holds.get(lock)
+    return h if h is not None and h[0] == os.getpid() else None
+
+
 class Mount:
     """A blockfs mount for the life of a with block (or from open() to close()).
 
@@ -109,15 +123,20 @@ class Mount:
 
     data is a dataset directory, a file served in place (with record_size=... or window=...),
     or an s3:// URL. Keyword options are blockfs mount's flags with '_' for '-'. It runs
-    `blockfs mount --daemon` (the binary from $BLOCKFS_BIN or PATH) and unmounts on exit, also
-    after an exception.
+    `blockfs mount --daemon` (see binary()) and unmounts on exit, also after an exception.
 
     Without a mountpoint, the mountpoint is a directory under /tmp/blockfs-UID named after
     data and the options, so every process of a node that asks for the same mount (the local
     ranks of a torchrun job) gets the same one: the first mounts, the others attach, and the
-    mount stays until the last of them leaves. Each user holds a shared lock on a file beside
-    it; a process that dies releases its lock with it, so a crashed owner leaves nothing that
-    blocks the next run: a mount that nobody holds is unmounted and mounted afresh.
+    mount stays until the last of them leaves.
+
+    Each process using the mount holds a POSIX lock on a lock file beside it, and the daemon
+    (started with --users-lock) unmounts itself, removes the lock files and the mountpoint it
+    was given, and exits within a second of the last lock going, however its holders ended:
+    close(), SIGTERM, kill -9. A forked DataLoader worker does not inherit the lock, so workers
+    left behind by a killed trainer do not keep the mount. Mount installs no signal handler:
+    SIGTERM keeps its meaning for the trainer (and for torchrun or Lightning, which set their
+    own).
     """
 
     def __init__(self, data: Union[str, "os.PathLike[str]"], mountpoint: Optional[Union[str, "os.PathLike[str]"]] = None,
@@ -132,11 +151,11 @@ class Mount:
         self.path = os.path.abspath(os.fspath(mountpoint))
         self.info: Optional[Info] = None
         self.owner = False  # whether this process mounted it
-        self._users: Optional[int] = None  # fd holding a shared lock while this process uses the mount
+        self._open = False
         self._pid: Optional[int] = None
         self._attached = False
-        lock = os.path.join(runtime_dir(), "lock-" + _digest(self.path))
-        self._setup_lock, self._users_lock = lock + ".setup", lock + ".users"
+        self._lock = os.path.join(runtime_dir(), "lock-" + _digest(self.path))
+        self._setup_lock = self._lock + ".setup"
 
     def __enter__(self) -> Mount:
         self.open()
@@ -151,57 +170,92 @@ class Mount:
     def __repr__(self) -> str:
         return f"blockfs.Mount({self.data!r} at {self.path!r})"
 
+    def _whom(self) -> Dict[str, Any]:
+        """What the users lock file records of a mount: its data and flags."""
+        return {"data": str(self.data), "flags": _flags(self.options)}
+
     def open(self) -> Mount:
         """Mounts data, or attaches to the mount another local process made of it."""
-        if self._users is not None or self._attached:
+        if (self._open and self._pid == os.getpid()) or self._attached:
             return self
-        os.makedirs(self.path, exist_ok=True)
         with _Lock(self._setup_lock):
-            users = os.open(self._users_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            # Under the lock: a daemon ending an unused mount removes the mountpoint under it.
+            os.makedirs(self.path, exist_ok=True)
+            h = _held(self._lock)
+            if h is not None:  # this process already uses the mount
+                self._check_same(h[1])
+                h[2] += 1
+                self.info = read_info(self.path)
+                self._open, self._pid = True, os.getpid()
+                return self
+            users = os.open(self._lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
             try:
-                if is_mounted(self.path) and not self._in_use(users):
-                    # Nobody holds it: left by a process that died (start afresh), or mounted
-                    # by hand (not ours to replace).
-                    if not os.fstat(users).st_size and not _stale(self.path):
-                        raise MountError(f"{self.path} is already mounted, not by blockfs.Mount: unmount it (blockfs unmount {self.path}) or use blockfs.attach")
-                    self._unmount()
+                if is_mounted(self.path):
+                    if self._in_use(users):
+                        self._check_same(users)
+                    else:
+                        # Nobody holds it: left by a daemon that has not noticed yet, or by one
+                        # killed with its users (start afresh), or mounted by hand (not ours).
+                        if not os.fstat(users).st_size and not _stale(self.path):
+                            raise MountError(f"{self.path} is already mounted, not by blockfs.Mount: unmount it (blockfs unmount {self.path}) or use blockfs.attach")
+                        self._unmount()
                 if not is_mounted(self.path):
                     self._mount()
                     self.owner = True
                     os.ftruncate(users, 0)
-                    os.pwrite(users, json.dumps({"data": str(self.data), "flags": _flags(self.options)}).encode(), 0)
-                fcntl.flock(users, fcntl.LOCK_SH)
+                    os.pwrite(users, json.dumps(self._whom()).encode(), 0)
+                fcntl.lockf(users, fcntl.LOCK_SH)
                 self.info = read_info(self.path)
             except BaseException:
+                fcntl.lockf(users, fcntl.LOCK_UN)
                 if not self._in_use(users):
-                    if self.owner:
+                    if self.owner and is_mounted(self.path):
                         self._unmount()
                     self._forget(users)
                 os.close(users)
                 raise
-            self._users, self._pid = users, os.getpid()
+            _holds[self._lock] = [os.getpid(), users, 1]
+            self._open, self._pid = True, os.getpid()
         return self
 
     def close(self) -> None:
         """Stops using the mount; the last local process to stop unmounts it."""
-        if self._users is None or self._pid != os.getpid():
+        if not self._open or self._pid != os.getpid():
             return  # not open, or a forked child (a DataLoader worker) of the process that is
+        self._open = False
         with _Lock(self._setup_lock):
-            fcntl.flock(self._users, fcntl.LOCK_UN)
+            h = _held(self._lock)
+            if h is None:
+                return
+            h[2] -= 1
+            if h[2] > 0:
+                return  # another Mount of this process still uses it
+            del _holds[self._lock]
+            users = h[1]
             try:
-                if not self._in_use(self._users):
+                fcntl.lockf(users, fcntl.LOCK_UN)
+                if not self._in_use(users):
                     if is_mounted(self.path):
                         self._unmount()
-                    self._forget(self._users)
+                    self._forget(users)
             finally:
-                os.close(self._users)
-                self._users = None
+                os.close(users)
+
+    def _check_same(self, users: int) -> None:
+        """Refuses to attach to a mount at this mountpoint made with other data or options."""
+        try:
+            whom = json.loads(os.pread(users, 1 << 16, 0) or b"null")
+        except ValueError:
+            whom = None
+        if whom is not None and whom != self._whom():
+            raise MountError(f"{self.path} is in use by a blockfs.Mount of {whom.get('data')} with flags {' '.join(whom.get('flags') or []) or '(none)'}; "
+                             f"use the same data and options, or another mountpoint")
 
     def _forget(self, users: int) -> None:
         """Removes what the last user leaves: the lock files and a default mountpoint (call
         with the setup lock held and the mount gone)."""
         os.ftruncate(users, 0)
-        for p in (self._users_lock, self._setup_lock) + ((self.path,) if self._made_dir else ()):
+        for p in (self._lock, self._setup_lock) + ((self.path,) if self._made_dir else ()):
             try:
                 (os.rmdir if p == self.path else os.unlink)(p)
             except OSError:
@@ -209,16 +263,20 @@ class Mount:
 
     @staticmethod
     def _in_use(fd: int) -> bool:
-        """Whether another process holds the users lock (call with the setup lock held)."""
+        """Whether any process holds a lock on the users lock file (call with the setup lock
+        held and no lock of this process's own on it)."""
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fd, fcntl.LOCK_UN)
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno in (errno.EACCES, errno.EAGAIN):
+                return True
+            raise
+        fcntl.lockf(fd, fcntl.LOCK_UN)
         return False
 
     def _mount(self) -> None:
-        cmd = [binary(), "mount", "--daemon"] + _flags(self.options) + [str(self.data), self.path]
+        daemon = ["--users-lock", self._lock] + (["--remove-mountpoint"] if self._made_dir else [])
+        cmd = [binary(), "mount", "--daemon"] + daemon + _flags(self.options) + [str(self.data), self.path]
         p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
         if p.returncode != 0:
             lines = (p.stderr or p.stdout).strip().splitlines() or [f"exit status {p.returncode}"]

@@ -11,6 +11,7 @@ import unittest
 import numpy as np
 
 import blockfs
+from blockfs import _mount
 from blockfs._mount import is_mounted
 from support import Scratch, daemon_pid, run
 
@@ -91,35 +92,116 @@ class MountTest(Scratch):
         self.assertFalse(is_mounted(blockfs.Mount(self.data, seed=9).path), "the last to leave unmounted")
 
     def test_killed_owner_does_not_block_next_run(self):
-        script = textwrap.dedent("""
-            import os, signal, sys, blockfs
-            m = blockfs.Mount(sys.argv[1], seed=4).open()
-            print(m.path, flush=True)
-            os.kill(os.getpid(), signal.SIGKILL)
-        """)
-        p = subprocess.run([sys.executable, "-c", script, self.data], stdout=subprocess.PIPE, text=True, timeout=60)
-        self.assertEqual(p.returncode, -signal.SIGKILL)
-        path = p.stdout.strip()
-        self.assertTrue(is_mounted(path), "the daemon outlives its owner")
-        old = daemon_pid(path)
+        # The daemon sees its only user die and ends itself: nothing is left to reclaim.
+        p, path = self.user(seed=4)
+        pid = daemon_pid(path)
+        p.kill()
+        p.wait()
+        self.assertLeftNothing(path, pid)
         with blockfs.Mount(self.data, seed=4) as m:
             self.assertEqual(m.path, path)
-            self.assertTrue(m.owner, "nobody held it: mounted afresh")
+            self.assertTrue(m.owner)
             self.assertEqual(len(blockfs.order(m, 0)), self.n)
-            new = daemon_pid(path)
-        wait_gone(self, old)
-        wait_gone(self, new)
-        self.assertFalse(is_mounted(path))
         # A killed daemon leaves a stale mount; the next run clears it.
         m = blockfs.Mount(self.data, seed=4).open()
         pid = daemon_pid(m.path)
         os.kill(pid, signal.SIGKILL)
         wait_gone(self, pid)
-        m._users, users = None, m._users  # as if this process had died too
-        os.close(users)
+        held = _mount._holds.pop(m._lock)  # as if this process had died too
+        os.close(held[1])
+        m._open = False
         with blockfs.Mount(self.data, seed=4) as again:
             self.assertEqual(len(blockfs.order(again, 1)), self.n)
         self.assertFalse(is_mounted(m.path))
+
+    def test_sigterm_leaves_nothing(self):
+        # SIGTERM (torchrun, Slurm, Kubernetes) skips the with block's exit; the lease does not
+        # need it.
+        p, path = self.user(seed=11)
+        pid = daemon_pid(path)
+        p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(timeout=10), -signal.SIGTERM, "Mount leaves SIGTERM's meaning alone")
+        self.assertLeftNothing(path, pid)
+
+    def test_ranks_killed_one_then_the_other(self):
+        first, path = self.user(seed=12)
+        second, again = self.user(seed=12)
+        self.assertEqual(path, again)
+        pid = daemon_pid(path)
+        first.kill()
+        first.wait()
+        time.sleep(1.5)  # three polls of the daemon
+        self.assertTrue(is_mounted(path), "the other rank still uses it")
+        self.assertEqual(len(blockfs.order(path, 0)), self.n)
+        second.kill()
+        second.wait()
+        self.assertLeftNothing(path, pid)
+
+    def test_workers_do_not_keep_a_dead_parent_mount(self):
+        # A forked worker with an epoch file open outlives its killed parent: the mount is
+        # detached at once, and the daemon exits after its drain time (5 s) at the latest.
+        script = textwrap.dedent("""
+            import os, sys, time, blockfs
+            m = blockfs.Mount(sys.argv[1], seed=13).open()
+            f = open(os.path.join(m.path, "epoch-0000"), "rb")
+            if os.fork() == 0:
+                time.sleep(60)
+                os._exit(0)
+            print(m.path, flush=True)
+            time.sleep(60)
+        """)
+        p = subprocess.Popen([sys.executable, "-c", script, self.data], stdout=subprocess.PIPE, text=True, start_new_session=True)
+        self.addCleanup(p.stdout.close)
+        try:
+            path = p.stdout.readline().strip()
+            pid = daemon_pid(path)
+            p.kill()
+            p.wait()
+            self.assertLeftNothing(path, pid, within=10)
+        finally:
+            os.killpg(p.pid, signal.SIGKILL)
+
+    def test_other_options_refused_at_a_mountpoint_in_use(self):
+        mnt = os.path.join(self.tmp, "shared")
+        os.makedirs(mnt, exist_ok=True)
+        with blockfs.Mount(self.data, mnt, seed=1) as m:
+            q, _ = self.user(seed=1, mountpoint=mnt)  # another process with the same options attaches
+            try:
+                with self.assertRaisesRegex(blockfs.MountError, "in use by a blockfs.Mount of .* with flags --seed=1; use the same data and options"):
+                    blockfs.Mount(self.data, mnt, seed=2).open()
+            finally:
+                q.kill()
+                q.wait()
+            self.assertTrue(m.owner)
+        self.assertFalse(is_mounted(mnt))
+        self.assertTrue(os.path.isdir(mnt), "a mountpoint the user gave stays")
+
+    def user(self, seed, mountpoint=None):
+        """A process that opens Mount(self.data, seed=seed) and sleeps; returns it and the
+        mountpoint."""
+        script = textwrap.dedent("""
+            import sys, time, blockfs
+            m = blockfs.Mount(sys.argv[1], sys.argv[3] or None, seed=int(sys.argv[2])).open()
+            print(m.path, flush=True)
+            time.sleep(60)
+        """)
+        p = subprocess.Popen([sys.executable, "-c", script, self.data, str(seed), mountpoint or ""], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(p.kill)
+        self.addCleanup(p.stdout.close)
+        path = p.stdout.readline().strip()
+        self.assertTrue(path, "the process mounted")
+        return p, path
+
+    def assertLeftNothing(self, path, pid, within=3.0):
+        """Within a few seconds, the mount, its daemon, its lock files and its mountpoint are gone."""
+        deadline = time.monotonic() + within
+        lock = blockfs.Mount(self.data, path)._lock
+        while time.monotonic() < deadline:
+            if not is_mounted(path) and not os.path.exists(path) and not os.path.exists(lock) and not os.path.exists(lock + ".setup") \
+                    and (pid is None or not alive(pid)):
+                return
+            time.sleep(0.05)
+        self.fail(f"after {within}s: mounted {is_mounted(path)}, mountpoint {os.path.exists(path)}, lock {os.path.exists(lock)}, daemon {pid is not None and alive(pid)}")
 
     def test_mounted_by_hand_is_not_replaced(self):
         mnt = os.path.join(self.tmp, "by-hand")
@@ -160,6 +242,15 @@ class LabelsTest(Scratch):
             f.write("3\n1\n2\n")
         for src in (arr, [3, 1, 2], npy, txt):
             self.assertEqual(np.asarray(blockfs.load_labels(src)).tolist(), [3, 1, 2])
+
+
+def alive(pid):
+    """Whether pid runs (a zombie does not)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def wait_gone(test, pid):
