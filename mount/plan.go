@@ -29,18 +29,18 @@ type Options struct {
 	// AutoReadahead: DefaultReadahead, or from an object store enough to keep
 	// S3.Concurrency GETs in flight.
 	Readahead     int64
-	S3            s3.Options     // the object store's options (s3:// data)
-	DiskCache     string         // s3://: keep fetched block files in this directory; "" for none
-	DiskCacheSize int64          // bound on DiskCache; 0: the dataset's size, or 90% of what is free
-	Verify        bool           // check each file's CRC32C the first time it is read
-	AllowOther    bool           // let other users read the mount
-	Debug         bool           // log every FUSE request
-	CPUProfile    string         // write a CPU profile here at unmount
+	S3            s3.Options // the object store's options (s3:// data)
+	DiskCache     string     // s3://: keep fetched block files in this directory; "" for none
+	DiskCacheSize int64      // bound on DiskCache; 0: the dataset's size, or 90% of what is free
+	Verify        bool       // check each file's CRC32C the first time it is read
+	AllowOther    bool       // let other users read the mount
+	Debug         bool       // log every FUSE request
+	CPUProfile    string     // write a CPU profile here at unmount
 	// UsersLock, if set, is a file on which the mount's users hold POSIX locks: the mount ends
 	// itself once none does (users.go). RemoveMountpoint then removes the mountpoint too.
 	UsersLock        string
 	RemoveMountpoint bool
-	Info          map[string]any // more facts for .blockfs/info.json (the command line's own)
+	Info             map[string]any // more facts for .blockfs/info.json (the command line's own)
 }
 
 // AutoReadahead asks for the default readahead (Options.Readahead).
