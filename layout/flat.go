@@ -17,7 +17,7 @@ type FlatOptions struct {
 	// RecordSize is the size of a record for a raw file; a .npy file gives its own (it may
 	// also be given, and must then agree).
 	RecordSize int64
-	// BlockSize is the size of a logical block; default DefaultBlockSize. A block holds
+	// BlockSize is the size of a logical block; 0: AutoBlockSize of the data. A block holds
 	// floor(BlockSize / record size) records, at least one.
 	BlockSize int64
 	// Offset is where record 0 starts in a raw file (after a header); default 0.
@@ -96,7 +96,7 @@ func OpenFlat(path string, opt FlatOptions) (*Dataset, error) {
 	}
 	bs := opt.BlockSize
 	if bs == 0 {
-		bs = DefaultBlockSize
+		bs = AutoBlockSize(n*m.RecordSize, m.RecordSize)
 	}
 	if bs > MaxBlockBytes {
 		return nil, errorf(ErrFormat, path, -1, "block size %d exceeds the limit of %d", bs, int64(MaxBlockBytes))

@@ -77,7 +77,8 @@ func (w *windows) inPlace() (string, int64, bool) { return w.rows.inPlace() }
 // Windows turns rows, a dataset of fixed-size rows in stored order (a file in place from
 // OpenFlat, or a pack made without the pre-shuffle), into a dataset whose records are windows of
 // opt.Length rows. Its blocks are runs of consecutive window starts inside one
-// segment, as many as keep the rows they cover within blockSize (at least one window), so
+// segment, as many as keep the rows they cover within blockSize (at least one window; 0: an
+// AutoBlockSize of the rows that holds four windows), so
 // neighbouring blocks share Length-1 rows and every other row is read once per epoch. Record
 // ids are window start rows. Errors name the file and say what to change.
 func Windows(rows *Dataset, opt WindowOptions, blockSize int64) (*Dataset, error) {
@@ -111,7 +112,8 @@ func Windows(rows *Dataset, opt WindowOptions, blockSize int64) (*Dataset, error
 		return nil, err
 	}
 	if blockSize == 0 {
-		blockSize = DefaultBlockSize
+		// A block holds a few windows, so that windows shared across block edges stay few.
+		blockSize = AutoBlockSize(n*R, min(4*opt.Length*R, MaxBlockBytes))
 	}
 	switch {
 	case blockSize > MaxBlockBytes:

@@ -65,7 +65,7 @@ func IsRemote(data string) bool { return Locate(data).Kind == Remote }
 // Zero fields are unset.
 type InPlace struct {
 	RecordSize int64   // bytes per record of a raw file
-	BlockSize  int64   // logical block size; default layout.DefaultBlockSize
+	BlockSize  int64   // logical block size; 0: layout.AutoBlockSize of the data
 	Offset     int64   // where a raw file's records start
 	Records    int64   // records of a raw file from Offset; 0: the rest of the file
 	DType      string  // numpy dtype of a record's elements (a raw file; a .npy gives its own)
@@ -79,9 +79,6 @@ type InPlace struct {
 // in place, or a packed dataset in an object store (opened with s3opt). Flags that do not
 // apply to the location are refused with a message naming them.
 func Open(l Location, in InPlace, s3opt s3.Options) (*layout.Dataset, error) {
-	if in.BlockSize == 0 {
-		in.BlockSize = layout.DefaultBlockSize
-	}
 	if in.Stride == 0 {
 		in.Stride = 1
 	}

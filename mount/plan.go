@@ -6,6 +6,8 @@
 package mount
 
 import (
+	"fmt"
+
 	"github.com/blockfs/blockfs/cache"
 	bfs "github.com/blockfs/blockfs/fs"
 	"github.com/blockfs/blockfs/internal/sysmem"
@@ -21,7 +23,7 @@ type Options struct {
 	Data       string          // the dataset: a directory, a file served in place, or s3://BUCKET/PREFIX
 	Mountpoint string          // an existing empty directory outside the dataset
 	InPlace    InPlace         // how to serve a file in place, and windows over rows
-	Order      shuffle.Options // seed, mode and mix (Epoch is ignored)
+	Order      shuffle.Options // seed, mode and mix (Epoch is ignored); Mix 0: ChooseOrder's
 	Epochs     uint64          // epoch files listed; default fs.DefaultEpochs, at most fs.MaxEpochs
 	CacheSize  int64           // the memory budget for data (--cache-size); 0: from the memory the process has
 	Direct     Direct          // O_DIRECT for block reads; default DirectAuto
@@ -65,6 +67,7 @@ type Plan struct {
 	cacheOpt  cache.Options
 	readahead int64
 	disk      *diskcache.Options // nil without a disk cache
+	order     OrderChoice        // opt.Order.Mix, resolved, and why
 }
 
 // New checks opt, opens the dataset and plans the mount. Errors in opt wrap ErrUsage.
@@ -88,6 +91,10 @@ func New(opt Options) (*Plan, error) {
 	}
 	if p.mnt, err = CheckMountpoint(opt.Mountpoint, p.ds.Where()); err != nil {
 		return nil, err
+	}
+	p.opt.Order, p.order = ChooseOrder(p.ds, p.opt.Order)
+	if err := p.opt.Order.Validate(); err != nil {
+		return nil, Usagef("--mix %d: %v", p.opt.Order.Mix, err)
 	}
 	if opt.UsersLock != "" {
 		if p.opt.UsersLock, err = checkUsersLock(opt.UsersLock); err != nil {
@@ -119,10 +126,21 @@ func (p *Plan) Dataset() *layout.Dataset { return p.ds }
 // Mountpoint returns the mount point, absolute.
 func (p *Plan) Mountpoint() string { return p.mnt }
 
+// Warnings returns what the user should hear before the mount starts: an order far from
+// uniform.
+func (p *Plan) Warnings() []string {
+	if p.order.Warning == "" {
+		return nil
+	}
+	return []string{p.order.Warning}
+}
+
 // planCache sets the readahead, the memory plan and the page cache's options.
 func (p *Plan) planCache() error {
 	cs, remote := p.opt.CacheSize, p.loc.Kind == Remote
 	ra, part := p.planReadahead()
+	mem := sysmem.Read()
+	p.fitWindow(cs, ra, mem)
 	p.need = NeedCache(p.ds, p.opt.Order.Mix, ra, cache.DefaultPageSize)
 	if win := p.need.MaxBlock * int64(p.need.Mix); part > 0 && cs > 0 && ra > (cs-win)/2 {
 		// A readahead the user did not ask for leaves at least half of the --cache-size they
@@ -139,7 +157,6 @@ func (p *Plan) planCache() error {
 		return Usagef("--cache-size %s is too small: it needs %s, the larger of a window of --mix %d blocks of up to %s plus --readahead %s (%s) and %d pages of %s (a read holds its pages while the reply is written, and readahead needs room beside it); raise --cache-size or lower --mix or --readahead",
 			ibytes(cs), ibytes(upTo), need.Mix, ibytes(need.MaxBlock), ibytes(ra), ibytes(need.Window), cache.MinPages, ibytes(cache.DefaultPageSize))
 	}
-	mem := sysmem.Read()
 	claimed := Claimed(mem, p.loc.Abs, p.ds.Manifest.Fingerprint(), claimsTimeout)
 	p.mem = PlanMemory(p.ds, cache.DefaultPageSize, cs, p.need.Window, p.opt.Direct, mem, claimed)
 	// The order state's share of the budget (view.NewSet reserves it) never leaves the pages
@@ -152,6 +169,28 @@ func (p *Plan) planCache() error {
 		return Usagef("--cache-size: %v", err)
 	}
 	return nil
+}
+
+// fitWindow lowers an automatic --mix whose window and readahead would take more than the
+// --cache-size given, or half of the memory less the trainer's share (the memory the process
+// has, not what is free at the moment: the order must not depend on what else runs).
+func (p *Plan) fitWindow(cs, ra int64, mem sysmem.Memory) {
+	if !p.order.Auto || p.opt.Order.Mix <= 1 {
+		return
+	}
+	room, what := cs, "--cache-size "+ibytes(cs)
+	if cs == 0 {
+		total := mem.Total()
+		if total <= 0 {
+			return
+		}
+		room = (total - Headroom(total)) / 2
+		what = fmt.Sprintf("half of %s less a trainer's share (%s)", mem.Source(), ibytes(room))
+	}
+	maxBlock := NeedCache(p.ds, 1, 0, cache.DefaultPageSize).MaxBlock
+	if fit := (room - ra) / maxBlock; fit < int64(p.opt.Order.Mix) {
+		p.order.lower(p.ds, &p.opt.Order, int(max(1, fit)), "the window and readahead must fit "+what)
+	}
 }
 
 // planReadahead returns the readahead, and the object store's part size when the readahead

@@ -70,8 +70,8 @@ func (p *Plan) Serve(ready func()) error {
 		defer stop()
 	}
 	o := p.opt.Order
-	log.Printf("blockfs: serving %s (%d records, %s, %d blocks) at %s; shuffle %s, mix %d, seed %d",
-		p.ds.Dir, p.ds.Records(), ibytes(int64(p.ds.Bytes())), p.ds.Blocks(), p.mnt, o.Mode, max(1, o.Mix), o.Seed)
+	log.Printf("blockfs: serving %s (%d records, %s, %d blocks) at %s; shuffle %s, mix %d (%s), seed %d",
+		p.ds.Dir, p.ds.Records(), ibytes(int64(p.ds.Bytes())), p.ds.Blocks(), p.mnt, o.Mode, max(1, o.Mix), p.order.Why, o.Seed)
 	log.Printf("blockfs: memory budget %s (%s); cache %s (%s); direct I/O %v (%s)", ibytes(p.mem.Budget), p.mem.BudgetReason,
 		ibytes(c.Capacity()), p.mem.CacheReason, p.mem.Direct, p.mem.Reason)
 	ready()
@@ -94,7 +94,7 @@ func (p *Plan) info(c *cache.Cache, set *view.Set) map[string]any {
 	m := map[string]any{
 		"cache_size": c.Capacity() + set.OrderBytes(), "order_state_budget": set.OrderBytes(), "cache_size_reason": p.mem.CacheReason,
 		"direct_io": p.mem.Direct, "direct_io_reason": p.mem.Reason, "memory": p.mem.Facts(),
-		"readahead": p.readahead, "verify": p.opt.Verify, "open_data": p.loc.Abs,
+		"readahead": p.readahead, "verify": p.opt.Verify, "open_data": p.loc.Abs, "order": p.order,
 	}
 	if p.disk != nil {
 		m["disk_cache"], m["disk_cache_size"] = p.disk.Dir, p.disk.Size

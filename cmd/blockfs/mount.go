@@ -23,7 +23,7 @@ import (
 type mountFlags struct {
 	seed       uint64
 	shuffle    string
-	mix        int
+	mix        string
 	epochs     uint64
 	cacheSize  string
 	readahead  string
@@ -59,13 +59,15 @@ The tree:
 
 The order is a pure function of the data, --seed, the epoch, --shuffle and --mix.
 
-Choosing --mix: on data that pack pre-shuffled (the default), --mix 1 trains within 0.2
-points of a uniform shuffle (docs/SHUFFLE.md); on data stored in order (a file served in place,
-or pack --no-shuffle) raise --mix so that batches draw from more blocks (16 recovered about
-half of the loss on class-sorted data). The cost is memory: the page cache needs about
---mix x block size for the window being read, plus --readahead, per reader at a different
-place; --cache-size bounds it (the daemon's RSS stays within --cache-size plus a small
-constant).
+Choosing --mix: the default, auto, gives batches close to a uniform shuffle's whatever the
+layout: --mix 1 on data that pack pre-shuffled (within 0.2 points of a uniform shuffle,
+docs/SHUFFLE.md); on data stored in order (a file served in place, windows, pack
+--no-shuffle) windows of 512 MiB of blocks, or the whole data when smaller, so a batch draws
+from hundreds of places. info.json's "order" says the choice and why; mount warns when a
+--mix or --block-size you give makes batches far from uniform. The cost is memory: the page
+cache needs about --mix x block size for the window being read, plus --readahead, per reader
+at a different place; --cache-size bounds it (the daemon's RSS stays within --cache-size plus
+a small constant), and an automatic window that would not fit is made smaller.
 
 Runs in the foreground until SIGINT/SIGTERM or 'blockfs unmount'; --daemon returns once the
 mount is ready.`,
@@ -75,7 +77,7 @@ mount is ready.`,
 	fl := c.Flags()
 	fl.Uint64Var(&f.seed, "seed", 0, "shuffle seed")
 	fl.StringVar(&f.shuffle, "shuffle", "full", "order: full (blocks and records shuffled), blocks (blocks shuffled, records in stored order), none")
-	fl.IntVar(&f.mix, "mix", 1, "shuffle records across windows of K consecutive blocks (full only); needs K x block size of cache")
+	fl.StringVar(&f.mix, "mix", "auto", "shuffle records across windows of K consecutive blocks (full only; needs K x block size of cache); auto: 1 on data pack pre-shuffled, else windows of 512 MiB of blocks (the whole data when smaller)")
 	fl.Uint64Var(&f.epochs, "epochs", bfs.DefaultEpochs, "epoch files listed by ls (any epoch number can be opened)")
 	fl.StringVar(&f.cacheSize, "cache-size", "auto", "memory budget for data: the daemon's cache plus the blocks kept resident in the kernel's page cache; auto: the memory (RAM or the cgroup's limit) less a quarter for the trainer and what other mounts took")
 	fl.StringVar(&f.direct, "direct", "auto", "read blocks with O_DIRECT: on (all, into the cache), off (none), or auto (the blocks outside the resident set)")
@@ -159,7 +161,7 @@ type inPlaceFlags struct {
 
 func (f *inPlaceFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.recordSize, "record-size", "", "record size, to serve a flat file of fixed-size records in place")
-	fl.StringVar(&f.blockSize, "block-size", ibytes(layout.DefaultBlockSize), "logical block size for a file served in place")
+	fl.StringVar(&f.blockSize, "block-size", "auto", "logical block size of data served in place, and of windows; auto: 1 MiB (more for a file over 1 TiB, or to hold 4 windows), so the order can mix many blocks while each read stays large")
 	fl.StringVar(&f.offset, "offset", "0", "where the records start in a raw file served in place (after a header)")
 	fl.Uint64Var(&f.records, "records", 0, "how many records a raw file served in place holds from --offset (a trailer may follow); 0: the rest of the file")
 	fl.StringVar(&f.dtype, "dtype", "", "numpy dtype of a raw file's elements (float32, uint16, \"<f4\", ...), for readers' typed arrays; the record size defaults to it times --shape")
@@ -177,11 +179,13 @@ func (f inPlaceFlags) options(kind mount.Kind) (mount.InPlace, error) {
 	if kind != mount.Remote && f.window == "" && (f.stride != 1 || f.segments != "") {
 		return in, usagef("--stride and --segments go with --window")
 	}
-	if in.BlockSize, err = parseSize("block-size", f.blockSize); err != nil {
-		return in, err
-	}
-	if in.BlockSize == 0 && kind == mount.File {
-		return in, usagef("--block-size must be at least 1 byte")
+	if f.blockSize != "auto" {
+		if in.BlockSize, err = parseSize("block-size", f.blockSize); err != nil {
+			return in, err
+		}
+		if in.BlockSize == 0 {
+			return in, usagef("--block-size must be at least 1 byte (or auto)")
+		}
 	}
 	if f.recordSize != "" {
 		if in.RecordSize, err = parseSize("record-size", f.recordSize); err != nil {
@@ -247,6 +251,10 @@ func runMount(fl *pflag.FlagSet, f mountFlags, data, mnt string) error {
 	if err != nil {
 		return err
 	}
+	for _, w := range plan.Warnings() {
+		// Before --daemon detaches: the user (and blockfs.Mount) sees it on stderr.
+		fmt.Fprintln(os.Stderr, "blockfs: warning: "+w)
+	}
 	if f.daemon && os.Getenv(readyFDEnv) == "" {
 		return startDaemon(f.logFile)
 	}
@@ -277,19 +285,24 @@ func setupLog(path string) error {
 const waitReady = 60 * time.Second
 
 // orderOptions checks the order flags of mount and order and returns them as shuffle options
-// (shuffle.Options.Validate has the rules; 0 means the default to the library, so --mix 0 is
-// refused here).
-func orderOptions(seed, epoch uint64, mode string, mix int) (shuffle.Options, error) {
+// (shuffle.Options.Validate has the rules). --mix auto is Mix 0, which mount.ChooseOrder
+// resolves from the data; a number must be at least 1.
+func orderOptions(seed, epoch uint64, mode string, mix string) (shuffle.Options, error) {
 	m, err := shuffle.ParseMode(mode)
 	if err != nil {
 		return shuffle.Options{}, usagef("--shuffle: %v", err)
 	}
-	opt := shuffle.Options{Seed: seed, Epoch: epoch, Mode: m, Mix: mix}
-	if mix < 1 {
-		return opt, usagef("--mix %d is out of range (1 to %d)", mix, shuffle.MaxMix)
+	opt := shuffle.Options{Seed: seed, Epoch: epoch, Mode: m}
+	if mix == "auto" {
+		return opt, nil
 	}
+	k, err := strconv.Atoi(mix)
+	if err != nil || k < 1 || k > shuffle.MaxMix {
+		return opt, usagef("--mix %s is out of range (1 to %d, or auto)", mix, shuffle.MaxMix)
+	}
+	opt.Mix = k
 	if err := opt.Validate(); err != nil {
-		return opt, usagef("--mix %d: %v", mix, err)
+		return opt, usagef("--mix %d: %v", k, err)
 	}
 	return opt, nil
 }

@@ -26,7 +26,7 @@ type orderFlags struct {
 	seed    uint64
 	epoch   uint64
 	shuffle string
-	mix     int
+	mix     string
 	shard   string
 	ids     bool
 	stats   bool
@@ -61,7 +61,7 @@ shuffle (1 = as random); and the correlation of record positions in this epoch a
 	fl.Uint64Var(&f.seed, "seed", 0, "shuffle seed")
 	fl.Uint64Var(&f.epoch, "epoch", 0, "epoch")
 	fl.StringVar(&f.shuffle, "shuffle", "full", "order: full, blocks, none")
-	fl.IntVar(&f.mix, "mix", 1, "blocks per window (full only)")
+	fl.StringVar(&f.mix, "mix", "auto", "blocks per window (full only), or auto: as mount chooses")
 	fl.StringVar(&f.shard, "shard", "", "only slice R of W, as R/W")
 	fl.BoolVar(&f.ids, "ids", false, "print the record ids, one per line")
 	fl.BoolVar(&f.stats, "stats", false, "print quality figures")
@@ -93,7 +93,7 @@ func runOrder(fl *pflag.FlagSet, f orderFlags, data string) error {
 		if f.inPlace, err = m.inPlace(); err != nil {
 			return err
 		}
-		data, f.seed, f.shuffle, f.mix = m.OpenData, m.Seed, m.Shuffle, m.Mix
+		data, f.seed, f.shuffle, f.mix = m.OpenData, m.Seed, m.Shuffle, strconv.Itoa(m.Mix)
 	}
 	opt, err := orderOptions(f.seed, f.epoch, f.shuffle, f.mix)
 	if err != nil {
@@ -105,6 +105,10 @@ func runOrder(fl *pflag.FlagSet, f orderFlags, data string) error {
 	ds, err := openData(f.inPlace, nil, data)
 	if err != nil {
 		return err
+	}
+	opt, choice := mount.ChooseOrder(ds, opt)
+	if choice.Warning != "" {
+		fmt.Fprintln(os.Stderr, "blockfs: warning: "+choice.Warning)
 	}
 	rg := view.Range{Start: 0, End: ds.Records()}
 	if f.shard != "" {

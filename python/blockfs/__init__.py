@@ -9,8 +9,8 @@
 blockfs.torch needs torch; the rest needs numpy only.
 """
 from ._files import epoch_path, labels_from_names, load_labels, order, read_info, shard_range
-from ._mount import Mount, MountError, attach, binary
+from ._mount import Mount, MountError, OrderWarning, attach, binary
 
 __version__ = "0.1.0"  # the package's version, read by pyproject.toml's build
-__all__ = ["Mount", "MountError", "attach", "binary", "epoch_path", "labels_from_names", "load_labels", "order",
+__all__ = ["Mount", "MountError", "OrderWarning", "attach", "binary", "epoch_path", "labels_from_names", "load_labels", "order",
            "read_info", "shard_range"]

@@ -9,10 +9,15 @@ import os
 import shutil
 import subprocess
 import time
+import warnings
 from typing import Any, Dict, List, Optional, Union
 
 from ._files import mount_path, read_info
 from ._types import Info, MountPath
+
+
+class OrderWarning(UserWarning):
+    """The mount's epoch order is far from a uniform shuffle (blockfs mount's warning line)."""
 
 
 class MountError(RuntimeError):
@@ -281,6 +286,10 @@ class Mount:
         if p.returncode != 0:
             lines = (p.stderr or p.stdout).strip().splitlines() or [f"exit status {p.returncode}"]
             raise MountError(lines[-1])
+        for line in p.stderr.splitlines():
+            if line.startswith("blockfs: warning: "):
+                # An order far from uniform (info.json's "order" says more).
+                warnings.warn(line[len("blockfs: warning: "):], OrderWarning, stacklevel=4)
 
     def _unmount(self) -> None:
         """Unmounts (also a stale mount of a killed daemon), and waits until it is gone."""

@@ -51,6 +51,22 @@ class MountTest(Scratch):
         self.assertFalse(is_mounted(m.path))
         wait_gone(self, pid)
 
+    def test_in_place_is_shuffled_by_default(self):
+        # A file in place is stored in order: by default its 1 MiB blocks are mixed in windows
+        # (here one window of all 64); forcing 16 MiB blocks and --mix 1 warns.
+        raw = os.path.join(self.tmp, "in-order.bin")
+        with open(raw, "wb") as f:
+            f.truncate(64 << 20)
+        with blockfs.Mount(raw, record_size=4096) as m:
+            order = m.info["order"]
+            self.assertEqual((order["mix"], order["auto"], order["in_order"]), (64, True, True), order)
+            self.assertIn("one window of all 64 blocks", order["why"])
+            self.assertGreaterEqual(order["spread"], 0.9 * order["uniform_spread"])
+        with self.assertWarnsRegex(blockfs.OrderWarning, "far from uniform"):
+            with blockfs.Mount(raw, record_size=4096, block_size="16MiB", mix=1) as m:
+                self.assertFalse(m.info["order"]["auto"])
+                self.assertIn("far from uniform", m.info["order"]["warning"])
+
     def test_bad_options_say_what(self):
         with self.assertRaisesRegex(blockfs.MountError, "--mix"):
             blockfs.Mount(self.data, mix=0).open()

@@ -1,0 +1,103 @@
+package mount
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/blockfs/blockfs/internal/dstest"
+	"github.com/blockfs/blockfs/internal/sysmem"
+	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/shuffle"
+	"github.com/blockfs/blockfs/source/local"
+)
+
+// sparse makes a raw file of size bytes that reads as zeros and takes no disk.
+func sparse(t *testing.T, size int64) string {
+	p := filepath.Join(t.TempDir(), "data.bin")
+	f, err := os.Create(p)
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(size))
+	require.NoError(t, f.Close())
+	return p
+}
+
+func TestChooseOrder(t *testing.T) {
+	full := shuffle.Options{Mode: shuffle.Full}
+	t.Run("pre-shuffled pack: one block a window", func(t *testing.T) {
+		d := dstest.Fixed(t, filepath.Join(t.TempDir(), "ds"), 4000, 64, 4096, true)
+		ds, err := local.Open(d.Dir)
+		require.NoError(t, err)
+		opt, ch := ChooseOrder(ds, full)
+		assert.Equal(t, 1, opt.Mix)
+		assert.True(t, ch.Auto)
+		assert.False(t, ch.InOrder)
+		assert.Empty(t, ch.Warning)
+	})
+	t.Run("in order, small: one window of everything", func(t *testing.T) {
+		ds, err := layout.OpenFlat(sparse(t, 120_000_000), layout.FlatOptions{RecordSize: 2000})
+		require.NoError(t, err)
+		opt, ch := ChooseOrder(ds, full)
+		assert.Equal(t, ds.Blocks(), opt.Mix)
+		assert.Equal(t, 115, ds.Blocks(), "1 MiB logical blocks")
+		assert.InDelta(t, ch.Uniform, ch.Spread, 0.01*ch.Uniform)
+		assert.Contains(t, ch.Why, "one window of all 115 blocks")
+		assert.Empty(t, ch.Warning)
+	})
+	t.Run("in order, large: windows of 512 MiB", func(t *testing.T) {
+		ds, err := layout.OpenFlat(sparse(t, 8<<30), layout.FlatOptions{RecordSize: 4096})
+		require.NoError(t, err)
+		opt, ch := ChooseOrder(ds, full)
+		assert.Equal(t, 512, opt.Mix)
+		assert.GreaterOrEqual(t, ch.Spread, 0.7*ch.Uniform)
+		assert.Empty(t, ch.Warning)
+		// What the issue found: 16 MiB blocks and --mix 1 over data in order.
+		coarse, err := layout.OpenFlat(sparse(t, 8<<30), layout.FlatOptions{RecordSize: 4096, BlockSize: 16 << 20})
+		require.NoError(t, err)
+		given := full
+		given.Mix = 1
+		_, ch = ChooseOrder(coarse, given)
+		assert.False(t, ch.Auto)
+		assert.Contains(t, ch.Warning, "the order is far from uniform")
+		assert.Contains(t, ch.Warning, "leave out --mix and --block-size")
+	})
+	t.Run("tiny records: the window's order state bounds it, and says so", func(t *testing.T) {
+		ds, err := layout.OpenFlat(sparse(t, 1<<30), layout.FlatOptions{RecordSize: 2})
+		require.NoError(t, err)
+		opt, ch := ChooseOrder(ds, full)
+		assert.Equal(t, 8, opt.Mix, "2^22 records of 2 bytes: 8 blocks of 1 MiB")
+		assert.Contains(t, ch.Warning, "raise --stride, or give --mix")
+	})
+	t.Run("blocks and none have no windows", func(t *testing.T) {
+		ds, err := layout.OpenFlat(sparse(t, 1<<30), layout.FlatOptions{RecordSize: 4096})
+		require.NoError(t, err)
+		opt, ch := ChooseOrder(ds, shuffle.Options{Mode: shuffle.Blocks})
+		assert.Equal(t, 1, max(1, opt.Mix))
+		assert.Contains(t, ch.Warning, "far from uniform")
+	})
+}
+
+func TestAutoWindowFitsTheCacheSize(t *testing.T) {
+	ds, err := layout.OpenFlat(sparse(t, 8<<30), layout.FlatOptions{RecordSize: 4096})
+	require.NoError(t, err)
+	p := &Plan{ds: ds, opt: Options{Order: shuffle.Options{Mode: shuffle.Full}}}
+	p.opt.Order, p.order = ChooseOrder(ds, p.opt.Order)
+	p.fitWindow(256<<20, 64<<20, sysmem.Memory{})
+	assert.Equal(t, 192, p.opt.Order.Mix, "(256 MiB - 64 MiB readahead) / 1 MiB blocks")
+	assert.Contains(t, p.order.Why, "lowered to 192 blocks")
+}
+
+func TestAutoBlockSize(t *testing.T) {
+	for _, c := range []struct{ size, unit, want int64 }{
+		{100, 8, 1 << 20},
+		{8 << 30, 4096, 1 << 20},
+		{1 << 40, 4096, 4 << 20},           // at most 2^20 blocks
+		{1 << 30, 3 << 20, 3 << 20},        // a unit larger than 1 MiB
+		{1 << 30, 1<<20 + 1, 1<<20 + 4096}, // rounded up to 4 KiB
+	} {
+		assert.Equal(t, c.want, layout.AutoBlockSize(c.size, c.unit), "%+v", c)
+	}
+}
