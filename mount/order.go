@@ -52,7 +52,7 @@ type OrderChoice struct {
 func ChooseOrder(ds *layout.Dataset, opt shuffle.Options) (shuffle.Options, OrderChoice) {
 	ch := OrderChoice{Auto: opt.Mix == 0, InOrder: !ds.Manifest.PreShuffle.Shuffled, Batch: QualityBatch}
 	nb := ds.Blocks()
-	avg := max(1, int64(ds.Bytes())/int64(max(1, nb)))
+	avg := max(1, storedBytes(ds)/int64(max(1, nb)))
 	switch {
 	case !ch.Auto:
 		ch.Why = "--mix given"
@@ -65,9 +65,9 @@ func ChooseOrder(ds *layout.Dataset, opt shuffle.Options) (shuffle.Options, Orde
 		k := min(int64(nb), max(1, AutoWindowBytes/avg), max(1, autoWindowRecords/perBlock), shuffle.MaxMix)
 		opt.Mix = int(k)
 		if k == int64(nb) {
-			ch.Why = fmt.Sprintf("stored in order: one window of all %d blocks (%s), shuffled as a whole", nb, ibytes(int64(ds.Bytes())))
+			ch.Why = fmt.Sprintf("stored in order: one window of all %d blocks (%s), shuffled as a whole", nb, ibytes(storedBytes(ds)))
 		} else {
-			ch.Why = fmt.Sprintf("stored in order: windows of %d blocks of about %s (%s of %s)", k, ibytes(avg), ibytes(k*avg), ibytes(int64(ds.Bytes())))
+			ch.Why = fmt.Sprintf("stored in order: windows of %d blocks of about %s (%s of %s)", k, ibytes(avg), ibytes(k*avg), ibytes(storedBytes(ds)))
 		}
 	}
 	ch.Mix = max(1, opt.Mix)
@@ -84,7 +84,7 @@ func (ch *OrderChoice) lower(ds *layout.Dataset, opt *shuffle.Options, k int, wh
 
 // estimate sets Spread, Uniform and, for an order far from uniform, Warning.
 func (ch *OrderChoice) estimate(ds *layout.Dataset, opt shuffle.Options) {
-	size := float64(ds.Bytes())
+	size := float64(storedBytes(ds))
 	rec := size / float64(max(1, ds.Records()))
 	place := max(float64(layout.AutoBlockMin), rec)
 	nb := max(1, ds.Blocks())
@@ -108,6 +108,15 @@ func (ch *OrderChoice) estimate(ds *layout.Dataset, opt shuffle.Options) {
 		ch.Warning = fmt.Sprintf("the order is far from uniform: the data is stored in order, and a batch of %d draws from about %.0f places in it (1 MiB stretches), a uniform shuffle from about %.0f; %s",
 			QualityBatch, ch.Spread, ch.Uniform, fix)
 	}
+}
+
+// storedBytes returns the bytes of stored data an epoch reads: the epoch's bytes, or for
+// windows, which overlap, the rows they advance by (each row read once).
+func storedBytes(ds *layout.Dataset) int64 {
+	if length, stride, rowBytes, _, ok := ds.Window(); ok {
+		return int64(ds.Records()) * min(stride, length) * rowBytes
+	}
+	return int64(ds.Bytes())
 }
 
 // distinct is the expected number of different places among b draws from m equally likely
