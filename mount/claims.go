@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	bfs "github.com/blockfs/blockfs/fs"
 	"github.com/blockfs/blockfs/internal/mountinfo"
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/view"
+	"golang.org/x/sys/unix"
 )
 
 // Claim is what one blockfs mount that is up planned for data, from the "memory" of its
@@ -50,8 +52,8 @@ func Claimed(mem sysmem.Memory, openData, fingerprint string, timeout time.Durat
 // claims returns what the blockfs mounts up in this mount namespace planned, from their
 // info.json. A mount whose info.json cannot be read (another user's, a dead daemon's) or that
 // does not answer within timeout is left out; the reads run in parallel, so the wait is at most
-// timeout (a read stuck in a hung daemon stays stuck, in its own goroutine, until that daemon
-// answers or goes).
+// timeout. A read stuck in a hung daemon stays stuck, in its own goroutine, until that daemon
+// answers or goes: readQuarantined keeps it from taking this process's signals with it.
 func claims(timeout time.Duration) []Claim {
 	mounts, err := mountinfo.Read("/proc/self/mountinfo")
 	if err != nil {
@@ -70,7 +72,7 @@ func claims(timeout time.Duration) []Claim {
 	ch := make(chan answer, len(mnts)) // a late answer never blocks its goroutine
 	for _, mnt := range mnts {
 		go func() {
-			b, err := os.ReadFile(filepath.Join(mnt, view.MetaDir, view.InfoName))
+			b, err := readQuarantined(filepath.Join(mnt, view.MetaDir, view.InfoName))
 			var info struct {
 				OpenData    string `json:"open_data"`
 				Fingerprint string `json:"fingerprint"`
@@ -101,4 +103,22 @@ func claims(timeout time.Duration) []Claim {
 		}
 	}
 	return out
+}
+
+// readQuarantined reads a file that may sit behind a hung FUSE daemon, on an OS thread of its
+// own with every signal blocked. A request to a FUSE daemon waits uninterruptibly for its
+// answer, and the kernel may hand a signal sent to the process (SIGTERM from blockfs unmount's
+// caller, Slurm, Kubernetes) to any thread that does not block it: to the stuck one, it would
+// stay pending until the other daemon answered, and this mount would not stop. The goroutine
+// ends still locked to its thread, so the thread, with its mask, ends with it.
+func readQuarantined(path string) ([]byte, error) {
+	runtime.LockOSThread()
+	var all unix.Sigset_t
+	for i := range all.Val {
+		all.Val[i] = ^all.Val[i]
+	}
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &all, nil); err != nil {
+		return nil, err
+	}
+	return os.ReadFile(path)
 }

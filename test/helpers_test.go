@@ -147,7 +147,7 @@ func (m *mounted) stop() {
 		}
 	case <-time.After(20 * time.Second):
 		_ = m.cmd.Process.Kill()
-		t.Errorf("blockfs mount did not exit within 20s of SIGTERM")
+		t.Errorf("blockfs mount did not exit within 20s of SIGTERM: %s", m.stderr.String())
 	}
 	if isMounted(m.dir) {
 		_ = syscall.Unmount(m.dir, syscall.MNT_DETACH)

@@ -169,6 +169,32 @@ func TestSIGQUIT(t *testing.T) {
 	assert.Contains(t, m.stderr.String(), "quit: unmounting")
 }
 
+// TestSigtermBesideAHungMount: another blockfs mount on the machine whose daemon has stopped
+// answering (SIGSTOP here; a deadlock or a frozen container alike) must not make a new mount
+// deaf to SIGTERM. Planning memory reads every blockfs mount's info.json; the read from the hung
+// one waits uninterruptibly, and before its thread blocked signals, the kernel could hand it
+// the SIGTERM, which then waited for the other daemon (the mount outlived a 20 s stop in one
+// run of five).
+func TestSigtermBesideAHungMount(t *testing.T) {
+	p := packRaw(t, 16, "64KiB")
+	hung := mount(t, p.dir, "--cache-size", "4MiB", "--readahead", "0")
+	require.NoError(t, hung.cmd.Process.Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = hung.cmd.Process.Signal(syscall.SIGCONT) }) // before its stop (cleanups run last first)
+	for i := 0; i < 8; i++ {
+		m := mount(t, p.dir, "--cache-size", "4MiB", "--readahead", "0")
+		_, err := os.ReadFile(m.path("epoch-0000"))
+		require.NoError(t, err)
+		require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
+		select {
+		case err := <-m.exited:
+			require.NoError(t, err, m.stderr.String())
+		case <-time.After(5 * time.Second):
+			t.Fatalf("mount %d: no exit 5 s after SIGTERM, beside a hung mount", i)
+		}
+		assert.False(t, isMounted(m.dir), "nothing left mounted")
+	}
+}
+
 // TestFDLimitAtStart: with a file-descriptor limit too low to run, every command says so in
 // one line and exits 1; no panic trace.
 func TestFDLimitAtStart(t *testing.T) {
