@@ -34,6 +34,24 @@ type Options struct {
 	// BlockDone, if set, is called as each block's files are complete in the writer's
 	// temporary directory (layout.WriterOptions.BlockDone): an upload streams them from there.
 	BlockDone func(dir string, files []string) error
+
+	// Include and Exclude choose the files of a folder (Files): a file is packed when no
+	// Exclude pattern matches it and, if Include is not empty, an Include pattern does; a
+	// folder an Exclude pattern matches is skipped whole. A pattern without '/' matches names,
+	// one with '/' the path relative to the folder, as in .gitignore (see pattern).
+	Include, Exclude []string
+	// AllFiles packs hidden files and folders and the usual junk too (IsJunk, JunkNames),
+	// which a folder pack otherwise skips. Include and Exclude still apply.
+	AllFiles bool
+	// SkipHeader leaves out the first line of a lines input (a CSV's header).
+	SkipHeader bool
+}
+
+// Validate checks the options that do not depend on the input: the --include and --exclude
+// patterns.
+func (o Options) Validate() error {
+	_, err := newSelection(o)
+	return err
 }
 
 // Result says what a pack did.
@@ -42,6 +60,13 @@ type Result struct {
 	Format    Format
 	BlockSize int64 // the target block size used
 	AutoBlock bool  // whether BlockSize was chosen by AutoBlockSize
+	// BlockReason says why AutoBlockSize chose BlockSize ("" when it was given).
+	BlockReason string
+	// Skipped counts what a folder pack left out.
+	Skipped Skipped
+	// Notes are things the user should know about the input, one line each (a CSV whose
+	// first line looks like a header, packed as a record).
+	Notes []string
 }
 
 // MinBlocks and MinAutoBlockSize shape AutoBlockSize: a dataset is cut into at least
@@ -65,9 +90,29 @@ func AutoBlockSize(inputBytes, recordSize int64) int64 {
 	return max(bs, recordSize)
 }
 
+// autoBlockReason says why AutoBlockSize(inputBytes, recordSize) chose what it did, for pack's
+// summary.
+func autoBlockReason(inputBytes, recordSize int64) string {
+	bs := AutoBlockSize(inputBytes, recordSize)
+	switch {
+	case bs == recordSize && recordSize > MinAutoBlockSize:
+		return "one record each: a block holds at least one record"
+	case bs == layout.DefaultBlockSize:
+		return "the default"
+	case inputBytes/MinBlocks < MinAutoBlockSize:
+		return fmt.Sprintf("the data is small, and blocks are at least %s", humanize.IBytes(MinAutoBlockSize))
+	default:
+		return fmt.Sprintf("chosen for at least %d blocks", MinBlocks)
+	}
+}
+
 // Pack packs src into a dataset at dst. Cancelling ctx (SIGINT) stops it and removes
 // everything it wrote; dst is only ever replaced whole, at the end.
 func Pack(ctx context.Context, src, dst string, opt Options) (*Result, error) {
+	sel, err := newSelection(opt)
+	if err != nil {
+		return nil, err
+	}
 	format := opt.Format
 	if format == "" || format == Auto {
 		var err error
@@ -78,18 +123,27 @@ func Pack(ctx context.Context, src, dst string, opt Options) (*Result, error) {
 			format = Raw // a record size only makes sense for raw records
 		}
 	}
+	if err := optionsApply(opt, format, src); err != nil {
+		return nil, err
+	}
+	res := &Result{Format: format, BlockSize: opt.BlockSize}
 	var in input
 	var el element
-	var err error
 	switch format {
 	case Raw:
 		in, el, err = openRaw(src, opt.RecordSize)
 	case Npy:
 		in, el, err = openNpy(src, opt.RecordSize)
 	case Lines:
-		in, el, err = openLines(src)
+		in, el, err = openLines(src, opt.SkipHeader)
+		if err == nil && !opt.SkipHeader {
+			if note := headerNote(src); note != "" {
+				res.Notes = append(res.Notes, note)
+			}
+		}
 	case Files:
-		in, el, err = openFiles(src)
+		in, el, err = openFiles(src, sel)
+		res.Skipped = sel.skipped
 	default:
 		err = fmt.Errorf("unknown format %q", format)
 	}
@@ -97,10 +151,10 @@ func Pack(ctx context.Context, src, dst string, opt Options) (*Result, error) {
 		return nil, err
 	}
 	defer in.close()
-	res := &Result{Format: format, BlockSize: opt.BlockSize}
 	if opt.BlockSize == 0 {
 		opt.BlockSize = AutoBlockSize(in.size(), el.recordSize)
 		res.BlockSize, res.AutoBlock = opt.BlockSize, true
+		res.BlockReason = autoBlockReason(in.size(), el.recordSize)
 	}
 	if opt.RecordSize != 0 && el.kind == layout.Variable {
 		return nil, fmt.Errorf("--record-size does not apply to %s input (its records vary in length)", format)
@@ -137,6 +191,17 @@ func Pack(ctx context.Context, src, dst string, opt Options) (*Result, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// optionsApply refuses options that do not apply to the input's format.
+func optionsApply(opt Options, format Format, src string) error {
+	if format != Files && (len(opt.Include) > 0 || len(opt.Exclude) > 0 || opt.AllFiles) {
+		return fmt.Errorf("--include, --exclude and --all-files choose the files of a folder; %s is %s input", src, format)
+	}
+	if format != Lines && opt.SkipHeader {
+		return fmt.Errorf("--skip-header is for lines input (CSV, TSV, JSON Lines, text); %s is %s input", src, format)
+	}
+	return nil
 }
 
 type packer struct {

@@ -200,20 +200,50 @@ func (in *fixedInput) size() int64  { return in.n }
 func (in *fixedInput) close() error { return in.f.Close() }
 
 // linesInput reads one record per line. The record is the line without its '\n' (a '\r'
-// before it is kept); a last line without '\n' is a record too.
+// before it is kept); a last line without '\n' is a record too. With a header, the first line
+// is skipped: record 0 is the second line.
 type linesInput struct {
-	f   *os.File
-	r   *bufio.Reader
-	n   int64
-	pos int64 // offset in f of the next line
+	f      *os.File
+	r      *bufio.Reader
+	n      int64
+	pos    int64 // offset in f of the next line
+	header bool  // the first line was skipped (describe counts it)
 }
 
-func openLines(src string) (input, element, error) {
+func openLines(src string, skipHeader bool) (input, element, error) {
 	f, st, err := openRegular(src)
 	if err != nil {
 		return nil, element{}, err
 	}
-	return &linesInput{f: f, r: bufio.NewReaderSize(f, readBuffer), n: st.Size()}, element{kind: layout.Variable}, nil
+	in := &linesInput{f: f, r: bufio.NewReaderSize(f, readBuffer), n: st.Size()}
+	if skipHeader {
+		if err := in.skipLine(); err != nil {
+			f.Close()
+			return nil, element{}, err
+		}
+		if _, err := in.r.Peek(1); errors.Is(err, io.EOF) {
+			f.Close()
+			return nil, element{}, fmt.Errorf("%s has no lines after its header (--skip-header): nothing to pack", src)
+		}
+		in.n -= in.pos // the records' bytes, for progress and the pre-shuffle's buckets
+	}
+	return in, element{kind: layout.Variable}, nil
+}
+
+// skipLine reads past the first line, however long.
+func (in *linesInput) skipLine() error {
+	in.header = true
+	for {
+		chunk, err := in.r.ReadSlice('\n')
+		in.pos += int64(len(chunk))
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+		case err == nil, errors.Is(err, io.EOF):
+			return nil
+		default:
+			return fmt.Errorf("reading %s: %w", in.f.Name(), err)
+		}
+	}
 }
 
 // next returns the next line: a view of the read buffer (no copy) when it fits in it, else
@@ -257,14 +287,19 @@ func (in *linesInput) long(start int64) (record, error) {
 
 func (in *linesInput) name() string { return "" }
 func (in *linesInput) describe(id uint64) string {
-	return fmt.Sprintf("line %d of %s", id+1, in.f.Name())
+	line := id + 1
+	if in.header {
+		line++
+	}
+	return fmt.Sprintf("line %d of %s", line, in.f.Name())
 }
 func (in *linesInput) size() int64  { return in.n }
 func (in *linesInput) close() error { return in.f.Close() }
 
 // filesInput reads one record per regular file under a folder, in sorted path order: the
 // entries of each directory sorted by name, depth first (as filepath.WalkDir visits them).
-// Symlinks and other non-regular files are skipped. Names are '/'-separated relative paths.
+// Symlinks and other non-regular files are skipped, and so are the files and folders that sel
+// leaves out. Names are '/'-separated relative paths.
 type filesInput struct {
 	root  string
 	paths []string // relative paths still to read, in order
@@ -274,26 +309,38 @@ type filesInput struct {
 	open  *os.File // the file of the last record, when it is handed over as a section
 }
 
-func openFiles(src string) (input, element, error) {
+func openFiles(src string, sel *selection) (input, element, error) {
 	in := &filesInput{root: src}
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return fmt.Errorf("cannot list %s: %w", p, unwrap(err))
 		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return fmt.Errorf("cannot stat %s: %w", p, unwrap(err))
+		if p == src {
+			return nil // the folder itself is never skipped, whatever its name
 		}
 		rel, err := filepath.Rel(src, p)
 		if err != nil {
 			return err
 		}
 		rel = filepath.ToSlash(rel)
+		switch {
+		case d.IsDir():
+			if sel.skipDir(rel, d.Name()) {
+				return filepath.SkipDir
+			}
+			return nil
+		case !d.Type().IsRegular():
+			sel.skipped.Special++
+			return nil
+		case !sel.takeFile(rel, d.Name()):
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return fmt.Errorf("cannot stat %s: %w", p, unwrap(err))
+		}
 		if strings.ContainsAny(rel, "\n\x00") {
-			return fmt.Errorf("the name %q contains a newline; rename the file", rel)
+			return fmt.Errorf("the name %q contains a newline; rename the file, or leave it out with --exclude", rel)
 		}
 		in.paths = append(in.paths, rel)
 		in.n += info.Size()
@@ -303,6 +350,9 @@ func openFiles(src string) (input, element, error) {
 		return nil, element{}, err
 	}
 	if len(in.paths) == 0 {
+		if sk := sel.skipped.String(); sk != "" {
+			return nil, element{}, fmt.Errorf("%s holds no files to pack: %s", src, sk)
+		}
 		return nil, element{}, fmt.Errorf("%s holds no regular files: nothing to pack", src)
 	}
 	return in, element{kind: layout.Variable}, nil

@@ -249,6 +249,13 @@ func TestPackRefusals(t *testing.T) {
 	require.NoError(t, os.WriteFile(unknown, []byte("PAR1"), 0o644))
 	lines := filepath.Join(dir, "ok.txt")
 	require.NoError(t, os.WriteFile(lines, []byte("a\nb\n"), 0o644))
+	headerOnly := filepath.Join(dir, "header.csv")
+	require.NoError(t, os.WriteFile(headerOnly, []byte("id,label\n"), 0o644))
+	tree := filepath.Join(t.TempDir(), "tree")
+	require.NoError(t, os.MkdirAll(filepath.Join(tree, ".git"), 0o755))
+	for _, name := range []string{"a.png", ".DS_Store", ".git/HEAD"} {
+		require.NoError(t, os.WriteFile(filepath.Join(tree, name), []byte("x"), 0o644))
+	}
 	out := filepath.Join(dir, "out")
 	for _, c := range []struct {
 		args []string
@@ -264,6 +271,11 @@ func TestPackRefusals(t *testing.T) {
 		{[]string{unknown, out}, 1, "give --format"},
 		{[]string{"--format", "csv", lines, out}, 2, "unknown format"},
 		{[]string{"--record-size", "8", lines, out}, 1, "does not apply to lines input"},
+		{[]string{"--include", "[a-", tree, out}, 2, `--include: pattern "[a-" is not a glob`},
+		{[]string{"--exclude", "*.png", lines, out}, 1, "--include, --exclude and --all-files choose the files of a folder; " + lines + " is lines input"},
+		{[]string{"--skip-header", tree, out}, 1, "--skip-header is for lines input (CSV, TSV, JSON Lines, text); " + tree + " is files input"},
+		{[]string{"--skip-header", headerOnly, out}, 1, "has no lines after its header (--skip-header): nothing to pack"},
+		{[]string{"--include", "*.jpg", tree, out}, 1, tree + " holds no files to pack: skipped 2 hidden or junk files and folders (.DS_Store, .git/; --all-files keeps them), 1 by --include/--exclude"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			_, errs, code := run(t, append([]string{"pack"}, c.args...)...)

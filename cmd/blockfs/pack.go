@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,13 +26,17 @@ type packFlags struct {
 	noShuffle  bool
 	force      bool
 	quiet      bool
+	include    []string
+	exclude    []string
+	allFiles   bool
+	skipHeader bool
 	s3         s3Flags // DST s3://BUCKET/PREFIX
 }
 
 func newPack() *cobra.Command {
 	var f packFlags
 	c := &cobra.Command{
-		Use:   "pack [--format auto|raw|npy|lines|files] [flags] SRC DST",
+		Use:   "pack [--format auto|raw|npy|lines|files] [--include GLOB] [--exclude GLOB] [--skip-header] [flags] SRC DST",
 		Short: "Pack input records into a block dataset",
 		Long: `pack turns SRC into a dataset directory DST. Formats:
 
@@ -39,11 +44,23 @@ func newPack() *cobra.Command {
   npy    a NumPy .npy file (1.0, 2.0, 3.0): one record per row along the first axis; dtype and
          the per-record shape are kept. C order only.
   lines  one variable-length record per line (JSON Lines, CSV rows, text); the record is the
-         line without its '\n' (a '\r' before it is kept)
+         line without its '\n' (a '\r' before it is kept). --skip-header leaves out the
+         first line (a CSV's header)
   files  a folder tree, one record per regular file, in sorted path order; the relative
          paths are kept (blockfs info --names, .blockfs/names.txt in the mount)
   auto   (default) a folder is files, the .npy magic is npy, .jsonl/.ndjson/.txt/.csv/.tsv
          are lines; any other file is raw if --record-size is given, else needs --format
+
+A folder pack skips hidden files and folders (names starting with '.': .DS_Store, ._* files,
+.git/), backups (name~) and the usual junk (Thumbs.db, ehthumbs.db, desktop.ini, __MACOSX/,
+$RECYCLE.BIN/, System Volume Information/, lost+found/); --all-files keeps them. Symlinks are
+not followed. --include GLOB and --exclude GLOB (repeatable) choose files: a GLOB without '/'
+matches a file's or folder's name at any depth, one with '/' its path relative to SRC (a
+leading '/' anchors at SRC); ** matches any number of folders, cat/** what is inside cat. A
+file is packed when no --exclude matches it and, with --include, some --include does; an
+--exclude that matches a folder skips it whole. The summary says what was skipped.
+  blockfs pack --include '*.png' images/ data/       only the PNGs (no README.txt)
+  blockfs pack --include '*/**' images/ data/        only files inside class folders
 
 By default records are assigned to blocks in a seeded random order (block shuffling is only as
 good as this pre-shuffle), with bounded memory whatever the input size; --no-shuffle keeps
@@ -65,6 +82,10 @@ goes last, so the dataset appears whole or not at all.`,
 	fl.BoolVar(&f.noShuffle, "no-shuffle", false, "keep input order instead of pre-shuffling")
 	fl.BoolVar(&f.force, "force", false, "replace DST if it exists")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar")
+	fl.StringArrayVar(&f.include, "include", nil, "pack only the files of a folder that match `GLOB` (repeatable; a GLOB without '/' matches names at any depth, one with '/' paths relative to SRC)")
+	fl.StringArrayVar(&f.exclude, "exclude", nil, "leave out the files and folders that match `GLOB` (repeatable; matched as --include's)")
+	fl.BoolVar(&f.allFiles, "all-files", false, "also pack hidden files and folders and the usual junk (.DS_Store, Thumbs.db, __MACOSX/, ...)")
+	fl.BoolVar(&f.skipHeader, "skip-header", false, "leave out the first line of a lines input (a CSV's header)")
 	f.s3.register(fl)
 	return c
 }
@@ -100,7 +121,11 @@ func runPack(f packFlags, src, dst string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opt := pack.Options{Format: format, RecordSize: rs, BlockSize: bs, Seed: f.seed, NoShuffle: f.noShuffle, Force: f.force}
+	opt := pack.Options{Format: format, RecordSize: rs, BlockSize: bs, Seed: f.seed, NoShuffle: f.noShuffle, Force: f.force,
+		Include: f.include, Exclude: f.exclude, AllFiles: f.allFiles, SkipHeader: f.skipHeader}
+	if err := opt.Validate(); err != nil {
+		return usagef("%v", err)
+	}
 	var bar *progressbar.ProgressBar
 	if !f.quiet && term.IsTerminal(int(os.Stderr.Fd())) {
 		opt.Progress = func(done, total int64, records uint64) {
@@ -126,21 +151,47 @@ func runPack(f packFlags, src, dst string) error {
 	if err != nil {
 		return err
 	}
-	el := time.Since(start).Seconds()
+	for _, note := range res.Notes {
+		fmt.Fprintln(os.Stderr, "note: "+note)
+	}
+	fmt.Println(packSummary(res, dst, f.seed, f.noShuffle, time.Since(start).Seconds()))
+	if sk := res.Skipped.String(); sk != "" {
+		fmt.Println(sk)
+	}
+	return nil
+}
+
+// recordNouns names a format's records in pack's summary.
+var recordNouns = map[pack.Format]string{pack.Raw: "records", pack.Npy: ".npy rows", pack.Lines: "lines", pack.Files: "files"}
+
+// packSummary is the first line of pack's summary: "packed 3000 files (1.2 MiB) into 5 blocks
+// of 256 KiB (the data is small: ...; --block-size to set) at DST, pre-shuffled with seed 0,
+// in 0.1s (12 MB/s)".
+func packSummary(res *pack.Result, dst string, seed uint64, noShuffle bool, secs float64) string {
 	m := res.Manifest
-	order := fmt.Sprintf("pre-shuffled with seed %d", f.seed)
-	if f.noShuffle {
+	order := fmt.Sprintf("pre-shuffled with seed %d", seed)
+	if noShuffle {
 		order = "in input order"
 	}
-	kind := "variable-length"
+	size := ibytes(m.Bytes)
 	if m.Kind == layout.Fixed {
-		kind = ibytes(uint64(m.RecordSize))
+		size = ibytes(uint64(m.RecordSize)) + " each, " + size
 	}
-	blocks := fmt.Sprintf("%d blocks", len(m.Blocks))
+	noun := recordNouns[res.Format]
+	if m.Records == 1 {
+		noun = strings.TrimSuffix(noun, "s")
+	}
+	blocks := fmt.Sprintf("%d %s of %s", len(m.Blocks), plural(len(m.Blocks), "block", "blocks"), ibytes(uint64(res.BlockSize)))
 	if res.AutoBlock {
-		blocks = fmt.Sprintf("%d blocks of %s (chosen for at least %d blocks; --block-size to set)", len(m.Blocks), ibytes(uint64(res.BlockSize)), pack.MinBlocks)
+		blocks += fmt.Sprintf(" (%s; --block-size to set)", res.BlockReason)
 	}
-	fmt.Printf("packed %d %s records (%s, %s) into %s at %s, %s, in %.1fs (%s)\n",
-		m.Records, res.Format, kind, ibytes(m.Bytes), blocks, dst, order, el, rate(m.Bytes, el))
-	return nil
+	return fmt.Sprintf("packed %d %s (%s) into %s at %s, %s, in %.1fs (%s)",
+		m.Records, noun, size, blocks, dst, order, secs, rate(m.Bytes, secs))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

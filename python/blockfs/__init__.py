@@ -4,13 +4,14 @@
     blockfs.attach(path)                               an existing mount
     blockfs.order(path, epoch, shard=None)             an epoch's record ids (numpy uint64)
     blockfs.load_labels(file), blockfs.labels_from_names(mount)
+    blockfs.record_names(mount)                        the source name of each record id (folders)
     blockfs.torch.Loader(path, batch_size, ...)        PyTorch batches with exact resume
 
 blockfs.torch needs torch; the rest needs numpy only.
 """
-from ._files import epoch_path, labels_from_names, load_labels, order, read_info, shard_range
+from ._files import epoch_path, labels_from_names, load_labels, order, read_info, record_names, shard_range
 from ._mount import Mount, MountError, OrderWarning, attach, binary
 
 __version__ = "0.1.0"  # the package's version, read by pyproject.toml's build
-__all__ = ["Mount", "MountError", "OrderWarning", "attach", "binary", "epoch_path", "labels_from_names", "load_labels", "order",
-           "read_info", "shard_range"]
+__all__ = ["Mount", "MountError", "OrderWarning", "attach", "binary", "epoch_path", "labels_from_names", "load_labels",
+           "order", "read_info", "record_names", "shard_range"]

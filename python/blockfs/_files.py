@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -214,17 +215,61 @@ def load_labels(labels: Union[npt.ArrayLike, str, os.PathLike[str]]) -> np.ndarr
 
 
 def labels_from_names(names: Union[MountPath, Sequence[str]]) -> Tuple[npt.NDArray[np.int64], List[str]]:
-    """Labels of a dataset packed from a folder tree, where a record's class is its parent
-    folder (as torchvision's ImageFolder has it): returns (labels, classes), labels an int64
-    array indexed by record id and classes the sorted folder names, labels[i] indexing them.
+    """Labels of a dataset packed from a folder tree, by torchvision's ImageFolder rule: a
+    record's class is the top-level folder it is in (at any depth below it), and the classes
+    are those folders' names, sorted; ``{c: i for i, c in enumerate(classes)}`` is ImageFolder's
+    ``class_to_idx`` for a folder of the packed files.
+
+    Returns (labels, classes): labels an int64 array indexed by record id, labels[i] indexing
+    classes. A file at the top level is in no class, as ImageFolder leaves it out: its label is
+    -1, and a UserWarning names such files (pack with ``--include '*/**'`` to leave them out,
+    or ``--exclude NAME``). A folder holding no packed file is no class (ImageFolder refuses
+    one). ImageFolder also leaves out files whose extension is not an image's (a README.txt
+    in a class folder); pack with ``--include '*.png'`` (or your extension) to do the same.
+
     names is a mount (its .blockfs/names.txt), a names file (blockfs info --names > names.txt),
-    or a list of names in record id order."""
+    or a list of names in record id order ('/'-separated paths relative to the folder packed).
+    """
     if isinstance(names, (str, os.PathLike, HasPath)):
         names = _read_names(names)
-    dirs = [os.path.dirname(n) for n in names]
-    classes = sorted(set(dirs))
+    tops = [n.split("/", 1)[0] if "/" in n else None for n in names]
+    classes = sorted({t for t in tops if t is not None})
     index: Dict[str, int] = {c: i for i, c in enumerate(classes)}
-    return np.fromiter((index[d] for d in dirs), dtype=np.int64, count=len(dirs)), classes
+    labels = np.fromiter((-1 if t is None else index[t] for t in tops), dtype=np.int64, count=len(tops))
+    loose = [n for n, t in zip(names, tops) if t is None]
+    if loose:
+        shown = ", ".join(loose[:3]) + (f" and {len(loose) - 3} more" if len(loose) > 3 else "")
+        warnings.warn(f"{len(loose)} record(s) are files at the top level, in no class folder ({shown}): their label "
+                      "is -1 (ImageFolder leaves them out); pack with --include '*/**' to leave them out too",
+                      UserWarning, stacklevel=2)
+    return labels, classes
+
+
+def record_names(path: MountPath) -> List[str]:
+    """The source name of every record of a dataset packed from a folder, in record id order
+    (names[i] names the record whose id is i; the paths relative to the folder packed). path is
+    a mount (its .blockfs/names.txt, named by info.json's "tree") or a names file (blockfs info
+    --names > names.txt). Raises ValueError for a mount of a dataset that has no names."""
+    return _read_names(path)
+
+
+def names_of(path: MountPath, ids: Sequence[int]) -> Optional[List[str]]:
+    """The source names of the records ids of a mount, read line by line from its names file
+    (without holding the whole file); None when the dataset has no names. For error messages."""
+    tree = tree_of(path)
+    p = os.path.join(mount_path(path), tree.meta_dir, tree.names)
+    want = {int(i) for i in ids}
+    found: Dict[int, str] = {}
+    try:
+        with open(p, encoding="utf-8", errors="replace", newline="\n") as f:
+            for i, line in enumerate(f):
+                if i in want:
+                    found[i] = line[:-1] if line.endswith("\n") else line
+                    if len(found) == len(want):
+                        break
+    except FileNotFoundError:
+        return None
+    return [found.get(int(i), "?") for i in ids]
 
 
 def _read_names(source: MountPath) -> List[str]:

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from ._files import Tree, load_labels, mount_path, read_info
+from ._files import Tree, load_labels, mount_path, names_of, read_info
 from ._types import Info, MountPath
 
 # A batch key: (epoch, start, end, after), see batch_keys.
@@ -49,6 +49,24 @@ STATE_VERSION = 1
 # What a saved position must agree on with the mount it resumes on (info.json's keys).
 FINGERPRINT_KEYS = ("fingerprint", "records", "record_size", "blocks", "seed", "shuffle", "mix", "window", "stride",
                     "segments", "in_place_offset")
+
+
+class DecodeError(RuntimeError):
+    """A Loader's decode raised on a batch. The message names the records it failed on (their
+    ids and, for a dataset packed from a folder, their source names), the epoch and positions
+    of the batch, and decode's own error, which is chained as __cause__ (in the worker's
+    traceback that torch prints, with num_workers > 0). ids and names hold the failing records'
+    ids and names (names None without a names file); torch re-raises an error from a worker
+    from its message alone, so there they are only in the message."""
+
+    def __init__(self, message: str, ids: Sequence[int] = (), names: Optional[Sequence[str]] = None) -> None:
+        super().__init__(message)
+        self.ids = [int(i) for i in ids]
+        self.names = None if names is None else list(names)
+
+
+# At most this many failing records are named in a DecodeError's message.
+DECODE_ERROR_NAMES = 5
 
 
 def _dist_defaults(rank: Optional[int], world_size: Optional[int]) -> Tuple[int, int]:
@@ -101,8 +119,8 @@ class _Batches(Dataset[Batch]):
     """Turns a batch key into a batch: a pure function of the key, run in the workers."""
 
     def __init__(self, path: str, info: Info, labels: Optional[npt.NDArray[Any]],
-                 decode: Optional[Callable[[Records], Any]]) -> None:
-        self.path, self.labels, self.decode = path, labels, decode
+                 decode: Optional[Callable[..., Any]], decode_ids: bool) -> None:
+        self.path, self.labels, self.decode, self.decode_ids = path, labels, decode, decode_ids
         self.tree = Tree.from_info(info)
         self.fixed = info["kind"] == "fixed"
         if self.fixed:
@@ -127,7 +145,7 @@ class _Batches(Dataset[Batch]):
             rel = (offs - base).tolist()
             records = [data[rel[i]:rel[i + 1]] for i in range(end - start)]
         if self.decode is not None:
-            records = self.decode(records)
+            records = self._decode(records, ids, key)
         # Arrays, not tensors: a worker sends arrays of a batch through its pipe faster than
         # tensors through shared memory (a file and a descriptor passed per tensor); the
         # loader makes them tensors in the main process without a copy.
@@ -138,6 +156,47 @@ class _Batches(Dataset[Batch]):
             out.append(np.asarray(self.labels[ids]))
         out.append(after)
         return tuple(out)
+
+    def _decode(self, records: Records, ids: npt.NDArray[np.int64], key: Key) -> Any:
+        """decode(records) or, with decode_ids, decode(records, ids); a DecodeError naming the
+        records it fails on if it raises."""
+        assert self.decode is not None
+        try:
+            if self.decode_ids:
+                view = ids.view()
+                view.flags.writeable = False  # decode reads them; the batch's ids are these
+                return self.decode(records, view)
+            return self.decode(records)
+        except Exception as e:
+            raise self._decode_error(records, ids, key, e) from e
+
+    def _decode_error(self, records: Records, ids: npt.NDArray[np.int64], key: Key, err: Exception) -> DecodeError:
+        """The DecodeError for decode's err on a batch: which records fail is found by decoding
+        each one alone (only now that it failed), so the message names them, not the batch."""
+        assert self.decode is not None
+        bad: List[int] = []
+        if len(ids) > 1:
+            for i in range(len(ids)):
+                one = records[i:i + 1]
+                try:
+                    self.decode(one, ids[i:i + 1]) if self.decode_ids else self.decode(one)
+                except Exception:
+                    bad.append(i)
+        which = [int(ids[i]) for i in bad] if bad else [int(i) for i in ids]
+        try:
+            names = names_of(self.path, which)
+        except (OSError, ValueError):
+            names = None
+        shown = [f"id {i}" + (f" ({names[k]})" if names else "") for k, i in enumerate(which[:DECODE_ERROR_NAMES])]
+        more = f" and {len(which) - DECODE_ERROR_NAMES} more" if len(which) > DECODE_ERROR_NAMES else ""
+        epoch, start, end, _ = key
+        batch = f"epoch {epoch}, positions [{start}, {end})"
+        listed = ", ".join(shown) + more
+        if bad or len(ids) == 1:
+            what = f"decode failed on {len(which)} record{'s' if len(which) > 1 else ''}: {listed}, in the batch of {batch}"
+        else:
+            what = f"decode failed on the batch of {batch} ({listed}), though each of its records decodes alone"
+        return DecodeError(f"{what}: {type(err).__name__}: {err}", which, names)
 
     def _read(self, epoch: int, suffix: str, off: int, n: int) -> npt.NDArray[np.uint8]:
         """n bytes of epoch's file (or sidecar) from off, in one read."""
@@ -203,8 +262,11 @@ class Loader:
     dataset's dtype (from info.json; (batch, record size) of uint8 without a dtype), or, for
     variable-length records, a list of uint8 tensors. decode, if given, is called in the worker
     with each batch's records (a numpy array, or a list of arrays) and its result is returned
-    instead (arrays become tensors). labels is an array indexed by record id (or a .npy or
-    text file of one), joined per batch as a third tensor.
+    instead (arrays become tensors); with decode_ids=True it is called as decode(records, ids),
+    ids the batch's record ids (an int64 array; blockfs.record_names(mount)[id] names a record
+    of a dataset packed from a folder). If decode raises, the loader raises DecodeError naming
+    the records it fails on (ids, and names where the dataset has them). labels is an array
+    indexed by record id (or a .npy or text file of one), joined per batch as a third tensor.
 
     rank and world_size default to torch.distributed's, else $RANK and $WORLD_SIZE, else 0 and
     1. The other arguments are DataLoader's.
@@ -218,9 +280,10 @@ class Loader:
 
     def __init__(self, path: MountPath, batch_size: int, num_workers: int = 0, persistent_workers: bool = False,
                  rank: Optional[int] = None, world_size: Optional[int] = None, epoch: int = 0, labels: Any = None,
-                 decode: Optional[Callable[[Records], Any]] = None, drop_last: bool = False, pin_memory: bool = False,
+                 decode: Optional[Callable[..., Any]] = None, drop_last: bool = False, pin_memory: bool = False,
                  prefetch_factor: Optional[int] = None, timeout: float = 0,
-                 worker_init_fn: Optional[Callable[[int], None]] = None, multiprocessing_context: Any = None) -> None:
+                 worker_init_fn: Optional[Callable[[int], None]] = None, multiprocessing_context: Any = None,
+                 decode_ids: bool = False) -> None:
         self.path = mount_path(path)
         self.info = read_info(self.path)
         if int(batch_size) < 1:
@@ -243,7 +306,9 @@ class Loader:
             if multiprocessing_context is not None:
                 kw["multiprocessing_context"] = multiprocessing_context
         self.pin_memory = bool(pin_memory)  # in this process: workers send arrays, not tensors
-        self._batches = _Batches(self.path, self.info, labels, decode)
+        if decode_ids and decode is None:
+            raise ValueError("decode_ids=True needs a decode function (it is called as decode(records, ids))")
+        self._batches = _Batches(self.path, self.info, labels, decode, bool(decode_ids))
         self._loader_options: Dict[str, Any] = dict(num_workers=num_workers, timeout=timeout,
                                                     worker_init_fn=worker_init_fn, **kw)
         self._loader: Optional[DataLoader[Batch]] = None

@@ -65,6 +65,76 @@ def daemon_pid(mountpoint):
     return None
 
 
+# torchvision.datasets.folder.IMG_EXTENSIONS
+IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+
+
+def image_folder(root, extensions=IMG_EXTENSIONS):
+    """torchvision's ImageFolder rule, written out from its find_classes and make_dataset (not
+    imported: torchvision is seldom installed): (class_to_idx, samples), samples the
+    (path relative to root, target) of every file it takes, in its order. The classes are the
+    sorted names of root's folders; a class's files are those below its folder, at any depth,
+    whose extension is an image's; files at the top level are in no class; a class without
+    such a file is an error (FileNotFoundError), as ImageFolder's default allow_empty=False."""
+    classes = sorted(e.name for e in os.scandir(root) if e.is_dir())
+    if not classes:
+        raise FileNotFoundError(f"no class folder in {root}")
+    class_to_idx = {c: i for i, c in enumerate(classes)}
+    samples = []
+    for c in sorted(class_to_idx):
+        for here, _, files in sorted(os.walk(os.path.join(root, c), followlinks=True)):
+            for f in sorted(files):
+                if f.lower().endswith(extensions):
+                    samples.append((os.path.relpath(os.path.join(here, f), root).replace(os.sep, "/"), class_to_idx[c]))
+    empty = set(classes) - {classes[t] for _, t in samples}
+    if empty:
+        raise FileNotFoundError(f"no valid file in the class folders {sorted(empty)}")
+    return class_to_idx, samples
+
+
+def torchvision_image_folder(root):
+    """The real ImageFolder's (class_to_idx, samples) of root as image_folder returns them, or
+    None when torchvision is not installed."""
+    try:
+        from torchvision.datasets import ImageFolder
+    except ImportError:
+        return None
+    ds = ImageFolder(root, loader=lambda p: p)
+    return ds.class_to_idx, [(os.path.relpath(p, root).replace(os.sep, "/"), t) for p, t in ds.samples]
+
+
+def check_image_folder_labels(test, names, labels, classes, root):
+    """labels and classes (labels_from_names of names) agree with ImageFolder on root, a folder
+    holding the packed files: the same class_to_idx, the same target for every file
+    ImageFolder takes, -1 for the files at the top level and the class folder's label for the
+    others (files ImageFolder leaves out for their extension). Compared with torchvision's own
+    ImageFolder too, where it is installed."""
+    class_to_idx, samples = image_folder(root)
+    real = torchvision_image_folder(root)
+    if real is not None:
+        test.assertEqual(real, (class_to_idx, samples), "the rule written out is torchvision's")
+    test.assertEqual({c: i for i, c in enumerate(classes)}, class_to_idx)
+    test.assertNotIn("", classes)
+    id_of = {n: i for i, n in enumerate(names)}
+    for rel, target in samples:
+        test.assertEqual(labels[id_of[rel]], target, rel)
+    taken = {rel for rel, _ in samples}
+    for i, n in enumerate(names):
+        if n not in taken:
+            want = class_to_idx[n.split("/")[0]] if "/" in n else -1
+            test.assertEqual(labels[i], want, n)
+
+
+def write_names(root, names, content):
+    """A folder holding files of these relative names, content(name) in each."""
+    for n in names:
+        p = os.path.join(root, *n.split("/"))
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "wb") as f:
+            f.write(content(n))
+    return root
+
+
 def roundtrip(state):
     """A state as it comes back from a checkpoint file."""
     return json.loads(json.dumps(state))

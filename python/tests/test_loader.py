@@ -8,7 +8,7 @@ import numpy as np
 
 import blockfs
 import blockfs.torch
-from support import Scratch, pack_npy, roundtrip
+from support import Scratch, pack_npy, roundtrip, run, write_names
 
 B = 64
 
@@ -233,6 +233,79 @@ class VariableTest(Scratch):
             decoded = blockfs.torch.Loader(m, 50, decode=lambda recs: [bytes(r).decode() for r in recs])
             ids, texts = next(iter(decoded))
             self.assertEqual(texts, [lines[i] for i in ids.tolist()])
+
+
+class DecodeTest(Scratch):
+    n = 10
+
+    def test_decode_ids_and_errors(self):
+        bad = ("b/broken.rec", "notes.txt")
+        names = [f"{c}/{i:03d}.rec" for c in "ab" for i in range(40)] + list(bad)
+
+        def content(name):
+            return b"BAD" if name in bad else f"REC {name}".encode()
+
+        def decode(recs):
+            out = []
+            for r in recs:
+                b = bytes(r)
+                if not b.startswith(b"REC "):
+                    raise ValueError(f"not a record: {b[:8]!r}")
+                out.append(b[4:].decode())
+            return out
+
+        root = write_names(os.path.join(self.tmp, "folder"), names, content)
+        dst = os.path.join(self.tmp, "folder-ds")
+        run("pack", "--quiet", "--block-size", "1KiB", root, dst)
+        with blockfs.Mount(dst, seed=3) as m:
+            by_id = blockfs.record_names(m)
+            self.assertEqual(sorted(by_id), sorted(names))
+            # decode_ids: decode(records, ids), ids the batch's record ids.
+            seen = []
+            loader = blockfs.torch.Loader(m, 16, num_workers=1, decode_ids=True,
+                                          decode=lambda recs, ids: [(int(i), bytes(r)) for i, r in zip(ids, recs)])
+            for ids, pairs in loader:
+                self.assertEqual([i for i, _ in pairs], ids.tolist())
+                for i, b in pairs:
+                    self.assertEqual(b, content(by_id[i]))
+                seen += ids.tolist()
+            self.assertEqual(seen, blockfs.order(m, 0).tolist())
+            # decode(records) as before; a failure names the records it fails on.
+            want = sorted(by_id.index(n) for n in bad)
+            for workers in (0, 1):
+                loader = blockfs.torch.Loader(m, len(names), num_workers=workers, decode=decode)
+                with self.assertRaises(blockfs.torch.DecodeError) as cm:
+                    next(iter(loader))
+                msg = str(cm.exception)
+                self.assertIn("decode failed on 2 records: ", msg)
+                for n in bad:
+                    self.assertIn(f"id {by_id.index(n)} ({n})", msg)
+                self.assertIn("in the batch of epoch 0, positions [0, 82): ValueError: not a record: b'BAD'", msg)
+                if workers == 0:
+                    self.assertEqual(sorted(cm.exception.ids), want)
+                    self.assertEqual(sorted(cm.exception.names), sorted(bad))
+                    self.assertIsInstance(cm.exception.__cause__, ValueError)
+            # A batch that fails only as a whole is named whole.
+            def one_at_a_time(recs):
+                if len(recs) > 1:
+                    raise RuntimeError("one at a time")
+                return recs
+
+            loader = blockfs.torch.Loader(m, 4, decode=one_at_a_time)
+            with self.assertRaisesRegex(blockfs.torch.DecodeError, r"decode failed on the batch of epoch 0, positions "
+                                        r"\[0, 4\) \(id \d+ \(\w/\S+\), .*\), though each of its records decodes alone"):
+                next(iter(loader))
+        # Without names (not packed from a folder), ids alone.
+        with blockfs.Mount(self.data) as m:
+            loader = blockfs.torch.Loader(m, 5, decode=lambda x: 1 / 0)
+            first = blockfs.order(m, 0)[:5].tolist()
+            with self.assertRaises(blockfs.torch.DecodeError) as cm:
+                next(iter(loader))
+            self.assertEqual(cm.exception.ids, first)
+            self.assertIsNone(cm.exception.names)
+            self.assertIn(f"decode failed on 5 records: id {first[0]}, id {first[1]}", str(cm.exception))
+            with self.assertRaisesRegex(ValueError, "decode_ids=True needs a decode function"):
+                blockfs.torch.Loader(m, 5, decode_ids=True)
 
 
 class WindowTest(Scratch):

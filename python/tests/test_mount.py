@@ -7,13 +7,14 @@ import sys
 import textwrap
 import time
 import unittest
+import warnings
 
 import numpy as np
 
 import blockfs
 from blockfs import _mount
 from blockfs._mount import is_mounted
-from support import Scratch, daemon_pid, run
+from support import Scratch, check_image_folder_labels, daemon_pid, run, write_names
 
 
 class MountTest(Scratch):
@@ -245,10 +246,31 @@ class LabelsTest(Scratch):
             labels, classes = blockfs.labels_from_names(m)
             self.assertEqual(classes, ["ant", "cat", "dog"])
             self.assertEqual(labels.tolist(), [0] * 4 + [1] * 3 + [2] * 2)  # names are in sorted path order
+            self.assertEqual(blockfs.record_names(m)[4], "cat/0.bin")
         names = os.path.join(self.tmp, "names.txt")
         with open(names, "w") as f:
             f.write(run("info", "--names", dst))
         self.assertEqual(blockfs.labels_from_names(names)[0].tolist(), labels.tolist())
+        self.assertEqual(blockfs.record_names(names), run("info", "--names", dst).splitlines())
+        with blockfs.Mount(self.data) as m:
+            with self.assertRaisesRegex(ValueError, "has no record names: pack the dataset from a folder"):
+                blockfs.record_names(m)
+
+    def test_labels_are_image_folders(self):
+        # ImageFolder's rule: the class is the top-level folder (at any depth below it), top-level
+        # files are in no class (-1, with a warning), and there is never a class "".
+        names = ["README.txt", "bird/deep/er/1.png", "bird/2.JPG", "cat/1.png", "cat/README.txt", "cover.png",
+                 "dog/a/1.png", "dog/b/2.png", "zebra.png/1.png"]
+        with self.assertWarnsRegex(UserWarning, r"2 record\(s\) are files at the top level, in no class folder "
+                                                r"\(README.txt, cover.png\): their label is -1"):
+            labels, classes = blockfs.labels_from_names(names)
+        self.assertEqual(classes, ["bird", "cat", "dog", "zebra.png"])
+        self.assertEqual(labels.tolist(), [-1, 0, 0, 1, 1, -1, 2, 2, 3])
+        root = write_names(os.path.join(self.tmp, "as-image-folder"), names, lambda n: n.encode())
+        check_image_folder_labels(self, names, labels, classes, root)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no warning without top-level files
+            self.assertEqual(blockfs.labels_from_names(["b/x", "a/y"])[1], ["a", "b"])
 
     def test_load_labels(self):
         arr = np.array([3, 1, 2])
