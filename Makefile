@@ -7,12 +7,19 @@ DEMO      := build/demo
 DEMO_MB   ?= 256
 TEST_TIMEOUT ?= 14m
 
-.PHONY: all build deps test unit fuzz demo bench clean fmt vet
+.PHONY: all build wheel deps test unit fuzz demo bench clean fmt vet
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/blockfs
+
+# A platform wheel of python/ that carries a static blockfs binary (for go env's GOOS/GOARCH):
+# pip install dist/blockfs-*.whl then gives the blockfs command and blockfs.Mount with no Go
+# toolchain (scripts/wheel.sh; offline, with Debian's python3-setuptools, -wheel and -pip).
+DIST ?= dist
+wheel:
+	@GO="$(GO)" PYTHON="$(PYTHON)" scripts/wheel.sh $(DIST)
 
 vet:
 	$(GO) vet ./...
@@ -71,4 +78,4 @@ fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 clean:
-	rm -rf bin build
+	rm -rf bin build dist

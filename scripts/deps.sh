@@ -1,7 +1,7 @@
 #!/usr/bin/env sh
 # Installs the Debian packages the tests use, if any is missing: fuse3 (fusermount3 for
 # non-root mounts), python3 with numpy and torch (the PyTorch tests), venv, pip, setuptools and wheel
-# (the Python package installed with no index), h5py (the HDF5 example) and dataset-fashion-mnist
+# (the Python package and its wheel installed with no index), h5py (blockfs.hdf5) and dataset-fashion-mnist
 # (the order-quality experiment). As root with apt-get it installs them; otherwise it says which
 # are missing and the tests that need them skip (or, under BLOCKFS_REQUIRE_FUSE=1, fail).
 set -eu

@@ -85,11 +85,14 @@ func TestInPlaceOffsetRecords(t *testing.T) {
 	assert.Contains(t, errs, "--offset is for a file served in place")
 }
 
-// TestHDF5InPlace runs docs/examples/hdf5_in_place.py on a real .h5 file (Debian's python3-h5py):
-// an uncompressed contiguous dataset is mounted in place with the flags it prints, and the epoch
-// holds exactly its rows; a compressed one is refused in one line and converted to .npy with
-// the same rows.
+// TestHDF5InPlace uses the package's HDF5 helper, blockfs.hdf5, on a real .h5 file (Debian's
+// python3-h5py): mount_options gives blockfs.Mount the options that serve an uncompressed
+// contiguous dataset in place, and blockfs.torch.Loader's typed rows equal h5py's; the shell form
+// (python3 -m blockfs.hdf5 flags) mounts the same rows with blockfs mount; a compressed dataset is
+// refused in one line (NotInPlaceError from Python, exit 1 from the shell) and to-npy converts it
+// to a .npy with the same rows; docs/examples/hdf5_in_place.py runs both ways.
 func TestHDF5InPlace(t *testing.T) {
+	requireFUSE(t)
 	py := systemPython(t)
 	if out, err := exec.Command(py, "-c", "import h5py").CombinedOutput(); err != nil {
 		msg := "python3-h5py is not installed (apt-get install python3-h5py): " + string(out)
@@ -109,12 +112,48 @@ with h5py.File(sys.argv[1], "w") as f:
 `
 	out, err := exec.Command(py, "-c", make5, h5).CombinedOutput()
 	require.NoError(t, err, string(out))
-	example := "../docs/examples/hdf5_in_place.py"
-	flags, err := exec.Command(py, example, "flags", h5, "x").Output()
+	runtime := t.TempDir()
+	python := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(py, args...)
+		cmd.Env = append(os.Environ(), "PYTHONPATH=../python", "BLOCKFS_BIN="+bin, "BLOCKFS_RUNTIME_DIR="+runtime, "PYTHONDONTWRITEBYTECODE=1")
+		return cmd
+	}
+
+	// From Python: Mount(file, **mount_options(file, name)), typed rows through the Loader.
+	typed := `import sys, h5py, numpy as np, torch, blockfs, blockfs.hdf5, blockfs.torch
+h5 = sys.argv[1]
+opts = blockfs.hdf5.mount_options(h5, "x")
+assert {k: opts[k] for k in ("record_size", "records", "dtype", "shape")} == {"record_size": 64, "records": 5000, "dtype": "<f4", "shape": "16"}, opts
+want = h5py.File(h5, "r")["x"][:]
+with blockfs.Mount(h5, seed=4, **opts) as m:
+    assert (m.info["dtype"], m.info["in_place_offset"]) == ("<f4", opts["offset"]), m.info
+    seen = np.zeros(len(want), dtype=bool)
+    for ids, x in blockfs.torch.Loader(m, batch_size=512):
+        assert x.dtype == torch.float32 and tuple(x.shape[1:]) == (16,), (x.dtype, x.shape)
+        assert (x.numpy() == want[ids.numpy()]).all(), "rows differ from h5py's"
+        seen[ids.numpy()] = True
+    assert seen.all(), "every row once"
+try:
+    blockfs.hdf5.mount_options(h5, "z")
+    raise AssertionError("a compressed dataset was accepted")
+except blockfs.hdf5.NotInPlaceError as e:
+    assert "is compressed: it is not one run of bytes in the file" in str(e), e
+for name, want_err in (("nope", "has no dataset 'nope' (it has: meta/labels, x, z)"), ("meta", "is a group")):
+    try:
+        blockfs.hdf5.mount_options(h5, name)
+        raise AssertionError(name)
+    except ValueError as e:
+        assert want_err in str(e) and not isinstance(e, blockfs.hdf5.NotInPlaceError), e
+print("ok")`
+	out, err = python("-c", typed, h5).CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Equal(t, "ok", strings.TrimSpace(string(out)))
+
+	// From the shell: the same options as blockfs mount flags.
+	flags, err := python("-m", "blockfs.hdf5", "flags", h5, "x").Output()
 	require.NoError(t, err)
 	assert.Contains(t, string(flags), "--record-size 64 --offset ")
 	assert.Contains(t, string(flags), " --records 5000 --dtype <f4 --shape 16")
-
 	m := mount(t, h5, append(strings.Fields(string(flags)), "--shuffle", "none")...)
 	info, err := os.ReadFile(m.path(".blockfs/info.json"))
 	require.NoError(t, err)
@@ -128,18 +167,29 @@ print("ok")`
 	require.NoError(t, err, string(out))
 	assert.Equal(t, "ok", strings.TrimSpace(string(out)))
 
-	cmd := exec.Command(py, example, "flags", h5, "z")
+	cmd := python("-m", "blockfs.hdf5", "flags", h5, "z")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	require.Error(t, cmd.Run())
 	assert.Equal(t, 1, cmd.ProcessState.ExitCode())
-	assert.Contains(t, stderr.String(), "is compressed: it is not one run of bytes in the file")
+	assert.Contains(t, stderr.String(), "blockfs.hdf5: 'z' in "+h5+" is compressed: it is not one run of bytes in the file")
+	assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "one line: %s", stderr.String())
 	npy := filepath.Join(dir, "z.npy")
-	out, err = exec.Command(py, example, "to-npy", h5, "z", npy, "--chunk-mib", "1").CombinedOutput()
+	out, err = python("-m", "blockfs.hdf5", "to-npy", h5, "z", npy, "--chunk-mib", "1").CombinedOutput()
 	require.NoError(t, err, string(out))
 	m2 := mount(t, npy, "--shuffle", "none")
 	out, err = exec.Command(py, "-c", strings.Replace(check, `["x"]`, `["z"]`, 1), h5, m2.path("epoch-0000")).CombinedOutput()
 	require.NoError(t, err, string(out))
+
+	// The example: in place, and converted when it cannot be.
+	for name, want := range map[string]string{"x": "from " + h5, "z": "from " + filepath.Join(dir, "train.z.npy")} {
+		out, err = python("../docs/examples/hdf5_in_place.py", h5, name).CombinedOutput()
+		require.NoError(t, err, "hdf5_in_place.py %s: %s", name, out)
+		assert.Contains(t, string(out), "epoch 0: 5000 rows of torch.float32 (16,) "+want+", in 20 batches")
+	}
+	mounts, err := os.ReadFile("/proc/mounts")
+	require.NoError(t, err)
+	assert.NotContains(t, string(mounts), runtime, "nothing left mounted")
 }
 
 // TestStatefulStreams: the recipe of docs/USAGE.md for stateful sequence models. With

@@ -6,8 +6,9 @@
     blockfs.load_labels(file), blockfs.labels_from_names(mount)
     blockfs.record_names(mount)                        the source name of each record id (folders)
     blockfs.torch.Loader(path, batch_size, ...)        PyTorch batches with exact resume
+    blockfs.hdf5.mount_options(file, dataset)          Mount options for an HDF5 dataset in place
 
-blockfs.torch needs torch; the rest needs numpy only.
+blockfs.torch needs torch and blockfs.hdf5 h5py (import them by name); the rest needs numpy only.
 """
 from ._files import epoch_path, labels_from_names, load_labels, order, read_info, record_names, shard_range
 from ._mount import Mount, MountError, OrderWarning, attach, binary

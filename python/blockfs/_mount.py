@@ -24,17 +24,7 @@ class MountError(RuntimeError):
     """blockfs could not mount, or could not unmount: the message is blockfs's own line."""
 
 
-def binary() -> str:
-    """The blockfs executable: $BLOCKFS_BIN, else blockfs on PATH."""
-    b = os.environ.get("BLOCKFS_BIN")
-    if b:
-        if not os.access(b, os.X_OK):
-            raise FileNotFoundError(f"BLOCKFS_BIN={b} is not an executable file")
-        return b
-    b = shutil.which("blockfs")
-    if not b:
-        raise FileNotFoundError("no blockfs executable: put it on PATH or set BLOCKFS_BIN (make build writes bin/blockfs)")
-    return b
+from ._binary import binary  # noqa: E402  (its lookup order is _binary.py's)
 
 
 def runtime_dir() -> str:
