@@ -6,12 +6,12 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import time
 import warnings
 from typing import Any, Dict, List, Optional, Union
 
+from ._binary import binary
 from ._files import mount_path, read_info
 from ._types import Info, MountPath
 
@@ -22,9 +22,6 @@ class OrderWarning(UserWarning):
 
 class MountError(RuntimeError):
     """blockfs could not mount, or could not unmount: the message is blockfs's own line."""
-
-
-from ._binary import binary  # noqa: E402  (its lookup order is _binary.py's)
 
 
 def runtime_dir() -> str:
