@@ -32,6 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import blockfs  # noqa: E402
 import blockfs.torch  # noqa: E402
+from loader_bench import epoch_rate  # noqa: E402  (this folder is on sys.path)
 
 RAW = 64 << 10  # bytes of one decoded record
 
@@ -74,16 +75,6 @@ def make_compressed(work, bin_):
     ds = os.path.join(work, "compressed-ds")
     subprocess.run([bin_, "pack", "--quiet", "--force", src, ds], check=True)
     return ds, n, 64, inflate
-
-
-def epoch_rate(loader, n):
-    start = time.perf_counter()
-    seen = 0
-    for ids, _ in loader:
-        seen += len(ids)
-    el = time.perf_counter() - start
-    assert seen == n, "read %d of %d records" % (seen, n)
-    return n / el
 
 
 def run(work, rounds, workers):

@@ -219,3 +219,15 @@ func idsText(t *testing.T, path string) string {
 	}
 	return b.String()
 }
+
+// assertLeftNothing requires that no mount under runtimeDir is left and that the directory,
+// where blockfs.Mount keeps its mountpoints and lock files, is empty.
+func assertLeftNothing(t *testing.T, runtimeDir string) {
+	t.Helper()
+	mounts, err := os.ReadFile("/proc/mounts")
+	require.NoError(t, err)
+	assert.NotContains(t, string(mounts), runtimeDir, "nothing left mounted")
+	left, err := os.ReadDir(runtimeDir)
+	require.NoError(t, err)
+	assert.Empty(t, left, "no mountpoints or lock files left")
+}

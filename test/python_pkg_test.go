@@ -55,12 +55,7 @@ func TestPythonPackage(t *testing.T) {
 	t.Logf("python/tests: %s", lastLine(string(out)))
 	require.Regexp(t, `test_mount_and_loader_from_s3 \(test_s3\.S3Test[^)]*\)[^\n]*\.\.\. ok`, string(out), "the s3:// test ran")
 	require.NotContains(t, string(out), "skipped", "no python test skipped")
-	mounts, err := os.ReadFile("/proc/mounts")
-	require.NoError(t, err)
-	assert.NotContains(t, string(mounts), runtime, "nothing left mounted")
-	left, err := os.ReadDir(runtime)
-	require.NoError(t, err)
-	assert.Empty(t, left, "no mountpoints or lock files left")
+	assertLeftNothing(t, runtime)
 }
 
 func lastLine(s string) string {

@@ -117,12 +117,7 @@ print(f"read records {ids.tolist()} with {exe}")`
 	t.Log(got)
 	assert.Contains(t, got, filepath.Join(site, "blockfs", "_bin", "blockfs"))
 
-	mounts, err := os.ReadFile("/proc/mounts")
-	require.NoError(t, err)
-	assert.NotContains(t, string(mounts), runtimeDir, "nothing left mounted")
-	left, err := os.ReadDir(runtimeDir)
-	require.NoError(t, err)
-	assert.Empty(t, left, "no mountpoints or lock files left")
+	assertLeftNothing(t, runtimeDir)
 }
 
 // checkWheel checks what whl holds: the binary, executable and for Linux (an ELF file), inside
