@@ -60,8 +60,9 @@ func claims(timeout time.Duration) []Claim {
 		return nil
 	}
 	var mnts []string
+	own := servedHere() // a /dev/fd/N mount this process is about to serve
 	for _, m := range mounts {
-		if m.FSType == "fuse."+bfs.Type {
+		if m.FSType == "fuse."+bfs.Type && !own[m.Dev] {
 			mnts = append(mnts, m.Mountpoint)
 		}
 	}
