@@ -66,7 +66,8 @@ type mount struct {
 	errs   atomic.Uint64                // FUSE read requests answered with an error
 }
 
-// Mount mounts set at mountpoint and returns once the kernel has the mount ready.
+// Mount mounts set at mountpoint and returns once the kernel has the mount ready. A mountpoint
+// /dev/fd/N (FuseFD) is a connection a privileged parent has mounted already: Mount serves it.
 func Mount(mountpoint string, set *view.Set, opt Options) (*Server, error) {
 	mnt, err := filepath.Abs(mountpoint)
 	if err != nil {
@@ -77,8 +78,18 @@ func Mount(mountpoint string, set *view.Set, opt Options) (*Server, error) {
 		return nil, err
 	}
 	fopt := MountOptions(set.Dir(), m.uid, m.gid, opt.AllowOther, opt.Debug)
+	fd := FuseFD(mnt)
+	if fd >= 0 {
+		// The parent mounted the connection with its own options. go-fuse's direct mount (as
+		// root) would open a new /dev/fuse and mount it over where /dev/fd/N leads: the
+		// device node.
+		fopt.DirectMount = false
+	}
 	srv, err := gofs.Mount(mnt, m.root(), fopt)
 	if err != nil {
+		if fd >= 0 {
+			return nil, fmt.Errorf("cannot serve the FUSE connection on %s: %w", mnt, err)
+		}
 		if why := whyNoMount(opt.AllowOther, err); why != "" {
 			return nil, fmt.Errorf("cannot mount at %s: %s", mnt, why)
 		}
@@ -87,7 +98,11 @@ func Mount(mountpoint string, set *view.Set, opt Options) (*Server, error) {
 		}
 		return nil, fmt.Errorf("cannot mount at %s: %w", mnt, err)
 	}
-	RaiseReadahead(mnt)
+	if fd < 0 {
+		// The bdi of a mount on /dev/fd/N is the parent's to raise: stat here would name
+		// /dev/fuse's device, not the mount's.
+		RaiseReadahead(mnt)
+	}
 	return &Server{Server: srv, Mountpoint: mnt}, nil
 }
 

@@ -60,8 +60,9 @@ func claims(timeout time.Duration) []Claim {
 		return nil
 	}
 	var mnts []string
+	own := servedHere() // a /dev/fd/N mount this process is about to serve
 	for _, m := range mounts {
-		if m.FSType == "fuse."+bfs.Type {
+		if m.FSType == "fuse."+bfs.Type && !own[m.Dev] {
 			mnts = append(mnts, m.Mountpoint)
 		}
 	}
@@ -111,6 +112,13 @@ func claims(timeout time.Duration) []Claim {
 // caller, Slurm, Kubernetes) to any thread that does not block it: to the stuck one, it would
 // stay pending until the other daemon answered, and this mount would not stop. The goroutine
 // ends still locked to its thread, so the thread, with its mask, ends with it.
+//
+// It reads with plain system calls, not os.ReadFile: os.Open registers a file with the
+// runtime's poller, and on FUSE that epoll_ctl is itself a request (POLL), made outside a
+// system call as the scheduler counts them. Waiting there, on a mount this process serves (a
+// /dev/fd/N mount on a kernel that does not name its connection, servedHere), the thread would
+// stall the next garbage collection's stop of the world, and with it the server that would
+// answer: the whole process, and the kernel, would wait forever.
 func readQuarantined(path string) ([]byte, error) {
 	runtime.LockOSThread()
 	var all unix.Sigset_t
@@ -120,5 +128,23 @@ func readQuarantined(path string) ([]byte, error) {
 	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &all, nil); err != nil {
 		return nil, err
 	}
-	return os.ReadFile(path)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var out []byte
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := unix.Read(fd, buf)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		case n == 0:
+			return out, nil
+		}
+		out = append(out, buf[:n]...)
+	}
 }

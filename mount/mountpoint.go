@@ -14,8 +14,12 @@ import (
 
 // CheckMountpoint requires an existing, empty directory that is not already a mount point and
 // is not inside data (the dataset's directory, or the file it serves in place). It returns its
-// absolute path.
+// absolute path. A mount point /dev/fd/N (bfs.FuseFD) is instead a /dev/fuse descriptor a
+// parent has mounted (checkFuseFD); it is returned as it is.
 func CheckMountpoint(mnt, data string) (string, error) {
+	if fd := bfs.FuseFD(mnt); fd >= 0 {
+		return mnt, checkFuseFD(mnt, fd)
+	}
 	abs, err := filepath.Abs(mnt)
 	if err != nil {
 		return "", err

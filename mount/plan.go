@@ -92,6 +92,9 @@ func New(opt Options) (*Plan, error) {
 	if p.mnt, err = CheckMountpoint(opt.Mountpoint, p.ds.Where()); err != nil {
 		return nil, err
 	}
+	if err := checkFuseFDOptions(p.mnt, opt); err != nil {
+		return nil, err
+	}
 	p.opt.Order, p.order = ChooseOrder(p.ds, p.opt.Order)
 	if err := p.opt.Order.Validate(); err != nil {
 		return nil, Usagef("--mix %d: %v", p.opt.Order.Mix, err)

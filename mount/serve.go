@@ -81,11 +81,10 @@ func (p *Plan) Serve(ready func()) error {
 		defer w.stop()
 		gone = w.gone
 	}
-	if serve(srv, p.mnt, sigs, gone) {
+	if serveMount(srv, p.mnt, sigs, gone) {
 		// Only once the server has stopped may the cache's memory go.
 		c.Close()
 	}
-	log.Printf("blockfs: %s unmounted", p.mnt)
 	return nil
 }
 

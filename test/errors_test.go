@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -137,8 +138,7 @@ func TestOnlyTheMounterReads(t *testing.T) {
 			args = append(args, "--allow-other")
 		}
 		m := mountAt(t, p.dir, mnt, args...)
-		out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-			"sh", "-c", "head -c 4096 "+m.path("epoch-0000")+" | wc -c; touch "+m.path("x")).CombinedOutput()
+		out, err := asNobody("sh", "-c", "head -c 4096 "+m.path("epoch-0000")+" | wc -c; touch "+m.path("x")).CombinedOutput()
 		return string(out), err
 	}
 	out, err := open(false)
@@ -162,22 +162,17 @@ func TestMountWithoutRootSaysWhy(t *testing.T) {
 	parent := dirForAll(t)
 	mnt := filepath.Join(parent, "mnt")
 	require.NoError(t, os.Mkdir(mnt, 0o755))
-	require.NoError(t, os.Chown(mnt, 65534, 65534))
-	// The binary where the user can run it (the tests' copy is in a directory of root's).
-	exe := filepath.Join(parent, "blockfs")
-	data, err := os.ReadFile(bin)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(exe, data, 0o755))
-	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-		exe, "mount", "--daemon", "--cache-size", "4MiB", "--readahead", "512KiB", p.dir, mnt)
+	require.NoError(t, os.Chown(mnt, nobody, nobody))
+	exe := binaryForAll(t, parent)
+	cmd := asNobody(exe, "mount", "--daemon", "--cache-size", "4MiB", "--readahead", "512KiB", p.dir, mnt)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	err = cmd.Run()
+	err := cmd.Run()
 	st, serr := os.Stat("/dev/fuse")
 	require.NoError(t, serr)
 	if st.Mode().Perm()&0o006 == 0o006 {
 		require.NoError(t, err, "/dev/fuse is open to every user: the mount works: %s", stderr.String())
-		out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "fusermount3", "-u", mnt).CombinedOutput()
+		out, err := asNobody("fusermount3", "-u", mnt).CombinedOutput()
 		require.NoError(t, err, string(out))
 		return
 	}
@@ -190,6 +185,9 @@ func TestMountWithoutRootSaysWhy(t *testing.T) {
 	assert.Contains(t, msg, "Without root, and in containers")
 	assert.NotContains(t, msg, "code 256")
 }
+
+// nobody is the user the tests run blockfs as when they need one without root.
+const nobody = 65534
 
 // packForAll packs a small dataset that every user can read.
 func packForAll(t *testing.T) *packed {
@@ -206,4 +204,20 @@ func dirForAll(t *testing.T) string {
 	require.NoError(t, os.Chmod(dir, 0o755))
 	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
 	return dir
+}
+
+// asNobody returns a command that runs name as nobody, with no supplementary groups.
+func asNobody(name string, args ...string) *exec.Cmd {
+	return exec.Command("setpriv", append([]string{fmt.Sprintf("--reuid=%d", nobody), fmt.Sprintf("--regid=%d", nobody), "--clear-groups", name}, args...)...)
+}
+
+// binaryForAll copies the tests' blockfs into dir (made by dirForAll), where every user can
+// run it (the tests' own copy is in a directory of root's), and returns its path.
+func binaryForAll(t *testing.T, dir string) string {
+	t.Helper()
+	exe := filepath.Join(dir, "blockfs")
+	data, err := os.ReadFile(bin)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(exe, data, 0o755))
+	return exe
 }

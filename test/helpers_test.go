@@ -61,6 +61,19 @@ func requireFUSE(t *testing.T) {
 	t.Skipf("cannot mount FUSE here: %s", why)
 }
 
+// requireRoot skips a test that needs root, unless BLOCKFS_REQUIRE_FUSE=1 (CI), where a skip
+// would let it pass untested: it fails instead.
+func requireRoot(t *testing.T, why string) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("BLOCKFS_REQUIRE_FUSE") == "1" {
+		t.Fatalf("BLOCKFS_REQUIRE_FUSE=1, but this test needs root %s", why)
+	}
+	t.Skipf("needs root %s", why)
+}
+
 // run runs blockfs with args and returns stdout, stderr and the exit code.
 func run(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()

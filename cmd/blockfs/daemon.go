@@ -6,18 +6,21 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 )
 
-// readyFDEnv names the file descriptor on which a --daemon child reports readiness: it
-// writes "ok\n", or one line of error, then closes it.
+// readyFDEnv names the file descriptor on which a --daemon child reports readiness (3, or 4
+// when the mount point is /dev/fd/3): it writes "ok\n", or one line of error, then closes it.
 const readyFDEnv = "BLOCKFS_READY_FD"
 
 // startDaemon re-executes this command in a new session with a pipe for readiness, waits
-// until the child has mounted (or failed), and returns. The child keeps running.
-func startDaemon(logFile string) error {
+// until the child has mounted (or failed), and returns. The child keeps running. keep, when
+// not -1, is a descriptor the child must have under the same number: the /dev/fuse of a
+// mount point /dev/fd/N.
+func startDaemon(logFile string, keep int) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -33,9 +36,10 @@ func startDaemon(logFile string) error {
 	}
 	defer devnull.Close()
 	cmd := exec.Command(exe, os.Args[1:]...)
-	cmd.Env = append(os.Environ(), readyFDEnv+"=3")
+	var ready int
+	cmd.ExtraFiles, ready = childFiles(w, keep)
+	cmd.Env = append(os.Environ(), readyFDEnv+"="+strconv.Itoa(ready))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
-	cmd.ExtraFiles = []*os.File{w}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		w.Close()
@@ -67,15 +71,33 @@ func startDaemon(logFile string) error {
 	}
 }
 
+// childFiles returns the daemon's descriptors from 3 up (exec.Cmd.ExtraFiles) and the number
+// the readiness pipe w gets: 3, or 4 when keep is 3. Descriptor keep (when 3 or above) keeps
+// its number; the others in between are closed.
+func childFiles(w *os.File, keep int) ([]*os.File, int) {
+	if keep < 3 {
+		return []*os.File{w}, 3
+	}
+	files := make([]*os.File, max(keep-2, 2))
+	files[keep-3] = os.NewFile(uintptr(keep), fmt.Sprintf("/dev/fd/%d", keep))
+	ready := 3
+	if keep == 3 {
+		ready = 4
+	}
+	files[ready-3] = w
+	return files, ready
+}
+
 // signalReady tells a waiting parent that the mount is ready. No-op in the foreground.
 func signalReady() { reportToParent("ok") }
 
 // reportToParent writes one line to the readiness pipe, if there is one, and closes it.
 func reportToParent(line string) {
-	if os.Getenv(readyFDEnv) == "" {
+	fd, err := strconv.Atoi(os.Getenv(readyFDEnv))
+	if err != nil || fd < 3 {
 		return
 	}
-	f := os.NewFile(3, "ready")
+	f := os.NewFile(uintptr(fd), "ready")
 	if f == nil {
 		return
 	}

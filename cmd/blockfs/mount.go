@@ -70,7 +70,11 @@ at a different place; --cache-size bounds it (the daemon's RSS stays within --ca
 a small constant), and an automatic window that would not fit is made smaller.
 
 Runs in the foreground until SIGINT/SIGTERM or 'blockfs unmount'; --daemon returns once the
-mount is ready.`,
+mount is ready.
+
+MOUNTPOINT may be /dev/fd/N: a /dev/fuse descriptor that a privileged parent opened, mounted
+with mount(2) and passed down as N. blockfs then serves it without root or fusermount3, and
+the parent unmounts it (docs/USAGE.md, "Without root, and in containers").`,
 		Args: exactArgs("DATA", "MOUNTPOINT"),
 		RunE: func(c *cobra.Command, args []string) error { return runMount(c.Flags(), f, args[0], args[1]) },
 	}
@@ -256,7 +260,7 @@ func runMount(fl *pflag.FlagSet, f mountFlags, data, mnt string) error {
 		fmt.Fprintln(os.Stderr, "blockfs: warning: "+w)
 	}
 	if f.daemon && os.Getenv(readyFDEnv) == "" {
-		return startDaemon(f.logFile)
+		return startDaemon(f.logFile, bfs.FuseFD(plan.Mountpoint()))
 	}
 	if err := setupLog(f.logFile); err != nil {
 		return err

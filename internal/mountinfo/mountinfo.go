@@ -11,6 +11,7 @@ import (
 
 // Mount is one line of a mountinfo file. Paths are unescaped (\040 is a space).
 type Mount struct {
+	Dev        string // the filesystem's device, "major:minor" (field 3): a FUSE mount's connection
 	Root       string // the path within the mounted filesystem that is its root (field 4)
 	Mountpoint string // where it is mounted (field 5)
 	FSType     string // the filesystem type after the " - " separator: "ext4", "fuse.blockfs", "cgroup2"
@@ -35,7 +36,7 @@ func Parse(data string) []Mount {
 		if !ok || len(f) < 5 || len(g) < 1 {
 			continue
 		}
-		m := Mount{Root: unescape(f[3]), Mountpoint: unescape(f[4]), FSType: g[0]}
+		m := Mount{Dev: f[2], Root: unescape(f[3]), Mountpoint: unescape(f[4]), FSType: g[0]}
 		if len(g) >= 3 {
 			m.Super = g[2]
 		}

@@ -15,12 +15,13 @@ malformed line
 `
 	ms := Parse(data)
 	require.Len(t, ms, 3)
-	assert.Equal(t, Mount{Root: "/", Mountpoint: "/", FSType: "ext4", Super: "rw"}, ms[0])
+	assert.Equal(t, Mount{Dev: "254:0", Root: "/", Mountpoint: "/", FSType: "ext4", Super: "rw"}, ms[0])
 	assert.Equal(t, "/docker/abc", ms[1].Root)
 	assert.True(t, ms[1].HasOption("memory"))
 	assert.False(t, ms[1].HasOption("mem"))
 	assert.Equal(t, "/mnt/my data", ms[2].Mountpoint, "optional fields and escapes")
 	assert.Equal(t, "fuse.blockfs", ms[2].FSType)
+	assert.Equal(t, "0:50", ms[2].Dev)
 }
 
 func TestUnescape(t *testing.T) {
