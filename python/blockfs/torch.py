@@ -1,6 +1,6 @@
 """PyTorch batches from a blockfs mount, with exact resume at any worker count or world size.
 
-    loader = blockfs.torch.Loader(mount, batch_size=256, num_workers=4)
+    loader = blockfs.torch.Loader(mount, batch_size=256)   # num_workers: see Loader
     for epoch in range(loader.epoch, epochs):
         loader.set_epoch(epoch)
         for ids, x in loader:        # (ids, records[, labels]) as tensors
@@ -269,7 +269,10 @@ class Loader:
     indexed by record id (or a .npy or text file of one), joined per batch as a third tensor.
 
     rank and world_size default to torch.distributed's, else $RANK and $WORLD_SIZE, else 0 and
-    1. The other arguments are DataLoader's.
+    1. The other arguments are DataLoader's. Keep num_workers=0 unless decode does real work
+    (a millisecond or more a record): a batch is one read and one tensor, and a worker only adds
+    a process hop and a copy (9x slower on 512 B records, 2 cores); with such a decode, about
+    as many workers as spare cores (docs/USAGE.md, bench/workers_bench.py).
 
     The loader holds the epoch and the position in it (records of the epoch consumed by all
     ranks together). Iterating yields the rest of the epoch from the position; once an epoch is
