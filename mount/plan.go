@@ -175,8 +175,10 @@ func (p *Plan) planCache() error {
 }
 
 // fitWindow lowers an automatic --mix whose window and readahead would take more than the
-// --cache-size given, or half of the memory less the trainer's share (the memory the process
-// has, not what is free at the moment: the order must not depend on what else runs).
+// --cache-size given, or a quarter of the memory less the trainer's share (the memory the
+// process has, not what is free at the moment: the order must not depend on what else runs).
+// The cache takes twice the window and readahead where it can (PlanMemory), so the automatic
+// window never leaves less than half the budget to the blocks kept resident.
 func (p *Plan) fitWindow(cs, ra int64, mem sysmem.Memory) {
 	if !p.order.Auto || p.opt.Order.Mix <= 1 {
 		return
@@ -187,8 +189,8 @@ func (p *Plan) fitWindow(cs, ra int64, mem sysmem.Memory) {
 		if total <= 0 {
 			return
 		}
-		room = (total - Headroom(total)) / 2
-		what = fmt.Sprintf("half of %s less a trainer's share (%s)", mem.Source(), ibytes(room))
+		room = (total - Headroom(total)) / 4
+		what = fmt.Sprintf("a quarter of %s less a trainer's share (%s)", mem.Source(), ibytes(room))
 	}
 	maxBlock := NeedCache(p.ds, 1, 0, cache.DefaultPageSize).MaxBlock
 	if fit := (room - ra) / maxBlock; fit < int64(p.opt.Order.Mix) {

@@ -244,3 +244,12 @@ func assertLeftNothing(t *testing.T, runtimeDir string) {
 	require.NoError(t, err)
 	assert.Empty(t, left, "no mountpoints or lock files left")
 }
+
+// runtimeDir returns a directory for $BLOCKFS_RUNTIME_DIR: private (0700), as blockfs.Mount
+// requires of the place it keeps its lock files (t.TempDir's are 0755).
+func runtimeDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	require.NoError(t, os.Chmod(d, 0o700))
+	return d
+}

@@ -112,7 +112,7 @@ with h5py.File(sys.argv[1], "w") as f:
 `
 	out, err := exec.Command(py, "-c", make5, h5).CombinedOutput()
 	require.NoError(t, err, string(out))
-	runtime := t.TempDir()
+	runtime := runtimeDir(t)
 	python := func(args ...string) *exec.Cmd {
 		cmd := exec.Command(py, args...)
 		cmd.Env = append(os.Environ(), "PYTHONPATH=../python", "BLOCKFS_BIN="+bin, "BLOCKFS_RUNTIME_DIR="+runtime, "PYTHONDONTWRITEBYTECODE=1")

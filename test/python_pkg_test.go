@@ -41,7 +41,7 @@ func TestPythonPackage(t *testing.T) {
 
 	tests, err := filepath.Abs("../python/tests")
 	require.NoError(t, err)
-	runtime := t.TempDir()
+	runtime := runtimeDir(t)
 	// test_s3.py mounts s3:// datasets from a MinIO of its own (startMinio sets the AWS
 	// credential variables the children inherit).
 	srv := startMinio(t)

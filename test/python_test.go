@@ -136,7 +136,7 @@ func TestExamplesRun(t *testing.T) {
 
 	// The training example mounts the dataset itself, stops after 5 batches with a checkpoint
 	// and resumes from it: the resumed run finishes epoch 0 with the 1000 - 5*64 records left.
-	runtime, ckpt := t.TempDir(), filepath.Join(t.TempDir(), "ckpt.pt")
+	runtime, ckpt := runtimeDir(t), filepath.Join(t.TempDir(), "ckpt.pt")
 	train := func(args ...string) string {
 		cmd := exec.Command(py, append([]string{"../docs/examples/pytorch_train.py", dst, "--checkpoint", ckpt}, args...)...)
 		cmd.Env = append(os.Environ(), "PYTHONPATH=../python", "BLOCKFS_BIN="+bin, "BLOCKFS_RUNTIME_DIR="+runtime)

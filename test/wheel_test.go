@@ -97,8 +97,8 @@ func TestWheel(t *testing.T) {
 		raw[i] = byte(i*7 + i/rs)
 	}
 	require.NoError(t, os.WriteFile(data, raw, 0o644))
-	runtimeDir := t.TempDir()
-	env = append(env, "BLOCKFS_RUNTIME_DIR="+runtimeDir)
+	runtime := runtimeDir(t)
+	env = append(env, "BLOCKFS_RUNTIME_DIR="+runtime)
 	script := `import os, sys
 import numpy as np
 import blockfs
@@ -117,7 +117,7 @@ print(f"read records {ids.tolist()} with {exe}")`
 	t.Log(got)
 	assert.Contains(t, got, filepath.Join(site, "blockfs", "_bin", "blockfs"))
 
-	assertLeftNothing(t, runtimeDir)
+	assertLeftNothing(t, runtime)
 }
 
 // checkWheel checks what whl holds: the binary, executable and for Linux (an ELF file), inside

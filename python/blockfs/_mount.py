@@ -6,6 +6,7 @@ import fcntl
 import hashlib
 import json
 import os
+import stat
 import subprocess
 import time
 import warnings
@@ -26,10 +27,40 @@ class MountError(RuntimeError):
 
 def runtime_dir() -> str:
     """Where Mount keeps its lock files and default mountpoints: $BLOCKFS_RUNTIME_DIR, else
-    /tmp/blockfs-UID (created 0700)."""
-    d = os.environ.get("BLOCKFS_RUNTIME_DIR") or os.path.join("/tmp", f"blockfs-{os.getuid()}")
-    os.makedirs(d, mode=0o700, exist_ok=True)
+    $XDG_RUNTIME_DIR/blockfs where the session has one, else /tmp/blockfs-UID. It is made 0700
+    and must be a directory, not a symlink, owned by this user and private: in a shared /tmp
+    another user could make it first, and root's Mount would then write through their symlinks
+    or wait on their locks. Anything else raises MountError saying what to do."""
+    d = os.environ.get("BLOCKFS_RUNTIME_DIR")
+    if not d:
+        xdg = os.environ.get("XDG_RUNTIME_DIR")
+        d = os.path.join(xdg, "blockfs") if xdg and not _unsafe(xdg) else os.path.join("/tmp", f"blockfs-{os.getuid()}")
+    try:
+        os.mkdir(d, 0o700)
+    except FileExistsError:
+        pass
+    why = _unsafe(d)
+    if why:
+        raise MountError(f"{d} cannot hold blockfs.Mount's lock files: {why}; remove it (another user may have made it) "
+                         f"or set BLOCKFS_RUNTIME_DIR to a directory of yours that only you can write (mode 0700)")
     return d
+
+
+def _unsafe(d: str) -> str:
+    """Why directory d is not a private directory of this user, or "" when it is."""
+    try:
+        st = os.lstat(d)
+    except OSError as e:
+        return e.strerror or str(e)
+    if stat.S_ISLNK(st.st_mode):
+        return "it is a symlink"
+    if not stat.S_ISDIR(st.st_mode):
+        return "it is not a directory"
+    if st.st_uid != os.getuid():
+        return f"it belongs to uid {st.st_uid}, not to you (uid {os.getuid()})"
+    if st.st_mode & 0o077:
+        return f"its mode {stat.S_IMODE(st.st_mode):04o} lets others in"
+    return ""
 
 
 def _digest(*parts: object) -> str:
@@ -68,20 +99,35 @@ def _stale(path: str) -> bool:
     return False
 
 
+# LOCK_WAIT bounds the wait for the setup lock: another process holds it while it mounts (the
+# daemon may take up to a minute to say it is ready) or unmounts.
+LOCK_WAIT = 120.0
+
+
 class _Lock:
     """An exclusive flock on a lock file, held while in a with block: the setup lock, which
     users hold to mount, attach or leave, and the daemon to end an unused mount. The holder may
     unlink the file: a waiter that then gets the lock of the unlinked file tries again on a
-    new one."""
+    new one. The wait is bounded by LOCK_WAIT."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.fd = -1
 
     def __enter__(self) -> _Lock:
+        deadline = time.monotonic() + LOCK_WAIT
         while True:
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
+            while True:
+                try:
+                    fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        os.close(self.fd)
+                        raise MountError(f"another process has held {self.path} for over {LOCK_WAIT:g} s (a Mount that "
+                                         f"hangs while mounting or unmounting?); stop it, or remove the file if no process uses it") from None
+                    time.sleep(0.02)
             try:
                 if os.stat(self.path).st_ino == os.fstat(self.fd).st_ino:
                     return self

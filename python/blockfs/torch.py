@@ -18,6 +18,7 @@ prefetch them.
 """
 from __future__ import annotations
 
+import numbers
 import os
 import weakref
 from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Sequence, Tuple, Union
@@ -254,6 +255,20 @@ def _as_is(batch: Any) -> Any:
     return batch
 
 
+def _state_int(state: Dict[str, Any], key: str, lo: int, hi: int) -> int:
+    """state[key] as an int in [lo, hi], or ValueError saying what is wrong: a missing key, a
+    bool, a float or a string (a position that is not a whole record count is no position)."""
+    if key not in state:
+        raise ValueError(f"loader state has no {key!r}")
+    v = state[key]
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise ValueError(f"loader state {key} {v!r} is not an integer ({type(v).__name__})")
+    v = int(v)
+    if not lo <= v <= hi:
+        raise ValueError(f"loader state {key} {v} is out of range ({lo} to {hi})")
+    return v
+
+
 class Loader:
     """Batches (ids, records[, labels]) of a mount's epochs for PyTorch training.
 
@@ -393,12 +408,13 @@ class Loader:
             raise ValueError(f"not a blockfs loader state (no format {STATE_FORMAT!r})")
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"loader state version {state.get('version')!r}; this blockfs reads version {STATE_VERSION}")
-        saved, here = state.get("fingerprint") or {}, self.fingerprint()
+        saved, here = state.get("fingerprint"), self.fingerprint()
+        if not isinstance(saved, dict):
+            raise ValueError(f"loader state fingerprint {saved!r} is not a dict of the mount's facts")
         diff = [f"{k} {saved.get(k)!r} in the state, {here.get(k)!r} in this mount"
                 for k in sorted(set(saved) | set(here)) if saved.get(k) != here.get(k)]
         if diff:
             raise ValueError("the loader state is from other data or options: " + "; ".join(diff))
-        epoch, position = int(state["epoch"]), int(state["position"])
-        if epoch < 0 or not 0 <= position <= self.info["records"]:
-            raise ValueError(f"loader state epoch {epoch} position {position} is out of range ({self.info['records']} records)")
+        epoch = _state_int(state, "epoch", 0, 2**64 - 1)
+        position = _state_int(state, "position", 0, self.info["records"])
         self.epoch, self.position = epoch, position

@@ -154,6 +154,18 @@ class LoaderTest(Scratch):
         for bad in ({}, {"format": "blockfs-loader", "version": 99}, dict(state, position=self.n + 1)):
             with self.assertRaises(ValueError):
                 loader.load_state_dict(bad)
+        # Every field typed: a missing epoch, an epoch past 2^64, positions that are not whole
+        # record counts, a fingerprint that is not one.
+        no_epoch = {k: v for k, v in state.items() if k != "epoch"}
+        for bad, msg in ((no_epoch, "has no 'epoch'"), (dict(state, epoch=2**64), "epoch 18446744073709551616 is out of range"),
+                         (dict(state, position=5000.9), r"position 5000.9 is not an integer \(float\)"),
+                         (dict(state, position="5000"), "position '5000' is not an integer"),
+                         (dict(state, position=True), r"position True is not an integer \(bool\)"),
+                         (dict(state, fingerprint=None), "fingerprint None is not a dict")):
+            with self.assertRaisesRegex(ValueError, msg):
+                loader.load_state_dict(bad)
+        loader.load_state_dict(dict(state, position=np.int64(3)))
+        self.assertEqual(loader.position, 3)
 
     def test_labels_and_decode(self):
         labels = (np.arange(self.n) * 7) % 10

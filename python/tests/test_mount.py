@@ -1,13 +1,16 @@
 """blockfs.Mount, attach, order and the label helpers against real mounts: shared by local
 processes, unmounted by the last, cleaned up after exceptions and killed owners."""
+import fcntl
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import unittest
 import warnings
+from unittest import mock
 
 import numpy as np
 
@@ -230,6 +233,58 @@ class MountTest(Scratch):
             self.assertEqual(blockfs.attach(mnt).info["records"], self.n)
         finally:
             run("unmount", mnt)
+
+
+class RuntimeDirTest(Scratch):
+    """The runtime directory and its lock files cannot be turned against their user (root's
+    training script in a shared /tmp, issue 26)."""
+
+    def test_runtime_dir_must_be_private(self):
+        private = tempfile.mkdtemp(dir=self.tmp)
+        shared = os.path.join(self.tmp, "shared")
+        os.mkdir(shared)
+        os.chmod(shared, 0o755)
+        link = os.path.join(self.tmp, "link")
+        os.symlink(private, link)
+        cases = [(shared, "its mode 0755 lets others in"), (link, "it is a symlink")]
+        if os.getuid() == 0:
+            theirs = os.path.join(self.tmp, "theirs")
+            os.mkdir(theirs, 0o700)
+            os.chown(theirs, 65534, 65534)
+            cases.append((theirs, "it belongs to uid 65534, not to you"))
+        for d, why in cases:
+            with mock.patch.dict(os.environ, {"BLOCKFS_RUNTIME_DIR": d}):
+                with self.assertRaisesRegex(blockfs.MountError, "cannot hold blockfs.Mount's lock files: " + why):
+                    blockfs.Mount(self.data)
+
+    def test_symlinked_lock_files_write_nothing(self):
+        canary = os.path.join(self.tmp, "canary")
+        with open(canary, "w") as f:
+            f.write("root's secret")
+        os.chmod(canary, 0o600)
+        m = blockfs.Mount(self.data, seed=21)
+        for p in (m._lock, m._setup_lock):
+            if os.path.lexists(p):
+                os.unlink(p)  # the setup lock, left by the first round's open
+            os.symlink(canary, p)
+            with self.assertRaises(OSError):
+                m.open()
+            os.unlink(p)
+            with open(canary) as f:
+                self.assertEqual(f.read(), "root's secret")
+        self.assertFalse(is_mounted(m.path))
+
+    def test_a_held_setup_lock_is_a_bounded_wait(self):
+        m = blockfs.Mount(self.data, seed=22)
+        fd = os.open(m._setup_lock, os.O_RDWR | os.O_CREAT, 0o600)
+        self.addCleanup(os.unlink, m._setup_lock)
+        self.addCleanup(os.close, fd)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        start = time.monotonic()
+        with mock.patch.object(_mount, "LOCK_WAIT", 0.5):
+            with self.assertRaisesRegex(blockfs.MountError, "another process has held .* for over 0.5 s"):
+                m.open()
+        self.assertLess(time.monotonic() - start, 5)
 
 
 class LabelsTest(Scratch):
