@@ -113,11 +113,15 @@ func endIfUnused(lock, mnt string, rmdir bool) (bool, error) {
 }
 
 // flockFile opens path and takes an exclusive flock on it without waiting. It returns nil
-// when another process holds it, or when path was replaced meanwhile (a user removed it and
-// made a new one: look again later).
+// when another process holds it, when path is gone (the last user removed it as it unmounted:
+// the mount is ending anyway, and a file made here would be left behind), or when path was
+// replaced meanwhile (look again later).
 func flockFile(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|syscall.O_NOFOLLOW, 0)
 	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, nil
+		}
 		return nil, err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {

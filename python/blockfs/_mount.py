@@ -226,7 +226,11 @@ class Mount:
                 self.info = read_info(self.path)
                 self._open, self._pid = True, os.getpid()
                 return self
-            users = os.open(self._lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            try:
+                users = os.open(self._lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            except OSError:
+                self._forget(None)  # (a symlink planted there: nothing is written through it)
+                raise
             try:
                 if is_mounted(self.path):
                     if self._in_use(users):
@@ -289,10 +293,12 @@ class Mount:
             raise MountError(f"{self.path} is in use by a blockfs.Mount of {whom.get('data')} with flags {' '.join(whom.get('flags') or []) or '(none)'}; "
                              f"use the same data and options, or another mountpoint")
 
-    def _forget(self, users: int) -> None:
+    def _forget(self, users: Optional[int]) -> None:
         """Removes what the last user leaves: the lock files and a default mountpoint (call
-        with the setup lock held and the mount gone)."""
-        os.ftruncate(users, 0)
+        with the setup lock held and the mount gone). users is the users lock's descriptor,
+        None when it could not be opened (a symlink there is removed, not followed)."""
+        if users is not None:
+            os.ftruncate(users, 0)
         for p in (self._lock, self._setup_lock) + ((self.path,) if self._made_dir else ()):
             try:
                 (os.rmdir if p == self.path else os.unlink)(p)

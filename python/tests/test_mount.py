@@ -264,15 +264,15 @@ class RuntimeDirTest(Scratch):
         os.chmod(canary, 0o600)
         m = blockfs.Mount(self.data, seed=21)
         for p in (m._lock, m._setup_lock):
-            if os.path.lexists(p):
-                os.unlink(p)  # the setup lock, left by the first round's open
             os.symlink(canary, p)
             with self.assertRaises(OSError):
                 m.open()
-            os.unlink(p)
             with open(canary) as f:
                 self.assertEqual(f.read(), "root's secret")
+            self.assertFalse(os.path.lexists(m._lock), "the planted link is removed, not followed")
+        os.unlink(m._setup_lock)  # the setup lock's link stays: open fails before holding it
         self.assertFalse(is_mounted(m.path))
+        self.assertFalse(os.path.exists(m.path), "nothing left behind")
 
     def test_a_held_setup_lock_is_a_bounded_wait(self):
         m = blockfs.Mount(self.data, seed=22)
