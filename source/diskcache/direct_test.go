@@ -59,7 +59,7 @@ func TestDirectReads(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, bytes.Equal(got, m.files[id]), "file %d, from disk", id)
 	}
-	probe, err := createTemp(filepath.Join(t.TempDir(), "probe"))
+	probe, err := odirect.OpenFile(filepath.Join(t.TempDir(), "probe"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, true)
 	require.NoError(t, err)
 	if probe.Direct() {
 		require.True(t, b.direct.Load(), "O_DIRECT reads still in use: the filesystem has O_DIRECT")
@@ -67,7 +67,7 @@ func TestDirectReads(t *testing.T) {
 	require.NoError(t, probe.Close())
 	require.EqualValues(t, len(m.files), b.Stats().Hits)
 
-	p := filepath.Join(dir, ns, fmt.Sprintf("1-%08x-%d.blk", crc32c.Checksum(m.files[1]), 2<<20))
+	p := filepath.Join(subDir(dir), ns, fmt.Sprintf("1-%08x-%d.blk", crc32c.Checksum(m.files[1]), 2<<20))
 	f, err := os.OpenFile(p, os.O_RDWR, 0)
 	require.NoError(t, err)
 	_, err = f.WriteAt([]byte{^m.files[1][1<<20+3]}, 1<<20+3)

@@ -2,34 +2,45 @@
 // source.Blocks decorator that sits between the page cache and a remote source (source/s3),
 // so each block file is fetched once per node and reused across epochs and remounts.
 //
-// Layout: DIR/.lock (held with flock by the one mount using DIR), and DIR/NAMESPACE/NAME,
-// where NAMESPACE is the dataset's fingerprint (layout.Manifest.Fingerprint: record layout,
-// pre-shuffle, every block's size and CRC32C) and NAME is "ID-CRC32C-SIZE.blk" of one file.
-// The same data under another prefix or bucket shares the copy; other data never does.
+// Layout: DIR/blockfs-cache-UID/NAMESPACE/NAME, where blockfs-cache-UID is the mounting
+// user's own directory (dir.go: mode 0700, marked by a CACHEDIR.TAG, locked by the one mount
+// using it), NAMESPACE is the dataset's fingerprint (layout.Manifest.Fingerprint: record
+// layout, pre-shuffle, every block's size and CRC32C) and NAME is "ID-CRC32C-SIZE.blk" of one
+// file. The same data under another prefix or bucket shares the copy; other data never does.
+// Nothing outside the own directory is ever written, deleted or evicted, and inside it only
+// names of the cache's own patterns: DIR may be shared with other users' files. The layout
+// before the own directory (DIR/.lock, DIR/NAMESPACE/NAME) is left alone, and logged.
+//
+// Hostile neighbours: every file is opened relative to the own directory's descriptor with
+// O_NOFOLLOW; copies are written to a temporary file of a name of their own, created with
+// O_EXCL (mode 0600) and renamed into place; a copy is opened with O_NONBLOCK and must be a
+// regular file. So a symbolic link or a FIFO in a copy's place is never followed nor waited
+// on: the copy is deleted and fetched again.
 //
 // Trust: nothing on disk is believed. Every read of a cached file reads the whole file and
 // checks its CRC32C from the manifest before Fill returns, so no byte of a damaged, truncated
 // or half-written file reaches the page cache; a bad file is deleted and fetched again. A file
-// is written to NAME.tmp and renamed into place, so a crash leaves a temporary file (deleted
-// at the next open) or a whole file, never a half file under its name. Files are not fsynced:
-// a file that a power cut left short or zeroed fails its check and is fetched again.
+// is written to NAME.RANDOM.tmp and renamed into place, so a crash leaves a temporary file
+// (deleted at the next open) or a whole file, never a half file under its name. Files are not
+// fsynced: a file that a power cut left short or zeroed fails its check and is fetched again.
 //
-// Bound: the files in DIR (every namespace) stay within Options.Size bytes. A dataset larger
-// than that keeps a fixed set: its files in FileID order (block 0's, block 1's, ...) as many
-// as fit; the others are fetched each time and never written. Keeping a fixed set, not the
-// most recent files, is what makes each epoch fetch only the data less the cache: epochs visit
-// every file once in a new random order, and a least-recently-used bound evicts files before
-// their next visit. Files of other datasets (namespaces) and files outside the set left by an
-// earlier mount are deleted, least recently used first (recency survives remounts as the
-// files' modification times), to make room for the set. DIR may be deleted while no mount
-// uses it.
+// Bound: the files in the own directory (every namespace) stay within Options.Size bytes. A
+// dataset larger than that keeps a fixed set: its files in FileID order (block 0's, block 1's,
+// ...) as many as fit; the others are fetched each time and never written. Keeping a fixed set,
+// not the most recent files, is what makes each epoch fetch only the data less the cache:
+// epochs visit every file once in a new random order, and a least-recently-used bound evicts
+// files before their next visit. Files of other datasets (namespaces) and files outside the set
+// left by an earlier mount are deleted, least recently used first (recency survives remounts as
+// the files' modification times), to make room for the set. DIR may be deleted at any time: a
+// live mount makes its directory again when it next keeps a file (and still holds the lock).
 //
 // Memory: an index entry per cached file (O(blocks)), and chunk buffers of 1 MiB, at most
 // maxChunkBufs of them, for reads of part of a file; whole-file reads (the readahead's) go
 // straight into the caller's buffers.
 //
-// Lock order: Blocks.mu, and the lock inside Blocks.inflight (flight.Group), never held
-// together; no I/O but unlink and utimes under Blocks.mu.
+// Lock order: Blocks.mu, Blocks.rootMu and the lock inside Blocks.inflight (flight.Group),
+// never two of them together; no I/O under Blocks.mu, and under Blocks.rootMu only single
+// system calls relative to the own directory (and its remaking, with rootMu held to write).
 package diskcache
 
 import (
@@ -39,7 +50,6 @@ import (
 	"io"
 	"io/fs"
 	"log"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sync"
@@ -56,11 +66,14 @@ var ErrBusy = errors.New("is in use by another blockfs mount (one mount per disk
 
 // Options configure a disk cache.
 type Options struct {
-	// Dir is the cache directory; created if missing. Required.
+	// Dir is the cache directory; created (mode 0700) if missing. The cache keeps its files
+	// in a directory of its own inside it, subDir(Dir). Required.
 	Dir string
-	// Size bounds the bytes of cached files in Dir (all namespaces). Required, > 0.
+	// Size bounds the bytes of cached files in the own directory (all namespaces). Required,
+	// > 0.
 	Size int64
-	// Namespace is the dataset's fingerprint: a subdirectory of Dir (hex digits). Required.
+	// Namespace is the dataset's fingerprint: a subdirectory of the own directory (hex
+	// digits). Required.
 	Namespace string
 	// Direct reads cached files with O_DIRECT where a read is aligned (the cache's pages
 	// are), so they are not kept in the kernel's page cache as well; false reads them
@@ -116,11 +129,12 @@ type Blocks struct {
 	// Immutable after Open.
 	inner   source.Blocks
 	t       source.Table
-	dir     string
+	dir     string // Options.Dir
+	sub     string // the own directory, subDir(dir), for messages: files are opened relative to root
 	ns      string
 	limit   int64
 	logf    func(string, ...any)
-	lock    *os.File
+	claim   io.Closer // the lock's name (claimName); nil without one
 	streams func(source.FileID) bool
 	// keepBelow: files with a smaller FileID are kept on disk, the others fetched each time
 	// (the fixed set); all files when the set is not in use.
@@ -135,11 +149,15 @@ type Blocks struct {
 	// wait for it and then read the copy.
 	inflight flight.Group[source.FileID, bool]
 
-	mu    sync.Mutex
-	ents  map[string]*list.Element // cached files by "NAMESPACE/NAME"; values *entry (guarded by mu)
-	lru   *list.List               // most recent first (guarded by mu)
-	used  int64                    // bytes of cached files and reservations (guarded by mu)
-	dirOK bool                     // the namespace directory exists (guarded by mu)
+	// rootMu guards root, the own directory's descriptor (flock held): held to read for a
+	// system call relative to it (at), to write to make the directory again (prepare).
+	rootMu sync.RWMutex
+	root   int
+
+	mu   sync.Mutex
+	ents map[string]*list.Element // cached files by "NAMESPACE/NAME"; values *entry (guarded by mu)
+	lru  *list.List               // most recent first (guarded by mu)
+	used int64                    // bytes of cached files and reservations (guarded by mu)
 }
 
 type entry struct {
@@ -151,46 +169,68 @@ type entry struct {
 const (
 	chunkSize    = 1 << 20
 	maxChunkBufs = 4
-	lockName     = ".lock"
 	tmpSuffix    = ".tmp"
 )
 
-// Open returns inner with a disk cache in opt.Dir for the files of t. It takes the directory's
+// Open returns inner with a disk cache in opt.Dir for the files of t. It makes or checks the
+// cache's own directory in opt.Dir (ErrNotOurs if something else is in its place), takes its
 // lock (ErrBusy if another mount has it), deletes temporary files a crash left, indexes the
 // cached files and deletes the least recent ones beyond opt.Size.
 func Open(inner source.Blocks, t source.Table, opt Options) (*Blocks, error) {
 	if err := opt.Validate(); err != nil {
 		return nil, fmt.Errorf("disk cache: %w", err)
 	}
-	if err := os.MkdirAll(opt.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("disk cache %s: %w", opt.Dir, unwrapPath(err))
+	sub := subDir(opt.Dir)
+	if err := makeDir(opt.Dir); err != nil {
+		return nil, fmt.Errorf("disk cache %s: %w", opt.Dir, err)
 	}
-	lf, err := os.OpenFile(filepath.Join(opt.Dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("disk cache %s: %w", opt.Dir, unwrapPath(err))
-	}
-	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		lf.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("disk cache %s %w", opt.Dir, ErrBusy)
+	key := sub
+	if real, err := filepath.EvalSymlinks(opt.Dir); err == nil {
+		if abs, err := filepath.Abs(real); err == nil {
+			key = subDir(abs) // one name however DIR is written
 		}
-		return nil, fmt.Errorf("disk cache %s: lock: %w", opt.Dir, err)
 	}
-	b := &Blocks{inner: inner, t: t, dir: opt.Dir, ns: opt.Namespace, limit: opt.Size, logf: opt.Logf, lock: lf,
-		chunk: make(chan []byte, maxChunkBufs), ents: map[string]*list.Element{}, lru: list.New(),
+	claim, err := claimName(key, opt.Logf)
+	if err != nil {
+		return nil, fmt.Errorf("disk cache %s %w", opt.Dir, err)
+	}
+	fail := func(err error) (*Blocks, error) {
+		if claim != nil {
+			claim.Close()
+		}
+		if errors.Is(err, ErrBusy) {
+			return nil, fmt.Errorf("disk cache %s %w", opt.Dir, err)
+		}
+		return nil, fmt.Errorf("disk cache %s: %w", opt.Dir, err)
+	}
+	fd, err := openOwn(opt.Dir, sub)
+	if err != nil {
+		return fail(err)
+	}
+	if err := lockDir(fd); err != nil {
+		unix.Close(fd)
+		return fail(err)
+	}
+	b := &Blocks{inner: inner, t: t, dir: opt.Dir, sub: sub, ns: opt.Namespace, limit: opt.Size, logf: opt.Logf,
+		claim: claim, root: fd, chunk: make(chan []byte, maxChunkBufs), ents: map[string]*list.Element{}, lru: list.New(),
 		streams: opt.Streams, keepBelow: keepBelow(t, opt)}
 	b.direct.Store(opt.Direct)
 	for range maxChunkBufs {
 		b.chunk <- nil // allocated on first use
 	}
 	if err := b.scan(); err != nil {
-		lf.Close()
+		b.Close()
 		return nil, fmt.Errorf("disk cache %s: %w", opt.Dir, unwrapPath(err))
 	}
 	b.mu.Lock()
 	gone := b.evictLocked(0)
 	b.mu.Unlock()
 	b.remove(gone)
+	if n, ok := oldLayout(opt.Dir); ok {
+		b.logf("blockfs: disk cache %s: %s and %d fingerprint directories beside it are an older blockfs's disk cache: "+
+			"no longer used, and never deleted by blockfs (it keeps its files in %s now); remove them to free their space",
+			opt.Dir, filepath.Join(opt.Dir, oldLockName), n, sub)
+	}
 	return b, nil
 }
 
@@ -224,7 +264,19 @@ func (b *Blocks) KeptFiles() int64 {
 }
 
 // Close releases the directory's lock. Fills must have finished.
-func (b *Blocks) Close() error { return b.lock.Close() }
+func (b *Blocks) Close() error {
+	if b.claim != nil {
+		b.claim.Close()
+	}
+	b.rootMu.Lock()
+	defer b.rootMu.Unlock()
+	if b.root < 0 {
+		return nil
+	}
+	err := unix.Close(b.root)
+	b.root = -1
+	return err
+}
 
 // Stats returns the counters.
 func (b *Blocks) Stats() Stats {

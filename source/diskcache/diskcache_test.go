@@ -121,7 +121,7 @@ func TestDamagedCopyIsNeverServed(t *testing.T) {
 		_, err := read(b, source.FileID(id), 0, int64(len(m.files[id])))
 		require.NoError(t, err)
 	}
-	files, _ := filepath.Glob(filepath.Join(dir, ns, "*.blk"))
+	files, _ := filepath.Glob(filepath.Join(subDir(dir), ns, "*.blk"))
 	require.Len(t, files, 2)
 	for _, damage := range []func(p string){
 		func(p string) { // a flipped byte
@@ -132,7 +132,7 @@ func TestDamagedCopyIsNeverServed(t *testing.T) {
 		func(p string) { _ = os.Truncate(p, 1000) },
 		func(p string) { _ = os.Remove(p) },
 	} {
-		damage(filepath.Join(dir, ns, fmt.Sprintf("0-%08x-%d.blk", crc32c.Checksum(m.files[0]), 2<<20)))
+		damage(filepath.Join(subDir(dir), ns, fmt.Sprintf("0-%08x-%d.blk", crc32c.Checksum(m.files[0]), 2<<20)))
 		// With the store there: fetched again, exact bytes, whole or in part.
 		got, err := read(b, 0, 100, 1<<20)
 		require.NoError(t, err)
@@ -143,7 +143,7 @@ func TestDamagedCopyIsNeverServed(t *testing.T) {
 	}
 	// With the store gone: an error, never the damaged bytes.
 	m.fail.Store(true)
-	p := filepath.Join(dir, ns, fmt.Sprintf("1-%08x-4096.blk", crc32c.Checksum(m.files[1])))
+	p := filepath.Join(subDir(dir), ns, fmt.Sprintf("1-%08x-4096.blk", crc32c.Checksum(m.files[1])))
 	data, _ := os.ReadFile(p)
 	data[0] ^= 1
 	require.NoError(t, os.WriteFile(p, data, 0o644))
@@ -159,13 +159,15 @@ func TestSizeBoundAndLeftovers(t *testing.T) {
 	dir := t.TempDir()
 	m := newMem(1<<20, 1<<20, 1<<20, 1<<20, 3<<20)
 	// A crash's temporary file is deleted at open.
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, ns), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, ns, "0-00000000-5.blk.tmp"), []byte("half!"), 0o644))
+	require.NoError(t, open(t, m, dir, 2<<20+10).Close())
+	tmp := filepath.Join(subDir(dir), ns, "0-00000000-5.blk.0123456789abcdef.tmp")
+	require.NoError(t, os.MkdirAll(filepath.Dir(tmp), 0o700))
+	require.NoError(t, os.WriteFile(tmp, []byte("half!"), 0o600))
 	b := open(t, m, dir, 2<<20+10)
-	require.NoFileExists(t, filepath.Join(dir, ns, "0-00000000-5.blk.tmp"))
+	require.NoFileExists(t, tmp)
 	du := func() int64 {
 		var n int64
-		files, _ := filepath.Glob(filepath.Join(dir, "*", "*"))
+		files, _ := filepath.Glob(filepath.Join(subDir(dir), "*", "*.blk"))
 		for _, f := range files {
 			st, _ := os.Stat(f)
 			n += st.Size()
@@ -274,7 +276,7 @@ func TestFixedSet(t *testing.T) {
 	require.EqualValues(t, bound, st.Used)
 	require.Zero(t, st.Evicted)
 	for i := 0; i < files; i++ {
-		_, err := os.Stat(filepath.Join(dir, ns, fmt.Sprintf("%d-%08x-%d.blk", i, crc32c.Checksum(m.files[i]), size)))
+		_, err := os.Stat(filepath.Join(subDir(dir), ns, fmt.Sprintf("%d-%08x-%d.blk", i, crc32c.Checksum(m.files[i]), size)))
 		require.Equal(t, i < files/2, err == nil, "file %d kept: %v", i, err)
 	}
 	require.NoError(t, b.Close())
@@ -294,7 +296,7 @@ func TestFixedSet(t *testing.T) {
 	require.EqualValues(t, files/4, b2.KeptFiles())
 	require.EqualValues(t, files/4, b2.Stats().Files, "the set of the smaller bound stays")
 	for i := 0; i < files/4; i++ {
-		_, err := os.Stat(filepath.Join(dir, ns, fmt.Sprintf("%d-%08x-%d.blk", i, crc32c.Checksum(m.files[i]), size)))
+		_, err := os.Stat(filepath.Join(subDir(dir), ns, fmt.Sprintf("%d-%08x-%d.blk", i, crc32c.Checksum(m.files[i]), size)))
 		require.NoError(t, err, "file %d of the set", i)
 	}
 }

@@ -3,10 +3,11 @@ package diskcache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/blockfs/blockfs/internal/crc32c"
 	"github.com/blockfs/blockfs/source"
@@ -87,10 +88,10 @@ type fillError struct{ err error }
 // was not called.
 var errNotKept = errors.New("not kept")
 
-// keep writes f's copy with write (the file's bytes, in order) to a temporary file and renames
-// it into place, making room first. A disk error is logged and counted and the copy dropped.
-// keep returns errNotKept when it could not start, write's own error (a *fillError, or the
-// disk's: then the bytes were not all produced), or nil.
+// keep writes f's copy with write (the file's bytes, in order) to a new temporary file
+// (createTemp) and renames it into place, making room first. A disk error is logged and
+// counted and the copy dropped. keep returns errNotKept when it could not start, write's own
+// error (a *fillError, or the disk's: then the bytes were not all produced), or nil.
 func (b *Blocks) keep(f file, write func(io.Writer) error) error {
 	b.mu.Lock()
 	gone := b.evictLocked(f.size)
@@ -98,7 +99,6 @@ func (b *Blocks) keep(f file, write func(io.Writer) error) error {
 	if fits {
 		b.used += f.size // reserved
 	}
-	dirOK := b.dirOK
 	b.mu.Unlock()
 	b.remove(gone)
 	if !fits {
@@ -109,26 +109,16 @@ func (b *Blocks) keep(f file, write func(io.Writer) error) error {
 		b.used -= f.size
 		b.mu.Unlock()
 	}
-	if !dirOK {
-		// Made once per mount, and again if the directory was deleted under the mount.
-		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
-			unreserve()
-			b.writeFailed(f, err)
-			return errNotKept
+	w, tmp, err := b.createTemp(f)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The namespace directory is made on the first file kept, and again if it (or the
+		// whole directory) was deleted under the mount.
+		if err = b.prepare(); err == nil {
+			w, tmp, err = b.createTemp(f)
 		}
-		b.mu.Lock()
-		b.dirOK = true
-		b.mu.Unlock()
 	}
-	tmp := f.path + tmpSuffix
-	w, err := createTemp(tmp)
 	if err != nil {
 		unreserve()
-		if errors.Is(err, fs.ErrNotExist) {
-			b.mu.Lock()
-			b.dirOK = false
-			b.mu.Unlock()
-		}
 		b.writeFailed(f, err)
 		return errNotKept
 	}
@@ -136,7 +126,8 @@ func (b *Blocks) keep(f file, write func(io.Writer) error) error {
 	cerr := w.Close()
 	var fe *fillError
 	if werr == nil && cerr == nil {
-		if cerr = os.Rename(tmp, f.path); cerr == nil {
+		cerr = b.at(func(root int) error { return unix.Renameat(root, tmp, root, f.rel) })
+		if cerr == nil {
 			b.mu.Lock()
 			if old := b.ents[f.rel]; old != nil { // not expected with the fetch merged; keep the count right
 				b.used -= old.Value.(*entry).size
@@ -146,8 +137,9 @@ func (b *Blocks) keep(f file, write func(io.Writer) error) error {
 			b.mu.Unlock()
 			return nil
 		}
+		cerr = fmt.Errorf("rename: %w", cerr)
 	}
-	_ = os.Remove(tmp)
+	_ = b.unlinkAt(tmp)
 	unreserve()
 	switch {
 	case errors.As(werr, &fe):

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/blockfs/blockfs/internal/crc32c"
 	"github.com/blockfs/blockfs/internal/odirect"
@@ -25,7 +26,7 @@ func (b *Blocks) Fill(ctx context.Context, id source.FileID, off int64, bufs [][
 		return b.inner.Fill(ctx, id, off, bufs)
 	}
 	name := fileName(id, e)
-	f := file{id: id, rel: b.ns + "/" + name, path: filepath.Join(b.dir, b.ns, name), size: e.Size, crc: e.Ident.CRC32C}
+	f := file{id: id, rel: b.ns + "/" + name, path: filepath.Join(b.sub, b.ns, name), size: e.Size, crc: e.Ident.CRC32C}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -82,10 +83,13 @@ func (b *Blocks) readCached(ctx context.Context, f file, off int64, bufs [][]byt
 	// when Options.Direct says so; a part streams the file through a chunk buffer, buffered.
 	whole := off == 0 && int64(source.Len(bufs)) == f.size
 	direct := whole && b.direct.Load() && (b.streams == nil || b.streams(f.id))
-	fd, err := openFile(f.path, os.O_RDONLY, direct)
+	fd, err := b.openCopy(f, direct)
 	if errors.Is(err, fs.ErrNotExist) {
 		b.forget(f.rel) // deleted under us: fetch it again, quietly
 		return errMiss
+	}
+	if errors.Is(err, unix.ELOOP) {
+		return fmt.Errorf("%s: is a symbolic link, not a copy (not followed)", f.path)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.path, unwrapPath(err))
@@ -99,6 +103,9 @@ func (b *Blocks) readCached(ctx context.Context, f file, off int64, bufs [][]byt
 	st, err := fd.Stat()
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.path, unwrapPath(err))
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s: is not a regular file (mode %v), not a copy", f.path, st.Mode())
 	}
 	if st.Size() != f.size {
 		return fmt.Errorf("%s: %w: %d bytes, the manifest says %d", f.path, source.ErrCorrupt, st.Size(), f.size)
@@ -119,8 +126,10 @@ func (b *Blocks) readCached(ctx context.Context, f file, off int64, bufs [][]byt
 	if err := crc32c.Check(crc, f.crc); err != nil {
 		return fmt.Errorf("%s: %w", f.path, err)
 	}
-	now := time.Now()
-	_ = os.Chtimes(f.path, now, now) // recency for the next mount's LRU
+	now := unix.NsecToTimespec(time.Now().UnixNano())
+	_ = b.at(func(root int) error { // recency for the next mount's LRU
+		return unix.UtimesNanoAt(root, f.rel, []unix.Timespec{now, now}, unix.AT_SYMLINK_NOFOLLOW)
+	})
 	return nil
 }
 

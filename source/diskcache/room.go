@@ -9,7 +9,7 @@ import (
 
 // Room returns what a cache in dir may use when its bound is not given: 90% of the free space
 // of the filesystem of dir (or of its nearest existing parent) plus what the files cached in
-// dir hold already.
+// dir's own directory (this user's) hold already. It creates nothing.
 func Room(dir string) int64 {
 	p := dir
 	var fs unix.Statfs_t
@@ -17,9 +17,9 @@ func Room(dir string) int64 {
 		p = filepath.Dir(p)
 	}
 	room := int64(fs.Bavail) * fs.Bsize / 10 * 9
-	files, _ := filepath.Glob(filepath.Join(dir, "*", "*"+fileSuffix))
+	files, _ := filepath.Glob(filepath.Join(subDir(dir), "*", "*"+fileSuffix))
 	for _, f := range files {
-		if st, err := os.Stat(f); err == nil {
+		if st, err := os.Lstat(f); err == nil && st.Mode().IsRegular() && fileRE.MatchString(st.Name()) {
 			room += st.Size()
 		}
 	}
