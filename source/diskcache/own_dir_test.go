@@ -1,6 +1,7 @@
 package diskcache
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,7 +97,7 @@ func TestLockNameSquatted(t *testing.T) {
 		_ = squat.Wait()
 	})
 	line := make([]byte, 5)
-	_, err = out.Read(line)
+	_, err = io.ReadFull(out, line) // a pipe may return "held" and "\n" in two reads
 	require.NoError(t, err)
 	require.Equal(t, "held\n", string(line))
 
