@@ -86,11 +86,11 @@ func (w *usersWatch) stop() {
 // process holds the users lock, unmounts lazily and removes what the users left. It reports
 // whether the mount ended.
 func endIfUnused(lock, mnt string, rmdir bool) (bool, error) {
-	setup, err := flockFile(SetupLock(lock))
+	setup, err := flockSetup(SetupLock(lock))
 	if err != nil || setup == nil {
 		return false, err
 	}
-	defer setup.Close() // releases the flock
+	defer setup.release()
 	holder, err := lockHolder(lock)
 	if err != nil || holder != 0 {
 		return false, err
@@ -112,16 +112,28 @@ func endIfUnused(lock, mnt string, rmdir bool) (bool, error) {
 	return true, nil
 }
 
-// flockFile opens path and takes an exclusive flock on it without waiting. It returns nil
-// when another process holds it, when path is gone (the last user removed it as it unmounted:
-// the mount is ending anyway, and a file made here would be left behind), or when path was
-// replaced meanwhile (look again later).
-func flockFile(path string) (*os.File, error) {
+// heldSetup is the setup lock, held.
+type heldSetup struct {
+	f       *os.File
+	path    string
+	created bool // made here: removed again on release, so that nothing is left behind
+}
+
+// flockSetup takes the setup lock at path without waiting. It returns nil when another
+// process holds it, or when path was replaced meanwhile (look again later). A missing file
+// (no user has made it, or the last one removed it as it left) is made, O_EXCL, and removed on
+// release.
+func flockSetup(path string) (*heldSetup, error) {
+	h := &heldSetup{path: path}
 	f, err := os.OpenFile(path, os.O_RDWR|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return nil, nil
+	if os.IsNotExist(err) {
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+		if os.IsExist(err) {
+			return nil, nil // a user made it just now
 		}
+		h.created = err == nil
+	}
+	if err != nil {
 		return nil, err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
@@ -137,7 +149,17 @@ func flockFile(path string) (*os.File, error) {
 		f.Close()
 		return nil, nil
 	}
-	return f, nil
+	h.f = f
+	return h, nil
+}
+
+// release removes the file if flockSetup made it (still holding the lock, as users do: a
+// waiter then finds the file replaced and starts again) and unlocks.
+func (h *heldSetup) release() {
+	if h.created {
+		_ = os.Remove(h.path)
+	}
+	h.f.Close()
 }
 
 // lockHolder returns the pid of a process holding a POSIX lock on path, 0 when none does
