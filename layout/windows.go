@@ -1,15 +1,8 @@
 package layout
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"os"
-	"reflect"
-	"slices"
-	"sort"
 
 	"github.com/blockfs/blockfs/source"
 )
@@ -22,9 +15,6 @@ type WindowOptions struct {
 	Stride   int64     // S, rows between window starts; default 1
 	Segments []Segment // sorted, disjoint, inclusive row ranges; nil: the whole file is one
 }
-
-// Segment is an inclusive range of rows [Start, End] (an entity of a time series).
-type Segment struct{ Start, End int64 }
 
 // windows is the shape of windows over rows: block b's windows start at rows first[b],
 // first[b]+stride, ... (one per record), and its data file is the rows they cover.
@@ -160,126 +150,6 @@ func longest(segs []Segment) int64 {
 		l = max(l, s.End-s.Start+1)
 	}
 	return l
-}
-
-// exclusiveHint is what a segment error adds when the map looks as if its ends were exclusive.
-const exclusiveHint = "; end_row is inclusive (the segment's last row): if the map's ends are exclusive, as Python's ranges are, subtract 1 from each end_row"
-
-// checkSegments requires sorted, disjoint segments inside rows [0, n) (ReadSegments sorts
-// what it reads).
-func checkSegments(path string, segs []Segment, n int64) error {
-	for i, s := range segs {
-		switch {
-		case s.Start < 0 || s.End < s.Start:
-			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] is empty or negative", i, s.Start, s.End)
-		case s.End == n:
-			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] passes the end of the file (%d rows): the last is row %d%s", i, s.Start, s.End, n, n-1, exclusiveHint)
-		case s.End > n:
-			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] passes the end of the file (%d rows)", i, s.Start, s.End, n)
-		case i > 0 && s.Start < segs[i-1].Start:
-			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] comes before segment %d [%d, %d]: segments must be sorted by start row", i, s.Start, s.End, i-1, segs[i-1].Start, segs[i-1].End)
-		case i > 0 && s.Start == segs[i-1].End:
-			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] starts on row %d, the last row of segment %d [%d, %d]%s", i, s.Start, s.End, s.Start, i-1, segs[i-1].Start, segs[i-1].End, exclusiveHint)
-		case i > 0 && s.Start < segs[i-1].End:
-			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] overlaps segment %d [%d, %d]: segments must not overlap", i, s.Start, s.End, i-1, segs[i-1].Start, segs[i-1].End)
-		}
-	}
-	return nil
-}
-
-// ReadSegments reads a segment list for a file of rows rows, sorted by start row: a JSON file
-// whose index_map lists entities with inclusive start_row and end_row (other keys are ignored;
-// a top-level list of such entries is read the same), or a .npy of integer segment start rows
-// (int32, int64 or narrower, either byte order; each segment ends where the next starts, the
-// last at the last row).
-func ReadSegments(path string, rows int64) ([]Segment, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, PathError(ErrFormat, path, err)
-	}
-	if bytes.HasPrefix(data, []byte(NpyMagic)) {
-		return npySegments(path, data, rows)
-	}
-	type entry struct {
-		Start *int64 `json:"start_row"`
-		End   *int64 `json:"end_row"`
-	}
-	var doc struct {
-		IndexMap []entry `json:"index_map"`
-	}
-	if bytes.HasPrefix(bytes.TrimSpace(data), []byte("[")) {
-		err = json.Unmarshal(data, &doc.IndexMap)
-	} else {
-		err = json.Unmarshal(data, &doc)
-	}
-	if err != nil {
-		return nil, errorf(ErrFormat, path, -1, "not a .npy of segment starts, nor JSON with an index_map list of {start_row, end_row} (%s)", jsonProblem(err))
-	}
-	if doc.IndexMap == nil {
-		return nil, errorf(ErrFormat, path, -1, "the JSON has no index_map list of {start_row, end_row}")
-	}
-	segs := make([]Segment, len(doc.IndexMap))
-	for i, e := range doc.IndexMap {
-		if e.Start == nil || e.End == nil {
-			return nil, errorf(ErrFormat, path, -1, "index_map entry %d has no start_row or end_row", i)
-		}
-		segs[i] = Segment{*e.Start, *e.End}
-	}
-	sort.SliceStable(segs, func(i, j int) bool { return segs[i].Start < segs[j].Start })
-	return segs, nil
-}
-
-// npySegments reads a .npy of segment start rows.
-func npySegments(path string, data []byte, rows int64) ([]Segment, error) {
-	npy, err := ParseNpy(path, bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		return nil, err
-	}
-	size := npy.IntSize()
-	if size == 0 {
-		return nil, errorf(ErrFormat, path, -1, "segment starts must be a 1-D .npy of integers (int32 or int64), got %s with rows shaped %v", npy.DType, npy.Shape)
-	}
-	starts := npy.Ints(data[npy.DataOffset : npy.DataOffset+int64(size)*npy.Records])
-	slices.Sort(starts)
-	segs := make([]Segment, len(starts))
-	for i, st := range starts {
-		segs[i] = Segment{Start: st, End: rows - 1}
-		if i > 0 {
-			segs[i-1].End = st - 1
-		}
-	}
-	return segs, nil
-}
-
-// jsonProblem says what encoding/json found wrong in the user's terms, not Go's.
-func jsonProblem(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return fmt.Sprintf("%s is a JSON %s where a %s was expected", orTop(te.Field), te.Value, jsonKind(te.Type.Kind()))
-	}
-	return err.Error()
-}
-
-func orTop(field string) string {
-	if field == "" {
-		return "the document"
-	}
-	return field
-}
-
-// jsonKind names a Go kind as JSON does.
-func jsonKind(k reflect.Kind) string {
-	switch k {
-	case reflect.Slice, reflect.Array:
-		return "list"
-	case reflect.Struct, reflect.Map:
-		return "object"
-	case reflect.String:
-		return "string"
-	case reflect.Bool:
-		return "boolean"
-	}
-	return "number"
 }
 
 // Window returns a windowed dataset's window length and stride in rows, its row size, its
