@@ -226,13 +226,16 @@ func BlockPages(ds *layout.Dataset, b int, pageSize int64) int64 {
 func ibytes(n int64) string { return humanize.IBytes(uint64(n)) }
 
 // CacheNeed is the least page cache a mount needs: the window being read (mix blocks of up to
-// the largest block's size) plus the readahead, and never less than cache.MinPages pages (a
-// read pins its pages while the reply is written, and readahead needs room beside it).
+// the largest block's size, each in whole cache pages: the cache loads a block's file into
+// pages of its own, so a 4 KiB block takes a 1 MiB page) plus the readahead, and never less
+// than cache.MinPages pages (a read pins its pages while the reply is written, and readahead
+// needs room beside it).
 type CacheNeed struct {
 	MaxBlock  int64 // the largest block's data
+	InCache   int64 // MaxBlock in whole pages: what a block takes of the cache
 	Mix       int   // blocks per window
 	Readahead int64 // bytes prefetched ahead of a reader
-	Window    int64 // MaxBlock x Mix + Readahead
+	Window    int64 // InCache x Mix + Readahead
 	MinCache  int64 // cache.MinPages pages
 	Need      int64 // max(Window, MinCache)
 }
@@ -244,7 +247,8 @@ func NeedCache(ds *layout.Dataset, mix int, readahead, pageSize int64) CacheNeed
 	for b := 0; b < ds.Blocks(); b++ {
 		n.MaxBlock = max(n.MaxBlock, int64(ds.BlockBytes(b)))
 	}
-	n.Window = n.MaxBlock*int64(n.Mix) + readahead
+	n.InCache = (n.MaxBlock + pageSize - 1) / pageSize * pageSize
+	n.Window = n.InCache*int64(n.Mix) + readahead
 	n.Need = max(n.Window, n.MinCache)
 	return n
 }

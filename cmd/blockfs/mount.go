@@ -188,7 +188,7 @@ func (f inPlaceFlags) options(kind mount.Kind) (mount.InPlace, error) {
 			return in, err
 		}
 		if in.BlockSize == 0 {
-			return in, usagef("--block-size must be at least 1 byte (or auto)")
+			return in, usagef("--block-size must be at least %s (or auto)", ibytes(uint64(layout.MinBlockSize)))
 		}
 	}
 	if f.recordSize != "" {
