@@ -35,7 +35,7 @@ type Options struct {
 	DiskCache     string     // s3://: keep fetched block files in this directory; "" for none
 	DiskCacheSize int64      // bound on DiskCache; 0: the dataset's size, or 90% of what is free
 	Verify        bool       // check each file's CRC32C the first time it is read
-	AllowOther    bool       // let other users read the mount
+	AllowOther    bool       // let other users read the mount (checkAllowOther: data they can read)
 	Debug         bool       // log every FUSE request
 	CPUProfile    string     // write a CPU profile here at unmount
 	// UsersLock, if set, is a file on which the mount's users hold POSIX locks: the mount ends
@@ -43,6 +43,10 @@ type Options struct {
 	UsersLock        string
 	RemoveMountpoint bool
 	Info             map[string]any // more facts for .blockfs/info.json (the command line's own)
+
+	// AllowOtherUnreadable lets AllowOther serve data whose files other users cannot read
+	// themselves (or data in an object store); without it such a mount is refused.
+	AllowOtherUnreadable bool
 }
 
 // AutoReadahead asks for the default readahead (Options.Readahead).
@@ -93,6 +97,9 @@ func New(opt Options) (*Plan, error) {
 		return nil, err
 	}
 	if err := checkFuseFDOptions(p.mnt, opt); err != nil {
+		return nil, err
+	}
+	if err := checkAllowOther(opt, p.loc, p.ds); err != nil {
 		return nil, err
 	}
 	p.opt.Order, p.order = ChooseOrder(p.ds, p.opt.Order)
