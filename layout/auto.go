@@ -21,3 +21,20 @@ func AutoBlockSize(size, unit int64) int64 {
 	bs := max(AutoBlockMin, unit, (size+autoMaxBlocks-1)/autoMaxBlocks)
 	return (bs + 4095) &^ 4095
 }
+
+// The per-block state budget. A mount keeps about 40 bytes for each block whatever its size
+// (where its records start, its count, its place in the order of the epochs it keeps), so a
+// block that holds a few bytes costs as much as a large one: MaxBlocks of them take 20 MiB, a
+// third of what a mount may take beside its cache. Logical blocks (data in place, windows)
+// are cut within it, and at least MinBlockSize each when the user gives --block-size: smaller
+// blocks only add state and disk reads, and the cache still loads a block into one page.
+const (
+	MaxBlocks    = 1 << 19
+	MinBlockSize = 4 << 10
+)
+
+// tooManyBlocks refuses windows whose blocks of blockSize would be more than MaxBlocks.
+func tooManyBlocks(path string, blockSize int64) error {
+	return errorf(ErrFormat, path, -1, "windows in blocks of %d bytes make more than %d blocks; blockfs keeps about 40 bytes of state for each block and allows at most %d: raise --block-size (or leave it out: auto)",
+		blockSize, MaxBlocks, MaxBlocks)
+}

@@ -94,6 +94,10 @@ type shape interface {
 	recordStride() int64
 	// sourceID returns the id of record local of block b when the dataset stores no ids.
 	sourceID(b int, local uint64) uint64
+	// recordOffset returns where fixed-size record local of block b starts in the block's
+	// data file; regular reports whether that is always local x recordStride.
+	recordOffset(b int, local uint64) uint64
+	regular() bool
 	// verifiable returns nil when every file has a checksum to check as it is read, and
 	// otherwise says why not (NewVerified's refusal).
 	verifiable() error
@@ -146,6 +150,10 @@ func (s *inOrder) blockBytes(b int) uint64 { return s.byteStart[b+1] - s.byteSta
 func (s *inOrder) recordStride() int64 { return s.recordSize }
 
 func (s *inOrder) sourceID(b int, local uint64) uint64 { return s.starts[b] + local }
+
+func (s *inOrder) recordOffset(_ int, local uint64) uint64 { return local * uint64(s.recordSize) }
+
+func (s *inOrder) regular() bool { return true }
 
 // Source returns a source.Blocks over the dataset's files where it was opened (the Store's
 // Blocks: a local directory read buffered, an object store), and nil for a dataset served in
@@ -237,6 +245,16 @@ func (d *Dataset) BlockBytes(b int) uint64 { return d.shape.blockBytes(b) }
 // next: the record size, or for windows the stride in bytes (windows overlap when it is
 // smaller than the window).
 func (d *Dataset) RecordStride() int64 { return d.shape.recordStride() }
+
+// RecordOffset returns where fixed-size record local of block b starts in the block's data
+// file: local x RecordStride, but for windows of short segments that share a block (Regular
+// false).
+func (d *Dataset) RecordOffset(b int, local uint64) uint64 { return d.shape.recordOffset(b, local) }
+
+// Regular reports whether every block's fixed-size records are RecordStride apart, so that a
+// reader may place them with one multiplication (the view's run copiers). It is false only for
+// windows of short segments that share blocks (layout.Windows).
+func (d *Dataset) Regular() bool { return d.shape.regular() }
 
 // SourceID returns the id of record local of block b when the dataset stores no ids: its
 // storage index, or for windows its start row.

@@ -106,6 +106,11 @@ func OpenFlat(path string, opt FlatOptions) (*Dataset, error) {
 	}
 	per := uint64(max(1, bs/m.RecordSize))
 	nb := (uint64(n) + per - 1) / per
+	if nb > MaxBlocks {
+		least := (uint64(n) + MaxBlocks - 1) / MaxBlocks * uint64(m.RecordSize)
+		return nil, errorf(ErrFormat, path, -1, "--block-size %d cuts the file into %d blocks; blockfs keeps about 40 bytes of state for each block and allows at most %d: raise --block-size to at least %d (or leave it out: auto)",
+			bs, nb, MaxBlocks, least)
+	}
 	m.Records, m.Bytes = uint64(n), uint64(n)*uint64(m.RecordSize)
 	in := &flatFile{inOrder: newInOrder(int(nb), m.RecordSize), path: abs, dataOffset: offset, ident: FileIdentity(st)}
 	for b := uint64(0); b < nb; b++ {

@@ -1,14 +1,8 @@
 package layout
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"os"
-	"reflect"
-	"slices"
 	"sort"
 
 	"github.com/blockfs/blockfs/source"
@@ -23,18 +17,27 @@ type WindowOptions struct {
 	Segments []Segment // sorted, disjoint, inclusive row ranges; nil: the whole file is one
 }
 
-// Segment is an inclusive range of rows [Start, End] (an entity of a time series).
-type Segment struct{ Start, End int64 }
-
-// windows is the shape of windows over rows: block b's windows start at rows first[b],
-// first[b]+stride, ... (one per record), and its data file is the rows they cover.
+// windows is the shape of windows over rows. Block b's windows start at rows first[b],
+// first[b]+stride, ... (one per record) when they are one segment's; windows of short segments
+// share blocks, and then runs says where each segment's windows start. A block's data file is
+// the rows from its first window's start to its last window's end.
 type windows struct {
 	starts         recordStarts
 	length, stride int64 // in rows
 	rowBytes       int64
 	first          []int64 // first window start row of each block
-	segments       int
-	rows           rowSource // the rows: a file in place, or a pack stored in order
+	// runs is nil when every block's windows are one segment's. Otherwise it lists every
+	// segment that has windows, in order: run r's windows are the records from runs[r].rec
+	// (storage index) up to the next run's, starting at rows runs[r].row, +stride, ...
+	runs     []windowRun
+	segments int
+	rows     rowSource // the rows: a file in place, or a pack stored in order
+}
+
+// windowRun is where one segment's windows are: the first's storage index and start row.
+type windowRun struct {
+	rec uint64
+	row int64
 }
 
 // rowSource is a shape of fixed-size rows in stored order, which windows can span (a file in
@@ -53,14 +56,30 @@ func (w *windows) blockExtent(b int) source.Extent {
 	return w.rows.rowExtent(w.first[b], int64(w.blockBytes(b)))
 }
 
+// startRow returns the start row of the window with storage index i, which block b holds.
+func (w *windows) startRow(b int, i uint64) int64 {
+	if w.runs == nil {
+		return w.first[b] + int64(i-w.starts[b])*w.stride
+	}
+	r := sort.Search(len(w.runs), func(r int) bool { return w.runs[r].rec > i }) - 1
+	return w.runs[r].row + int64(i-w.runs[r].rec)*w.stride
+}
+
 func (w *windows) blockBytes(b int) uint64 {
-	return uint64(((int64(w.starts.records(b))-1)*w.stride + w.length) * w.rowBytes)
+	end := w.startRow(b, w.starts[b+1]-1) + w.length
+	return uint64((end - w.first[b]) * w.rowBytes)
 }
 
 func (w *windows) recordStride() int64 { return w.stride * w.rowBytes }
 
+func (w *windows) recordOffset(b int, local uint64) uint64 {
+	return uint64((w.startRow(b, w.starts[b]+local) - w.first[b]) * w.rowBytes)
+}
+
+func (w *windows) regular() bool { return w.runs == nil }
+
 func (w *windows) sourceID(b int, local uint64) uint64 {
-	return uint64(w.first[b] + int64(local)*w.stride)
+	return uint64(w.startRow(b, w.starts[b]+local))
 }
 
 func (w *windows) verifiable() error {
@@ -76,11 +95,20 @@ func (w *windows) inPlace() (string, int64, bool) { return w.rows.inPlace() }
 
 // Windows turns rows, a dataset of fixed-size rows in stored order (a file in place from
 // OpenFlat, or a pack made without the pre-shuffle), into a dataset whose records are windows of
-// opt.Length rows. Its blocks are runs of consecutive window starts inside one
-// segment, as many as keep the rows they cover within blockSize (at least one window; 0: an
-// AutoBlockSize of the rows that holds four windows), so
-// neighbouring blocks share Length-1 rows and every other row is read once per epoch. Record
-// ids are window start rows. Errors name the file and say what to change.
+// opt.Length rows. Record ids are window start rows. Its blocks are runs of consecutive window
+// starts, as many as keep the rows from the first's start to the last's end within blockSize
+// (at least one window; 0: an AutoBlockSize of the rows that holds four windows):
+//
+//   - the windows of a segment that fills a block (a long one) are cut into blocks of their
+//     own, so neighbouring blocks share Length-1 rows and every other row is read once per
+//     epoch;
+//   - the windows of a segment that does not (a short one) join the block of the short
+//     segments before it when they fit in it, else start one: a block then holds several
+//     segments' windows, and the rows between them (too short for a window, or in no segment)
+//     are read with it. A million entities of two rows make a few blocks, not a million.
+//
+// At most MaxBlocks blocks (the per-block state budget) and MaxSegments segments. Errors name
+// the file and say what to change.
 func Windows(rows *Dataset, opt WindowOptions, blockSize int64) (*Dataset, error) {
 	path, R, n := rows.Where(), rows.RecordSize(), int64(rows.Records())
 	bad := func(format string, a ...any) error { return errorf(ErrFormat, path, -1, format, a...) }
@@ -122,17 +150,34 @@ func Windows(rows *Dataset, opt WindowOptions, blockSize int64) (*Dataset, error
 		// Each window would be a block of its own: O(windows) of state instead of O(blocks).
 		return nil, bad("a window of %d rows (%d bytes) is larger than --block-size %d; raise --block-size (a block should hold many windows)", opt.Length, opt.Length*R, blockSize)
 	}
-	per := max(1, (blockSize/R-opt.Length)/opt.Stride+1) // windows a block holds
+	rowsPer := blockSize / R
+	per := max(1, (rowsPer-opt.Length)/opt.Stride+1) // windows a block holds
 	w := &windows{starts: recordStarts{0}, length: opt.Length, stride: opt.Stride, rowBytes: R, segments: len(segs), rows: src}
+	runs := make([]windowRun, 0, min(len(segs), 1<<16))
+	open, shared := false, false // the last block holds short segments; a block holds several
 	for _, s := range segs {
 		if s.End-s.Start+1 < opt.Length {
 			continue
 		}
 		count := (s.End-s.Start+1-opt.Length)/opt.Stride + 1
+		last := len(w.starts) - 1
+		runs = append(runs, windowRun{rec: w.starts[last], row: s.Start})
+		if count < per && open && s.Start+(count-1)*opt.Stride+opt.Length-w.first[last-1] <= rowsPer {
+			w.starts[last] += uint64(count)
+			shared = true
+			continue
+		}
 		for k := int64(0); k < count; k += per {
+			if len(w.first) == MaxBlocks {
+				return nil, tooManyBlocks(path, blockSize)
+			}
 			w.first = append(w.first, s.Start+k*opt.Stride)
 			w.starts = append(w.starts, w.starts[len(w.starts)-1]+uint64(min(per, count-k)))
 		}
+		open = count < per
+	}
+	if shared {
+		w.runs = runs
 	}
 	total := w.starts[len(w.starts)-1]
 	if total == 0 {
@@ -160,126 +205,6 @@ func longest(segs []Segment) int64 {
 		l = max(l, s.End-s.Start+1)
 	}
 	return l
-}
-
-// exclusiveHint is what a segment error adds when the map looks as if its ends were exclusive.
-const exclusiveHint = "; end_row is inclusive (the segment's last row): if the map's ends are exclusive, as Python's ranges are, subtract 1 from each end_row"
-
-// checkSegments requires sorted, disjoint segments inside rows [0, n) (ReadSegments sorts
-// what it reads).
-func checkSegments(path string, segs []Segment, n int64) error {
-	for i, s := range segs {
-		switch {
-		case s.Start < 0 || s.End < s.Start:
-			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] is empty or negative", i, s.Start, s.End)
-		case s.End == n:
-			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] passes the end of the file (%d rows): the last is row %d%s", i, s.Start, s.End, n, n-1, exclusiveHint)
-		case s.End > n:
-			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] passes the end of the file (%d rows)", i, s.Start, s.End, n)
-		case i > 0 && s.Start < segs[i-1].Start:
-			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] comes before segment %d [%d, %d]: segments must be sorted by start row", i, s.Start, s.End, i-1, segs[i-1].Start, segs[i-1].End)
-		case i > 0 && s.Start == segs[i-1].End:
-			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] starts on row %d, the last row of segment %d [%d, %d]%s", i, s.Start, s.End, s.Start, i-1, segs[i-1].Start, segs[i-1].End, exclusiveHint)
-		case i > 0 && s.Start < segs[i-1].End:
-			return errorf(ErrFormat, path, -1, "segment %d [%d, %d] overlaps segment %d [%d, %d]: segments must not overlap", i, s.Start, s.End, i-1, segs[i-1].Start, segs[i-1].End)
-		}
-	}
-	return nil
-}
-
-// ReadSegments reads a segment list for a file of rows rows, sorted by start row: a JSON file
-// whose index_map lists entities with inclusive start_row and end_row (other keys are ignored;
-// a top-level list of such entries is read the same), or a .npy of integer segment start rows
-// (int32, int64 or narrower, either byte order; each segment ends where the next starts, the
-// last at the last row).
-func ReadSegments(path string, rows int64) ([]Segment, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, PathError(ErrFormat, path, err)
-	}
-	if bytes.HasPrefix(data, []byte(NpyMagic)) {
-		return npySegments(path, data, rows)
-	}
-	type entry struct {
-		Start *int64 `json:"start_row"`
-		End   *int64 `json:"end_row"`
-	}
-	var doc struct {
-		IndexMap []entry `json:"index_map"`
-	}
-	if bytes.HasPrefix(bytes.TrimSpace(data), []byte("[")) {
-		err = json.Unmarshal(data, &doc.IndexMap)
-	} else {
-		err = json.Unmarshal(data, &doc)
-	}
-	if err != nil {
-		return nil, errorf(ErrFormat, path, -1, "not a .npy of segment starts, nor JSON with an index_map list of {start_row, end_row} (%s)", jsonProblem(err))
-	}
-	if doc.IndexMap == nil {
-		return nil, errorf(ErrFormat, path, -1, "the JSON has no index_map list of {start_row, end_row}")
-	}
-	segs := make([]Segment, len(doc.IndexMap))
-	for i, e := range doc.IndexMap {
-		if e.Start == nil || e.End == nil {
-			return nil, errorf(ErrFormat, path, -1, "index_map entry %d has no start_row or end_row", i)
-		}
-		segs[i] = Segment{*e.Start, *e.End}
-	}
-	sort.SliceStable(segs, func(i, j int) bool { return segs[i].Start < segs[j].Start })
-	return segs, nil
-}
-
-// npySegments reads a .npy of segment start rows.
-func npySegments(path string, data []byte, rows int64) ([]Segment, error) {
-	npy, err := ParseNpy(path, bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		return nil, err
-	}
-	size := npy.IntSize()
-	if size == 0 {
-		return nil, errorf(ErrFormat, path, -1, "segment starts must be a 1-D .npy of integers (int32 or int64), got %s with rows shaped %v", npy.DType, npy.Shape)
-	}
-	starts := npy.Ints(data[npy.DataOffset : npy.DataOffset+int64(size)*npy.Records])
-	slices.Sort(starts)
-	segs := make([]Segment, len(starts))
-	for i, st := range starts {
-		segs[i] = Segment{Start: st, End: rows - 1}
-		if i > 0 {
-			segs[i-1].End = st - 1
-		}
-	}
-	return segs, nil
-}
-
-// jsonProblem says what encoding/json found wrong in the user's terms, not Go's.
-func jsonProblem(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return fmt.Sprintf("%s is a JSON %s where a %s was expected", orTop(te.Field), te.Value, jsonKind(te.Type.Kind()))
-	}
-	return err.Error()
-}
-
-func orTop(field string) string {
-	if field == "" {
-		return "the document"
-	}
-	return field
-}
-
-// jsonKind names a Go kind as JSON does.
-func jsonKind(k reflect.Kind) string {
-	switch k {
-	case reflect.Slice, reflect.Array:
-		return "list"
-	case reflect.Struct, reflect.Map:
-		return "object"
-	case reflect.String:
-		return "string"
-	case reflect.Bool:
-		return "boolean"
-	}
-	return "number"
 }
 
 // Window returns a windowed dataset's window length and stride in rows, its row size, its

@@ -2,9 +2,13 @@ package layout
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -82,5 +86,54 @@ func TestReadSegmentsAsPeopleWriteThem(t *testing.T) {
 		{{0, 60}, {50, 99}}:  "segment 1 [50, 99] overlaps segment 0 [0, 60]: segments must not overlap",
 	} {
 		assert.ErrorContains(t, checkSegments("m.json", *segs, 100), want)
+	}
+}
+
+// TestReadSegmentsLimits: a segment map that is not a regular file is refused at once, without
+// waiting for a FIFO's writer or reading /dev/zero on (it used to grow 192 MB -> 1 GB in 6 s),
+// and so is one that lists more than MaxSegments segments; JSON is decoded as a stream (other
+// keys skipped, however large), with its mistakes said in the user's terms.
+func TestReadSegmentsLimits(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.json")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	for path, want := range map[string]string{
+		fifo:        fifo + ": a named pipe (FIFO), not a regular file",
+		"/dev/zero": "/dev/zero: a character device, not a regular file",
+		dir:         dir + ": a directory, not a regular file",
+	} {
+		start := time.Now()
+		_, err := ReadSegments(path, 100)
+		assert.ErrorIs(t, err, ErrFormat)
+		assert.ErrorContains(t, err, want)
+		assert.Less(t, time.Since(start), time.Second, path)
+	}
+
+	many := filepath.Join(dir, "many.npy")
+	n := MaxSegments + 1
+	require.NoError(t, os.WriteFile(many, npyBytes(1, fmt.Sprintf("{'descr': '<i8', 'fortran_order': False, 'shape': (%d,), }", n), make([]byte, 8*n)), 0o644))
+	_, err := ReadSegments(many, int64(n))
+	assert.ErrorContains(t, err, "more than 1048576 segments")
+
+	big := strings.Repeat(`{"deep": [1, 2, {"x": "y"}]}, `, 100000)
+	for body, want := range map[string]any{
+		`{"other": [` + big + `0], "index_map": [{"start_row": 3, "end_row": 4}], "more": {"a": null}}`: []Segment{{3, 4}},
+		`{"index_map": null}`:                                "the JSON has no index_map list",
+		`{"index_map": [{"start_row": 0, "end_row": 1}]} x`:  "not a .npy of segment starts, nor JSON",
+		`{"index_map": [{"start_row": "0", "end_row": 1}]}`:  `index_map entry 0: start_row is a JSON string where a number was expected`,
+		`{"index_map": [7]}`:                                 "index_map entry 0: the document is a JSON number where an object was expected",
+		`{"index_map": [{"start_row": 0, "end_row": null}]}`: "index_map entry 0 has no start_row or end_row",
+		`{"index_map": [{"start_row": 0, "end_row": 1}`:      "the JSON ends early",
+		`"index_map"`: "the document is a JSON string where an object was expected",
+	} {
+		p := filepath.Join(dir, "m.json")
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+		segs, err := ReadSegments(p, 100)
+		if w, ok := want.([]Segment); ok {
+			require.NoError(t, err)
+			assert.Equal(t, w, segs)
+			continue
+		}
+		assert.ErrorContains(t, err, want.(string), body[:min(len(body), 60)])
 	}
 }

@@ -82,6 +82,9 @@ func Open(l Location, in InPlace, s3opt s3.Options) (*layout.Dataset, error) {
 	if in.Stride == 0 {
 		in.Stride = 1
 	}
+	if in.BlockSize != 0 && in.BlockSize < layout.MinBlockSize {
+		return nil, Usagef("%s", blockSizeFloor(in.BlockSize))
+	}
 	flat := []given{{"--record-size", in.RecordSize != 0}, {"--offset", in.Offset != 0}, {"--records", in.Records != 0},
 		{"--dtype", in.DType != ""}, {"--shape", in.Shape != nil}}
 	switch l.Kind {
@@ -114,6 +117,20 @@ func Open(l Location, in InPlace, s3opt s3.Options) (*layout.Dataset, error) {
 		return nil, err
 	}
 	return in.windowed(ds)
+}
+
+// blockSizeFloor says why a --block-size below layout.MinBlockSize is refused.
+func blockSizeFloor(bs int64) string {
+	return fmt.Sprintf("--block-size %s is below the least of %s: smaller blocks only add state (about 40 bytes each) and disk reads, and each still takes a page of the cache; leave it out (auto: 1 MiB) or give at least %s",
+		sizeWords(bs), ibytes(layout.MinBlockSize), ibytes(layout.MinBlockSize))
+}
+
+// sizeWords prints a size as a user typed it: bytes when small, else binary units.
+func sizeWords(n int64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return ibytes(n)
 }
 
 // given is a flag and whether the caller set it.

@@ -45,7 +45,8 @@ const MinHeadroom = 1 << 30
 // blocks it keeps resident in the kernel's page cache), how it is split, and whether block
 // reads go around the kernel's page cache, each with the reason, for .blockfs/info.json.
 type MemoryPlan struct {
-	Footprint int64         // bytes the dataset's files take as whole cache pages
+	Size      int64         // the dataset: the bytes of its files (DataBytes)
+	Footprint int64         // what the cache needs to hold it whole: each file in whole pages
 	Memory    sysmem.Memory // what the machine and the memory cgroup give (zero when unknown)
 	Total     int64         // the memory the plan is made within: the least of RAM and the cgroup's limit
 	Headroom  int64         // what the default budget leaves to the trainer
@@ -91,7 +92,7 @@ func Headroom(total int64) int64 {
 //     after the first reads from disk only what is not resident. --direct off reads every
 //     block buffered (the kernel decides); --direct on none.
 func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Direct, mem sysmem.Memory, claimed int64) MemoryPlan {
-	p := MemoryPlan{Footprint: Footprint(ds, pageSize), Memory: mem, Total: mem.Total(), Claimed: claimed}
+	p := MemoryPlan{Size: DataBytes(ds), Footprint: Footprint(ds, pageSize), Memory: mem, Total: mem.Total(), Claimed: claimed}
 	p.Headroom = Headroom(p.Total)
 	round := func(n int64) int64 {
 		n = max(n, int64(cache.MinPages)*pageSize)
@@ -119,14 +120,14 @@ func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Dire
 			p.Budget = need
 			p.BudgetReason += fmt.Sprintf("; raised to %s, what the windows and readahead need", ibytes(need))
 		}
-		whole = p.Footprint <= p.Budget && p.Footprint <= p.Total/4
+		whole = p.Footprint <= p.Budget && p.Size <= p.Total/4
 	}
 	switch {
 	case whole && cacheSize > 0:
 		p.CacheSize, p.CacheReason = cacheSize, "--cache-size"
 	case whole:
 		p.CacheSize = max(p.Footprint, need)
-		p.CacheReason = fmt.Sprintf("the dataset's %s fit in the budget and a quarter of the memory (%s): cached whole", ibytes(p.Footprint), ibytes(p.Total))
+		p.CacheReason = fmt.Sprintf("the dataset's %s%s fit in the budget and a quarter of the memory (%s): cached whole", ibytes(p.Size), p.inPages(), ibytes(p.Total))
 	case direct == DirectOn:
 		p.CacheSize = max(p.Budget, need)
 		p.CacheReason = "--direct on: the whole budget"
@@ -135,7 +136,7 @@ func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Dire
 		// reader comes and the disk is read up to twice (a 128 MiB cache under 80 MiB of window
 		// and readahead read 1.6-1.9 GiB per 1 GiB epoch; 160 MiB read 1 GiB).
 		p.CacheSize = max(need, min(max(2*need, min(DefaultCacheSize, p.Budget/2)), p.Budget))
-		p.CacheReason = fmt.Sprintf("the dataset's %s exceed the cache's share of the budget: windows and readahead", ibytes(p.Footprint))
+		p.CacheReason = fmt.Sprintf("the dataset's %s%s exceed the cache's share of the budget: windows and readahead", ibytes(p.Size), p.inPages())
 	}
 	if cacheSize > 0 && !whole && p.CacheSize == cacheSize {
 		p.CacheReason = "--cache-size"
@@ -152,16 +153,25 @@ func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Dire
 	case whole:
 		p.Direct, p.Reason = true, "the cache holds the whole dataset: one copy in memory, the disk read once per mount"
 	case p.ResidentBlocks >= ds.Blocks():
-		p.Direct, p.Reason = false, fmt.Sprintf("the dataset (%s) fits in the budget beside the cache: the kernel's page cache keeps every block between epochs", ibytes(p.Footprint))
+		p.Direct, p.Reason = false, fmt.Sprintf("the dataset (%s) fits in the budget beside the cache: the kernel's page cache keeps every block between epochs", ibytes(p.Size))
 	default:
 		p.Direct = true
 		p.Reason = fmt.Sprintf("the dataset (%s) exceeds the budget: blocks 0-%d (%s) stay resident in the kernel's page cache, the other %d stream with O_DIRECT",
-			ibytes(p.Footprint), p.ResidentBlocks-1, ibytes(p.Resident), ds.Blocks()-p.ResidentBlocks)
+			ibytes(p.Size), p.ResidentBlocks-1, ibytes(p.Resident), ds.Blocks()-p.ResidentBlocks)
 		if p.ResidentBlocks == 0 {
-			p.Reason = fmt.Sprintf("the dataset (%s) exceeds the budget and no block fits beside the cache: every block streams with O_DIRECT", ibytes(p.Footprint))
+			p.Reason = fmt.Sprintf("the dataset (%s) exceeds the budget and no block fits beside the cache: every block streams with O_DIRECT", ibytes(p.Size))
 		}
 	}
 	return p
+}
+
+// inPages says what the dataset takes in the cache's pages when that is well above its size
+// (small files each take a page).
+func (p MemoryPlan) inPages() string {
+	if p.Footprint <= p.Size+p.Size/4 {
+		return ""
+	}
+	return fmt.Sprintf(" (%s in the cache's pages)", ibytes(p.Footprint))
 }
 
 // residentBlocks returns how many leading blocks (and their bytes, in 4 KiB pages) fit in room.
@@ -194,14 +204,27 @@ func (p MemoryPlan) Facts() map[string]any {
 	m := p.Memory
 	return map[string]any{
 		"ram": m.RAM, "available": m.Available, "cgroup": m.Cgroup, "cgroup_version": m.Version,
-		"cgroup_limit": m.Limit, "cgroup_usage": m.Usage, "total": p.Total, "total_source": m.Source(),
+		"cgroup_limit": m.Limit, "cgroup_usage": m.Usage, "cgroup_reclaimable": m.Reclaimable, "total": p.Total, "total_source": m.Source(),
+		"dataset_bytes": p.Size, "dataset_in_cache": p.Footprint,
 		"free": m.Free(), "headroom": p.Headroom, "claimed_by_other_mounts": p.Claimed, "budget": p.Budget, "budget_reason": p.BudgetReason,
 		"cache": p.CacheSize, "resident": p.Resident, "resident_blocks": p.ResidentBlocks,
 	}
 }
 
+// DataBytes returns the bytes of a dataset's files (data, ids, offsets, names): its size for
+// the memory plan, as it is on disk and in the kernel's page cache.
+func DataBytes(ds *layout.Dataset) int64 {
+	var total int64
+	for id := layout.FileID(0); id <= layout.NamesFile(ds.Blocks()); id++ {
+		total += ds.Size(id)
+	}
+	return total
+}
+
 // Footprint returns the bytes a dataset's files take in a cache of pageSize pages: each file
-// (data, ids, offsets, names) rounded up to whole pages.
+// (data, ids, offsets, names) rounded up to whole pages. It is what the daemon's cache needs
+// to hold the dataset whole, and more than its size (DataBytes) when its files are small: a
+// block of 4 KiB takes a page of 1 MiB.
 func Footprint(ds *layout.Dataset, pageSize int64) int64 {
 	pages := func(n int64) int64 { return (n + pageSize - 1) / pageSize }
 	var total int64
@@ -226,13 +249,16 @@ func BlockPages(ds *layout.Dataset, b int, pageSize int64) int64 {
 func ibytes(n int64) string { return humanize.IBytes(uint64(n)) }
 
 // CacheNeed is the least page cache a mount needs: the window being read (mix blocks of up to
-// the largest block's size) plus the readahead, and never less than cache.MinPages pages (a
-// read pins its pages while the reply is written, and readahead needs room beside it).
+// the largest block's size, each in whole cache pages: the cache loads a block's file into
+// pages of its own, so a 4 KiB block takes a 1 MiB page) plus the readahead, and never less
+// than cache.MinPages pages (a read pins its pages while the reply is written, and readahead
+// needs room beside it).
 type CacheNeed struct {
 	MaxBlock  int64 // the largest block's data
+	InCache   int64 // MaxBlock in whole pages: what a block takes of the cache
 	Mix       int   // blocks per window
 	Readahead int64 // bytes prefetched ahead of a reader
-	Window    int64 // MaxBlock x Mix + Readahead
+	Window    int64 // InCache x Mix + Readahead
 	MinCache  int64 // cache.MinPages pages
 	Need      int64 // max(Window, MinCache)
 }
@@ -244,7 +270,8 @@ func NeedCache(ds *layout.Dataset, mix int, readahead, pageSize int64) CacheNeed
 	for b := 0; b < ds.Blocks(); b++ {
 		n.MaxBlock = max(n.MaxBlock, int64(ds.BlockBytes(b)))
 	}
-	n.Window = n.MaxBlock*int64(n.Mix) + readahead
+	n.InCache = (n.MaxBlock + pageSize - 1) / pageSize * pageSize
+	n.Window = n.InCache*int64(n.Mix) + readahead
 	n.Need = max(n.Window, n.MinCache)
 	return n
 }

@@ -167,19 +167,21 @@ func TestPlanMemory(t *testing.T) {
 	}
 }
 
-// TestPlanMemorySmall: a dataset of 100 pages against tiny memories reaches the rules'
-// edges: a quarter of the memory exactly, and the least cache.
+// TestPlanMemorySmall: a dataset of 105 KiB of files, 150 pages of 1 KiB, against tiny
+// memories reaches the rules' edges: its size a quarter of the memory exactly, and the least
+// cache.
 func TestPlanMemorySmall(t *testing.T) {
-	const pg = 4096
+	const pg = 1024
 	small := dstest.Fixed(t, filepath.Join(t.TempDir(), "small"), 1000, 100, 2000, true)
 	sds, err := local.Open(small.Dir)
 	require.NoError(t, err)
-	F := Footprint(sds, pg)
-	require.EqualValues(t, 100*pg, F)
-	p := PlanMemory(sds, pg, 0, 2*pg, DirectAuto, ram(4*F), 0)
-	assert.Equal(t, F, p.CacheSize, "a footprint of exactly a quarter of the memory is cached whole")
+	S, F := DataBytes(sds), Footprint(sds, pg)
+	require.EqualValues(t, 50*(2000+160), S)
+	require.EqualValues(t, 150*pg, F)
+	p := PlanMemory(sds, pg, 0, 2*pg, DirectAuto, ram(4*S), 0)
+	assert.Equal(t, F, p.CacheSize, "a dataset of exactly a quarter of the memory is cached whole")
 	assert.True(t, p.Direct)
-	p = PlanMemory(sds, pg, 0, 2*pg, DirectAuto, ram(4*F-4), 0)
+	p = PlanMemory(sds, pg, 0, 2*pg, DirectAuto, ram(4*S-4), 0)
 	assert.NotContains(t, p.CacheReason, "cached whole", "just over a quarter")
 	assert.Positive(t, p.ResidentBlocks)
 	p = PlanMemory(sds, pg, 1, 1, DirectAuto, ram(100*F), 0)
@@ -187,6 +189,55 @@ func TestPlanMemorySmall(t *testing.T) {
 	p = PlanMemory(sds, pg, F/2, 2*pg, DirectAuto, ram(100*F), 0)
 	assert.Equal(t, F/2, p.Budget)
 	assert.LessOrEqual(t, p.CacheSize+p.Resident, F/2)
+}
+
+// TestPlanMemoryRealSize: the plan's dataset size is the bytes of its files, not each file
+// rounded up to whole cache pages (a 1.5 MiB pack of 17 blocks with ids and offsets files
+// used to count as 51 MiB; a 2 MB file in place cut into 4 KiB blocks as 489 MiB, and with
+// --block-size 1 as 977 GiB), so that a small dataset is cached whole and said to be small.
+func TestPlanMemoryRealSize(t *testing.T) {
+	const mib = 1 << 20
+	lengths := make([]int, 1536)
+	for i := range lengths {
+		lengths[i] = 1024
+	}
+	v := dstest.Variable(t, filepath.Join(t.TempDir(), "var"), lengths, 96<<10, true)
+	pack, err := local.Open(v.Dir)
+	require.NoError(t, err)
+	require.Equal(t, 17, pack.Blocks())
+	p := filepath.Join(t.TempDir(), "two.bin")
+	require.NoError(t, os.WriteFile(p, make([]byte, 2_000_000), 0o644))
+	flat, err := layout.OpenFlat(p, layout.FlatOptions{RecordSize: 2, BlockSize: 4096})
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name       string
+		ds         *layout.Dataset
+		size, most int64 // DataBytes and the most it may be
+		pages      int64 // Footprint in 1 MiB pages
+		says       string
+	}{
+		{"a 1.5 MiB pack", pack, 0, 1600 << 10, 17 * 3, "1.5 MiB"},
+		{"a 2 MB file in 4 KiB blocks", flat, 2_000_000, 2_000_000, 489, "1.9 MiB"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, mem := range []sysmem.Memory{ram(128 * mib), ram(24 << 30)} {
+				plan := PlanMemory(c.ds, mib, 0, 2*mib, DirectAuto, mem, 0)
+				if c.size > 0 {
+					assert.EqualValues(t, c.size, plan.Size)
+				}
+				assert.LessOrEqual(t, plan.Size, c.most)
+				assert.EqualValues(t, c.pages*mib, plan.Footprint, "what the cache needs to hold it whole")
+				assert.Equal(t, plan.Size, plan.Facts()["dataset_bytes"])
+				if plan.Footprint > plan.Budget {
+					assert.Contains(t, plan.CacheReason, "the dataset's "+c.says+" (")
+					continue
+				}
+				assert.Contains(t, plan.CacheReason, "the dataset's "+c.says+" (", "RAM %s", ibytes(mem.RAM))
+				assert.Contains(t, plan.CacheReason, "cached whole", "RAM %s", ibytes(mem.RAM))
+				assert.True(t, plan.Direct)
+			}
+		})
+	}
 }
 
 func TestParseDirect(t *testing.T) {

@@ -35,7 +35,7 @@ type Options struct {
 	DiskCache     string     // s3://: keep fetched block files in this directory; "" for none
 	DiskCacheSize int64      // bound on DiskCache; 0: the dataset's size, or 90% of what is free
 	Verify        bool       // check each file's CRC32C the first time it is read
-	AllowOther    bool       // let other users read the mount
+	AllowOther    bool       // let other users read the mount (checkAllowOther: data they can read)
 	Debug         bool       // log every FUSE request
 	CPUProfile    string     // write a CPU profile here at unmount
 	// UsersLock, if set, is a file on which the mount's users hold POSIX locks: the mount ends
@@ -43,6 +43,10 @@ type Options struct {
 	UsersLock        string
 	RemoveMountpoint bool
 	Info             map[string]any // more facts for .blockfs/info.json (the command line's own)
+
+	// AllowOtherUnreadable lets AllowOther serve data whose files other users cannot read
+	// themselves (or data in an object store); without it such a mount is refused.
+	AllowOtherUnreadable bool
 }
 
 // AutoReadahead asks for the default readahead (Options.Readahead).
@@ -95,6 +99,9 @@ func New(opt Options) (*Plan, error) {
 	if err := checkFuseFDOptions(p.mnt, opt); err != nil {
 		return nil, err
 	}
+	if err := checkAllowOther(opt, p.loc, p.ds); err != nil {
+		return nil, err
+	}
 	p.opt.Order, p.order = ChooseOrder(p.ds, p.opt.Order)
 	if err := p.opt.Order.Validate(); err != nil {
 		return nil, Usagef("--mix %d: %v", p.opt.Order.Mix, err)
@@ -145,7 +152,7 @@ func (p *Plan) planCache() error {
 	mem := sysmem.Read()
 	p.fitWindow(cs, ra, mem)
 	p.need = NeedCache(p.ds, p.opt.Order.Mix, ra, cache.DefaultPageSize)
-	if win := p.need.MaxBlock * int64(p.need.Mix); part > 0 && cs > 0 && ra > (cs-win)/2 {
+	if win := p.need.InCache * int64(p.need.Mix); part > 0 && cs > 0 && ra > (cs-win)/2 {
 		// A readahead the user did not ask for leaves at least half of the --cache-size they
 		// gave, beside the window being read, to blocks already fetched: a block evicted
 		// before its reader comes is fetched twice (16 MiB parts, 256 MiB readahead and a
@@ -157,8 +164,8 @@ func (p *Plan) planCache() error {
 	if need := p.need; cs > 0 && cs < need.Need {
 		// Whole pages: a need just over a size must not print as that size.
 		upTo := (need.Need + cache.DefaultPageSize - 1) / cache.DefaultPageSize * cache.DefaultPageSize
-		return Usagef("--cache-size %s is too small: it needs %s, the larger of a window of --mix %d blocks of up to %s plus --readahead %s (%s) and %d pages of %s (a read holds its pages while the reply is written, and readahead needs room beside it); raise --cache-size or lower --mix or --readahead",
-			ibytes(cs), ibytes(upTo), need.Mix, ibytes(need.MaxBlock), ibytes(ra), ibytes(need.Window), cache.MinPages, ibytes(cache.DefaultPageSize))
+		return Usagef("--cache-size %s is too small: it needs %s, the larger of a window of --mix %d blocks of up to %s%s plus --readahead %s (%s) and %d pages of %s (a read holds its pages while the reply is written, and readahead needs room beside it); raise --cache-size or lower --mix or --readahead",
+			ibytes(cs), ibytes(upTo), need.Mix, ibytes(need.MaxBlock), inPages(need), ibytes(ra), ibytes(need.Window), cache.MinPages, ibytes(cache.DefaultPageSize))
 	}
 	claimed := Claimed(mem, p.loc.Abs, p.ds.Manifest.Fingerprint(), claimsTimeout)
 	p.mem = PlanMemory(p.ds, cache.DefaultPageSize, cs, p.need.Window, p.opt.Direct, mem, claimed)
@@ -192,10 +199,18 @@ func (p *Plan) fitWindow(cs, ra int64, mem sysmem.Memory) {
 		room = (total - Headroom(total)) / 4
 		what = fmt.Sprintf("a quarter of %s less a trainer's share (%s)", mem.Source(), ibytes(room))
 	}
-	maxBlock := NeedCache(p.ds, 1, 0, cache.DefaultPageSize).MaxBlock
+	maxBlock := NeedCache(p.ds, 1, 0, cache.DefaultPageSize).InCache
 	if fit := (room - ra) / maxBlock; fit < int64(p.opt.Order.Mix) {
 		p.order.lower(p.ds, &p.opt.Order, int(max(1, fit)), "the window and readahead must fit "+what)
 	}
+}
+
+// inPages says what a block takes of the cache when that is more than its size.
+func inPages(n CacheNeed) string {
+	if n.InCache == n.MaxBlock {
+		return ""
+	}
+	return fmt.Sprintf(" (%s each in the cache's pages)", ibytes(n.InCache))
 }
 
 // planReadahead returns the readahead, and the object store's part size when the readahead

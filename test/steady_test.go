@@ -368,10 +368,13 @@ func TestDirectIOInfo(t *testing.T) {
 	ds, err := local.Open(p.dir)
 	require.NoError(t, err)
 	const readahead = 4 << 20
-	auto := bmount.PlanMemory(ds, cache.DefaultPageSize, 0, 1<<20+readahead, bmount.DirectAuto, sysmem.Read(), 0)
-
 	m := mount(t, p.dir, "--readahead", "4MiB")
 	info := mountInfo(t, m)
+	// The plan from the memory the mount itself saw (its info.json), not this process's view
+	// a moment earlier: another process filling the page cache, or another mount on the
+	// machine, changes what is free and what is claimed in between.
+	mem, claimed := planInputs(t, info)
+	auto := bmount.PlanMemory(ds, cache.DefaultPageSize, 0, 1<<20+readahead, bmount.DirectAuto, mem, claimed)
 	assert.Equal(t, auto.Direct, info["direct_io"], "direct_io: %v", info["direct_io_reason"])
 	assert.Equal(t, auto.Reason, info["direct_io_reason"])
 	assert.EqualValues(t, auto.CacheSize, info["cache_size"])
@@ -467,6 +470,21 @@ func TestManyEpochsRace(t *testing.T) {
 	assert.LessOrEqual(t, rss, rss5+32<<20, "the daemon's RSS does not grow with the epochs")
 	m.stop() // requires exit 0: the race detector exits 66 on a race
 	assert.NotContains(t, m.stderr.String(), "DATA RACE")
+}
+
+// planInputs returns what a mount planned its memory from, as its info.json says: the memory
+// it saw and what the other mounts had claimed.
+func planInputs(t *testing.T, info map[string]any) (sysmem.Memory, int64) {
+	t.Helper()
+	f := info["memory"].(map[string]any)
+	n := func(k string) int64 {
+		v, ok := f[k].(float64)
+		require.True(t, ok, "memory.%s in info.json", k)
+		return int64(v)
+	}
+	mem := sysmem.Memory{RAM: n("ram"), Available: n("available"), Cgroup: f["cgroup"].(string), Version: int(n("cgroup_version")),
+		Limit: n("cgroup_limit"), Usage: n("cgroup_usage"), Reclaimable: n("cgroup_reclaimable")}
+	return mem, n("claimed_by_other_mounts")
 }
 
 // currentRSS returns a process's resident set (VmRSS) in bytes.

@@ -181,7 +181,7 @@ func (e *Epoch) byteOf(ctx context.Context, pos uint64) (uint64, error) {
 // walk calls fn for the records at positions from, from+1, ... until fn returns false. For the
 // record at from, skip bytes are to be skipped (the caller's offset into it).
 func (e *Epoch) walk(ctx context.Context, from uint64, fn func(pos uint64, r record) bool) error {
-	rs := uint64(e.ds.RecordSize())
+	rs, regular := uint64(e.ds.RecordSize()), e.ds.Regular()
 	for pos := from; pos < e.ord.Len(); {
 		w := e.ord.WindowOf(pos)
 		win := e.ord.Window(w)
@@ -195,6 +195,9 @@ func (e *Epoch) walk(ctx context.Context, from uint64, fn func(pos uint64, r rec
 		for i := pos - win.Start; i < win.Count; i, pos = i+1, pos+1 {
 			b, local := win.At(i)
 			r := record{block: b, local: local, off: local * uint64(e.ds.RecordStride()), length: rs}
+			if !regular {
+				r.off = e.ds.RecordOffset(b, local)
+			}
 			if v != nil {
 				r.off, r.length = v.off[i], v.prefix[i+1]-v.prefix[i]
 			}

@@ -95,7 +95,7 @@ func (f *dataFile) gatherData(ctx context.Context, g *Gather, buf []byte, off in
 	p.pins.Release()
 	clear(g.Vecs)
 	g.Vecs = g.Vecs[:0]
-	if f.e.ds.RecordSize() > 0 && geometryOf(f.e.c).pow2 {
+	if f.e.ds.RecordSize() > 0 && f.e.ds.Regular() && geometryOf(f.e.c).pow2 {
 		// Small fixed-size records: copied a window's run at a time (runs.go).
 		g.reset()
 		err = f.copyFixed(ctx, g, buf[:n], pos0, skip0, n)
@@ -114,6 +114,9 @@ func (f *dataFile) gatherData(ctx context.Context, g *Gather, buf []byte, off in
 // the record at pos (skip bytes into it) a chunk of spans at a time.
 func (f *dataFile) copyRest(ctx context.Context, g *Gather, buf []byte, covered, pos, skip uint64) error {
 	for done := 0; ; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if err := f.copySpans(ctx, g, buf[done:done+int(covered)]); err != nil {
 			return err
 		}

@@ -136,7 +136,7 @@ func (p *plan) markRun(g geometry, ks []uint32, locals []uint64, stride, length 
 // and byte skip). It does no I/O beyond what a variable-length window's layout needs, and no
 // per-record locking.
 func (p *plan) locate(ctx context.Context, e *Epoch, pos, skip, want uint64, maxSpans int) (covered, next, nextSkip uint64, err error) {
-	rs, stride := uint64(e.ds.RecordSize()), uint64(e.ds.RecordStride())
+	rs, stride, regular := uint64(e.ds.RecordSize()), uint64(e.ds.RecordStride()), e.ds.Regular()
 	g := geometryOf(e.c)
 	for covered < want && pos < e.ord.Len() {
 		w := e.ord.WindowOf(pos)
@@ -152,6 +152,9 @@ func (p *plan) locate(ctx context.Context, e *Epoch, pos, skip, want uint64, max
 		for i := pos - win.Start; i < win.Count && covered < want; i, pos = i+1, pos+1 {
 			k, local := win.Locate(i)
 			off, n := local*stride, rs
+			if !regular {
+				off = e.ds.RecordOffset(win.Blocks[k], local)
+			}
 			if v != nil {
 				off, n = v.off[i], v.prefix[i+1]-v.prefix[i]
 			}
@@ -235,6 +238,11 @@ func (p *plan) copyByPage(ctx context.Context, c *cache.Cache, buf []byte, scrat
 		for pg := br.lo / ps; pg <= (br.hi-1)/ps; pg++ {
 			if p.bits[br.bits+int(pg/64)]&(1<<(pg%64)) == 0 {
 				continue
+			}
+			if err := ctx.Err(); err != nil {
+				// A page already loaded is not waited for, so the context is looked at here:
+				// an interrupted read (a killed reader, an unmount) stops at once.
+				return err
 			}
 			run, err := c.PinPage(ctx, &p.pins, id, int64(pg))
 			if err != nil {

@@ -35,6 +35,9 @@ func (f *dataFile) copyFixed(ctx context.Context, g *Gather, buf []byte, pos, sk
 		pos++
 	}
 	for whole := uint64(n-d) / rs; whole > 0; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		win := f.e.ord.Window(f.e.ord.WindowOf(pos))
 		i0 := pos - win.Start
 		m := min(whole, win.Count-i0, runSegment)
@@ -122,6 +125,9 @@ func copyRunOf[T any](p *plan, win *shuffle.Window, i0 uint64, dst []byte, strid
 // spans, a bounded number at a time. g must be reset; it is left reset.
 func (f *dataFile) copyBySpans(ctx context.Context, g *Gather, dst []byte, pos, skip uint64) error {
 	for done := 0; done < len(dst); {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		covered, next, nextSkip, err := g.plan.locate(ctx, f.e, pos, skip, uint64(len(dst)-done), copySpans)
 		if err == nil {
 			err = f.copySpans(ctx, g, dst[done:done+int(covered)])

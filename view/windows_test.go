@@ -190,3 +190,65 @@ func TestWindowsGolden(t *testing.T) {
 	require.EqualValues(t, 326, ds.Records(), "131 windows in the first segment, none in the second, 195 in the third")
 	require.Equal(t, 18, ds.Blocks(), "19 windows of 10 rows with stride 3 fit a 512-byte block of 8-byte rows")
 }
+
+// TestWindowsOfShortSegments: 20,000 entities of 2 to 6 rows with gaps between some (a time
+// series of many short entities) share blocks: a few dozen blocks, not 20,000, whose windows
+// are not evenly spaced (Regular false). Every window read, in one large read and in small
+// ones, is the rows it starts at, and the ids are exactly the valid starts.
+func TestWindowsOfShortSegments(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	const R, L, S = 8, 2, 1
+	var segs []layout.Segment
+	at := int64(0)
+	for len(segs) < 20000 {
+		end := at + 1 + int64(r.Intn(5))
+		segs = append(segs, layout.Segment{Start: at, End: end})
+		at = end + 1 + int64(r.Intn(2)) // some rows in no segment
+	}
+	rows := make([]byte, at*R)
+	r.Read(rows)
+	p := filepath.Join(t.TempDir(), "rows.bin")
+	require.NoError(t, os.WriteFile(p, rows, 0o644))
+	flat, err := layout.OpenFlat(p, layout.FlatOptions{RecordSize: R})
+	require.NoError(t, err)
+	ds, err := layout.Windows(flat, layout.WindowOptions{Length: L, Stride: S, Segments: segs}, 16<<10)
+	require.NoError(t, err)
+	want := validStarts(segs, L, S)
+	require.EqualValues(t, len(want), ds.Records())
+	require.False(t, ds.Regular(), "short segments share blocks")
+	require.Less(t, ds.Blocks(), 60, "%d entities in %d blocks", len(segs), ds.Blocks())
+	for b := 0; b < ds.Blocks(); b++ {
+		require.LessOrEqual(t, ds.BlockBytes(b), uint64(16<<10), "block %d", b)
+	}
+	c, err := cache.New(local.New(ds, false), cache.Options{Size: 16 * 4096, PageSize: 4096, MaxRead: 8192})
+	require.NoError(t, err)
+	defer c.Close()
+	set, err := NewSet(ds, c, shuffle.Options{Seed: 9, Mix: 8})
+	require.NoError(t, err)
+	e, err := set.Epoch(1)
+	require.NoError(t, err)
+	fd, err := e.Open(bg, Data, e.All())
+	require.NoError(t, err)
+	fi, err := e.Open(bg, IDs, e.All())
+	require.NoError(t, err)
+	whole, ids := make([]byte, fd.Size()), make([]byte, fi.Size())
+	_, err = fd.ReadAt(whole, 0)
+	require.NoError(t, err)
+	_, err = fi.ReadAt(ids, 0)
+	require.NoError(t, err)
+	small := make([]byte, fd.Size())
+	for off := 0; off < len(small); {
+		k, err := fd.ReadAt(small[off:min(len(small), off+1+r.Intn(200))], int64(off))
+		require.NoError(t, err)
+		off += k
+	}
+	require.Equal(t, whole, small, "small reads and one large read agree")
+	var got []uint64
+	for k := 0; k < len(want); k++ {
+		s := binary.LittleEndian.Uint64(ids[8*k:])
+		require.Equal(t, rows[s*R:(s+L)*R], whole[k*L*R:(k+1)*L*R], "window %d (start %d)", k, s)
+		got = append(got, s)
+	}
+	sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
+	require.Equal(t, want, got)
+}

@@ -29,6 +29,7 @@ type mountFlags struct {
 	readahead  string
 	daemon     bool
 	allowOther bool
+	unreadable bool
 	debug      bool
 	logFile    string
 	verify     bool
@@ -87,7 +88,8 @@ the parent unmounts it (docs/USAGE.md, "Without root, and in containers").`,
 	fl.StringVar(&f.direct, "direct", "auto", "read blocks with O_DIRECT: on (all, into the cache), off (none), or auto (the blocks outside the resident set)")
 	fl.StringVar(&f.readahead, "readahead", ibytes(mount.DefaultReadahead), "bytes of the epoch order prefetched ahead of each reader (0 disables)")
 	fl.BoolVar(&f.daemon, "daemon", false, "run in the background; return once the mount is ready")
-	fl.BoolVar(&f.allowOther, "allow-other", false, "let other users read the mount (non-root needs user_allow_other in /etc/fuse.conf)")
+	fl.BoolVar(&f.allowOther, "allow-other", false, "let other users read the mount (non-root needs user_allow_other in /etc/fuse.conf); refused when other users cannot read the dataset's files themselves")
+	fl.BoolVar(&f.unreadable, "allow-other-unreadable", false, "with --allow-other: serve data whose files other users cannot read themselves (or in an object store) to every user anyway")
 	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fl.StringVar(&f.logFile, "log", "", "append log lines to this file (default: stderr; discarded with --daemon)")
 	fl.StringVar(&f.usersLock, "users-lock", "", "unmount and exit within a second once no process holds a POSIX (fcntl) lock on this file (blockfs.Mount's users each hold one)")
@@ -103,7 +105,10 @@ the parent unmounts it (docs/USAGE.md, "Without root, and in containers").`,
 
 // options turns the flags into the mount package's options.
 func (f mountFlags) options(fl *pflag.FlagSet, data, mnt string) (mount.Options, error) {
-	o := mount.Options{Data: data, Mountpoint: mnt, Epochs: f.epochs, Verify: f.verify, AllowOther: f.allowOther,
+	if f.unreadable && !f.allowOther {
+		return mount.Options{}, usagef("--allow-other-unreadable goes with --allow-other")
+	}
+	o := mount.Options{Data: data, Mountpoint: mnt, Epochs: f.epochs, Verify: f.verify, AllowOther: f.allowOther, AllowOtherUnreadable: f.unreadable,
 		Debug: f.debug, CPUProfile: f.cpuProfile, DiskCache: f.disk.dir, Readahead: mount.AutoReadahead,
 		UsersLock: f.usersLock, RemoveMountpoint: f.rmMnt}
 	var err error
@@ -188,7 +193,7 @@ func (f inPlaceFlags) options(kind mount.Kind) (mount.InPlace, error) {
 			return in, err
 		}
 		if in.BlockSize == 0 {
-			return in, usagef("--block-size must be at least 1 byte (or auto)")
+			return in, usagef("--block-size must be at least %s (or auto)", ibytes(uint64(layout.MinBlockSize)))
 		}
 	}
 	if f.recordSize != "" {

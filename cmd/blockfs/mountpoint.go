@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/mount"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -30,12 +33,26 @@ type mountFacts struct {
 	Records   uint64   `json:"records"`
 }
 
-// readMountpoint reads the facts of the blockfs mount at dir; ok is false when dir is not
-// one (no .blockfs/info.json).
+// maxInfoBytes bounds a mountpoint's .blockfs/info.json (a few KiB).
+const maxInfoBytes = 4 << 20
+
+// readMountpoint reads the facts of the blockfs mount at dir; ok is false when dir is not one
+// (no .blockfs/info.json). A directory with an info.json that is not a live blockfs mount (a
+// fuse.blockfs mount at dir in /proc/self/mountinfo) is refused: anyone can write such a file,
+// and its open_data and open_flags would name what order and info open (a FIFO, /dev/zero).
+// The file itself must be a regular file of at most maxInfoBytes.
 func readMountpoint(dir string) (m *mountFacts, ok bool, err error) {
-	data, err := os.ReadFile(filepath.Join(dir, view.MetaDir, view.InfoName))
-	if err != nil {
+	path := filepath.Join(dir, view.MetaDir, view.InfoName)
+	if _, err := os.Lstat(path); err != nil {
 		return nil, false, nil
+	}
+	if !mount.IsBlockfsMount(dir) {
+		return nil, true, fmt.Errorf("%s has a %s/%s but is not a blockfs mount (no fuse.blockfs mount there in /proc/self/mountinfo); name the dataset, or the mount point of a live mount",
+			dir, view.MetaDir, view.InfoName)
+	}
+	data, err := userfile.ReadFile(path, maxInfoBytes)
+	if err != nil {
+		return nil, true, fmt.Errorf("%s: cannot read its %s/%s: %v", dir, view.MetaDir, view.InfoName, unwrapPath(err))
 	}
 	m = &mountFacts{Dir: dir}
 	if err := json.Unmarshal(data, m); err != nil {
@@ -45,6 +62,15 @@ func readMountpoint(dir string) (m *mountFacts, ok bool, err error) {
 		return nil, true, fmt.Errorf("%s is mounted by an older blockfs that does not say how it opened its data; name the dataset instead", dir)
 	}
 	return m, true, nil
+}
+
+// unwrapPath returns the cause of an *fs.PathError, whose path the caller has said.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // inPlace returns the in-place and window flags the mount was started with.
@@ -118,10 +144,14 @@ func (f inPlaceFlags) args() []string {
 	return a
 }
 
+// maxLabelsBytes bounds a --labels file: a line of digits or 8 bytes a record of a dataset
+// of up to 2^32 records.
+const maxLabelsBytes = 32 << 30
+
 // readLabels reads the labels of n records, label i for record id i: a .npy of one integer
 // per record, or a text file of one integer per line.
 func readLabels(path string, n uint64) ([]int32, error) {
-	f, err := os.Open(path)
+	f, _, err := userfile.Open(path, maxLabelsBytes)
 	if err != nil {
 		return nil, fmt.Errorf("--labels: %w", err)
 	}
@@ -130,8 +160,11 @@ func readLabels(path string, n uint64) ([]int32, error) {
 		return readNpyLabels(path, f, n)
 	}
 	labels := make([]int32, 0, n)
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(userfile.Reader(f, maxLabelsBytes))
 	for sc.Scan() {
+		if uint64(len(labels)) == n {
+			return nil, fmt.Errorf("--labels %s has more lines than the dataset has records (%d)", path, n)
+		}
 		v, err := strconv.ParseInt(strings.TrimSpace(sc.Text()), 10, 32)
 		if err != nil {
 			return nil, fmt.Errorf("--labels %s: line %d: %q is not an integer", path, len(labels)+1, sc.Text())

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/source"
 )
@@ -71,9 +72,10 @@ func (s *Store) Location() string { return s.dir }
 // Path implements layout.Store.
 func (s *Store) Path(rel string) string { return filepath.Join(s.dir, filepath.FromSlash(rel)) }
 
-// ReadManifest implements layout.Store.
+// ReadManifest implements layout.Store. A manifest that is not a regular file (a FIFO would
+// wait for a writer, /dev/zero would never end) is refused without waiting (userfile).
 func (s *Store) ReadManifest() ([]byte, error) {
-	f, err := os.Open(s.Path(layout.ManifestName))
+	f, _, err := userfile.Open(s.Path(layout.ManifestName), -1)
 	if err != nil {
 		return nil, err
 	}
