@@ -9,8 +9,9 @@
 // the reader is interrupted); the disk read itself runs on a goroutine of its own with the
 // cache's own context, because other readers may be waiting on the same pages, so a reader
 // whose context ends stops waiting at once while the load goes on. Readahead's loads carry
-// source.Background, so that a source with a bounded pool of requests serves readers first.
-// Close cancels the cache's context and waits for the loads.
+// source.Background, so that a source with a bounded pool of requests serves readers first,
+// promoted as soon as a reader waits for one of their pages. Close cancels the cache's
+// context and waits for the loads.
 package cache
 
 import (
@@ -115,6 +116,7 @@ type entry struct {
 	refs       int
 	elem       *list.Element // in lru once loaded successfully
 	prefetched bool          // loaded by readahead and not yet read
+	promote    func()        // tells a readahead's load that a reader waits for it; nil for a reader's
 }
 
 // Cache is safe for concurrent use.
@@ -137,7 +139,6 @@ type Cache struct {
 
 	queue  chan request
 	ctx    context.Context // the loads'; cancelled by Close
-	bg     context.Context // ctx marked source.Background: readahead's loads
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the readahead workers
 	loads  sync.WaitGroup // loads in progress
@@ -168,7 +169,7 @@ func New(src source.Blocks, opt Options) (*Cache, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Cache{src: src, opt: opt, arena: arena, slots: slots,
 		pages: make(map[key]*entry), lru: list.New(), free: make([]int, slots),
-		queue: make(chan request, opt.Queue), ctx: ctx, bg: source.Background(ctx), cancel: cancel}
+		queue: make(chan request, opt.Queue), ctx: ctx, cancel: cancel}
 	for i := range c.free {
 		c.free[i] = slots - 1 - i
 	}
@@ -316,6 +317,9 @@ func (c *Cache) pin(id FileID, first, last, size int64, prefetch, strict bool, e
 				c.pinned++
 			}
 			e.refs++
+			if e.elem == nil && !prefetch && e.promote != nil {
+				e.promote() // a reader waits for readahead's load: serve it as a reader's
+			}
 			if e.elem != nil {
 				c.lru.MoveToFront(e.elem)
 				if !prefetch {
@@ -350,12 +354,16 @@ func (c *Cache) pin(id FileID, first, last, size int64, prefetch, strict bool, e
 		}
 		run = append(run, e)
 	}
-	c.mu.Unlock()
 	if len(run) > 0 {
 		runs = append(runs, run)
 	}
-	for _, r := range runs {
-		c.startLoad(r, prefetch)
+	ctxs := make([]context.Context, len(runs))
+	for i, r := range runs {
+		ctxs[i] = c.loadContextLocked(r, prefetch)
+	}
+	c.mu.Unlock()
+	for i, r := range runs {
+		c.startLoad(ctxs[i], r)
 	}
 	return ents, full
 }
@@ -397,8 +405,9 @@ func (c *Cache) pinWhole(id FileID, first, last, size int64, prefetch bool, ents
 		e.prefetched = prefetch || !asked
 		run[pg] = e
 	}
+	ctx := c.loadContextLocked(run, prefetch)
 	c.mu.Unlock()
-	c.startLoad(run, prefetch)
+	c.startLoad(ctx, run)
 	return append(ents, run[first:last+1]...), true
 }
 
@@ -454,12 +463,22 @@ func (c *Cache) removeLocked(e *entry) {
 	}
 }
 
-// startLoad loads run on a goroutine of its own (load), with readahead's context if bg.
-func (c *Cache) startLoad(run []*entry, bg bool) {
-	ctx := c.ctx
-	if bg {
-		ctx = c.bg
+// loadContextLocked returns the context to load run with: the cache's, marked
+// source.Background for readahead (prefetch), with the promotion set on run's pages. Caller
+// holds c.mu, and has not published run's pages yet.
+func (c *Cache) loadContextLocked(run []*entry, prefetch bool) context.Context {
+	if !prefetch {
+		return c.ctx
 	}
+	ctx, promote := source.Background(c.ctx)
+	for _, e := range run {
+		e.promote = promote
+	}
+	return ctx
+}
+
+// startLoad loads run with ctx on a goroutine of its own (load).
+func (c *Cache) startLoad(ctx context.Context, run []*entry) {
 	c.loads.Add(1)
 	go func() {
 		defer c.loads.Done()

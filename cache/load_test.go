@@ -121,3 +121,33 @@ func TestWholeLoads(t *testing.T) {
 	assert.Equal(t, []readCall{{2, 0, 3 * ps}, {2, 2 * ps, ps}}, src.calls())
 	requireSettled(t, c)
 }
+
+// gateSource is a memSource whose reads wait for gate, recording their contexts.
+type gateSource struct {
+	*memSource
+	gate chan struct{}
+	ctxs chan context.Context
+}
+
+func (s *gateSource) Fill(ctx context.Context, id FileID, off int64, bufs [][]byte) error {
+	s.ctxs <- ctx
+	<-s.gate
+	return s.memSource.Fill(ctx, id, off, bufs)
+}
+
+// TestReaderPromotesReadahead: a reader that waits for a page readahead is loading promotes
+// that load (source.IsBackground turns false), so the source serves it as a reader's.
+func TestReaderPromotesReadahead(t *testing.T) {
+	src := &gateSource{memSource: newSource(4 * ps), gate: make(chan struct{}), ctxs: make(chan context.Context, 4)}
+	c := newCache(t, src, 8)
+	require.True(t, c.Prefetch(0, 0, 4*ps))
+	ctx := <-src.ctxs
+	require.True(t, source.IsBackground(ctx))
+	done := make(chan error, 1)
+	go func() { done <- c.Fill(bg, 0, ps, make([]byte, 10)) }()
+	require.Eventually(t, func() bool { return !source.IsBackground(ctx) }, 5*time.Second, time.Millisecond)
+	close(src.gate)
+	require.NoError(t, <-done)
+	assert.EqualValues(t, 1, c.Stats().Merged)
+	requireSettled(t, c)
+}

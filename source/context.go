@@ -1,6 +1,9 @@
 package source
 
-import "context"
+import (
+	"context"
+	"sync/atomic"
+)
 
 // What a caller of Blocks.Fill tells a backend about a read through its context. A backend
 // that has no use for a mark ignores it.
@@ -12,17 +15,23 @@ const (
 	callerChecksKey
 )
 
-// Background marks ctx as a read nobody waits for yet (the cache's readahead): a backend
-// with a bounded pool of requests serves the reads that are not marked first, so that
-// readahead never holds a reader's request slot.
-func Background(ctx context.Context) context.Context {
-	return context.WithValue(ctx, backgroundKey, true)
+// background is Background's mark: a read nobody waits for, until a reader does.
+type background struct{ waited atomic.Bool }
+
+// Background marks ctx as a read nobody waits for yet (the cache's readahead): a backend with
+// a bounded pool of requests serves the reads that are not marked first, so that readahead
+// never holds a reader's request slot, and may give such a read up sooner. Promote, safe to
+// call at any time and more than once, says that a reader now waits for it: from then on
+// IsBackground is false.
+func Background(ctx context.Context) (marked context.Context, promote func()) {
+	m := &background{}
+	return context.WithValue(ctx, backgroundKey, m), func() { m.waited.Store(true) }
 }
 
-// IsBackground reports whether ctx is marked by Background.
+// IsBackground reports whether ctx is marked by Background and not promoted since.
 func IsBackground(ctx context.Context) bool {
-	v, _ := ctx.Value(backgroundKey).(bool)
-	return v
+	m, _ := ctx.Value(backgroundKey).(*background)
+	return m != nil && !m.waited.Load()
 }
 
 // CallerChecks marks ctx as a read whose caller checks the whole file against its checksum

@@ -15,21 +15,21 @@ import (
 	"github.com/blockfs/blockfs/source"
 )
 
-// How a request fails in bounded time (docs/RELIABILITY.md, "object store"):
+// How a request fails in bounded time (docs/RELIABILITY.md, "Never a hang"):
 //
 //   - each try has the time limit Options.Timeout (a slow transfer) and fails sooner when it
 //     makes no progress for Options.StallTimeout (no connection, no answer, no byte of the
 //     body: a store that hangs);
 //   - a failed try is retried Options.Retries times with backoff, holding a slot of the
 //     store's pool (slots) only while it runs; reads a reader waits for get slots before
-//     readahead's (source.Background);
+//     readahead's (source.Background, until promoted);
 //   - the store's health remembers since when it has answered nothing. Once the store has been
-//     silent for the silence budget, (Retries+1) x StallTimeout, a request gives up after a
-//     try, or without one while it waits for a slot or when another try failed less than a
-//     stall ago; otherwise it makes one try, which finds the store again when it is back. So a
-//     read against a store that stopped answering fails within about the budget plus the
-//     backoff, whatever the number of requests queued (the kernel's second try of a failed
-//     readahead page too), and a read after that at once or after one stall.
+//     silent for the silence budget, (Retries+1) x StallTimeout, a request gives up after its
+//     next try, and a readahead request at once, queued or not. A reader's request always
+//     makes one try, which finds the store again when it is back. So a read against a store
+//     that stopped answering fails within about the budget, the backoff and one try (the
+//     kernel's second try of a failed readahead page), however many requests are queued, and
+//     a read after that within one try and a wait for a slot.
 
 // clockBase is the origin of the store's clock: nanoseconds on the monotonic clock.
 var clockBase = time.Now()
@@ -42,15 +42,13 @@ func now() int64 { return int64(time.Since(clockBase)) }
 type health struct {
 	heard  atomic.Int64 // clock of the last answer; 0: none yet
 	silent atomic.Int64 // start of the earliest try unanswered since then; void unless > heard
-	failed atomic.Int64 // clock when the last unanswered try ended
 }
 
 // hear records an answer from the store.
 func (h *health) hear() { h.heard.Store(now()) }
 
-// unanswered records a try started at start that ended (now) with no answer.
+// unanswered records a try started at start that ended with no answer.
 func (h *health) unanswered(start int64) {
-	h.failed.Store(now())
 	for {
 		if h.heard.Load() >= start {
 			return // the store answered something since: not silent
@@ -63,12 +61,6 @@ func (h *health) unanswered(start int64) {
 			return
 		}
 	}
-}
-
-// failedWithin reports whether a try ended unanswered less than d ago.
-func (h *health) failedWithin(d time.Duration) bool {
-	f := h.failed.Load()
-	return f != 0 && time.Duration(now()-f) < d
 }
 
 // silentFor returns how long the store has answered nothing though asked (0: it answers).
@@ -90,12 +82,13 @@ type slots struct {
 
 func newSlots(n int) *slots { return &slots{free: n} }
 
-// acquire takes a token, waiting for one (readahead, bg, after every reader). It returns
-// ctx's error if ctx ends first, and giveUp's if giveUp says so first: giveUp is asked every
-// poll while the request waits.
-func (s *slots) acquire(ctx context.Context, bg bool, poll time.Duration, giveUp func() error) error {
+// acquire takes a token for a request with context ctx, waiting for one: a readahead
+// request (source.IsBackground) after every reader's, moved among them when promoted while it
+// waits. It returns ctx's error if ctx ends first, and giveUp's if giveUp says so first:
+// giveUp is asked every poll while the request waits.
+func (s *slots) acquire(ctx context.Context, poll time.Duration, giveUp func() error) error {
 	q := 0
-	if bg {
+	if source.IsBackground(ctx) {
 		q = 1
 	}
 	s.mu.Lock()
@@ -121,9 +114,27 @@ func (s *slots) acquire(ctx context.Context, bg bool, poll time.Duration, giveUp
 				s.leave(q, w)
 				return err
 			}
+			if q == 1 && !source.IsBackground(ctx) && s.move(w) {
+				q = 0
+			}
 			t.Reset(poll)
 		}
 	}
+}
+
+// move puts the waiter w, if it still waits among readahead's requests, last among the
+// readers', and reports whether it did.
+func (s *slots) move(w chan struct{}) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, x := range s.wait[1] {
+		if x == w {
+			s.wait[1] = append(s.wait[1][:i], s.wait[1][i+1:]...)
+			s.wait[0] = append(s.wait[0], w)
+			return true
+		}
+	}
+	return false
 }
 
 // leave takes the waiter w out of queue q; if a token was handed to it meanwhile, it is
@@ -167,6 +178,7 @@ type attempt struct {
 	stall  time.Duration
 	last   atomic.Int64 // clock of the last progress
 	timer  *time.Timer  // the stall watchdog; nil without a stall timeout
+	ended  atomic.Bool  // the try is over: the watchdog stops
 }
 
 var (
@@ -187,7 +199,8 @@ func newAttempt(parent context.Context, h *health, limit, stall time.Duration) *
 	a.stopT = stopT
 	a.last.Store(now())
 	if stall > 0 {
-		a.timer = time.AfterFunc(stall, a.check)
+		a.timer = time.AfterFunc(time.Hour, a.check) // set before it can fire
+		a.timer.Reset(stall)
 	}
 	return a
 }
@@ -201,6 +214,9 @@ func (a *attempt) progress() {
 // check is the watchdog: it ends the try if it has made no progress for the stall timeout,
 // and otherwise looks again when it would have.
 func (a *attempt) check() {
+	if a.ended.Load() {
+		return
+	}
 	idle := time.Duration(now() - a.last.Load())
 	if idle >= a.stall {
 		a.cancel(errStalled)
@@ -216,6 +232,7 @@ func (a *attempt) end(parent context.Context) error {
 	if a.ctx.Err() != nil && parent.Err() == nil {
 		why = context.Cause(a.ctx)
 	}
+	a.ended.Store(true)
 	if a.timer != nil {
 		a.timer.Stop()
 	}
@@ -246,7 +263,6 @@ func (s *Store) errSilent() error {
 // retryFor is retry with a time limit of limit and a stall timeout of stall per try (0: none,
 // and no silence budget either: uploads).
 func (s *Store) retryFor(ctx context.Context, limit, stall time.Duration, fn func(ctx context.Context, progress func()) error) error {
-	bg := source.IsBackground(ctx)
 	budget := s.silenceBudget()
 	silent := func() error {
 		if stall > 0 && s.h.silentFor() >= budget {
@@ -254,16 +270,23 @@ func (s *Store) retryFor(ctx context.Context, limit, stall time.Duration, fn fun
 		}
 		return nil
 	}
-	poll := min(stall, time.Second) // how often a request waiting for a slot looks at silent
+	// A readahead request gives up on a silent store without a try, queued or not.
+	bgSilent := func() error {
+		if source.IsBackground(ctx) {
+			return silent()
+		}
+		return nil
+	}
+	poll := min(stall, time.Second) // how often a request waiting for a slot looks again
 	if poll <= 0 {
 		poll = time.Hour
 	}
 	wait := s.opt.Backoff
-	if silent() != nil && s.h.failedWithin(stall) {
-		return s.errSilent() // another request found it silent just now
+	if err := bgSilent(); err != nil {
+		return err
 	}
 	for try := 0; ; try++ {
-		if err := s.slots.acquire(ctx, bg, poll, silent); err != nil {
+		if err := s.slots.acquire(ctx, poll, bgSilent); err != nil {
 			return err
 		}
 		start := now()

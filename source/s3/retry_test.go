@@ -54,20 +54,22 @@ func TestReadSumSkips(t *testing.T) {
 }
 
 // TestSlotsReadersFirst: a token goes to a waiting reader's request before any readahead
-// request, whichever came first; a request that gives up while it waits leaves its place.
+// request, whichever came first, and to a readahead request promoted while it waits (a
+// reader now waits for it) as to a reader's; a request that gives up while it waits leaves
+// its place.
 func TestSlotsReadersFirst(t *testing.T) {
 	s := newSlots(1)
-	ctx := context.Background()
+	bg := context.Background()
 	never := func() error { return nil }
-	require.NoError(t, s.acquire(ctx, true, time.Hour, never))
+	require.NoError(t, s.acquire(bg, time.Hour, never))
 	var mu sync.Mutex
 	var order []string
 	var wg sync.WaitGroup
-	start := func(name string, bg bool) {
+	start := func(name string, ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			require.NoError(t, s.acquire(ctx, bg, time.Hour, never))
+			require.NoError(t, s.acquire(ctx, 5*time.Millisecond, never))
 			mu.Lock()
 			order = append(order, name)
 			mu.Unlock()
@@ -81,18 +83,25 @@ func TestSlotsReadersFirst(t *testing.T) {
 			return len(s.wait[q]) == n
 		}, 5*time.Second, time.Millisecond)
 	}
-	start("readahead 1", true)
+	ra1, _ := source.Background(bg)
+	start("readahead 1", ra1)
 	waiting(1, 1)
-	start("readahead 2", true)
+	ra2, _ := source.Background(bg)
+	start("readahead 2", ra2)
 	waiting(1, 2)
-	start("reader", false)
+	ra3, promote := source.Background(bg)
+	start("readahead 3, promoted", ra3)
+	waiting(1, 3)
+	start("reader", bg)
 	waiting(0, 1)
+	promote()
+	waiting(0, 2)
 	gone := errors.New("gone")
-	err := s.acquire(ctx, false, time.Millisecond, func() error { return gone })
+	err := s.acquire(bg, time.Millisecond, func() error { return gone })
 	require.ErrorIs(t, err, gone)
 	s.release()
 	wg.Wait()
-	assert.Equal(t, []string{"reader", "readahead 1", "readahead 2"}, order)
+	assert.Equal(t, []string{"reader", "readahead 3, promoted", "readahead 1", "readahead 2"}, order)
 	assert.Equal(t, 1, s.free)
 }
 
@@ -149,8 +158,8 @@ func (tb table) Extent(id source.FileID) (source.Extent, bool) {
 
 // TestStoreSilent: against a store that never answers, a read fails with ErrUnavailable after
 // its tries stall out, not their time limit; once the store has been silent for the budget, a
-// read fails after one try, and reads queued behind the pool give up without waiting their
-// turn.
+// reader's read fails after one try and readahead's at once, and reads queued behind the pool
+// do not wait a budget each.
 func TestStoreSilent(t *testing.T) {
 	const stall = 150 * time.Millisecond
 	b, conns := hangingStore(t, Options{Concurrency: 1, Timeout: time.Minute, StallTimeout: stall, Retries: 3, Backoff: time.Millisecond}, 1<<20)
@@ -167,27 +176,26 @@ func TestStoreSilent(t *testing.T) {
 	assert.Less(t, took, budget+2*stall, "a read against a silent store")
 	assert.Equal(t, 4, conns(), "one connection per try")
 
-	// Silent for the budget already, and a try failed just now: no try.
+	// Silent for the budget already: a reader's read makes one try (to find the store if it is
+	// back), a readahead's none.
 	start = time.Now()
 	err = b.Fill(context.Background(), 1, 0, [][]byte{buf})
-	require.ErrorIs(t, err, source.ErrUnavailable)
-	t.Log(err)
-	assert.Less(t, time.Since(start), stall/2, "a read just after a try found the store silent")
-	assert.Equal(t, 4, conns())
-	// A stall later: one try, to find the store if it is back.
-	time.Sleep(stall)
-	start = time.Now()
-	err = b.Fill(context.Background(), 2, 0, [][]byte{buf})
 	require.ErrorIs(t, err, source.ErrUnavailable)
 	t.Log(err)
 	took = time.Since(start)
 	assert.GreaterOrEqual(t, took, stall)
 	assert.Less(t, took, 3*stall, "a read once the store is known silent")
 	assert.Equal(t, 5, conns())
-	time.Sleep(stall)
+	ra, _ := source.Background(context.Background())
+	start = time.Now()
+	err = b.Fill(ra, 2, 0, [][]byte{buf})
+	require.ErrorIs(t, err, source.ErrUnavailable)
+	t.Log(err)
+	assert.Less(t, time.Since(start), stall/2, "readahead once the store is known silent")
+	assert.Equal(t, 5, conns())
 
-	// Many reads queued for one slot: each gives up within about two stalls, not one
-	// budget after the other.
+	// Reads queued for one slot: readahead's give up at once, the readers' each after one try,
+	// not one budget after the other.
 	var wg sync.WaitGroup
 	start = time.Now()
 	for i := range 6 {
@@ -195,14 +203,15 @@ func TestStoreSilent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			ctx := context.Background()
-			if i%2 == 0 {
-				ctx = source.Background(ctx)
+			if i >= 2 {
+				ctx, _ = source.Background(ctx)
 			}
 			assert.ErrorIs(t, b.Fill(ctx, source.FileID(i), 0, [][]byte{make([]byte, 100)}), source.ErrUnavailable)
 		}()
 	}
 	wg.Wait()
 	took = time.Since(start)
-	assert.Less(t, took, 4*stall, "queued reads against a silent store")
+	assert.Less(t, took, 3*stall+stall/2, "queued reads against a silent store")
+	assert.Equal(t, 7, conns())
 	t.Logf("queued reads failed in %v", took)
 }

@@ -93,7 +93,8 @@ type Options struct {
 	Timeout time.Duration
 	// StallTimeout fails a try sooner when it makes no progress for this long: no connection,
 	// no answer, no byte of the body (a store that hangs). Once the store has answered nothing
-	// for (Retries+1) x StallTimeout, requests give up after one try (retry.go). Default 5 s.
+	// for (Retries+1) x StallTimeout, a reader's request gives up after one more try and a
+	// readahead's at once (retry.go). Default 5 s.
 	StallTimeout time.Duration
 	// Retries is how many times a failed request (5xx, throttling, reset, timeout, stall,
 	// truncated body) is tried again; default 4, negative for none.
