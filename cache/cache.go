@@ -6,8 +6,12 @@
 // Lock order: Cache.mu only; it is never held across I/O or while waiting for a load.
 //
 // Contexts: a read waits for pages with its caller's context (a FUSE request's, cancelled when
-// the reader is interrupted); the disk read itself runs with the cache's own context, because
-// other readers may be waiting on the same pages. Close cancels that one.
+// the reader is interrupted); the disk read itself runs on a goroutine of its own with the
+// cache's own context, because other readers may be waiting on the same pages, so a reader
+// whose context ends stops waiting at once while the load goes on. Readahead's loads carry
+// source.Background, so that a source with a bounded pool of requests serves readers first,
+// promoted as soon as a reader waits for one of their pages. Close cancels the cache's
+// context and waits for the loads.
 package cache
 
 import (
@@ -40,6 +44,12 @@ type Options struct {
 	// Keep is the budget Reserve leaves for cached pages (what the mount's windows and
 	// readahead need); default 0: MinPages pages.
 	Keep int64
+	// Whole makes a load take the whole file a missing page is in, in one Fill of the source,
+	// when none of the file's pages is cached or loading and the slots no one pins hold all of
+	// it (else the pages asked for are loaded, in runs of MaxRead). For a source that checks
+	// each file whole (an object store with a checksum per object), where reading part of a
+	// file costs reading all of it. Default false.
+	Whole bool
 }
 
 // Defaults for Options.
@@ -93,7 +103,7 @@ type key struct {
 }
 
 // entry is one page. Fields other than refs/elem/prefetched are written before the load is
-// done and only read after it.
+// done and only read after it. While it loads, the load holds a reference of its own.
 type entry struct {
 	key  key
 	slot int    // arena slot, or -1 for a page that did not fit (never in the map)
@@ -106,6 +116,7 @@ type entry struct {
 	refs       int
 	elem       *list.Element // in lru once loaded successfully
 	prefetched bool          // loaded by readahead and not yet read
+	promote    func()        // tells a readahead's load that a reader waits for it; nil for a reader's
 }
 
 // Cache is safe for concurrent use.
@@ -127,9 +138,10 @@ type Cache struct {
 	loading int
 
 	queue  chan request
-	ctx    context.Context
+	ctx    context.Context // the loads'; cancelled by Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // the readahead workers
+	loads  sync.WaitGroup // loads in progress
 
 	stats counters
 }
@@ -168,10 +180,12 @@ func New(src source.Blocks, opt Options) (*Cache, error) {
 	return c, nil
 }
 
-// Close stops the readahead workers and releases the arena. No Fill or Pin may run or follow.
+// Close stops the readahead workers, waits for the loads in progress (cancelled) and releases
+// the arena. No Fill or Pin may run or follow.
 func (c *Cache) Close() error {
 	c.cancel()
 	c.wg.Wait()
+	c.loads.Wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pages, c.lru, c.free = nil, nil, nil
@@ -285,6 +299,11 @@ func waitAll(ctx context.Context, ents []*entry) error {
 // never gives a page a private buffer: when no slot is free it stops and reports full, having
 // pinned (and appended) only the pages before.
 func (c *Cache) pin(id FileID, first, last, size int64, prefetch, strict bool, ents []*entry) ([]*entry, bool) {
+	if c.opt.Whole {
+		if out, ok := c.pinWhole(id, first, last, size, prefetch, ents); ok {
+			return out, false
+		}
+	}
 	var runs [][]*entry
 	var run []*entry
 	full := false
@@ -298,6 +317,9 @@ func (c *Cache) pin(id FileID, first, last, size int64, prefetch, strict bool, e
 				c.pinned++
 			}
 			e.refs++
+			if e.elem == nil && !prefetch && e.promote != nil {
+				e.promote() // a reader waits for readahead's load: serve it as a reader's
+			}
 			if e.elem != nil {
 				c.lru.MoveToFront(e.elem)
 				if !prefetch {
@@ -324,6 +346,7 @@ func (c *Cache) pin(id FileID, first, last, size int64, prefetch, strict bool, e
 			c.stats.misses.Add(1)
 		}
 		e = c.newEntryLocked(k, size)
+		e.refs++ // the caller's
 		e.prefetched = prefetch
 		ents = append(ents, e)
 		if len(run) == perRun {
@@ -331,14 +354,61 @@ func (c *Cache) pin(id FileID, first, last, size int64, prefetch, strict bool, e
 		}
 		run = append(run, e)
 	}
-	c.mu.Unlock()
 	if len(run) > 0 {
 		runs = append(runs, run)
 	}
-	for _, r := range runs {
-		c.load(r)
+	ctxs := make([]context.Context, len(runs))
+	for i, r := range runs {
+		ctxs[i] = c.loadContextLocked(r, prefetch)
+	}
+	c.mu.Unlock()
+	for i, r := range runs {
+		c.startLoad(ctxs[i], r)
 	}
 	return ents, full
+}
+
+// pinWhole is pin for Options.Whole: when no page of file id is cached or loading and the
+// slots no one pins hold the whole file, it creates every page of the file, pins first..last
+// for the caller and loads them all with one Fill, and reports true; otherwise it does nothing
+// and reports false. The pages not asked for count as read ahead.
+func (c *Cache) pinWhole(id FileID, first, last, size int64, prefetch bool, ents []*entry) ([]*entry, bool) {
+	ps := int64(c.opt.PageSize)
+	n := (size + ps - 1) / ps
+	if n <= 1 {
+		return ents, false // one page: pin loads it whole anyway
+	}
+	c.mu.Lock()
+	if n > int64(c.slots-c.pinned) {
+		c.mu.Unlock()
+		return ents, false
+	}
+	// The pages asked for first: a read of cached pages stops at its first.
+	for _, r := range [][2]int64{{first, last}, {0, n - 1}} {
+		for pg := r[0]; pg <= r[1]; pg++ {
+			if c.pages[key{id, pg}] != nil {
+				c.mu.Unlock()
+				return ents, false
+			}
+		}
+	}
+	run := make([]*entry, n)
+	for pg := range n {
+		e := c.newEntryLocked(key{id, pg}, size) // takes a slot: n slots are free or unpinned
+		asked := pg >= first && pg <= last
+		if asked {
+			e.refs++ // the caller's
+			if !prefetch {
+				c.stats.misses.Add(1)
+			}
+		}
+		e.prefetched = prefetch || !asked
+		run[pg] = e
+	}
+	ctx := c.loadContextLocked(run, prefetch)
+	c.mu.Unlock()
+	c.startLoad(ctx, run)
+	return append(ents, run[first:last+1]...), true
 }
 
 // slotFreeLocked makes sure a slot is free, evicting the least recently used unpinned page if
@@ -356,9 +426,9 @@ func (c *Cache) slotFreeLocked() bool {
 	return false
 }
 
-// newEntryLocked creates a loading entry for k, taking a free slot or evicting the least
-// recently used unpinned page. When every slot is pinned the page gets a private buffer and
-// is not cached. Caller holds c.mu.
+// newEntryLocked creates a loading entry for k, with the load's reference, taking a free slot
+// or evicting the least recently used unpinned page. When every slot is pinned the page gets a
+// private buffer and is not cached. Caller holds c.mu.
 func (c *Cache) newEntryLocked(k key, size int64) *entry {
 	ps := int64(c.opt.PageSize)
 	n := min(ps, size-k.page*ps)
@@ -393,9 +463,32 @@ func (c *Cache) removeLocked(e *entry) {
 	}
 }
 
-// load reads a run of consecutive pages of one file with one Fill of the source and publishes
-// them.
-func (c *Cache) load(run []*entry) {
+// loadContextLocked returns the context to load run with: the cache's, marked
+// source.Background for readahead (prefetch), with the promotion set on run's pages. Caller
+// holds c.mu, and has not published run's pages yet.
+func (c *Cache) loadContextLocked(run []*entry, prefetch bool) context.Context {
+	if !prefetch {
+		return c.ctx
+	}
+	ctx, promote := source.Background(c.ctx)
+	for _, e := range run {
+		e.promote = promote
+	}
+	return ctx
+}
+
+// startLoad loads run with ctx on a goroutine of its own (load).
+func (c *Cache) startLoad(ctx context.Context, run []*entry) {
+	c.loads.Add(1)
+	go func() {
+		defer c.loads.Done()
+		c.load(ctx, run)
+	}()
+}
+
+// load reads a run of consecutive pages of one file with one Fill of the source, publishes
+// them and drops the load's references.
+func (c *Cache) load(ctx context.Context, run []*entry) {
 	bufs := make([][]byte, len(run))
 	var n int64
 	for i, e := range run {
@@ -403,7 +496,7 @@ func (c *Cache) load(run []*entry) {
 		n += int64(len(e.buf))
 	}
 	k := run[0].key
-	err := c.src.Fill(c.ctx, k.id, k.page*int64(c.opt.PageSize), bufs)
+	err := c.src.Fill(ctx, k.id, k.page*int64(c.opt.PageSize), bufs)
 	c.stats.diskReads.Add(1)
 	if err == nil {
 		c.stats.diskBytes.Add(uint64(n))
@@ -418,12 +511,12 @@ func (c *Cache) load(run []*entry) {
 		}
 		c.loading--
 		if err != nil {
-			// Forget the page so a later read tries again; its slot is free once unpinned (the
-			// loading request holds a reference until then, whoever else stopped waiting).
+			// Forget the page so a later read tries again; its slot is free once unpinned.
 			delete(c.pages, e.key)
-			continue
+		} else {
+			e.elem = c.lru.PushFront(e)
 		}
-		e.elem = c.lru.PushFront(e)
+		c.unrefLocked(e)
 	}
 	c.mu.Unlock()
 	for _, e := range run {
@@ -436,14 +529,21 @@ func (c *Cache) unpin(ents []*entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, e := range ents {
-		e.refs--
-		if e.refs == 0 && e.slot >= 0 {
-			c.pinned--
-		}
-		if e.refs == 0 && e.load.Err() != nil && e.slot >= 0 && c.free != nil {
-			c.free = append(c.free, e.slot)
-			e.slot = -1
-		}
+		c.unrefLocked(e)
+	}
+}
+
+// unrefLocked drops one reference to e: the last one unpins its slot, and frees it if the
+// load failed. Caller holds c.mu.
+func (c *Cache) unrefLocked(e *entry) {
+	e.refs--
+	if e.refs > 0 || e.slot < 0 {
+		return
+	}
+	c.pinned--
+	if e.load.Err() != nil && c.free != nil {
+		c.free = append(c.free, e.slot)
+		e.slot = -1
 	}
 }
 
@@ -488,13 +588,18 @@ func (c *Cache) prefetch(r request) {
 		// stay, so readahead stops instead of reading into a buffer it would drop.
 		var full bool
 		ents, full = c.pin(r.id, pg, min(pg+step-1, last), size, true, true, ents[:0])
+		failed := false
 		for _, e := range ents {
 			<-e.load.Done()
+			failed = failed || e.load.Err() != nil
 		}
 		c.unpin(ents)
 		if full {
 			c.stats.prefetchDropped.Add(1)
 			return
+		}
+		if failed {
+			return // the source failed: the rest would too, and a reader will say so
 		}
 	}
 }

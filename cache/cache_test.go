@@ -120,10 +120,8 @@ func TestAlignedCoalescedReads(t *testing.T) {
 	err := c.Fill(bg, 0, 3*ps+17, buf)
 	require.NoError(t, err)
 	calls := src.calls()
-	// Pages 3..9 are needed: one read of 4 pages (MaxRead) and one of 3.
-	require.Len(t, calls, 2)
-	assert.Equal(t, readCall{0, 3 * ps, 4 * ps}, calls[0])
-	assert.Equal(t, readCall{0, 7 * ps, 3 * ps}, calls[1])
+	// Pages 3..9 are needed: one read of 4 pages (MaxRead) and one of 3, at once.
+	assert.ElementsMatch(t, []readCall{{0, 3 * ps, 4 * ps}, {0, 7 * ps, 3 * ps}}, calls)
 	err = c.Fill(bg, 0, 20*ps+10, make([]byte, 50))
 	require.NoError(t, err)
 	calls = src.calls()

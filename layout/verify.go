@@ -11,12 +11,15 @@ import (
 
 // CheckCRC reads file id whole from src and compares its CRC32C with the manifest's (a file
 // without one passes). A mismatch is an error wrapping ErrCorrupt that names the file and
-// block; a failed read keeps its cause (see ioError).
+// block; a failed read keeps its cause (see ioError). It reads in pieces, and checks them
+// itself: src may read only each piece (source.CallerChecks), where an object store would
+// otherwise read and check the whole object for each.
 func (d *Dataset) CheckCRC(ctx context.Context, src source.Blocks, id FileID) error {
 	f, ok := d.File(id)
 	if !ok || !f.HasCRC {
 		return nil
 	}
+	ctx = source.CallerChecks(ctx)
 	buf := make([]byte, min(f.Size, 4<<20))
 	var crc uint32
 	for off := int64(0); off < f.Size; off += int64(len(buf)) {

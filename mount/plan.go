@@ -230,9 +230,10 @@ func (p *Plan) planReadahead() (ra, part int64) {
 	return ra, 0
 }
 
-// planRemote adapts the plan to an object store. Readahead loads a block file in one run, so
-// the object is fetched whole (in ranged GETs of the part size) and its CRC32C checked on the
-// way into the cache; one worker per request in flight keeps the GETs busy.
+// planRemote adapts the plan to an object store. A load takes the whole block file where the
+// cache has room for it (cache.Options.Whole), so the object is fetched once, in ranged GETs of
+// the part size, into the cache's own pages, and its CRC32C checked before any of them is
+// served; one worker per request in flight keeps the GETs busy.
 func (p *Plan) planRemote() {
 	if p.opt.DiskCache == "" {
 		// No local files for the kernel to keep: the cache is all the memory there is.
@@ -244,4 +245,5 @@ func (p *Plan) planRemote() {
 	maxRead := min(max(p.need.MaxBlock, cache.DefaultMaxRead)+cache.DefaultPageSize-1, maxRemoteRead)
 	p.cacheOpt.MaxRead = int(maxRead / cache.DefaultPageSize * cache.DefaultPageSize)
 	p.cacheOpt.Workers = p.opt.S3.Concurrency
+	p.cacheOpt.Whole = true
 }

@@ -160,15 +160,16 @@ func freeAddr(t *testing.T) string {
 
 // faultProxy sits between blockfs and MinIO and breaks requests on demand. It reads each HTTP
 // request off the connection and forwards it on a fresh upstream connection, so a fault hits
-// one request: a 503, a reset, a response body cut short or with a byte flipped, added
-// latency, or a store that accepts and never answers.
+// one request: a 503, a reset, a response body cut short, with a byte flipped or shifted by
+// 4 KiB (the right length and headers, other bytes), added latency, or a store that accepts
+// and never answers.
 type faultProxy struct {
 	l        net.Listener
 	upstream string
 
 	// Faults: each counter is how many of the next requests get it (-1: all of them).
-	err503, reset, truncate, flip, hang, deny atomic.Int64
-	delay                                     atomic.Int64 // nanoseconds added before each request
+	err503, reset, truncate, flip, shift, hang, deny atomic.Int64
+	delay                                            atomic.Int64 // nanoseconds added before each request
 
 	mu    sync.Mutex
 	log   []string // "METHOD path" of every request, in order
@@ -201,7 +202,7 @@ func (p *faultProxy) close() {
 
 // clear ends every fault.
 func (p *faultProxy) clear() {
-	for _, c := range []*atomic.Int64{&p.err503, &p.reset, &p.truncate, &p.flip, &p.hang, &p.deny, &p.delay} {
+	for _, c := range []*atomic.Int64{&p.err503, &p.reset, &p.truncate, &p.flip, &p.shift, &p.hang, &p.deny, &p.delay} {
 		c.Store(0)
 	}
 }
@@ -320,6 +321,9 @@ func (p *faultProxy) forward(c net.Conn, req *http.Request, body []byte) bool {
 	cut := get && take(&p.truncate)
 	if get && take(&p.flip) {
 		data[len(data)/2] ^= 0x5a
+	}
+	if get && len(data) > 4096 && take(&p.shift) {
+		data = append(data[4096:], data[:4096]...) // as if the store sent the range 4 KiB on
 	}
 	resp.Body = io.NopCloser(strings.NewReader(string(data)))
 	resp.ContentLength = int64(len(data))

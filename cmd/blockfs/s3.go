@@ -20,6 +20,7 @@ type s3Flags struct {
 	concurrency int
 	partSize    string
 	timeout     time.Duration
+	stall       time.Duration
 	retries     int
 }
 
@@ -27,8 +28,9 @@ func (f *s3Flags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.endpoint, "endpoint", "", "s3:// object store endpoint URL, e.g. http://127.0.0.1:9000 (default: $AWS_ENDPOINT_URL, else AWS S3)")
 	fl.IntVar(&f.concurrency, "s3-concurrency", s3.DefaultConcurrency, "s3://: requests in flight at once (ranged GETs, part uploads)")
 	fl.StringVar(&f.partSize, "s3-part-size", ibytes(s3.DefaultPartSize), "s3://: the largest ranged GET, and pack's multipart part size (at least 5MiB)")
-	fl.DurationVar(&f.timeout, "s3-timeout", s3.DefaultTimeout, "s3://: time limit of one request, body included")
-	fl.IntVar(&f.retries, "s3-retries", s3.DefaultRetries, "s3://: retries of a failed request (5xx, throttling, reset, timeout), with backoff; then EIO")
+	fl.DurationVar(&f.timeout, "s3-timeout", s3.DefaultTimeout, "s3://: time limit of one request, body included (a slow transfer)")
+	fl.DurationVar(&f.stall, "s3-stall-timeout", s3.DefaultStallTimeout, "s3://: a request that makes no progress (no answer, no byte) for this long fails and is retried; a store silent for (retries+1) times this gives EIO at once")
+	fl.IntVar(&f.retries, "s3-retries", s3.DefaultRetries, "s3://: retries of a failed request (5xx, throttling, reset, timeout, stall), with backoff; then EIO")
 }
 
 // options checks the flags and returns them as the package's options.
@@ -46,10 +48,13 @@ func (f *s3Flags) options() (s3.Options, error) {
 	if f.timeout <= 0 {
 		return s3.Options{}, usagef("--s3-timeout %v must be positive", f.timeout)
 	}
+	if f.stall <= 0 {
+		return s3.Options{}, usagef("--s3-stall-timeout %v must be positive", f.stall)
+	}
 	if f.retries < 0 || f.retries > 100 {
 		return s3.Options{}, usagef("--s3-retries %d is out of range (0 to 100)", f.retries)
 	}
-	opt := s3.Options{Endpoint: f.endpoint, Concurrency: f.concurrency, PartSize: ps, Timeout: f.timeout, Retries: f.retries}
+	opt := s3.Options{Endpoint: f.endpoint, Concurrency: f.concurrency, PartSize: ps, Timeout: f.timeout, StallTimeout: f.stall, Retries: f.retries}
 	if f.retries == 0 {
 		opt.Retries = -1 // Validate's default is for the zero value; -1 asks for none
 	}

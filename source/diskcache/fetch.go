@@ -50,13 +50,17 @@ func (b *Blocks) fetch(ctx context.Context, f file, off int64, bufs [][]byte, ba
 		return false, err
 	}
 	defer b.putChunk(buf)
+	// This loop sums every byte of the file and checks it before any is served: the inner
+	// source may read each chunk alone (an object store would otherwise read and check the
+	// whole object for each chunk).
+	checked := source.CallerChecks(ctx)
 	var crc uint32
 	kept := b.keep(f, func(w io.Writer) error {
 		crc = 0
 		for at := int64(0); at < f.size; at += chunkSize {
 			p := buf[:min(chunkSize, f.size-at)]
 			b.fetchedBytes.Add(int64(len(p)))
-			if err := b.inner.Fill(ctx, f.id, at, [][]byte{p}); err != nil {
+			if err := b.inner.Fill(checked, f.id, at, [][]byte{p}); err != nil {
 				return &fillError{err}
 			}
 			crc = crc32c.Update(crc, p)

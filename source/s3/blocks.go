@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math/rand/v2"
-	"net/http"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/minio/minio-go/v7"
 
@@ -21,19 +18,32 @@ import (
 // Blocks implements source.Blocks over the objects a table names (keys, with the size and
 // ETag seen when the dataset opened, and the manifest's CRC32C). Safe for concurrent use.
 //
-// A read of a whole object (the cache loads a block file in one run) is fetched straight into
-// the caller's buffers in ranged GETs of PartSize, Concurrency at a time across all reads, and
-// its CRC32C checked before Fill returns. A read of part of an object with a checksum fetches
-// the whole object into a small staging area (stager), checks it, and copies the part out;
-// the rest stays there for the next read of the same object.
+// Every byte of an object with a checksum passes through the checksum before Fill returns any
+// of it, whatever part of the object a read wants:
+//
+//   - a read of a whole object (the cache loads a block file in one run: cache.Options.Whole)
+//     is fetched straight into the caller's buffers in ranged GETs of PartSize, Concurrency at
+//     a time across all reads, each part summed as it arrives;
+//   - a read of part of an object of up to stageMax bytes fetches the whole object into a
+//     small staging area (stager), checks it and copies the part out; the rest stays there for
+//     the next read of the same object (a reader of 1 MiB pieces of a block);
+//   - a read of part of a larger object, or with the staging area full, streams the whole
+//     object through the checksum: the parts of it the read wants go into its buffers, the
+//     others through a small scratch buffer, and nothing is kept.
+//
+// A read whose caller checks the whole file itself (source.CallerChecks) reads only its part.
 type Blocks struct {
 	s     *Store       // immutable
 	t     source.Table // immutable
 	stage *stager
 }
 
-// stageBudget is how many bytes of partly read objects Blocks keeps (two 16 MiB blocks).
-const stageBudget = 32 << 20
+// stageBudget is the most bytes of objects Blocks stages at once, fetching or kept (two 16 MiB
+// blocks); stageMax the largest object it stages.
+const (
+	stageBudget = 32 << 20
+	stageMax    = stageBudget
+)
 
 // NewBlocks returns the objects of t in s.
 func NewBlocks(s *Store, t source.Table) *Blocks {
@@ -55,24 +65,27 @@ func (b *Blocks) Fill(ctx context.Context, id source.FileID, off int64, bufs [][
 // fill reads bufs from off of the single extent e.
 func (b *Blocks) fill(ctx context.Context, e source.Extent, off int64, bufs [][]byte) error {
 	at, n, id := e.Offset+off, int64(source.Len(bufs)), e.Ident
+	whole := at == 0 && n == id.Size
 	switch {
-	case id.HasCRC && at == 0 && n == id.Size:
-		return b.fetchChecked(ctx, e.Name, id, bufs)
-	case id.HasCRC && id.Size <= b.s.opt.MaxStage:
-		return b.stage.read(ctx, b, e.Name, id, at, bufs)
-	default:
-		_, err := b.fetch(ctx, e.Name, id.Tag, at, bufs, false)
+	case !id.HasCRC || !whole && source.IsCallerChecks(ctx):
+		_, err := b.fetch(ctx, e.Name, id, at, bufs, false)
 		return err
+	case !whole && id.Size <= stageMax:
+		if staged, err := b.stage.read(ctx, b, e.Name, id, at, bufs); staged {
+			return err
+		}
 	}
+	return b.fetchChecked(ctx, e.Name, id, at, bufs)
 }
 
-// fetchChecked fills bufs with the whole object key and checks its CRC32C, summed as the
-// body arrives. A mismatch is fetched once more (damage in transit); a second one is
-// source.ErrCorrupt.
-func (b *Blocks) fetchChecked(ctx context.Context, key string, id source.Identity, bufs [][]byte) error {
+// fetchChecked fills bufs from at of object key with the whole object read through its
+// CRC32C (summed as the body arrives), which must match. A mismatch is fetched once more
+// (damage in transit); a second one is source.ErrCorrupt. bufs hold whatever arrived until
+// then: the caller publishes them only on success.
+func (b *Blocks) fetchChecked(ctx context.Context, key string, id source.Identity, at int64, bufs [][]byte) error {
 	var bad error
 	for try := 0; try < 2; try++ {
-		crc, err := b.fetch(ctx, key, id.Tag, 0, bufs, true)
+		crc, err := b.fetch(ctx, key, id, at, bufs, true)
 		if err != nil {
 			return err
 		}
@@ -84,15 +97,45 @@ func (b *Blocks) fetchChecked(ctx context.Context, key string, id source.Identit
 		Err: fmt.Errorf("%w (the object is damaged; re-pack the dataset)", bad)}
 }
 
-// fetch fills bufs from off of object key with ranged GETs of at most PartSize, each with
-// If-Match etag, as many at once as the store's Concurrency allows (shared by all fetches).
-// With sum, it returns the CRC32C of the bytes read (each part summed as it arrives, the
-// parts combined in order).
-func (b *Blocks) fetch(ctx context.Context, key, etag string, off int64, bufs [][]byte, sum bool) (uint32, error) {
-	n := int64(source.Len(bufs))
-	part := b.s.opt.PartSize
-	if n <= part {
-		return b.s.getRange(ctx, key, etag, off, bufs, sum)
+// part is one ranged GET of a fetch: n bytes of the object from off, the first head and the
+// last tail of which are only summed and the rest fill bufs.
+type part struct {
+	off, n     int64
+	head, tail int64
+	bufs       [][]byte
+}
+
+// parts splits [lo, hi) of an object into parts of at most size bytes, for a read that wants
+// [at, at+len(bufs)) of it into bufs.
+func parts(lo, hi, size, at int64, bufs [][]byte) []part {
+	end := at + int64(source.Len(bufs))
+	ps := make([]part, 0, (hi-lo+size-1)/size)
+	for p0 := lo; p0 < hi; p0 += size {
+		p1 := min(p0+size, hi)
+		w0, w1 := min(max(at, p0), p1), min(max(end, p0), p1) // the read's bytes in the part
+		w1 = max(w1, w0)
+		pt := part{off: p0, n: p1 - p0, head: w0 - p0, tail: p1 - w1}
+		if w1 > w0 {
+			pt.bufs = source.SliceBufs(bufs, w0-at, w1-at)
+		}
+		ps = append(ps, pt)
+	}
+	return ps
+}
+
+// fetch fills bufs from at of object key (identity id) with ranged GETs of at most PartSize,
+// each with If-Match on the ETag, as many at once as the store's pool allows (shared by all
+// fetches). With whole, the GETs cover the whole object, the bytes outside bufs' range only
+// summed, and fetch returns the object's CRC32C (each part summed as it arrives, the parts
+// combined in order); without, they cover bufs' range only, unsummed.
+func (b *Blocks) fetch(ctx context.Context, key string, id source.Identity, at int64, bufs [][]byte, whole bool) (uint32, error) {
+	lo, hi := at, at+int64(source.Len(bufs))
+	if whole {
+		lo, hi = 0, id.Size
+	}
+	ps := parts(lo, hi, b.s.opt.PartSize, at, bufs)
+	if len(ps) == 1 {
+		return b.s.getRange(ctx, key, id.Tag, ps[0], whole)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -100,15 +143,13 @@ func (b *Blocks) fetch(ctx context.Context, key, etag string, off int64, bufs []
 		wg    sync.WaitGroup
 		once  sync.Once
 		first error
-		crcs  = make([]uint32, (n+part-1)/part)
+		crcs  = make([]uint32, len(ps))
 	)
-	for i := range crcs {
-		at := int64(i) * part
-		k := min(part, n-at)
+	for i := range ps {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			crc, err := b.s.getRange(ctx, key, etag, off+at, source.SliceBufs(bufs, at, at+k), sum)
+			crc, err := b.s.getRange(ctx, key, id.Tag, ps[i], whole)
 			if err != nil {
 				once.Do(func() { first = err; cancel() })
 			}
@@ -116,30 +157,29 @@ func (b *Blocks) fetch(ctx context.Context, key, etag string, off int64, bufs []
 		}()
 	}
 	wg.Wait()
-	if first != nil || !sum {
+	if first != nil || !whole {
 		return 0, first
 	}
 	crc := crcs[0]
 	for i := 1; i < len(crcs); i++ {
-		crc = crc32c.Combine(crc, crcs[i], min(part, n-int64(i)*part))
+		crc = crc32c.Combine(crc, crcs[i], ps[i].n)
 	}
 	return crc, nil
 }
 
-// getRange fills bufs with the n bytes of object key from off: one ranged GET with If-Match,
-// retried (with a token of the concurrency pool per attempt) until the budget is spent. With
-// sum, it returns the CRC32C of the bytes, summed as they arrive (readSum).
-func (s *Store) getRange(ctx context.Context, key, etag string, off int64, bufs [][]byte, sum bool) (uint32, error) {
-	n := int64(source.Len(bufs))
+// getRange reads part p of object key: one ranged GET with If-Match, retried (with a slot of
+// the pool per try) until the budget is spent. With sum, it returns the CRC32C of the part's
+// bytes, summed as they arrive (readSum).
+func (s *Store) getRange(ctx context.Context, key, etag string, p part, sum bool) (uint32, error) {
 	var crc uint32
-	err := s.retry(ctx, func(ctx context.Context) error {
+	err := s.retry(ctx, func(ctx context.Context, progress func()) error {
 		var opt minio.GetObjectOptions
 		if etag != "" {
 			if err := opt.SetMatchETag(etag); err != nil {
 				return err
 			}
 		}
-		if err := opt.SetRange(off, off+n-1); err != nil {
+		if err := opt.SetRange(p.off, p.off+p.n-1); err != nil {
 			return err
 		}
 		body, info, _, err := s.cl.GetObject(ctx, s.loc.Bucket, key, opt)
@@ -147,10 +187,11 @@ func (s *Store) getRange(ctx context.Context, key, etag string, off int64, bufs 
 			return err
 		}
 		defer body.Close()
-		if info.Size != n {
-			return fmt.Errorf("the store sent %d bytes for a range of %d", info.Size, n)
+		progress()
+		if info.Size != p.n {
+			return fmt.Errorf("the store sent %d bytes for a range of %d", info.Size, p.n)
 		}
-		crc, err = readSum(body, bufs, sum)
+		crc, err = readSum(progressReader{body, progress}, p, sum)
 		return err
 	})
 	if err != nil {
@@ -161,95 +202,63 @@ func (s *Store) getRange(ctx context.Context, key, etag string, off int64, bufs 
 		if errors.Is(err, fs.ErrNotExist) {
 			err = syscall.ENOENT // the object is gone: deleted under the mount
 		}
-		return 0, &source.Error{Op: "get", Name: s.url(key), Off: off, Err: err}
+		return 0, &source.Error{Op: "get", Name: s.url(key), Off: p.off, Err: err}
 	}
 	return crc, nil
 }
 
-// readSum fills bufs from body and, with sum, returns their CRC32C, adding each read's bytes
-// to the sum as soon as they arrive, while they are still in the CPU's cache: a second pass
-// over a fetched block costs memory bandwidth, which is what bounds the rate where the store
-// shares the machine.
-func readSum(body io.Reader, bufs [][]byte, sum bool) (uint32, error) {
+// scratchSize is the buffer the bytes of a part that no read wants pass through.
+const scratchSize = 256 << 10
+
+var scratch = sync.Pool{New: func() any { b := make([]byte, scratchSize); return &b }}
+
+// readSum reads part p's bytes from body: its head and tail through a scratch buffer, the rest
+// into its bufs. With sum, it returns their CRC32C, adding each read's bytes to the sum as soon
+// as they arrive, while they are still in the CPU's cache: a second pass over a fetched block
+// costs memory bandwidth, which is what bounds the rate where the store shares the machine.
+func readSum(body io.Reader, p part, sum bool) (uint32, error) {
 	var crc uint32
-	for _, p := range bufs {
-		for k := 0; k < len(p); {
-			m, err := body.Read(p[k:])
+	fill := func(q []byte) error {
+		for k := 0; k < len(q); {
+			m, err := body.Read(q[k:])
 			if sum {
-				crc = crc32c.Update(crc, p[k:k+m])
+				crc = crc32c.Update(crc, q[k:k+m])
 			}
 			k += m
-			if err == io.EOF && k < len(p) {
+			if err == io.EOF && k < len(q) {
 				err = io.ErrUnexpectedEOF
 			}
 			if err != nil && err != io.EOF {
-				return 0, fmt.Errorf("reading the body: %w", err)
+				return fmt.Errorf("reading the body: %w", err)
 			}
 		}
+		return nil
 	}
-	return crc, nil
-}
-
-// retry runs fn until it succeeds, fails in a way a retry cannot mend, or Retries retries
-// have failed, waiting Backoff (doubling, with jitter) between tries. Each try holds a token
-// of the concurrency pool (waiting for one does not count) and has Timeout to finish.
-func (s *Store) retry(ctx context.Context, fn func(context.Context) error) error {
-	return s.retryFor(ctx, s.opt.Timeout, fn)
-}
-
-// retryFor is retry with a time limit of timeout per try (0: none).
-func (s *Store) retryFor(ctx context.Context, timeout time.Duration, fn func(context.Context) error) error {
-	wait := s.opt.Backoff
-	for try := 0; ; try++ {
-		select {
-		case s.sem <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		var actx context.Context
-		var cancel context.CancelFunc
-		if timeout > 0 {
-			actx, cancel = context.WithTimeout(ctx, timeout)
-		} else {
-			actx, cancel = context.WithCancel(ctx)
-		}
-		err := fn(actx)
-		timedOut := actx.Err() != nil && ctx.Err() == nil
-		cancel()
-		<-s.sem
-		if err == nil {
+	skip := func(n int64) error {
+		if n == 0 {
 			return nil
 		}
-		if timedOut {
-			err = fmt.Errorf("no answer within %v: %w", timeout, errTimeout)
+		bp := scratch.Get().(*[]byte)
+		defer scratch.Put(bp)
+		for n > 0 {
+			k := min(n, int64(len(*bp)))
+			if err := fill((*bp)[:k]); err != nil {
+				return err
+			}
+			n -= k
 		}
-		if ctx.Err() != nil || try >= s.opt.Retries || !retryable(err) {
-			return err
+		return nil
+	}
+	if err := skip(p.head); err != nil {
+		return 0, err
+	}
+	for _, q := range p.bufs {
+		if err := fill(q); err != nil {
+			return 0, err
 		}
-		t := time.NewTimer(wait/2 + rand.N(wait/2+1))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		wait = min(2*wait, maxBackoff)
 	}
-}
-
-var errTimeout = errors.New("request timed out")
-
-// retryable reports whether a failed request may succeed when tried again: server errors,
-// throttling and anything that is not an answer (a reset, a refused connection, a timeout, a
-// truncated body). A missing object, a changed ETag, a bad range or a refusal are final.
-func retryable(err error) bool {
-	er := minio.ToErrorResponse(err)
-	if er.StatusCode == 0 && er.Code == "" {
-		return true // no answer from the store
+	if err := skip(p.tail); err != nil {
+		return 0, err
 	}
-	switch er.Code {
-	case "SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "RequestTimeTooSkewed":
-		return true
-	}
-	return er.StatusCode >= 500 || er.StatusCode == http.StatusTooManyRequests || er.StatusCode == http.StatusRequestTimeout
+	return crc, nil
 }

@@ -24,16 +24,16 @@ func TestReadSum(t *testing.T) {
 		"half read": func() io.Reader { return iotest.HalfReader(bytes.NewReader(data)) },
 	} {
 		b := bufs()
-		crc, err := readSum(r(), b, true)
+		crc, err := readSum(r(), part{n: int64(len(data)), bufs: b}, true)
 		require.NoError(t, err, name)
 		require.Equal(t, want, crc, name)
 		require.Equal(t, data, bytes.Join(b, nil), name)
 	}
 	// A short body is an error, never a partly filled buffer taken as whole.
-	_, err := readSum(bytes.NewReader(data[:len(data)-1]), bufs(), true)
+	_, err := readSum(bytes.NewReader(data[:len(data)-1]), part{bufs: bufs()}, true)
 	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
-	_, err = readSum(bytes.NewReader(data[:100000]), bufs(), false)
+	_, err = readSum(bytes.NewReader(data[:100000]), part{bufs: bufs()}, false)
 	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
-	_, err = readSum(iotest.TimeoutReader(bytes.NewReader(data)), bufs(), true)
+	_, err = readSum(iotest.TimeoutReader(bytes.NewReader(data)), part{bufs: bufs()}, true)
 	require.ErrorIs(t, err, iotest.ErrTimeout)
 }

@@ -11,28 +11,31 @@ import (
 )
 
 // stager holds whole objects fetched and checked for reads that wanted only part of them, so
-// the rest of the object is there for the next read (the cache loads a block file in several
-// runs when a reader gets ahead of the readahead). Fetches of the same object merge. Buffers
-// live outside the Go heap (mmap), like the cache's arena, and are returned when an object has
-// been copied out whole or falls out of the budget. Safe for concurrent use.
+// the rest of the object is there for the next read (a reader that reads a block file in 1 MiB
+// pieces: the disk cache's fetch, verify). Fetches of the same object merge. Buffers live
+// outside the Go heap (mmap), like the cache's arena, and are returned when an object has been
+// copied out whole or falls out of the budget. The budget bounds every object staged, fetching,
+// read or kept: a read that would pass it is not staged (Blocks streams it instead). Safe for
+// concurrent use.
 type stager struct {
-	budget int64 // bytes of finished, unused objects kept; immutable
+	budget int64 // bytes of objects staged at once; immutable
 
 	mu   sync.Mutex
 	objs map[string]*staged // fetching and fetched objects (guarded by mu)
 	idle []*staged          // fetched objects no read holds, least recent first (guarded by mu)
-	held int64              // bytes of idle objects (guarded by mu)
+	used int64              // bytes of the objects in objs (guarded by mu)
 }
 
 // staged is one whole object: its fetch, whose result is the object's buffer (read after the
 // fetch is done; a fetch holds a reference until then, so an object nobody holds is done).
 type staged struct {
 	key   string
+	size  int64 // immutable
 	fetch flight.Call[[]byte]
 
 	// Guarded by stager.mu.
 	refs   int
-	copied int64 // bytes copied out; the object is dropped once it reaches len(buf)
+	copied int64 // bytes copied out; the object is dropped once it reaches size
 }
 
 func newStager(budget int64) *stager {
@@ -40,34 +43,50 @@ func newStager(budget int64) *stager {
 }
 
 // read fills bufs from off of object key (identity id, with a checksum), fetching and
-// checking the whole object unless it is staged already.
-func (st *stager) read(ctx context.Context, b *Blocks, key string, id source.Identity, off int64, bufs [][]byte) error {
+// checking the whole object unless it is staged already. It reports false, having done
+// nothing, when the object does not fit in the budget now.
+func (st *stager) read(ctx context.Context, b *Blocks, key string, id source.Identity, off int64, bufs [][]byte) (bool, error) {
 	st.mu.Lock()
 	o := st.objs[key]
-	if o == nil {
-		o = &staged{key: key, fetch: flight.New[[]byte]()}
-		st.objs[key] = o
-		o.refs++
-		st.mu.Unlock()
-		o.fetch.Finish(st.load(ctx, b, key, id))
-	} else {
+	switch {
+	case o != nil:
 		if o.refs == 0 {
 			st.unidleLocked(o)
 		}
 		o.refs++
 		st.mu.Unlock()
+	case !st.roomLocked(id.Size):
+		st.mu.Unlock()
+		return false, nil
+	default:
+		o = &staged{key: key, size: id.Size, fetch: flight.New[[]byte](), refs: 1}
+		st.objs[key] = o
+		st.used += o.size
+		st.mu.Unlock()
+		o.fetch.Finish(st.load(ctx, b, key, id))
 	}
 	buf, err := o.fetch.Wait(ctx) // the fetch's error, or ctx's: this read gave up
 	if err != nil {
 		st.release(o, 0)
-		return err
+		return true, err
 	}
 	at := off
 	for _, p := range bufs {
 		at += int64(copy(p, buf[at:]))
 	}
 	st.release(o, at-off)
-	return nil
+	return true, nil
+}
+
+// roomLocked makes room for n more bytes, dropping idle objects least recent first, and
+// reports whether there is. Requires st.mu.
+func (st *stager) roomLocked(n int64) bool {
+	for st.used+n > st.budget && len(st.idle) > 0 {
+		old := st.idle[0]
+		st.idle = st.idle[1:]
+		st.dropLocked(old)
+	}
+	return st.used+n <= st.budget
 }
 
 // load fetches the whole object into a new buffer and checks it.
@@ -76,22 +95,16 @@ func (st *stager) load(ctx context.Context, b *Blocks, key string, id source.Ide
 	if err != nil {
 		return nil, &source.Error{Op: "stage", Name: b.s.url(key), Off: -1, Err: err}
 	}
-	if err := b.fetchChecked(ctx, key, id, [][]byte{buf}); err != nil {
+	if err := b.fetchChecked(ctx, key, id, 0, [][]byte{buf}); err != nil {
 		_ = unix.Munmap(buf)
 		return nil, err
 	}
 	return buf, nil
 }
 
-// size returns the bytes of o's buffer. o's fetch is done.
-func (o *staged) size() int64 {
-	buf, _ := o.fetch.Result()
-	return int64(len(buf))
-}
-
 // release drops one reference to o after n bytes were copied out of it. A failed object leaves
-// the map at once (errors are not kept: the next read tries again); a finished one becomes
-// idle, and idle objects beyond the budget, or copied out whole, are unmapped.
+// at once (errors are not kept: the next read tries again); a finished one becomes idle, kept
+// until copied out whole or until another object needs its room.
 func (st *stager) release(o *staged, n int64) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -100,17 +113,11 @@ func (st *stager) release(o *staged, n int64) {
 	if o.refs > 0 {
 		return
 	}
-	if o.fetch.Err() != nil || o.copied >= o.size() {
+	if o.fetch.Err() != nil || o.copied >= o.size {
 		st.dropLocked(o)
 		return
 	}
 	st.idle = append(st.idle, o)
-	st.held += o.size()
-	for st.held > st.budget && len(st.idle) > 0 {
-		old := st.idle[0]
-		st.unidleLocked(old)
-		st.dropLocked(old)
-	}
 }
 
 // unidleLocked takes o out of the idle list. Requires st.mu.
@@ -118,7 +125,6 @@ func (st *stager) unidleLocked(o *staged) {
 	for i, x := range st.idle {
 		if x == o {
 			st.idle = append(st.idle[:i], st.idle[i+1:]...)
-			st.held -= o.size()
 			return
 		}
 	}
@@ -128,6 +134,7 @@ func (st *stager) unidleLocked(o *staged) {
 func (st *stager) dropLocked(o *staged) {
 	if st.objs[o.key] == o {
 		delete(st.objs, o.key)
+		st.used -= o.size
 	}
 	if buf, _ := o.fetch.Result(); buf != nil {
 		_ = unix.Munmap(buf)

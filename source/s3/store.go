@@ -4,9 +4,10 @@
 // upload that blockfs pack uses. Object keys are PREFIX/ + the manifest's paths.
 //
 // Every GET carries If-Match with the ETag the dataset was opened with, so a replaced object is
-// source.ErrChanged, never other bytes; an object with a checksum in the manifest is fetched
-// whole and checked before any byte of it is returned (source.ErrCorrupt). Requests time out
-// and are retried with backoff; after the budget the read fails with source.ErrUnavailable.
+// source.ErrChanged, never other bytes; every byte of an object with a checksum in the
+// manifest goes through that checksum before any byte of it is returned (source.ErrCorrupt),
+// whatever part of it a read wants. Requests time out, fail sooner when they stall, and are
+// retried with backoff; after the budget the read fails with source.ErrUnavailable (retry.go).
 //
 // The client is minio-go/v7: small, kept by MinIO, and speaks the S3 API of every store
 // above with the AWS credential chain.
@@ -88,29 +89,31 @@ type Options struct {
 	// PartSize is the largest ranged GET, and pack's multipart part size; default 8 MiB, at
 	// least 5 MiB (the S3 minimum part).
 	PartSize int64
-	// Timeout bounds one request, its body included; default 30 s.
+	// Timeout bounds one try of a request, its body included (a slow transfer); default 30 s.
 	Timeout time.Duration
-	// Retries is how many times a failed request (5xx, throttling, reset, timeout, truncated
-	// body) is tried again; default 4, negative for none.
+	// StallTimeout fails a try sooner when it makes no progress for this long: no connection,
+	// no answer, no byte of the body (a store that hangs). Once the store has answered nothing
+	// for (Retries+1) x StallTimeout, a reader's request gives up after one more try and a
+	// readahead's at once (retry.go). Default 5 s.
+	StallTimeout time.Duration
+	// Retries is how many times a failed request (5xx, throttling, reset, timeout, stall,
+	// truncated body) is tried again; default 4, negative for none.
 	Retries int
 	// Backoff is the wait before the first retry, doubled for each next one up to 2 s;
 	// default 200 ms.
 	Backoff time.Duration
-	// MaxStage is the largest object fetched whole to check its CRC32C when a read wants only
-	// part of it; larger ones are read by range with only their ETag checked. Default 256 MiB.
-	MaxStage int64
 }
 
 // Defaults for Options.
 const (
-	DefaultConcurrency = 8
-	DefaultPartSize    = 8 << 20
-	MinPartSize        = 5 << 20
-	DefaultTimeout     = 30 * time.Second
-	DefaultRetries     = 4
-	DefaultBackoff     = 200 * time.Millisecond
-	DefaultMaxStage    = 256 << 20
-	maxBackoff         = 2 * time.Second
+	DefaultConcurrency  = 8
+	DefaultPartSize     = 8 << 20
+	MinPartSize         = 5 << 20
+	DefaultTimeout      = 30 * time.Second
+	DefaultStallTimeout = 5 * time.Second
+	DefaultRetries      = 4
+	DefaultBackoff      = 200 * time.Millisecond
+	maxBackoff          = 2 * time.Second
 )
 
 // Validate applies defaults and checks the options.
@@ -132,16 +135,16 @@ func (o *Options) Validate() error {
 	if o.Backoff == 0 {
 		o.Backoff = DefaultBackoff
 	}
-	if o.MaxStage == 0 {
-		o.MaxStage = DefaultMaxStage
+	if o.StallTimeout == 0 {
+		o.StallTimeout = DefaultStallTimeout
 	}
 	switch {
 	case o.Concurrency < 1 || o.Concurrency > 256:
 		return fmt.Errorf("concurrency %d is out of range (1 to 256)", o.Concurrency)
 	case o.PartSize < MinPartSize || o.PartSize > 5<<30:
 		return fmt.Errorf("part size %d is out of range (5 MiB to 5 GiB)", o.PartSize)
-	case o.Timeout < 0 || o.Backoff < 0:
-		return errors.New("timeout and backoff must not be negative")
+	case o.Timeout < 0 || o.StallTimeout < 0 || o.Backoff < 0:
+		return errors.New("timeouts and backoff must not be negative")
 	}
 	return nil
 }
@@ -149,10 +152,12 @@ func (o *Options) Validate() error {
 // Store is one dataset's prefix in a bucket. Safe for concurrent use.
 type Store struct {
 	// Immutable after Open.
-	cl  minio.Core
-	loc Location
-	opt Options
-	sem chan struct{} // one token per request in flight
+	cl    minio.Core
+	loc   Location
+	opt   Options
+	slots *slots // one token per request in flight
+
+	h health // what the store's answers say
 
 	listOnce sync.Once
 	listed   map[string]minio.ObjectInfo // the prefix's objects, by key (Stat)
@@ -172,7 +177,7 @@ func Open(rawURL string, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{cl: minio.Core{Client: cl}, loc: loc, opt: opt, sem: make(chan struct{}, opt.Concurrency)}, nil
+	return &Store{cl: minio.Core{Client: cl}, loc: loc, opt: opt, slots: newSlots(opt.Concurrency)}, nil
 }
 
 // newClient makes the minio-go client: the endpoint from the options or the AWS variables,
@@ -246,13 +251,14 @@ const maxManifest = 1<<30 + 1
 // ReadManifest implements layout.Store.
 func (s *Store) ReadManifest() ([]byte, error) {
 	var data []byte
-	err := s.retry(context.Background(), func(ctx context.Context) error {
+	err := s.retry(context.Background(), func(ctx context.Context, progress func()) error {
 		body, _, _, err := s.cl.GetObject(ctx, s.loc.Bucket, s.loc.Key(ManifestName), minio.GetObjectOptions{})
 		if err != nil {
 			return err
 		}
 		defer body.Close()
-		data, err = io.ReadAll(io.LimitReader(body, maxManifest))
+		progress()
+		data, err = io.ReadAll(io.LimitReader(progressReader{body, progress}, maxManifest))
 		return err
 	})
 	if err != nil {
@@ -282,7 +288,7 @@ func (s *Store) Stat(rel string) (string, source.Identity, error) {
 // statObject returns the object's facts, or an error wrapping fs.ErrNotExist.
 func (s *Store) statObject(ctx context.Context, key string) (minio.ObjectInfo, error) {
 	var oi minio.ObjectInfo
-	err := s.retry(ctx, func(ctx context.Context) error {
+	err := s.retry(ctx, func(ctx context.Context, _ func()) error {
 		var err error
 		oi, err = s.cl.StatObject(ctx, s.loc.Bucket, key, minio.StatObjectOptions{})
 		return err
@@ -297,12 +303,13 @@ func (s *Store) statObject(ctx context.Context, key string) (minio.ObjectInfo, e
 func (s *Store) list() {
 	s.listed = map[string]minio.ObjectInfo{}
 	prefix := s.loc.Key("") // "PREFIX/", or "" for a whole bucket
-	err := s.retry(context.Background(), func(ctx context.Context) error {
+	err := s.retry(context.Background(), func(ctx context.Context, progress func()) error {
 		clear(s.listed)
 		for oi := range s.cl.Client.ListObjects(ctx, s.loc.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
 			if oi.Err != nil {
 				return oi.Err
 			}
+			progress()
 			s.listed[oi.Key] = oi
 		}
 		return nil
@@ -310,6 +317,20 @@ func (s *Store) list() {
 	if err != nil {
 		s.listErr = s.describe(err, prefix)
 	}
+}
+
+// progressReader calls progress after each read that returns bytes.
+type progressReader struct {
+	r        io.Reader
+	progress func()
+}
+
+func (p progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.progress()
+	}
+	return n, err
 }
 
 // Blocks implements layout.Store.

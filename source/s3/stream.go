@@ -54,7 +54,7 @@ func (s *Store) Begin(ctx context.Context, force bool, spool string) (*Stream, e
 	case err == nil && !force:
 		return nil, fmt.Errorf("%s: %w (use --force to replace it)", s.Location(), ErrExists)
 	case err == nil:
-		if err := s.retry(ctx, func(ctx context.Context) error {
+		if err := s.retry(ctx, func(ctx context.Context, _ func()) error {
 			return s.cl.RemoveObject(ctx, s.loc.Bucket, mkey, minio.RemoveObjectOptions{})
 		}); err != nil {
 			return nil, s.describe(err, mkey)
@@ -205,7 +205,7 @@ func (u *Stream) Abort() {
 	u.mu.Unlock()
 	ctx := context.WithoutCancel(u.ctx)
 	for _, rel := range sent {
-		_ = u.s.retry(ctx, func(ctx context.Context) error {
+		_ = u.s.retry(ctx, func(ctx context.Context, _ func()) error {
 			return u.s.cl.RemoveObject(ctx, u.s.loc.Bucket, u.s.loc.Key(rel), minio.RemoveObjectOptions{})
 		})
 	}

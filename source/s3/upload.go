@@ -35,7 +35,7 @@ func (s *Store) putFile(ctx context.Context, path, rel string) error {
 	}
 	key := s.loc.Key(rel)
 	opt := minio.PutObjectOptions{PartSize: uint64(s.opt.PartSize), NumThreads: 1, ContentType: "application/octet-stream"}
-	err = s.retryNoTimeout(ctx, func(ctx context.Context) error {
+	err = s.retryNoTimeout(ctx, func(ctx context.Context, _ func()) error {
 		_, err := s.cl.Client.PutObject(ctx, s.loc.Bucket, key, io.NewSectionReader(f, 0, st.Size()), st.Size(), opt)
 		return err
 	})
@@ -45,9 +45,10 @@ func (s *Store) putFile(ctx context.Context, path, rel string) error {
 	return nil
 }
 
-// retryNoTimeout is retry with no time limit on each try (uploads of large objects).
-func (s *Store) retryNoTimeout(ctx context.Context, fn func(context.Context) error) error {
-	return s.retryFor(ctx, 0, fn)
+// retryNoTimeout is retry with no time limit and no stall timeout on each try (uploads of
+// large objects: a store may take a while to answer a part it has received whole).
+func (s *Store) retryNoTimeout(ctx context.Context, fn func(context.Context, func()) error) error {
+	return s.retryFor(ctx, 0, 0, fn)
 }
 
 // removeOthers deletes the objects under the prefix that are not in keep (relative paths):

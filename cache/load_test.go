@@ -1,0 +1,153 @@
+package cache
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/blockfs/blockfs/source"
+)
+
+// ctxSource is a memSource that records whether each read was marked source.Background.
+type ctxSource struct {
+	*memSource
+	mu sync.Mutex
+	bg []bool
+}
+
+func (s *ctxSource) Fill(ctx context.Context, id FileID, off int64, bufs [][]byte) error {
+	s.mu.Lock()
+	s.bg = append(s.bg, source.IsBackground(ctx))
+	s.mu.Unlock()
+	return s.memSource.Fill(ctx, id, off, bufs)
+}
+
+// requireSettled checks the slot accounting once no page is pinned or loading: every slot is
+// free or holds a cached page.
+func requireSettled(t *testing.T, c *Cache) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.pinned == 0 && c.loading == 0 && c.slots == len(c.free)+c.lru.Len()
+	}, 5*time.Second, time.Millisecond, "slots lost")
+}
+
+// TestOwnLoadCancelled: a reader whose context ends while the source reads its own pages (a
+// FUSE read interrupted while the store does not answer) returns at once; the load goes on
+// without it, and its slots come back whether the load succeeds or fails.
+func TestOwnLoadCancelled(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		src := newSource(4 * ps)
+		src.gate = make(chan struct{})
+		c := newCache(t, src, 4)
+		ctx, cancel := context.WithCancel(bg)
+		done := make(chan error, 1)
+		go func() { done <- c.Fill(ctx, 0, 0, make([]byte, 2*ps)) }()
+		require.Eventually(t, func() bool { return src.inFly.Load() == 1 }, 5*time.Second, time.Millisecond)
+		cancel()
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, context.Canceled)
+		case <-time.After(2 * time.Second):
+			t.Fatal("a reader whose context ended still waits for its own load")
+		}
+		src.fail.Store(fail)
+		close(src.gate)
+		requireSettled(t, c)
+		src.fail.Store(false)
+		src.gate = nil
+		buf := make([]byte, 2*ps)
+		require.NoError(t, c.Fill(bg, 0, 0, buf))
+		assert.Equal(t, src.files[0][:2*ps], buf)
+	}
+}
+
+// TestReadaheadIsBackground: readahead's loads carry source.Background, a reader's do not, so
+// that a source with a bounded pool serves the reader first.
+func TestReadaheadIsBackground(t *testing.T) {
+	src := &ctxSource{memSource: newSource(4*ps, 4*ps)}
+	c := newCache(t, src, 8)
+	require.NoError(t, c.Fill(bg, 0, 0, make([]byte, 10)))
+	require.True(t, c.Prefetch(1, 0, 4*ps))
+	require.Eventually(t, func() bool { return c.Stats().CachedBytes == 5*ps }, 5*time.Second, time.Millisecond)
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	assert.Equal(t, []bool{false, true}, src.bg)
+}
+
+// TestWholeLoads: with Options.Whole a miss loads the whole file in one read when it fits in
+// the unpinned slots and none of it is cached; otherwise only what was asked for.
+func TestWholeLoads(t *testing.T) {
+	src := newSource(6*ps+100, 12*ps, 3*ps)
+	c, err := New(src, Options{Size: 10 * ps, PageSize: ps, MaxRead: 2 * ps, Workers: 1, Queue: 8, Whole: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+
+	got := make([]byte, 10)
+	require.NoError(t, c.Fill(bg, 0, 3*ps, got))
+	assert.Equal(t, src.files[0][3*ps:3*ps+10], got)
+	assert.Equal(t, []readCall{{0, 0, 6*ps + 100}}, src.calls(), "one read of the whole file, past MaxRead")
+	for off := int64(0); off < 6*ps+100; off += ps / 2 {
+		n := min(int64(ps/2), 6*ps+100-off)
+		buf := make([]byte, n)
+		require.NoError(t, c.Fill(bg, 0, off, buf))
+		assert.Equal(t, src.files[0][off:off+n], buf)
+	}
+	assert.Len(t, src.calls(), 1, "the rest of the file was loaded with it")
+	st := c.Stats()
+	assert.EqualValues(t, 1, st.Misses)
+	assert.EqualValues(t, 6, st.ReadaheadHits, "the pages not asked for count as read ahead")
+
+	// Larger than the cache: only the pages asked for.
+	require.NoError(t, c.Fill(bg, 1, 5*ps, got))
+	assert.Equal(t, readCall{1, 5 * ps, ps}, src.calls()[1])
+
+	// A file with a page cached already: only the pages missing.
+	src.mu.Lock()
+	src.reads = nil
+	src.mu.Unlock()
+	require.NoError(t, c.Fill(bg, 2, 0, got))
+	c.mu.Lock()
+	for pg := int64(1); pg < 3; pg++ {
+		c.removeLocked(c.pages[key{2, pg}])
+	}
+	c.mu.Unlock()
+	require.NoError(t, c.Fill(bg, 2, 2*ps, got))
+	assert.Equal(t, []readCall{{2, 0, 3 * ps}, {2, 2 * ps, ps}}, src.calls())
+	requireSettled(t, c)
+}
+
+// gateSource is a memSource whose reads wait for gate, recording their contexts.
+type gateSource struct {
+	*memSource
+	gate chan struct{}
+	ctxs chan context.Context
+}
+
+func (s *gateSource) Fill(ctx context.Context, id FileID, off int64, bufs [][]byte) error {
+	s.ctxs <- ctx
+	<-s.gate
+	return s.memSource.Fill(ctx, id, off, bufs)
+}
+
+// TestReaderPromotesReadahead: a reader that waits for a page readahead is loading promotes
+// that load (source.IsBackground turns false), so the source serves it as a reader's.
+func TestReaderPromotesReadahead(t *testing.T) {
+	src := &gateSource{memSource: newSource(4 * ps), gate: make(chan struct{}), ctxs: make(chan context.Context, 4)}
+	c := newCache(t, src, 8)
+	require.True(t, c.Prefetch(0, 0, 4*ps))
+	ctx := <-src.ctxs
+	require.True(t, source.IsBackground(ctx))
+	done := make(chan error, 1)
+	go func() { done <- c.Fill(bg, 0, ps, make([]byte, 10)) }()
+	require.Eventually(t, func() bool { return !source.IsBackground(ctx) }, 5*time.Second, time.Millisecond)
+	close(src.gate)
+	require.NoError(t, <-done)
+	assert.EqualValues(t, 1, c.Stats().Merged)
+	requireSettled(t, c)
+}

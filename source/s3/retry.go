@@ -1,0 +1,344 @@
+package s3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/blockfs/blockfs/source"
+)
+
+// How a request fails in bounded time (docs/RELIABILITY.md, "Never a hang"):
+//
+//   - each try has the time limit Options.Timeout (a slow transfer) and fails sooner when it
+//     makes no progress for Options.StallTimeout (no connection, no answer, no byte of the
+//     body: a store that hangs);
+//   - a failed try is retried Options.Retries times with backoff, holding a slot of the
+//     store's pool (slots) only while it runs; reads a reader waits for get slots before
+//     readahead's (source.Background, until promoted);
+//   - the store's health remembers since when it has answered nothing. Once the store has been
+//     silent for the silence budget, (Retries+1) x StallTimeout, a request gives up after its
+//     next try, and a readahead request at once, queued or not. A reader's request always
+//     makes one try, which finds the store again when it is back. So a read against a store
+//     that stopped answering fails within about the budget, the backoff and one try (the
+//     kernel's second try of a failed readahead page), however many requests are queued, and
+//     a read after that within one try and a wait for a slot.
+
+// clockBase is the origin of the store's clock: nanoseconds on the monotonic clock.
+var clockBase = time.Now()
+
+// now returns the store's clock.
+func now() int64 { return int64(time.Since(clockBase)) }
+
+// health is what the store's answers say: when it last answered (any response, or a byte of a
+// body) and since when it has answered nothing though asked. Safe for concurrent use.
+type health struct {
+	heard  atomic.Int64 // clock of the last answer; 0: none yet
+	silent atomic.Int64 // start of the earliest try unanswered since then; void unless > heard
+}
+
+// hear records an answer from the store.
+func (h *health) hear() { h.heard.Store(now()) }
+
+// unanswered records a try started at start that ended with no answer.
+func (h *health) unanswered(start int64) {
+	for {
+		if h.heard.Load() >= start {
+			return // the store answered something since: not silent
+		}
+		ss := h.silent.Load()
+		if ss > h.heard.Load() && ss <= start {
+			return // silent since earlier already
+		}
+		if h.silent.CompareAndSwap(ss, start) {
+			return
+		}
+	}
+}
+
+// silentFor returns how long the store has answered nothing though asked (0: it answers).
+func (h *health) silentFor() time.Duration {
+	ss := h.silent.Load()
+	if ss == 0 || ss <= h.heard.Load() {
+		return 0
+	}
+	return time.Duration(now() - ss)
+}
+
+// slots is the store's pool of requests in flight: Concurrency tokens, handed out in arrival
+// order, to the requests a reader waits for before readahead's. Safe for concurrent use.
+type slots struct {
+	mu   sync.Mutex
+	free int                // tokens nobody holds (guarded by mu)
+	wait [2][]chan struct{} // waiters: [0] readers', [1] readahead's (guarded by mu)
+}
+
+func newSlots(n int) *slots { return &slots{free: n} }
+
+// acquire takes a token for a request with context ctx, waiting for one: a readahead
+// request (source.IsBackground) after every reader's, moved among them when promoted while it
+// waits. It returns ctx's error if ctx ends first, and giveUp's if giveUp says so first:
+// giveUp is asked every poll while the request waits.
+func (s *slots) acquire(ctx context.Context, poll time.Duration, giveUp func() error) error {
+	q := 0
+	if source.IsBackground(ctx) {
+		q = 1
+	}
+	s.mu.Lock()
+	if s.free > 0 && len(s.wait[0]) == 0 && (q == 0 || len(s.wait[1]) == 0) {
+		s.free--
+		s.mu.Unlock()
+		return nil
+	}
+	w := make(chan struct{}, 1)
+	s.wait[q] = append(s.wait[q], w)
+	s.mu.Unlock()
+	t := time.NewTimer(poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-w:
+			return nil
+		case <-ctx.Done():
+			s.leave(q, w)
+			return ctx.Err()
+		case <-t.C:
+			if err := giveUp(); err != nil {
+				s.leave(q, w)
+				return err
+			}
+			if q == 1 && !source.IsBackground(ctx) && s.move(w) {
+				q = 0
+			}
+			t.Reset(poll)
+		}
+	}
+}
+
+// move puts the waiter w, if it still waits among readahead's requests, last among the
+// readers', and reports whether it did.
+func (s *slots) move(w chan struct{}) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, x := range s.wait[1] {
+		if x == w {
+			s.wait[1] = append(s.wait[1][:i], s.wait[1][i+1:]...)
+			s.wait[0] = append(s.wait[0], w)
+			return true
+		}
+	}
+	return false
+}
+
+// leave takes the waiter w out of queue q; if a token was handed to it meanwhile, it is
+// passed on.
+func (s *slots) leave(q int, w chan struct{}) {
+	s.mu.Lock()
+	for i, x := range s.wait[q] {
+		if x == w {
+			s.wait[q] = append(s.wait[q][:i], s.wait[q][i+1:]...)
+			s.mu.Unlock()
+			return
+		}
+	}
+	s.mu.Unlock()
+	<-w // handed over: give it back
+	s.release()
+}
+
+// release returns a token: to the first reader waiting, else to the first readahead request.
+func (s *slots) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for q := range s.wait {
+		if len(s.wait[q]) > 0 {
+			w := s.wait[q][0]
+			s.wait[q] = s.wait[q][1:]
+			w <- struct{}{}
+			return
+		}
+	}
+	s.free++
+}
+
+// attempt is one try of a request: its context ends when the try has run for its time limit
+// or has made no progress for the stall timeout; progress says it made some.
+type attempt struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	stopT  context.CancelFunc
+	h      *health
+	stall  time.Duration
+	last   atomic.Int64 // clock of the last progress
+	timer  *time.Timer  // the stall watchdog; nil without a stall timeout
+	ended  atomic.Bool  // the try is over: the watchdog stops
+}
+
+var (
+	errTimeout = errors.New("request timed out")
+	errStalled = errors.New("stalled")
+	errLimit   = errors.New("over the time limit")
+)
+
+// newAttempt starts a try under parent with the time limit limit and the stall timeout stall
+// (0: none).
+func newAttempt(parent context.Context, h *health, limit, stall time.Duration) *attempt {
+	a := &attempt{h: h, stall: stall}
+	ctx, stopT := parent, context.CancelFunc(func() {})
+	if limit > 0 {
+		ctx, stopT = context.WithTimeoutCause(parent, limit, errLimit)
+	}
+	a.ctx, a.cancel = context.WithCancelCause(ctx)
+	a.stopT = stopT
+	a.last.Store(now())
+	if stall > 0 {
+		a.timer = time.AfterFunc(time.Hour, a.check) // set before it can fire
+		a.timer.Reset(stall)
+	}
+	return a
+}
+
+// progress records that the try got something from the store: its answer, or bytes.
+func (a *attempt) progress() {
+	a.last.Store(now())
+	a.h.hear()
+}
+
+// check is the watchdog: it ends the try if it has made no progress for the stall timeout,
+// and otherwise looks again when it would have.
+func (a *attempt) check() {
+	if a.ended.Load() {
+		return
+	}
+	idle := time.Duration(now() - a.last.Load())
+	if idle >= a.stall {
+		a.cancel(errStalled)
+		return
+	}
+	a.timer.Reset(a.stall - idle)
+}
+
+// end stops the watchdog and releases the try's context. It returns why the try's context
+// ended, if it did on its own (stalled, or over its limit): nil otherwise.
+func (a *attempt) end(parent context.Context) error {
+	var why error
+	if a.ctx.Err() != nil && parent.Err() == nil {
+		why = context.Cause(a.ctx)
+	}
+	a.ended.Store(true)
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	a.cancel(nil)
+	a.stopT()
+	return why
+}
+
+// retry runs fn until it succeeds, fails in a way a retry cannot mend, Retries retries have
+// failed, or the store has been silent for the budget; fn calls progress whenever the store
+// answers or sends bytes. Each try holds a slot of the pool (waiting for one does not count)
+// and has Timeout to finish, and StallTimeout between signs of progress.
+func (s *Store) retry(ctx context.Context, fn func(ctx context.Context, progress func()) error) error {
+	return s.retryFor(ctx, s.opt.Timeout, s.opt.StallTimeout, fn)
+}
+
+// silenceBudget is how long the store may answer nothing before a request gives up: the time
+// its tries would take to stall out.
+func (s *Store) silenceBudget() time.Duration {
+	return time.Duration(s.opt.Retries+1) * s.opt.StallTimeout
+}
+
+// errSilent: the store has answered nothing for the silence budget.
+func (s *Store) errSilent() error {
+	return fmt.Errorf("the store has answered nothing for %v: %w", s.h.silentFor().Round(100*time.Millisecond), errTimeout)
+}
+
+// retryFor is retry with a time limit of limit and a stall timeout of stall per try (0: none,
+// and no silence budget either: uploads).
+func (s *Store) retryFor(ctx context.Context, limit, stall time.Duration, fn func(ctx context.Context, progress func()) error) error {
+	budget := s.silenceBudget()
+	silent := func() error {
+		if stall > 0 && s.h.silentFor() >= budget {
+			return s.errSilent()
+		}
+		return nil
+	}
+	// A readahead request gives up on a silent store without a try, queued or not.
+	bgSilent := func() error {
+		if source.IsBackground(ctx) {
+			return silent()
+		}
+		return nil
+	}
+	poll := min(stall, time.Second) // how often a request waiting for a slot looks again
+	if poll <= 0 {
+		poll = time.Hour
+	}
+	wait := s.opt.Backoff
+	if err := bgSilent(); err != nil {
+		return err
+	}
+	for try := 0; ; try++ {
+		if err := s.slots.acquire(ctx, poll, bgSilent); err != nil {
+			return err
+		}
+		start := now()
+		a := newAttempt(ctx, &s.h, limit, stall)
+		err := fn(a.ctx, a.progress)
+		why := a.end(ctx)
+		s.slots.release()
+		if err == nil {
+			s.h.hear()
+			return nil
+		}
+		switch {
+		case minio.ToErrorResponse(err).StatusCode != 0:
+			s.h.hear() // an answer, if not the one wanted: the store is there
+		case ctx.Err() == nil:
+			s.h.unanswered(start)
+		}
+		switch why {
+		case errStalled:
+			err = fmt.Errorf("no progress for %v: %w", stall, errTimeout)
+		case errLimit:
+			err = fmt.Errorf("not done within %v: %w", limit, errTimeout)
+		}
+		if ctx.Err() != nil || try >= s.opt.Retries || !retryable(err) {
+			return err
+		}
+		if silent() != nil {
+			return fmt.Errorf("%w; the store has answered nothing for %v", err, s.h.silentFor().Round(100*time.Millisecond))
+		}
+		t := time.NewTimer(wait/2 + rand.N(wait/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, maxBackoff)
+	}
+}
+
+// retryable reports whether a failed request may succeed when tried again: server errors,
+// throttling and anything that is not an answer (a reset, a refused connection, a timeout, a
+// stall, a truncated body). A missing object, a changed ETag, a bad range or a refusal are
+// final.
+func retryable(err error) bool {
+	er := minio.ToErrorResponse(err)
+	if er.StatusCode == 0 && er.Code == "" {
+		return true // no answer from the store
+	}
+	switch er.Code {
+	case "SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "RequestTimeTooSkewed":
+		return true
+	}
+	return er.StatusCode >= 500 || er.StatusCode == http.StatusTooManyRequests || er.StatusCode == http.StatusRequestTimeout
+}

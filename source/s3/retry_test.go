@@ -1,0 +1,217 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/blockfs/blockfs/internal/crc32c"
+	"github.com/blockfs/blockfs/source"
+)
+
+func TestParts(t *testing.T) {
+	buf := make([]byte, 10)
+	for _, c := range []struct {
+		lo, hi, size, at int64
+		want             []part // bufs compared by length
+	}{
+		// The read [12, 22) of an object of 30 bytes, whole, in parts of 8.
+		{0, 30, 8, 12, []part{{0, 8, 8, 0, nil}, {8, 8, 4, 0, [][]byte{buf[:4]}}, {16, 8, 0, 2, [][]byte{buf[4:10]}}, {24, 6, 0, 6, nil}}},
+		// The read alone.
+		{12, 22, 8, 12, []part{{12, 8, 0, 0, [][]byte{buf[:8]}}, {20, 2, 0, 0, [][]byte{buf[8:]}}}},
+	} {
+		got := parts(c.lo, c.hi, c.size, c.at, [][]byte{buf})
+		require.Len(t, got, len(c.want))
+		for i, p := range got {
+			w := c.want[i]
+			assert.Equal(t, []int64{w.off, w.n, w.head, w.tail}, []int64{p.off, p.n, p.head, p.tail}, "part %d", i)
+			assert.Equal(t, source.Len(w.bufs), source.Len(p.bufs), "part %d", i)
+			assert.Equal(t, p.n, p.head+int64(source.Len(p.bufs))+p.tail, "part %d", i)
+		}
+	}
+}
+
+// TestReadSumSkips: the bytes of a part no read wants are summed, not kept.
+func TestReadSumSkips(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789abcdef"), 50000) // larger than the scratch buffer
+	head, tail := int64(300001), int64(200003)
+	mid := make([]byte, int64(len(data))-head-tail)
+	crc, err := readSum(bytes.NewReader(data), part{n: int64(len(data)), head: head, tail: tail, bufs: [][]byte{mid}}, true)
+	require.NoError(t, err)
+	assert.Equal(t, crc32c.Checksum(data), crc)
+	assert.Equal(t, data[head:int64(len(data))-tail], mid)
+	_, err = readSum(bytes.NewReader(data[:len(data)-1]), part{n: int64(len(data)), head: head, tail: tail, bufs: [][]byte{mid}}, true)
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+}
+
+// TestSlotsReadersFirst: a token goes to a waiting reader's request before any readahead
+// request, whichever came first, and to a readahead request promoted while it waits (a
+// reader now waits for it) as to a reader's; a request that gives up while it waits leaves
+// its place.
+func TestSlotsReadersFirst(t *testing.T) {
+	s := newSlots(1)
+	bg := context.Background()
+	never := func() error { return nil }
+	require.NoError(t, s.acquire(bg, time.Hour, never))
+	var mu sync.Mutex
+	var order []string
+	var wg sync.WaitGroup
+	start := func(name string, ctx context.Context) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			require.NoError(t, s.acquire(ctx, 5*time.Millisecond, never))
+			mu.Lock()
+			order = append(order, name)
+			mu.Unlock()
+			s.release()
+		}()
+	}
+	waiting := func(q, n int) {
+		require.Eventually(t, func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return len(s.wait[q]) == n
+		}, 5*time.Second, time.Millisecond)
+	}
+	ra1, _ := source.Background(bg)
+	start("readahead 1", ra1)
+	waiting(1, 1)
+	ra2, _ := source.Background(bg)
+	start("readahead 2", ra2)
+	waiting(1, 2)
+	ra3, promote := source.Background(bg)
+	start("readahead 3, promoted", ra3)
+	waiting(1, 3)
+	start("reader", bg)
+	waiting(0, 1)
+	promote()
+	waiting(0, 2)
+	gone := errors.New("gone")
+	err := s.acquire(bg, time.Millisecond, func() error { return gone })
+	require.ErrorIs(t, err, gone)
+	s.release()
+	wg.Wait()
+	assert.Equal(t, []string{"reader", "readahead 3, promoted", "readahead 1", "readahead 2"}, order)
+	assert.Equal(t, 1, s.free)
+}
+
+// hangingStore is a Store whose endpoint accepts connections and never answers (a store
+// stopped with SIGSTOP), with 8 objects of size bytes; it also returns how many connections
+// the store has had.
+func hangingStore(t *testing.T, opt Options, size int64) (*Blocks, func() int) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			go func() { _, _ = io.Copy(io.Discard, c) }()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	t.Setenv("AWS_ACCESS_KEY_ID", "k")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "s")
+	opt.Endpoint, opt.Region = "http://"+l.Addr().String(), "us-east-1"
+	st, err := Open("s3://bkt/p", opt)
+	require.NoError(t, err)
+	var tab table
+	for i := range 8 {
+		tab = append(tab, source.Extent{Name: fmt.Sprintf("p/obj%d", i), Size: size,
+			Ident: source.Identity{Size: size, Tag: "e", CRC32C: 1, HasCRC: true}})
+	}
+	return NewBlocks(st, tab), func() int { mu.Lock(); defer mu.Unlock(); return len(conns) }
+}
+
+// table is a source.Table of one file per extent.
+type table []source.Extent
+
+func (tb table) Extent(id source.FileID) (source.Extent, bool) {
+	if int(id) >= len(tb) {
+		return source.Extent{}, false
+	}
+	return tb[id], true
+}
+
+// TestStoreSilent: against a store that never answers, a read fails with ErrUnavailable after
+// its tries stall out, not their time limit; once the store has been silent for the budget, a
+// reader's read fails after one try and readahead's at once, and reads queued behind the pool
+// do not wait a budget each.
+func TestStoreSilent(t *testing.T) {
+	const stall = 150 * time.Millisecond
+	b, conns := hangingStore(t, Options{Concurrency: 1, Timeout: time.Minute, StallTimeout: stall, Retries: 3, Backoff: time.Millisecond}, 1<<20)
+	budget := b.s.silenceBudget()
+	require.Equal(t, 4*stall, budget)
+	buf := make([]byte, 100)
+	start := time.Now()
+	err := b.Fill(context.Background(), 0, 0, [][]byte{buf})
+	took := time.Since(start)
+	require.ErrorIs(t, err, source.ErrUnavailable)
+	assert.Contains(t, err.Error(), "no progress for")
+	t.Log(err)
+	assert.GreaterOrEqual(t, took, budget)
+	assert.Less(t, took, budget+2*stall, "a read against a silent store")
+	assert.Equal(t, 4, conns(), "one connection per try")
+
+	// Silent for the budget already: a reader's read makes one try (to find the store if it is
+	// back), a readahead's none.
+	start = time.Now()
+	err = b.Fill(context.Background(), 1, 0, [][]byte{buf})
+	require.ErrorIs(t, err, source.ErrUnavailable)
+	t.Log(err)
+	took = time.Since(start)
+	assert.GreaterOrEqual(t, took, stall)
+	assert.Less(t, took, 3*stall, "a read once the store is known silent")
+	assert.Equal(t, 5, conns())
+	ra, _ := source.Background(context.Background())
+	start = time.Now()
+	err = b.Fill(ra, 2, 0, [][]byte{buf})
+	require.ErrorIs(t, err, source.ErrUnavailable)
+	t.Log(err)
+	assert.Less(t, time.Since(start), stall/2, "readahead once the store is known silent")
+	assert.Equal(t, 5, conns())
+
+	// Reads queued for one slot: readahead's give up at once, the readers' each after one try,
+	// not one budget after the other.
+	var wg sync.WaitGroup
+	start = time.Now()
+	for i := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			if i >= 2 {
+				ctx, _ = source.Background(ctx)
+			}
+			assert.ErrorIs(t, b.Fill(ctx, source.FileID(i), 0, [][]byte{make([]byte, 100)}), source.ErrUnavailable)
+		}()
+	}
+	wg.Wait()
+	took = time.Since(start)
+	assert.Less(t, took, 3*stall+stall/2, "queued reads against a silent store")
+	assert.Equal(t, 7, conns())
+	t.Logf("queued reads failed in %v", took)
+}
