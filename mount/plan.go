@@ -181,8 +181,9 @@ func (p *Plan) planCache() error {
 	return nil
 }
 
-// fitWindow lowers an automatic --mix whose window and readahead would take more than the
-// --cache-size given, or a quarter of the memory less the trainer's share (the memory the
+// fitWindow lowers an automatic --mix whose window and readahead would take more than half
+// the --cache-size given (the rest for the windows of readers at other places, and for blocks
+// fetched ahead), or a quarter of the memory less the trainer's share (the memory the
 // process has, not what is free at the moment: the order must not depend on what else runs).
 // The cache takes twice the window and readahead where it can (PlanMemory), so the automatic
 // window never leaves less than half the budget to the blocks kept resident.
@@ -190,7 +191,7 @@ func (p *Plan) fitWindow(cs, ra int64, mem sysmem.Memory) {
 	if !p.order.Auto || p.opt.Order.Mix <= 1 {
 		return
 	}
-	room, what := cs, "--cache-size "+ibytes(cs)
+	room, what := cs/2, "half the --cache-size, "+ibytes(cs/2)
 	if cs == 0 {
 		total := mem.Total()
 		if total <= 0 {
