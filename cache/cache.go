@@ -119,8 +119,27 @@ type entry struct {
 	promote    func()        // tells a readahead's load that a reader waits for it; nil for a reader's
 }
 
-// Cache is safe for concurrent use.
+// Cache is the page cache of a mount, safe for concurrent use. A Cache made by Namespace
+// shares its pages, budget and workers with the Cache it came from, and adds its namespace to
+// every FileID it is given (a mixture's sources share one cache, each with ids of its own).
 type Cache struct {
+	*core
+	ns FileID // added to every FileID (bits NamespaceShift and up)
+}
+
+// NamespaceShift is where a namespace's bits start in a FileID: a source.Blocks under a
+// namespaced cache (source.Mux) routes on them.
+const NamespaceShift = source.NamespaceShift
+
+// Namespace returns a Cache over the same pages whose FileIDs are those of namespace i
+// (0 <= i < 2^(64-NamespaceShift)): id becomes id | i<<NamespaceShift. Close only the Cache New
+// returned.
+func (c *Cache) Namespace(i int) *Cache {
+	return &Cache{core: c.core, ns: FileID(i) << NamespaceShift}
+}
+
+// core is the cache itself, shared by its namespaces.
+type core struct {
 	// Immutable after New.
 	src   source.Blocks
 	opt   Options
@@ -167,7 +186,7 @@ func New(src source.Blocks, opt Options) (*Cache, error) {
 	// KiB pages every record is a TLB miss.
 	_ = unix.Madvise(arena, unix.MADV_HUGEPAGE)
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Cache{src: src, opt: opt, arena: arena, slots: slots,
+	c := &core{src: src, opt: opt, arena: arena, slots: slots,
 		pages: make(map[key]*entry), lru: list.New(), free: make([]int, slots),
 		queue: make(chan request, opt.Queue), ctx: ctx, cancel: cancel}
 	for i := range c.free {
@@ -177,12 +196,12 @@ func New(src source.Blocks, opt Options) (*Cache, error) {
 		c.wg.Add(1)
 		go c.worker()
 	}
-	return c, nil
+	return &Cache{core: c}, nil
 }
 
 // Close stops the readahead workers, waits for the loads in progress (cancelled) and releases
 // the arena. No Fill or Pin may run or follow.
-func (c *Cache) Close() error {
+func (c *core) Close() error {
 	c.cancel()
 	c.wg.Wait()
 	c.loads.Wait()
@@ -197,7 +216,7 @@ func (c *Cache) Close() error {
 // hold pages for long (Pins), so that other readers and readahead keep room. (Counting loads
 // made an object store mount, whose readahead keeps --s3-concurrency blocks loading, look
 // crowded all the time, and every read of small records took a copy.)
-func (c *Cache) Crowded() bool {
+func (c *core) Crowded() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return 2*(c.pinned-c.loading) > c.slots
@@ -208,7 +227,7 @@ func (c *Cache) Crowded() bool {
 // state), so that the two together stay within the budget. It returns the bytes taken;
 // Capacity shrinks by as much. Free slots go first, then the least recently used unpinned
 // pages; the slots' memory is given back to the kernel (untouched, it costs nothing).
-func (c *Cache) Reserve(n int64) int64 {
+func (c *core) Reserve(n int64) int64 {
 	ps := int64(c.opt.PageSize)
 	c.mu.Lock()
 	var taken []int
@@ -226,10 +245,10 @@ func (c *Cache) Reserve(n int64) int64 {
 }
 
 // PageSize returns the page size.
-func (c *Cache) PageSize() int { return c.opt.PageSize }
+func (c *core) PageSize() int { return c.opt.PageSize }
 
 // Capacity returns the byte budget actually used (whole pages).
-func (c *Cache) Capacity() int64 {
+func (c *core) Capacity() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return int64(c.slots) * int64(c.opt.PageSize)
@@ -242,6 +261,7 @@ var ErrRange = errors.New("read outside the file")
 // or returns an error (a read that would pass the end of the file is ErrRange, never a short
 // read). ctx bounds the wait for pages that another reader is loading.
 func (c *Cache) Fill(ctx context.Context, id FileID, off int64, p []byte) error {
+	id |= c.ns
 	if len(p) == 0 {
 		return nil
 	}
@@ -298,7 +318,7 @@ func waitAll(ctx context.Context, ents []*entry) error {
 // be loading; wait on load.Done. prefetch marks pages created by readahead. With strict set, pin
 // never gives a page a private buffer: when no slot is free it stops and reports full, having
 // pinned (and appended) only the pages before.
-func (c *Cache) pin(id FileID, first, last, size int64, prefetch, strict bool, ents []*entry) ([]*entry, bool) {
+func (c *core) pin(id FileID, first, last, size int64, prefetch, strict bool, ents []*entry) ([]*entry, bool) {
 	if c.opt.Whole {
 		if out, ok := c.pinWhole(id, first, last, size, prefetch, ents); ok {
 			return out, false
@@ -372,7 +392,7 @@ func (c *Cache) pin(id FileID, first, last, size int64, prefetch, strict bool, e
 // slots no one pins hold the whole file, it creates every page of the file, pins first..last
 // for the caller and loads them all with one Fill, and reports true; otherwise it does nothing
 // and reports false. The pages not asked for count as read ahead.
-func (c *Cache) pinWhole(id FileID, first, last, size int64, prefetch bool, ents []*entry) ([]*entry, bool) {
+func (c *core) pinWhole(id FileID, first, last, size int64, prefetch bool, ents []*entry) ([]*entry, bool) {
 	ps := int64(c.opt.PageSize)
 	n := (size + ps - 1) / ps
 	if n <= 1 {
@@ -413,7 +433,7 @@ func (c *Cache) pinWhole(id FileID, first, last, size int64, prefetch bool, ents
 
 // slotFreeLocked makes sure a slot is free, evicting the least recently used unpinned page if
 // need be, and reports whether one is. Caller holds c.mu.
-func (c *Cache) slotFreeLocked() bool {
+func (c *core) slotFreeLocked() bool {
 	if len(c.free) > 0 {
 		return true
 	}
@@ -429,7 +449,7 @@ func (c *Cache) slotFreeLocked() bool {
 // newEntryLocked creates a loading entry for k, with the load's reference, taking a free slot
 // or evicting the least recently used unpinned page. When every slot is pinned the page gets a
 // private buffer and is not cached. Caller holds c.mu.
-func (c *Cache) newEntryLocked(k key, size int64) *entry {
+func (c *core) newEntryLocked(k key, size int64) *entry {
 	ps := int64(c.opt.PageSize)
 	n := min(ps, size-k.page*ps)
 	e := &entry{key: k, slot: -1, load: flight.New[struct{}](), refs: 1}
@@ -452,7 +472,7 @@ func (c *Cache) newEntryLocked(k key, size int64) *entry {
 }
 
 // removeLocked drops a loaded, unpinned page and frees its slot. Caller holds c.mu.
-func (c *Cache) removeLocked(e *entry) {
+func (c *core) removeLocked(e *entry) {
 	c.lru.Remove(e.elem)
 	e.elem = nil
 	delete(c.pages, e.key)
@@ -466,7 +486,7 @@ func (c *Cache) removeLocked(e *entry) {
 // loadContextLocked returns the context to load run with: the cache's, marked
 // source.Background for readahead (prefetch), with the promotion set on run's pages. Caller
 // holds c.mu, and has not published run's pages yet.
-func (c *Cache) loadContextLocked(run []*entry, prefetch bool) context.Context {
+func (c *core) loadContextLocked(run []*entry, prefetch bool) context.Context {
 	if !prefetch {
 		return c.ctx
 	}
@@ -478,7 +498,7 @@ func (c *Cache) loadContextLocked(run []*entry, prefetch bool) context.Context {
 }
 
 // startLoad loads run with ctx on a goroutine of its own (load).
-func (c *Cache) startLoad(ctx context.Context, run []*entry) {
+func (c *core) startLoad(ctx context.Context, run []*entry) {
 	c.loads.Add(1)
 	go func() {
 		defer c.loads.Done()
@@ -488,7 +508,7 @@ func (c *Cache) startLoad(ctx context.Context, run []*entry) {
 
 // load reads a run of consecutive pages of one file with one Fill of the source, publishes
 // them and drops the load's references.
-func (c *Cache) load(ctx context.Context, run []*entry) {
+func (c *core) load(ctx context.Context, run []*entry) {
 	bufs := make([][]byte, len(run))
 	var n int64
 	for i, e := range run {
@@ -525,7 +545,7 @@ func (c *Cache) load(ctx context.Context, run []*entry) {
 }
 
 // unpin drops the references taken by pin.
-func (c *Cache) unpin(ents []*entry) {
+func (c *core) unpin(ents []*entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, e := range ents {
@@ -535,7 +555,7 @@ func (c *Cache) unpin(ents []*entry) {
 
 // unrefLocked drops one reference to e: the last one unpins its slot, and frees it if the
 // load failed. Caller holds c.mu.
-func (c *Cache) unrefLocked(e *entry) {
+func (c *core) unrefLocked(e *entry) {
 	e.refs--
 	if e.refs > 0 || e.slot < 0 {
 		return
@@ -550,6 +570,7 @@ func (c *Cache) unrefLocked(e *entry) {
 // Prefetch asks a readahead worker to load n bytes of file id from off. It never blocks: when
 // the queue is full the request is dropped and Prefetch returns false.
 func (c *Cache) Prefetch(id FileID, off, n int64) bool {
+	id |= c.ns
 	select {
 	case c.queue <- request{id, off, n}:
 		return true
@@ -559,7 +580,7 @@ func (c *Cache) Prefetch(id FileID, off, n int64) bool {
 	}
 }
 
-func (c *Cache) worker() {
+func (c *core) worker() {
 	defer c.wg.Done()
 	for {
 		select {
@@ -573,7 +594,7 @@ func (c *Cache) worker() {
 
 // prefetch loads the pages of r that are not cached, one run of up to MaxRead at a time, so a
 // reader that overtakes the worker loads what it needs itself instead of queueing behind it.
-func (c *Cache) prefetch(r request) {
+func (c *core) prefetch(r request) {
 	size := c.src.Size(r.id)
 	end := min(r.off+r.n, size)
 	if r.off < 0 || r.off >= end {

@@ -28,6 +28,7 @@ type Run struct {
 // failed load, a range outside the file, ctx ending while pages load) leaves whatever was
 // pinned before in ps. Requires n > 0. Counted as hits and misses like Fill, once per page.
 func (c *Cache) Pin(ctx context.Context, ps *Pins, id FileID, off, n int64) (Run, error) {
+	id |= c.ns
 	size := c.src.Size(id)
 	if n <= 0 || off < 0 || off+n > size {
 		return Run{}, fmt.Errorf("file %d: [%d, %d) of %d bytes: %w", id, off, off+n, size, ErrRange)
@@ -40,6 +41,7 @@ func (c *Cache) Pin(ctx context.Context, ps *Pins, id FileID, off, n int64) (Run
 // (bit p%64 of want[p/64] for page p; nil wants them all). Consecutive pages that are missing
 // are loaded with one read.
 func (c *Cache) PinPages(ctx context.Context, ps *Pins, id FileID, first, end int64, want []uint64) (Run, error) {
+	id |= c.ns
 	if ps.c == nil {
 		ps.c = c
 	}
@@ -86,6 +88,7 @@ func (c *Cache) PinPages(ctx context.Context, ps *Pins, id FileID, first, end in
 // PinPage pins page p of file id like PinPages, except that when every slot is pinned the page
 // is read into a buffer of its own (served once, not cached) instead of failing.
 func (c *Cache) PinPage(ctx context.Context, ps *Pins, id FileID, p int64) (Run, error) {
+	id |= c.ns
 	if ps.c == nil {
 		ps.c = c
 	}
@@ -157,4 +160,4 @@ func (ps *Pins) Release() {
 }
 
 // Served counts n bytes handed to readers from pinned pages (the bytes_served statistic).
-func (c *Cache) Served(n int) { c.stats.served.Add(uint64(n)) }
+func (c *core) Served(n int) { c.stats.served.Add(uint64(n)) }

@@ -30,7 +30,7 @@ type Stats struct {
 }
 
 // Stats returns a snapshot of the counters.
-func (c *Cache) Stats() Stats {
+func (c *core) Stats() Stats {
 	c.mu.Lock()
 	var held int64
 	if c.lru != nil {

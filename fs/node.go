@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"fmt"
+	"slices"
 	"syscall"
 	"time"
 
@@ -51,11 +52,15 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 }
 
 func (d *dirNode) lookupEpoch(ctx context.Context, epoch uint64, kind view.Kind, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if kind == view.Offsets && !d.m.set.Variable() {
+	if !slices.Contains(d.m.set.Kinds(), kind) {
 		return nil, syscall.ENOENT
 	}
 	n := &fileNode{m: d.m, epoch: epoch, kind: kind, root: d.root, r: d.r, w: d.w}
-	size, err := d.m.set.FileSize(ctx, epoch, kind, n.rangeOf())
+	rg, err := n.rangeOf()
+	if err != nil {
+		return nil, toErrno(err, "epoch "+view.EpochName(epoch))
+	}
+	size, err := d.m.set.FileSize(ctx, epoch, kind, rg)
 	if err != nil {
 		return nil, toErrno(err, "epoch "+view.EpochName(epoch))
 	}
@@ -76,12 +81,7 @@ type epochStream struct {
 	i    uint64 // next entry index
 }
 
-func (s *epochStream) perEpoch() uint64 {
-	if s.m.set.Variable() {
-		return 3
-	}
-	return 2
-}
+func (s *epochStream) perEpoch() uint64 { return uint64(len(s.m.set.Kinds())) }
 
 func (s *epochStream) total() uint64 {
 	n := s.m.opt.Epochs * s.perEpoch()
@@ -99,8 +99,8 @@ func (s *epochStream) Next() (fuse.DirEntry, syscall.Errno) {
 	if s.root && i == s.total()-1 {
 		return fuse.DirEntry{Name: view.MetaDir, Mode: fuse.S_IFDIR}, 0
 	}
-	// Each epoch's files in Kind order: data, ids, offsets (variable-length only).
-	name := view.EpochFile(i/s.perEpoch(), view.Kind(i%s.perEpoch()))
+	// Each epoch's files in the order Kinds gives: data, ids, then the others it has.
+	name := view.EpochFile(i/s.perEpoch(), s.m.set.Kinds()[i%s.perEpoch()])
 	return fuse.DirEntry{Name: name, Mode: fuse.S_IFREG}, 0
 }
 
@@ -121,11 +121,12 @@ type fileNode struct {
 }
 
 // rangeOf returns the positions of the epoch that the file covers: all, or its shard's.
-func (n *fileNode) rangeOf() view.Range {
-	if n.root {
-		return view.Range{Start: 0, End: n.m.set.Records()}
+func (n *fileNode) rangeOf() (view.Range, error) {
+	records, err := n.m.set.Records(n.epoch)
+	if err != nil || n.root {
+		return view.Range{Start: 0, End: records}, err
 	}
-	return view.ShardRange(n.m.set.Records(), n.r, n.w)
+	return view.ShardRange(records, n.r, n.w), nil
 }
 
 // open builds the view file: the epoch from the mount's set, then the range and kind.
@@ -133,11 +134,11 @@ func (n *fileNode) open(ctx context.Context) (view.File, syscall.Errno) {
 	if n.fixed != nil {
 		return n.fixed, 0
 	}
-	e, err := n.m.set.Epoch(n.epoch)
+	rg, err := n.rangeOf()
 	if err != nil {
 		return nil, toErrno(err, "epoch "+view.EpochName(n.epoch))
 	}
-	f, err := e.Open(ctx, n.kind, n.rangeOf())
+	f, err := n.m.set.Open(ctx, n.epoch, n.kind, rg)
 	if err != nil {
 		return nil, toErrno(err, "epoch "+view.EpochName(n.epoch))
 	}

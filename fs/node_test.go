@@ -133,7 +133,7 @@ func TestNodeTree(t *testing.T) {
 		_, _, st := f.lookup(path)
 		assert.Equal(t, fuse.ENOENT, st, path)
 	}
-	assert.Zero(t, f.root.m.set.Cache.Stats().DiskReads, "lookups read no data")
+	assert.Zero(t, f.root.m.set.(*view.Set).Cache.Stats().DiskReads, "lookups read no data")
 
 	info, st := f.read(t, ".blockfs/info.json", 0, 1<<16, nil)
 	require.True(t, st.Ok())

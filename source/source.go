@@ -178,3 +178,36 @@ func FillExtent(e Extent, off int64, bufs [][]byte, fill func(e Extent, off int6
 	}
 	return nil
 }
+
+// NamespaceShift is where a namespace's bits start in a FileID (see Mux).
+const NamespaceShift = 48
+
+// Mux is the Blocks of several sources under one cache (a mixture): FileID id of source i is
+// id | i<<NamespaceShift, as cache.Cache.Namespace makes them.
+type Mux []Blocks
+
+func (m Mux) route(id FileID) (Blocks, FileID, bool) {
+	i := int(id >> NamespaceShift)
+	if i >= len(m) {
+		return nil, 0, false
+	}
+	return m[i], id & (1<<NamespaceShift - 1), true
+}
+
+// Size returns the size of file id of its source; 0 for a source there is not.
+func (m Mux) Size(id FileID) int64 {
+	b, inner, ok := m.route(id)
+	if !ok {
+		return 0
+	}
+	return b.Size(inner)
+}
+
+// Fill reads file id of its source.
+func (m Mux) Fill(ctx context.Context, id FileID, off int64, bufs [][]byte) error {
+	b, inner, ok := m.route(id)
+	if !ok {
+		return &Error{Op: "read", Name: fmt.Sprintf("source %d", id>>NamespaceShift), Off: off, Err: ErrNoFile}
+	}
+	return b.Fill(ctx, inner, off, bufs)
+}

@@ -13,9 +13,6 @@ import (
 // What a server of a Set (package fs) needs to know about its dataset, so that it need not
 // reach through view into the packages below.
 
-// Records returns the number of records in an epoch.
-func (s *Set) Records() uint64 { return s.DS.Records() }
-
 // Variable reports whether records vary in length: epochs then have an Offsets file.
 func (s *Set) Variable() bool { return s.DS.Kind() == layout.Variable }
 

@@ -27,6 +27,7 @@ const (
 	IDs                 // uint64 LE source id per record
 	Offsets             // uint64 LE byte offset per record, plus the end (variable-length only)
 	Names               // the dataset's names file, by source id
+	Sources             // uint16 LE index of each record's source in a mixture
 	numKinds
 )
 

@@ -17,6 +17,7 @@ type Gather struct {
 	Vecs [][]byte // the read's bytes, in order; valid until Release
 
 	plan plan // where the read's bytes are, and the pins holding them (plan.go)
+	subs []*Gather // a mixture's reads of its sources, whose pages Vecs holds
 }
 
 var gathers = sync.Pool{New: func() any { return new(Gather) }}
@@ -54,6 +55,11 @@ func (g *Gather) Release() {
 }
 
 func (g *Gather) reset() {
+	for _, s := range g.subs {
+		s.Release()
+	}
+	clear(g.subs)
+	g.subs = g.subs[:0]
 	g.plan.reset()
 	clear(g.Vecs)
 	g.Vecs = g.Vecs[:0]

@@ -23,6 +23,7 @@ const (
 	shardOf       = "-of-"
 	IDsSuffix     = ".ids"      // an epoch's source ids
 	OffsetsSuffix = ".offsets"  // an epoch's record offsets
+	SourceSuffix  = ".source"   // a mixture's epoch: the source of each record
 	MetaDir       = ".blockfs"  // the directory of the mount's own files
 	InfoName      = "info.json" // in MetaDir
 	StatsName     = "stats.json"
@@ -38,7 +39,7 @@ const (
 )
 
 // kindSuffix is the suffix of each Kind's epoch file.
-var kindSuffix = [...]string{Data: "", IDs: IDsSuffix, Offsets: OffsetsSuffix}
+var kindSuffix = [...]string{Data: "", IDs: IDsSuffix, Offsets: OffsetsSuffix, Sources: SourceSuffix}
 
 // EpochName returns the file name of epoch n's records.
 func EpochName(n uint64) string { return fmt.Sprintf(epochPattern, n) }
@@ -79,6 +80,8 @@ func ParseEpochFile(name string) (epoch uint64, kind Kind, ok bool) {
 		rest, kind = r, IDs
 	} else if r, cut := strings.CutSuffix(rest, OffsetsSuffix); cut {
 		rest, kind = r, Offsets
+	} else if r, cut := strings.CutSuffix(rest, SourceSuffix); cut {
+		rest, kind = r, Sources
 	}
 	n, ok := parseCanonical(rest)
 	if !ok || EpochName(n) != epochPrefix+rest {

@@ -26,6 +26,8 @@ func NewReader(f File, ahead int64) *Reader {
 	switch f := f.(type) {
 	case *dataFile:
 		r.ra = &readahead{e: f.e, role: layout.RoleData, base: f.base, next: -1}
+	case *mixData:
+		f.ahead = ahead // a mixture reads ahead in each source's order (mixData.prefetch)
 	case *idsFile:
 		if f.e.ds.HasIDs() {
 			r.ra = &readahead{e: f.e, role: layout.RoleIDs, base: 8 * f.rg.Start, next: -1}

@@ -1,0 +1,372 @@
+package shuffle
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"math/bits"
+	"sort"
+	"strings"
+)
+
+// A mixture's order (docs/SHUFFLE.md, "Mixtures"): how many records each source gives to an
+// epoch, which draws of its own order they are, and where they sit in the epoch. Everything is
+// exact integer and rational arithmetic, so another implementation gets the same positions.
+
+// DomainMixture derives a mixture's per-source seeds: seed_i = Derive(seed, DomainMixture, 0, i).
+const DomainMixture = 6
+
+// SourceSeed returns source i's seed in a mixture mounted with seed.
+func SourceSeed(seed uint64, i int) uint64 { return Derive(seed, DomainMixture, 0, uint64(i)) }
+
+// MaxMixtureRecords bounds the records of a mixture's epoch and of each source's share.
+const MaxMixtureRecords = 1 << 48
+
+// MaxSources bounds the sources of a mixture (the .source sidecar holds uint16 indices).
+const MaxSources = 1 << 12
+
+// RuleKind is how a source says how much of it an epoch takes.
+type RuleKind int
+
+const (
+	Weight  RuleKind = iota // a share of the weighted sources' records
+	Repeat                  // passes over the source per epoch, fractional allowed
+	Records                 // an absolute count per epoch
+)
+
+var ruleNames = [...]string{Weight: "weight", Repeat: "repeat", Records: "records"}
+
+func (k RuleKind) String() string { return ruleNames[k] }
+
+// Rule is one source's share: its kind and its exact value (Text as written, for info.json).
+type Rule struct {
+	Kind  RuleKind
+	Value *big.Rat
+	Text  string
+}
+
+// ParseRule parses a rule's value as written: a decimal number ("0.7" is 7/10 exactly) or,
+// for repeat, a fraction "a/b". Records must be a whole number.
+func ParseRule(kind RuleKind, text string) (Rule, error) {
+	text = strings.TrimSpace(text)
+	v, ok := new(big.Rat).SetString(text)
+	if !ok || (strings.Contains(text, "/") && kind != Repeat) {
+		return Rule{}, fmt.Errorf("%s %q is not a number", kind, text)
+	}
+	if v.Sign() <= 0 {
+		return Rule{}, fmt.Errorf("%s %s must be positive", kind, text)
+	}
+	if kind == Records && !v.IsInt() {
+		return Rule{}, fmt.Errorf("records %s must be a whole number", text)
+	}
+	return Rule{Kind: kind, Value: v, Text: text}, nil
+}
+
+// MixSource is one source of a mixture: the records of its own epoch and its rule.
+type MixSource struct {
+	N    uint64
+	Rule Rule
+}
+
+// Mixture is the order of a mixture of sources. Immutable after NewMixture; safe for
+// concurrent use.
+type Mixture struct {
+	src   []MixSource
+	fixed []uint64 // each source's records per epoch when the same every epoch; see constant
+	// constant[i] reports whether source i gives the same count every epoch (all but a
+	// repeat with r*N fractional).
+	constant []bool
+}
+
+// ErrMixture marks a mixture that cannot be served (its message says why).
+var ErrMixture = errors.New("mixture")
+
+func mixErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrMixture, fmt.Sprintf(format, args...))
+}
+
+// NewMixture checks the sources and computes the counts that are the same every epoch.
+// epochRecords is the epoch's size in records (0: derived, see SHUFFLE.md).
+func NewMixture(srcs []MixSource, epochRecords uint64) (*Mixture, error) {
+	if len(srcs) == 0 {
+		return nil, mixErr("no sources")
+	}
+	if len(srcs) > MaxSources {
+		return nil, mixErr("%d sources; at most %d", len(srcs), MaxSources)
+	}
+	m := &Mixture{src: srcs, fixed: make([]uint64, len(srcs)), constant: make([]bool, len(srcs))}
+	var others uint64    // records an epoch of the sources without a weight, when constant
+	var weighted []int   // the weighted sources
+	wsum := new(big.Rat) // their weights
+	var derived uint64   // their records
+	varying := -1        // a source whose count varies, if any
+	for i, s := range srcs {
+		if s.N == 0 {
+			return nil, mixErr("source %d has no records", i)
+		}
+		v := s.Rule.Value
+		switch s.Rule.Kind {
+		case Weight:
+			weighted = append(weighted, i)
+			wsum.Add(wsum, v)
+			derived += s.N
+			continue
+		case Records:
+			m.fixed[i], m.constant[i] = v.Num().Uint64(), true
+			if !v.Num().IsUint64() || m.fixed[i] > MaxMixtureRecords {
+				return nil, mixErr("source %d: records %s is more than %d", i, s.Rule.Text, uint64(MaxMixtureRecords))
+			}
+		case Repeat:
+			perEpoch := new(big.Rat).Mul(v, new(big.Rat).SetUint64(s.N))
+			if perEpoch.Cmp(new(big.Rat).SetUint64(MaxMixtureRecords)) > 0 {
+				return nil, mixErr("source %d: repeat %s of %d records is more than %d records an epoch", i, s.Rule.Text, s.N, uint64(MaxMixtureRecords))
+			}
+			if perEpoch.IsInt() {
+				m.fixed[i], m.constant[i] = perEpoch.Num().Uint64(), true
+			} else {
+				varying = i
+			}
+		}
+		others += m.fixed[i]
+	}
+	switch {
+	case len(weighted) == 0 && epochRecords > 0:
+		return nil, mixErr("epoch_records is given but no source has a weight: it sizes the weighted sources' share; leave it out, or give sources weights")
+	case len(weighted) == 0:
+		return m, nil
+	case epochRecords > 0 && varying >= 0:
+		return nil, mixErr("epoch_records is given with source %d, whose repeat %s of %d records gives a fractional count per epoch: give that source records, or leave epoch_records out", varying, srcs[varying].Rule.Text, srcs[varying].N)
+	case epochRecords > MaxMixtureRecords:
+		return nil, mixErr("epoch_records %d is more than %d", epochRecords, uint64(MaxMixtureRecords))
+	case epochRecords > 0 && epochRecords <= others:
+		return nil, mixErr("epoch_records %d leaves no records to the weighted sources: the sources without a weight give %d an epoch; raise epoch_records", epochRecords, others)
+	}
+	tw := derived
+	if epochRecords > 0 {
+		tw = epochRecords - others
+	}
+	if tw > MaxMixtureRecords {
+		return nil, mixErr("the weighted sources would give %d records an epoch; at most %d (give epoch_records)", tw, uint64(MaxMixtureRecords))
+	}
+	m.apportion(weighted, wsum, tw)
+	for _, i := range weighted {
+		if m.fixed[i] == 0 {
+			return nil, mixErr("source %d: weight %s of %d records an epoch rounds to 0 records; raise its weight or epoch_records", i, srcs[i].Rule.Text, tw)
+		}
+	}
+	return m, nil
+}
+
+// apportion splits tw records among the weighted sources by the largest remainder method.
+func (m *Mixture) apportion(weighted []int, wsum *big.Rat, tw uint64) {
+	type rem struct {
+		i    int
+		frac *big.Rat
+	}
+	rems := make([]rem, 0, len(weighted))
+	var given uint64
+	for _, i := range weighted {
+		q := new(big.Rat).Mul(new(big.Rat).SetUint64(tw), m.src[i].Rule.Value)
+		q.Quo(q, wsum)
+		fl := new(big.Int).Quo(q.Num(), q.Denom()) // q >= 0: truncation is the floor
+		m.fixed[i], m.constant[i] = fl.Uint64(), true
+		given += m.fixed[i]
+		rems = append(rems, rem{i, new(big.Rat).Sub(q, new(big.Rat).SetInt(fl))})
+	}
+	sort.SliceStable(rems, func(a, b int) bool { return rems[a].frac.Cmp(rems[b].frac) > 0 })
+	for k := 0; uint64(k) < tw-given; k++ {
+		m.fixed[rems[k].i]++
+	}
+}
+
+// Sources returns the number of sources.
+func (m *Mixture) Sources() int { return len(m.src) }
+
+// Source returns source i.
+func (m *Mixture) Source(i int) MixSource { return m.src[i] }
+
+// Varies reports whether epochs have different record counts (a fractional repeat).
+func (m *Mixture) Varies() bool {
+	for _, c := range m.constant {
+		if !c {
+			return true
+		}
+	}
+	return false
+}
+
+// drawsBefore returns K_i(e), source i's draws in the epochs before e, as a big integer.
+func (m *Mixture) drawsBefore(i int, e uint64) *big.Int {
+	be := new(big.Int).SetUint64(e)
+	if m.constant[i] {
+		return be.Mul(be, new(big.Int).SetUint64(m.fixed[i]))
+	}
+	v := m.src[i].Rule.Value
+	be.Mul(be, v.Num())
+	be.Mul(be, new(big.Int).SetUint64(m.src[i].N))
+	return be.Quo(be, v.Denom()) // non-negative: truncation is the floor
+}
+
+// Draw is where a source's draw is in its own epochs: position Pos of its epoch Pass.
+type Draw struct{ Pass, Pos uint64 }
+
+// MixEpoch is one epoch of a mixture: each source's count and first draw, and the interleave.
+// Immutable; safe for concurrent use.
+type MixEpoch struct {
+	Interleave
+	first []Draw
+	n     []uint64 // the sources' own epoch lengths
+}
+
+// Epoch returns epoch e's counts, first draws and interleave. It fails when a source's pass
+// passes 2^64 (an epoch number far beyond any training run).
+func (m *Mixture) Epoch(e uint64) (*MixEpoch, error) {
+	me := &MixEpoch{Interleave: Interleave{c: make([]uint64, len(m.src))}, first: make([]Draw, len(m.src)), n: make([]uint64, len(m.src))}
+	for i, s := range m.src {
+		k := m.drawsBefore(i, e)
+		if m.constant[i] {
+			me.c[i] = m.fixed[i]
+		} else {
+			me.c[i] = new(big.Int).Sub(m.drawsBefore(i, e+1), k).Uint64()
+		}
+		pass, pos := new(big.Int).QuoRem(k, new(big.Int).SetUint64(s.N), new(big.Int))
+		if !pass.IsUint64() {
+			return nil, mixErr("epoch %d: source %d's pass is past 2^64", e, i)
+		}
+		me.first[i], me.n[i] = Draw{pass.Uint64(), pos.Uint64()}, s.N
+		me.t += me.c[i]
+	}
+	return me, nil
+}
+
+// DrawOf returns where draw j of source i in this epoch is in the source's own epochs.
+func (me *MixEpoch) DrawOf(i int, j uint64) Draw {
+	f := me.first[i]
+	q := f.Pos + j
+	return Draw{f.Pass + q/me.n[i], q % me.n[i]}
+}
+
+// Interleave places the draws of the sources of one epoch (counts c) by the Sainte-Laguë key:
+// draw j of source i has key (2j+1)/(2c_i); positions follow keys, ties by source index.
+type Interleave struct {
+	c []uint64
+	t uint64
+}
+
+// NewInterleave returns the interleave of counts c.
+func NewInterleave(c []uint64) Interleave {
+	il := Interleave{c: c}
+	for _, n := range c {
+		il.t += n
+	}
+	return il
+}
+
+// Len returns the epoch's records.
+func (il *Interleave) Len() uint64 { return il.t }
+
+// Count returns source i's records in the epoch.
+func (il *Interleave) Count(i int) uint64 { return il.c[i] }
+
+// Counts returns every source's records in the epoch (not to be modified).
+func (il *Interleave) Counts() []uint64 { return il.c }
+
+// before returns how many of source k's draws come before draw j of source i.
+func (il *Interleave) before(k, i int, j uint64) uint64 {
+	if k == i {
+		return j
+	}
+	ck, ci := il.c[k], il.c[i]
+	if ck == 0 {
+		return 0
+	}
+	// X = (2j+1)*c_k < 2*c_i*c_k, so X / c_i < 2*c_k fits in 64 bits (hi < c_i).
+	hi, lo := bits.Mul64(2*j+1, ck)
+	if k > i {
+		// strictly before: (2j'+1)*c_i < X, i.e. 2j'+1 <= floor((X-1)/c_i)
+		var borrow uint64
+		lo, borrow = bits.Sub64(lo, 1, 0)
+		hi -= borrow
+	}
+	q, _ := bits.Div64(hi, lo, ci)
+	return min((q+1)/2, ck)
+}
+
+// Position returns the position of draw j of source i (j < Count(i)).
+func (il *Interleave) Position(i int, j uint64) uint64 {
+	var p uint64
+	for k := range il.c {
+		p += il.before(k, i, j)
+	}
+	return p
+}
+
+// At returns the source and draw index at position p (p < Len()).
+func (il *Interleave) At(p uint64) (int, uint64) {
+	s := uint64(len(il.c))
+	for i, ci := range il.c {
+		if ci == 0 {
+			continue
+		}
+		// pos(i, j) is within about S of (j+1/2)*T/c_i: search near p*c_i/T first.
+		hi, lo := bits.Mul64(p, ci)
+		g, _ := bits.Div64(hi, lo, il.t)
+		a, b := g-min(g, s+2), min(ci-1, g+s+2)
+		if il.Position(i, a) > p {
+			a = 0
+		}
+		if b+1 < ci && il.Position(i, b+1) <= p {
+			b = ci - 1
+		}
+		// the largest j in [a, b] with Position(i, j) <= p
+		j := a + uint64(sort.Search(int(b-a+1), func(d int) bool { return il.Position(i, a+uint64(d)) > p }))
+		if j > a && il.Position(i, j-1) == p {
+			return i, j - 1
+		}
+	}
+	panic(fmt.Sprintf("shuffle: no draw at position %d of an interleave of %d", p, il.t))
+}
+
+// Before fills n (len Sources) with each source's draws before position p (p <= Len()).
+func (il *Interleave) Before(p uint64, n []uint64) {
+	if p >= il.t {
+		copy(n, il.c)
+		return
+	}
+	i, j := il.At(p)
+	for k := range il.c {
+		n[k] = il.before(k, i, j)
+	}
+}
+
+// Next returns the source of the position after the draws n (each source's draws so far),
+// and advances n past it. It returns -1 when every draw is placed.
+func (il *Interleave) Next(n []uint64) int {
+	best := -1
+	for k, ck := range il.c {
+		if n[k] >= ck {
+			continue
+		}
+		if best < 0 || il.keyLess(k, n[k], best, n[best]) {
+			best = k
+		}
+	}
+	if best >= 0 {
+		n[best]++
+	}
+	return best
+}
+
+// keyLess reports whether draw a of source i has a smaller key than draw b of source k (ties:
+// the lower source first).
+func (il *Interleave) keyLess(i int, a uint64, k int, b uint64) bool {
+	h1, l1 := bits.Mul64(2*a+1, il.c[k])
+	h2, l2 := bits.Mul64(2*b+1, il.c[i])
+	if h1 != h2 {
+		return h1 < h2
+	}
+	if l1 != l2 {
+		return l1 < l2
+	}
+	return i < k
+}

@@ -1,0 +1,596 @@
+package view
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/blockfs/blockfs/cache"
+	"github.com/blockfs/blockfs/internal/lru"
+	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/shuffle"
+)
+
+// Mixture serves the epochs of a mixture of datasets (docs/SHUFFLE.md, "Mixtures"): each
+// epoch's records come from the sources' own epochs (Sets, one per source, each over its own
+// namespace of one cache), interleaved by a shuffle.Mixture. A read of a mixture's epoch is cut
+// into one read per source of the draws it covers, in the source's own order (whole blocks of
+// its block-shuffled order, with its own readahead), and the records are then laid out in the
+// mixture's order as slices of the sources' pinned pages. Safe for concurrent use.
+type Mixture struct {
+	// Immutable after NewMixture.
+	Sets  []*Set
+	Order *shuffle.Mixture
+	Cache *cache.Cache // the cache the sources' namespaces share
+	rs    int64        // every record's size when all sources have fixed records of one size; else 0
+	name  string       // the mixture file
+	facts map[string]any
+
+	recent *lru.Cache[uint64, *shuffle.MixEpoch]
+}
+
+// NewMixture returns the mixture of sets (source i is sets[i]) in order. name is the mixture
+// file (a mount's fsname and stamp); facts are what info.json says of it beyond what the
+// Mixture computes (its sources, fingerprint).
+func NewMixture(sets []*Set, order *shuffle.Mixture, c *cache.Cache, name string, facts map[string]any) (*Mixture, error) {
+	if len(sets) != order.Sources() {
+		return nil, fmt.Errorf("view: %d sets for a mixture of %d sources", len(sets), order.Sources())
+	}
+	m := &Mixture{Sets: sets, Order: order, Cache: c, name: name, facts: facts, recent: lru.New[uint64, *shuffle.MixEpoch](0, epochCacheSize)}
+	m.rs = sets[0].DS.RecordSize()
+	for i, s := range sets {
+		if s.DS.RecordSize() != m.rs {
+			m.rs = 0
+		}
+		if s.DS.Records() != order.Source(i).N {
+			return nil, fmt.Errorf("view: source %d has %d records; the mixture's order has %d", i, s.DS.Records(), order.Source(i).N)
+		}
+	}
+	if _, err := m.epoch(0); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// epoch returns epoch n's counts and interleave.
+func (m *Mixture) epoch(n uint64) (*shuffle.MixEpoch, error) {
+	if e, ok := m.recent.Get(n); ok {
+		return e, nil
+	}
+	e, err := m.Order.Epoch(n)
+	if err != nil {
+		return nil, err
+	}
+	m.recent.Add(n, e, 1)
+	return e, nil
+}
+
+// Records returns the records of epoch n.
+func (m *Mixture) Records(n uint64) (uint64, error) {
+	e, err := m.epoch(n)
+	if err != nil {
+		return 0, err
+	}
+	return e.Len(), nil
+}
+
+// Kinds returns an epoch's files: data, ids, offsets (records of several sizes) and source.
+func (m *Mixture) Kinds() []Kind {
+	if m.rs == 0 {
+		return []Kind{Data, IDs, Offsets, Sources}
+	}
+	return []Kind{Data, IDs, Sources}
+}
+
+// RecordSize returns the size of every record, or 0 when they vary (then epochs have offsets).
+func (m *Mixture) RecordSize() int64 { return m.rs }
+
+// Dir returns the mixture file.
+func (m *Mixture) Dir() string { return m.name }
+
+// Stamp returns the mixture file.
+func (m *Mixture) Stamp() string { return m.name }
+
+// OpenNames reports false: a mixture's records are named by their sources' files.
+func (m *Mixture) OpenNames() (File, bool) { return nil, false }
+
+// Stats returns the shared cache's counters.
+func (m *Mixture) Stats() CacheStats { return m.Cache.Stats() }
+
+// OrderBytes returns the order state the sources' Sets hold, together.
+func (m *Mixture) OrderBytes() int64 {
+	var n int64
+	for _, s := range m.Sets {
+		n += s.OrderBytes()
+	}
+	return n
+}
+
+// Facts returns info.json's facts of the mixture: the mount's (its sources) and the epoch's
+// shape.
+func (m *Mixture) Facts() map[string]any {
+	f := map[string]any{}
+	for k, v := range m.facts {
+		f[k] = v
+	}
+	e0, _ := m.epoch(0)
+	f["records"] = e0.Len()
+	f["epoch_records_vary"] = m.Order.Varies()
+	tree := Tree()
+	tree["source"] = SourceSuffix
+	f["tree"] = tree
+	f["ids_dtype"] = "<u8"
+	f["ids"] = "uint64 little-endian id of each record in its source (epoch-NNNN.ids)"
+	f["source"] = "uint16 little-endian index in sources of each record's source (epoch-NNNN.source)"
+	f["source_dtype"] = "<u2"
+	if m.rs > 0 {
+		f["kind"], f["record_size"] = string(layout.Fixed), m.rs
+	} else {
+		f["kind"], f["offsets_dtype"] = string(layout.Variable), "<u8"
+	}
+	return f
+}
+
+// FileSize returns the size of the file of kind k over positions rg of epoch n.
+func (m *Mixture) FileSize(ctx context.Context, n uint64, k Kind, rg Range) (int64, error) {
+	switch k {
+	case IDs:
+		return 8 * int64(rg.Len()), nil
+	case Offsets:
+		return 8 * int64(rg.Len()+1), nil
+	case Sources:
+		return 2 * int64(rg.Len()), nil
+	}
+	if m.rs > 0 {
+		return int64(rg.Len()) * m.rs, nil
+	}
+	f, err := m.Open(ctx, n, k, rg)
+	if err != nil {
+		return 0, err
+	}
+	return f.Size(), nil
+}
+
+// Open returns the file of kind k over positions rg of epoch n.
+func (m *Mixture) Open(ctx context.Context, n uint64, k Kind, rg Range) (File, error) {
+	e, err := m.epoch(n)
+	if err != nil {
+		return nil, err
+	}
+	me := &mixEpoch{m: m, e: e}
+	switch k {
+	case IDs:
+		return &mixTable{me: me, rg: rg, width: 8, kind: IDs}, nil
+	case Sources:
+		return &mixTable{me: me, rg: rg, width: 2, kind: Sources}, nil
+	}
+	base, err := me.byteOf(ctx, rg.Start)
+	if err != nil {
+		return nil, err
+	}
+	if k == Offsets {
+		return &mixTable{me: me, rg: rg, width: 8, kind: Offsets, base: base}, nil
+	}
+	end, err := me.byteOf(ctx, rg.End)
+	if err != nil {
+		return nil, err
+	}
+	return &mixData{me: me, rg: rg, base: base, size: int64(end - base), ra: make([]*readahead, len(m.Sets))}, nil
+}
+
+// mixEpoch is one epoch of a mixture with the byte arithmetic of its records.
+type mixEpoch struct {
+	m *Mixture
+	e *shuffle.MixEpoch
+}
+
+// segment is a run of one source's draws that lies in one pass of its order: positions
+// [Start, End) of the source's epoch Pass.
+type segment struct {
+	src  int
+	pass uint64
+	Range
+}
+
+// segments returns the runs of source i's draws [j0, j1) of the epoch, a pass at a time.
+func (me *mixEpoch) segments(i int, j0, j1 uint64, out []segment) []segment {
+	n := me.m.Order.Source(i).N
+	for j0 < j1 {
+		d := me.e.DrawOf(i, j0)
+		take := min(j1-j0, n-d.Pos)
+		out = append(out, segment{src: i, pass: d.Pass, Range: Range{d.Pos, d.Pos + take}})
+		j0 += take
+	}
+	return out
+}
+
+// drawBytes returns the bytes of source i's draws [0, j) of the epoch.
+func (me *mixEpoch) drawBytes(ctx context.Context, i int, j uint64) (uint64, error) {
+	s := me.m.Sets[i]
+	if rs := s.DS.RecordSize(); rs > 0 {
+		return j * uint64(rs), nil
+	}
+	var total uint64
+	var segs [4]segment
+	for _, sg := range me.segments(i, 0, j, segs[:0]) {
+		if sg.Start == 0 && sg.End == s.DS.Records() {
+			total += s.DS.Bytes()
+			continue
+		}
+		e, err := s.Epoch(sg.pass)
+		if err != nil {
+			return 0, err
+		}
+		a, err := e.byteOf(ctx, sg.Start)
+		if err != nil {
+			return 0, err
+		}
+		b, err := e.byteOf(ctx, sg.End)
+		if err != nil {
+			return 0, err
+		}
+		total += b - a
+	}
+	return total, nil
+}
+
+// byteOf returns the epoch byte offset of position p (p may equal the epoch's records).
+func (me *mixEpoch) byteOf(ctx context.Context, p uint64) (uint64, error) {
+	if me.m.rs > 0 {
+		return p * uint64(me.m.rs), nil
+	}
+	n := make([]uint64, len(me.m.Sets))
+	me.e.Before(p, n)
+	var total uint64
+	for i, j := range n {
+		b, err := me.drawBytes(ctx, i, j)
+		if err != nil {
+			return 0, err
+		}
+		total += b
+	}
+	return total, nil
+}
+
+// positionOf returns the position of the record holding epoch byte offset off (below the
+// epoch's bytes) and off's distance from that record's start.
+func (me *mixEpoch) positionOf(ctx context.Context, off uint64) (uint64, uint64, error) {
+	if rs := uint64(me.m.rs); rs > 0 {
+		return off / rs, off % rs, nil
+	}
+	var ferr error
+	p := sort.Search(int(me.e.Len()), func(p int) bool {
+		b, err := me.byteOf(ctx, uint64(p)+1)
+		if err != nil && ferr == nil {
+			ferr = err
+		}
+		return b > off
+	})
+	if ferr != nil {
+		return 0, 0, ferr
+	}
+	start, err := me.byteOf(ctx, uint64(p))
+	return uint64(p), off - start, err
+}
+
+// lengths returns the byte length of each record of a source's segment: from its epoch's
+// offsets for variable-length records, nil for fixed-size ones.
+func (me *mixEpoch) lengths(ctx context.Context, sg segment) ([]uint64, error) {
+	s := me.m.Sets[sg.src]
+	if s.DS.RecordSize() > 0 {
+		return nil, nil
+	}
+	e, err := s.Epoch(sg.pass)
+	if err != nil {
+		return nil, err
+	}
+	f, err := e.Open(ctx, Offsets, sg.Range)
+	if err != nil {
+		return nil, err
+	}
+	raw := make([]byte, f.Size())
+	if _, err := f.ReadAt(raw, 0); err != nil {
+		return nil, err
+	}
+	out := make([]uint64, sg.Len())
+	for k := range out {
+		out[k] = binary.LittleEndian.Uint64(raw[8*k+8:]) - binary.LittleEndian.Uint64(raw[8*k:])
+	}
+	return out, nil
+}
+
+// mixData is the records of a range of a mixture's epoch, in its order. It is opened per
+// handle, and keeps the handle's readahead in each source's order.
+type mixData struct {
+	me         *mixEpoch
+	rg         Range
+	base       uint64 // epoch byte offset of the range's first record
+	size       int64
+	ahead      int64 // the handle's readahead (NewReader sets it)
+	mu         sync.Mutex
+	ra         []*readahead // per source, in its current pass (guarded by mu)
+	raPass     []uint64
+	raPassInit bool
+}
+
+func (f *mixData) Size() int64 { return f.size }
+
+func (f *mixData) ReadAt(p []byte, off int64) (int, error) { return readAt(f, p, off) }
+
+// sourceRead is one source's part of a read: its segments' bytes as slices of pinned pages
+// (or of buf), their records' lengths, and a cursor over them.
+type sourceRead struct {
+	rs      uint64   // record size, or 0: lens
+	lens    []uint64 // variable: each record's length, over the source's segments in order
+	vecs    [][]byte
+	vi, at  int // cursor: vecs[vi][at:]
+	records int // records taken
+}
+
+// take appends the next n bytes of the source's bytes to out as slices.
+func (s *sourceRead) take(n uint64, out [][]byte) [][]byte {
+	for n > 0 {
+		v := s.vecs[s.vi][s.at:]
+		k := min(uint64(len(v)), n)
+		out = append(out, v[:k:k])
+		n -= k
+		if s.at += int(k); s.at == len(s.vecs[s.vi]) {
+			s.vi, s.at = s.vi+1, 0
+		}
+	}
+	return out
+}
+
+func (f *mixData) gather(ctx context.Context, g *Gather, buf []byte, off int64) (int, error) {
+	n := clamp(buf, off, f.size)
+	if n == 0 {
+		return 0, nil
+	}
+	me := f.me
+	ns := len(me.m.Sets)
+	p0, skip, err := me.positionOf(ctx, f.base+uint64(off))
+	if err != nil {
+		return 0, err
+	}
+	pl, _, err := me.positionOf(ctx, f.base+uint64(off)+uint64(n)-1)
+	if err != nil {
+		return 0, err
+	}
+	n0, n1 := make([]uint64, ns), make([]uint64, ns)
+	me.e.Before(p0, n0)
+	me.e.Before(pl+1, n1)
+	reads := make([]sourceRead, ns)
+	var segs []segment
+	for i := range ns {
+		if n1[i] == n0[i] {
+			continue
+		}
+		segs = me.segments(i, n0[i], n1[i], segs[:0])
+		f.prefetch(i, segs)
+		r := &reads[i]
+		r.rs = uint64(me.m.Sets[i].DS.RecordSize())
+		for _, sg := range segs {
+			if err := f.readSegment(ctx, g, sg, r); err != nil {
+				return 0, err
+			}
+		}
+	}
+	// Lay the records out in the mixture's order.
+	at := append([]uint64(nil), n0...)
+	want := uint64(n)
+	for p := p0; want > 0; p++ {
+		i := me.e.Next(at)
+		r := &reads[i]
+		length := r.rs
+		if length == 0 {
+			length = r.lens[r.records]
+		}
+		r.records++
+		if skip > 0 {
+			r.take(skip, nil)
+			length -= skip
+			skip = 0
+		}
+		length = min(length, want)
+		g.Vecs = r.take(length, g.Vecs)
+		want -= length
+	}
+	me.m.Cache.Served(n)
+	return n, nil
+}
+
+// readSegment reads a source's segment whole, as slices held by a Gather of its own that g
+// releases, and the lengths of its records.
+func (f *mixData) readSegment(ctx context.Context, g *Gather, sg segment, r *sourceRead) error {
+	s := f.me.m.Sets[sg.src]
+	e, err := s.Epoch(sg.pass)
+	if err != nil {
+		return err
+	}
+	file, err := e.Open(ctx, Data, sg.Range)
+	if err != nil {
+		return err
+	}
+	if r.rs == 0 {
+		lens, err := f.me.lengths(ctx, sg)
+		if err != nil {
+			return err
+		}
+		r.lens = append(r.lens, lens...)
+	}
+	sub := NewGather()
+	g.subs = append(g.subs, sub)
+	sbuf := make([]byte, file.Size())
+	k, err := file.gather(ctx, sub, sbuf, 0)
+	if err != nil {
+		return err
+	}
+	if int64(k) != file.Size() {
+		return fmt.Errorf("view: a source's segment read %d of %d bytes", k, file.Size())
+	}
+	r.vecs = append(r.vecs, sub.Vecs...)
+	return nil
+}
+
+// prefetch moves source i's readahead to its segments' first and asks for what comes next, in
+// the source's bytes: the handle's readahead in proportion to the source's share of the epoch.
+func (f *mixData) prefetch(i int, segs []segment) {
+	if f.ahead <= 0 || len(segs) == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.raPassInit {
+		f.raPass, f.raPassInit = make([]uint64, len(f.ra)), true
+	}
+	sg := segs[0]
+	s := f.me.m.Sets[i]
+	if f.ra[i] == nil || f.raPass[i] != sg.pass {
+		e, err := s.Epoch(sg.pass)
+		if err != nil {
+			return
+		}
+		f.ra[i], f.raPass[i] = &readahead{e: e, role: layout.RoleData, next: -1}, sg.pass
+	}
+	share := max(f.ahead/int64(len(f.ra)), int64(float64(f.ahead)*float64(f.me.e.Count(i))/float64(max(1, f.me.e.Len()))))
+	at := sg.Start * uint64(max(1, s.DS.RecordSize()))
+	if s.DS.RecordSize() == 0 {
+		if b, err := f.ra[i].e.byteOf(context.Background(), sg.Start); err == nil {
+			at = b
+		}
+	}
+	f.ra[i].advance(at, uint64(share))
+}
+
+// mixTable is a mixture epoch's file of one value per record: ids (uint64), sources (uint16)
+// or offsets (uint64, with the range's end).
+type mixTable struct {
+	me    *mixEpoch
+	rg    Range
+	width int
+	kind  Kind
+	base  uint64 // offsets: the range's first byte in the epoch
+}
+
+func (f *mixTable) Size() int64 {
+	n := int64(f.rg.Len())
+	if f.kind == Offsets {
+		n++
+	}
+	return int64(f.width) * n
+}
+
+func (f *mixTable) ReadAt(p []byte, off int64) (int, error) { return readAt(f, p, off) }
+
+func (f *mixTable) gather(ctx context.Context, g *Gather, buf []byte, off int64) (int, error) {
+	n := clamp(buf, off, f.Size())
+	if n == 0 {
+		return 0, nil
+	}
+	w := int64(f.width)
+	first := uint64(off / w)
+	last := uint64((off + int64(n) - 1) / w) // inclusive
+	vals := make([]uint64, last-first+1)
+	if err := f.fill(ctx, f.rg.Start+first, vals); err != nil {
+		return 0, err
+	}
+	raw := make([]byte, int(w)*len(vals))
+	for k, v := range vals {
+		if w == 2 {
+			binary.LittleEndian.PutUint16(raw[2*k:], uint16(v))
+		} else {
+			binary.LittleEndian.PutUint64(raw[8*k:], v)
+		}
+	}
+	copy(buf[:n], raw[off-int64(first)*w:])
+	g.Vecs = append(g.Vecs, buf[:n])
+	return n, nil
+}
+
+// fill sets vals to the values of positions from, from+1, ... of the epoch (an offsets file's
+// last value, at the range's end, is its size).
+func (f *mixTable) fill(ctx context.Context, from uint64, vals []uint64) error {
+	me := f.me
+	ns := len(me.m.Sets)
+	end := min(from+uint64(len(vals)), f.rg.End) // records whose own value is read
+	at := make([]uint64, ns)
+	me.e.Before(from, at)
+	if f.kind == Sources {
+		for k := range vals {
+			vals[k] = uint64(me.e.Next(at))
+		}
+		return nil
+	}
+	n1 := make([]uint64, ns)
+	me.e.Before(end, n1)
+	per := make([][]uint64, ns) // ids, or lengths, of each source's draws [at, n1)
+	var segs []segment
+	for i := range ns {
+		for _, sg := range me.segments(i, at[i], n1[i], segs[:0]) {
+			v, err := f.sourceValues(ctx, sg)
+			if err != nil {
+				return err
+			}
+			per[i] = append(per[i], v...)
+		}
+	}
+	taken := make([]int, ns)
+	var pos uint64
+	if f.kind == Offsets {
+		b, err := me.byteOf(ctx, from)
+		if err != nil {
+			return err
+		}
+		pos = b - f.base
+	}
+	for k := range vals {
+		if from+uint64(k) >= end {
+			vals[k] = pos // the range's end
+			continue
+		}
+		i := me.e.Next(at)
+		v := per[i][taken[i]]
+		taken[i]++
+		if f.kind == IDs {
+			vals[k] = v
+			continue
+		}
+		vals[k] = pos
+		pos += v
+	}
+	return nil
+}
+
+// sourceValues returns the ids (IDs) or the lengths (Offsets) of a source's segment.
+func (f *mixTable) sourceValues(ctx context.Context, sg segment) ([]uint64, error) {
+	s := f.me.m.Sets[sg.src]
+	if f.kind == Offsets {
+		if rs := uint64(s.DS.RecordSize()); rs > 0 {
+			out := make([]uint64, sg.Len())
+			for k := range out {
+				out[k] = rs
+			}
+			return out, nil
+		}
+		return f.me.lengths(ctx, sg)
+	}
+	e, err := s.Epoch(sg.pass)
+	if err != nil {
+		return nil, err
+	}
+	file, err := e.Open(ctx, IDs, sg.Range)
+	if err != nil {
+		return nil, err
+	}
+	raw := make([]byte, file.Size())
+	if _, err := file.ReadAt(raw, 0); err != nil {
+		return nil, err
+	}
+	out := make([]uint64, sg.Len())
+	for k := range out {
+		out[k] = binary.LittleEndian.Uint64(raw[8*k:])
+	}
+	return out, nil
+}

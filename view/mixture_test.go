@@ -1,0 +1,170 @@
+package view
+
+import (
+	"encoding/binary"
+	"math/rand"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/blockfs/blockfs/cache"
+	"github.com/blockfs/blockfs/internal/dstest"
+	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/shuffle"
+	"github.com/blockfs/blockfs/source"
+	"github.com/blockfs/blockfs/source/local"
+)
+
+// mixFixture is a mixture of test datasets under one cache, with its naive expectation.
+type mixFixture struct {
+	m    *Mixture
+	dss  []*dstest.Dataset
+	opts []shuffle.Options
+}
+
+func newMixFixture(t *testing.T, dss []*dstest.Dataset, rules []shuffle.Rule, epochRecords uint64, cacheBytes int64) *mixFixture {
+	t.Helper()
+	var mux source.Mux
+	var opened []*layout.Dataset
+	var srcs []shuffle.MixSource
+	for i, d := range dss {
+		ds, err := local.Open(d.Dir)
+		require.NoError(t, err)
+		opened = append(opened, ds)
+		mux = append(mux, local.New(ds, false))
+		srcs = append(srcs, shuffle.MixSource{N: ds.Records(), Rule: rules[i]})
+	}
+	c, err := cache.New(mux, cache.Options{Size: cacheBytes, PageSize: 4096, MaxRead: 16384})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	order, err := shuffle.NewMixture(srcs, epochRecords)
+	require.NoError(t, err)
+	f := &mixFixture{dss: dss}
+	var sets []*Set
+	for i, ds := range opened {
+		opt := shuffle.Options{Seed: shuffle.SourceSeed(7, i), Mix: 1 + i}
+		s, err := NewSet(ds, c.Namespace(i), opt)
+		require.NoError(t, err)
+		sets = append(sets, s)
+		f.opts = append(f.opts, opt)
+	}
+	f.m, err = NewMixture(sets, order, c, "mix.json", nil)
+	require.NoError(t, err)
+	return f
+}
+
+// expect builds epoch e naively: each source's draws by sorting keys, each draw's record
+// from the source's naive order of its pass.
+func (f *mixFixture) expect(e uint64) (data, ids, srcs, offsets []byte) {
+	me, _ := f.m.Order.Epoch(e)
+	c := me.Counts()
+	type d struct {
+		i int
+		j uint64
+	}
+	var all []d
+	for i, n := range c {
+		for j := range n {
+			all = append(all, d{i, j})
+		}
+	}
+	// insertion by key, ties by source: the definition
+	less := func(a, b d) bool {
+		l, r := (2*a.j+1)*c[b.i], (2*b.j+1)*c[a.i]
+		return l < r || l == r && a.i < b.i
+	}
+	for x := 1; x < len(all); x++ {
+		for y := x; y > 0 && less(all[y], all[y-1]); y-- {
+			all[y], all[y-1] = all[y-1], all[y]
+		}
+	}
+	orders := map[[2]uint64][]uint64{}
+	offsets = binary.LittleEndian.AppendUint64(nil, 0)
+	for _, x := range all {
+		ds := f.dss[x.i]
+		n := uint64(len(ds.Stored))
+		k := me.DrawOf(x.i, 0).Pass*n + me.DrawOf(x.i, 0).Pos + x.j
+		pass, pos := k/n, k%n
+		key := [2]uint64{uint64(x.i), pass}
+		if orders[key] == nil {
+			opt := f.opts[x.i]
+			opt.Epoch = pass
+			orders[key] = ds.Order(opt)
+		}
+		id := ds.Stored[orders[key][pos]]
+		data = append(data, ds.Source[id]...)
+		ids = binary.LittleEndian.AppendUint64(ids, id)
+		srcs = binary.LittleEndian.AppendUint16(srcs, uint16(x.i))
+		offsets = binary.LittleEndian.AppendUint64(offsets, uint64(len(data)))
+	}
+	return
+}
+
+func TestMixtureFixed(t *testing.T) {
+	dir := t.TempDir()
+	a := dstest.Fixed(t, filepath.Join(dir, "a"), 500, 64, 4096, true)
+	b := dstest.Fixed(t, filepath.Join(dir, "b"), 130, 64, 2048, false)
+	f := newMixFixture(t, []*dstest.Dataset{a, b}, []shuffle.Rule{mustRule(t, shuffle.Weight, "0.7"), mustRule(t, shuffle.Weight, "0.3")}, 400, 1<<20)
+	require.Equal(t, []Kind{Data, IDs, Sources}, f.m.Kinds())
+	r := rand.New(rand.NewSource(1))
+	for e := uint64(0); e < 3; e++ {
+		data, ids, srcs, _ := f.expect(e)
+		checkMix(t, f.m, e, data, ids, srcs, nil, r)
+	}
+}
+
+func TestMixtureVariable(t *testing.T) {
+	dir := t.TempDir()
+	r := rand.New(rand.NewSource(2))
+	lengths := make([]int, 300)
+	for i := range lengths {
+		lengths[i] = 1 + r.Intn(200)
+	}
+	a := dstest.Variable(t, filepath.Join(dir, "a"), lengths, 4096, true)
+	b := dstest.Fixed(t, filepath.Join(dir, "b"), 40, 100, 1000, false)
+	f := newMixFixture(t, []*dstest.Dataset{a, b}, []shuffle.Rule{mustRule(t, shuffle.Repeat, "1/3"), mustRule(t, shuffle.Repeat, "2.5")}, 0, 1<<20)
+	require.Equal(t, []Kind{Data, IDs, Offsets, Sources}, f.m.Kinds())
+	for e := uint64(0); e < 4; e++ {
+		data, ids, srcs, offs := f.expect(e)
+		checkMix(t, f.m, e, data, ids, srcs, offs, r)
+	}
+}
+
+func mustRule(t *testing.T, k shuffle.RuleKind, s string) shuffle.Rule {
+	r, err := shuffle.ParseRule(k, s)
+	require.NoError(t, err)
+	return r
+}
+
+// checkMix compares every file of epoch e, whole and in shards, with the expectation.
+func checkMix(t *testing.T, m *Mixture, e uint64, data, ids, srcs, offs []byte, r *rand.Rand) {
+	t.Helper()
+	n, err := m.Records(e)
+	require.NoError(t, err)
+	require.EqualValues(t, len(ids)/8, n)
+	for _, w := range []uint64{1, 3} {
+		for sh := uint64(0); sh < w; sh++ {
+			rg := ShardRange(n, sh, w)
+			want := map[Kind][]byte{IDs: ids[8*rg.Start : 8*rg.End], Sources: srcs[2*rg.Start : 2*rg.End]}
+			lo, hi := rg.Start*uint64(m.RecordSize()), rg.End*uint64(m.RecordSize())
+			if offs != nil {
+				lo, hi = binary.LittleEndian.Uint64(offs[8*rg.Start:]), binary.LittleEndian.Uint64(offs[8*rg.End:])
+				var rel []byte
+				for p := rg.Start; p <= rg.End; p++ {
+					rel = binary.LittleEndian.AppendUint64(rel, binary.LittleEndian.Uint64(offs[8*p:])-lo)
+				}
+				want[Offsets] = rel
+			}
+			want[Data] = data[lo:hi]
+			for k, b := range want {
+				f, err := m.Open(bg, e, k, rg)
+				require.NoError(t, err)
+				size, err := m.FileSize(bg, e, k, rg)
+				require.NoError(t, err)
+				require.Equal(t, size, f.Size())
+				checkFile(t, NewReader(f, 1<<16), f.Size(), b, r)
+			}
+		}
+	}
+}
