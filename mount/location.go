@@ -1,11 +1,14 @@
 package mount
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/source/local"
 	"github.com/blockfs/blockfs/source/s3"
@@ -31,6 +34,9 @@ const (
 	Dir    Kind = iota // a dataset directory made by blockfs pack
 	File               // an existing file served in place
 	Remote             // a packed dataset in an object store (s3://BUCKET/PREFIX)
+	// MixtureFile is a mixture of datasets: a .json file holding an object with "sources"
+	// (IsMixture; docs/SHUFFLE.md, "Mixtures").
+	MixtureFile
 )
 
 // Location is where a dataset is, as a user names it: the one place that tells a directory, a
@@ -53,8 +59,41 @@ func Locate(data string) Location {
 	}
 	if st, err := os.Stat(data); err == nil && !st.IsDir() {
 		l.Kind = File
+		if IsMixture(data) {
+			l.Kind = MixtureFile
+		}
 	}
 	return l
+}
+
+// maxMixtureFile bounds a mixture file's size.
+const maxMixtureFile = 4 << 20
+
+// IsMixture reports whether path names a mixture file: a regular file named *.json whose
+// content is a JSON object with a "sources" key. Any other file is data (served in place).
+func IsMixture(path string) bool {
+	if !strings.EqualFold(filepath.Ext(path), ".json") {
+		return false
+	}
+	b, err := userfile.ReadFile(path, maxMixtureFile)
+	if err != nil {
+		return false
+	}
+	var probe map[string]json.RawMessage
+	if json.Unmarshal(b, &probe) != nil {
+		return false
+	}
+	_, ok := probe["sources"]
+	return ok
+}
+
+// isUsage reports whether err is an error in the caller's options.
+func isUsage(err error) bool { return errors.Is(err, ErrUsage) }
+
+// given reports whether any flag of a file in place is set.
+func (in InPlace) given() bool {
+	return in.RecordSize != 0 || in.BlockSize != 0 || in.Offset != 0 || in.Records != 0 || in.DType != "" ||
+		in.Shape != nil || in.Window != 0 || (in.Stride != 0 && in.Stride != 1) || in.Segments != ""
 }
 
 // IsRemote reports whether data names a dataset in an object store.

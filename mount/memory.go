@@ -98,29 +98,10 @@ func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Dire
 		n = max(n, int64(cache.MinPages)*pageSize)
 		return (n + pageSize - 1) / pageSize * pageSize
 	}
-	whole := false
-	switch {
-	case cacheSize > 0:
-		p.Budget, p.BudgetReason = cacheSize, "--cache-size"
-		whole = p.Footprint <= cacheSize
-	case p.Total <= 0:
-		p.Budget, p.BudgetReason = max(DefaultCacheSize, need), "the memory is unknown: the default budget"
-		whole = p.Footprint <= p.Budget
-	default:
-		p.Budget = max(0, p.Total-p.Headroom-claimed)
-		p.BudgetReason = fmt.Sprintf("%s (%s) less %s left to the trainer", mem.Source(), ibytes(p.Total), ibytes(p.Headroom))
-		if claimed > 0 {
-			p.BudgetReason += fmt.Sprintf(" and %s the other blockfs mounts planned", ibytes(claimed))
-		}
-		if free := mem.Free(); free > 0 && free < p.Budget {
-			p.Budget = free
-			p.BudgetReason = fmt.Sprintf("what is free now (%s of %s, %s)", ibytes(free), ibytes(p.Total), mem.Source())
-		}
-		if p.Budget < need {
-			p.Budget = need
-			p.BudgetReason += fmt.Sprintf("; raised to %s, what the windows and readahead need", ibytes(need))
-		}
-		whole = p.Footprint <= p.Budget && p.Size <= p.Total/4
+	p.Budget, p.BudgetReason = memoryBudget(cacheSize, need, mem, p.Headroom, claimed)
+	whole := p.Footprint <= p.Budget
+	if cacheSize <= 0 && p.Total > 0 {
+		whole = whole && p.Size <= p.Total/4
 	}
 	switch {
 	case whole && cacheSize > 0:
@@ -163,6 +144,31 @@ func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Dire
 		}
 	}
 	return p
+}
+
+// memoryBudget returns the budget for data and where it comes from (PlanMemory's rules).
+func memoryBudget(cacheSize, need int64, mem sysmem.Memory, headroom, claimed int64) (int64, string) {
+	total := mem.Total()
+	switch {
+	case cacheSize > 0:
+		return cacheSize, "--cache-size"
+	case total <= 0:
+		return max(DefaultCacheSize, need), "the memory is unknown: the default budget"
+	}
+	budget := max(0, total-headroom-claimed)
+	reason := fmt.Sprintf("%s (%s) less %s left to the trainer", mem.Source(), ibytes(total), ibytes(headroom))
+	if claimed > 0 {
+		reason += fmt.Sprintf(" and %s the other blockfs mounts planned", ibytes(claimed))
+	}
+	if free := mem.Free(); free > 0 && free < budget {
+		budget = free
+		reason = fmt.Sprintf("what is free now (%s of %s, %s)", ibytes(free), ibytes(total), mem.Source())
+	}
+	if budget < need {
+		budget = need
+		reason += fmt.Sprintf("; raised to %s, what the windows and readahead need", ibytes(need))
+	}
+	return budget, reason
 }
 
 // inPages says what the dataset takes in the cache's pages when that is well above its size

@@ -43,6 +43,9 @@ type Options struct {
 	UsersLock        string
 	RemoveMountpoint bool
 	Info             map[string]any // more facts for .blockfs/info.json (the command line's own)
+	// Mixture, when set, makes the mount a mixture of its sources (Data names the mixture
+	// file; InPlace must be empty: each source has its own).
+	Mixture *Mixture
 
 	// AllowOtherUnreadable lets AllowOther serve data whose files other users cannot read
 	// themselves (or data in an object store); without it such a mount is refused.
@@ -72,9 +75,11 @@ type Plan struct {
 	readahead int64
 	disk      *diskcache.Options // nil without a disk cache
 	order     OrderChoice        // opt.Order.Mix, resolved, and why
+	mix       *mixPlan           // a mixture's sources and order; nil for one dataset (ds)
 }
 
-// New checks opt, opens the dataset and plans the mount. Errors in opt wrap ErrUsage.
+// New checks opt, opens the dataset (or, for a mixture, each of its sources) and plans the
+// mount. Errors in opt wrap ErrUsage.
 func New(opt Options) (*Plan, error) {
 	if opt.Epochs == 0 {
 		opt.Epochs = bfs.DefaultEpochs
@@ -82,15 +87,11 @@ func New(opt Options) (*Plan, error) {
 	if opt.Epochs > bfs.MaxEpochs {
 		return nil, Usagef("--epochs %d is out of range (1 to %d; it is how many epochs ls lists, and any epoch can be opened by name)", opt.Epochs, bfs.MaxEpochs)
 	}
-	p := &Plan{opt: opt, loc: Locate(opt.Data)}
-	if p.loc.Kind == Remote {
-		// Defaults filled in once, for the readahead and the workers below and for s3.Open.
-		if err := p.opt.S3.Validate(); err != nil {
-			return nil, Usagef("%v", err)
-		}
+	if opt.Mixture != nil {
+		return newMixture(opt)
 	}
-	var err error
-	if p.ds, err = Open(p.loc, opt.InPlace, p.opt.S3); err != nil {
+	p, err := openSource(opt)
+	if err != nil {
 		return nil, err
 	}
 	if p.mnt, err = CheckMountpoint(opt.Mountpoint, p.ds.Where()); err != nil {
@@ -102,35 +103,73 @@ func New(opt Options) (*Plan, error) {
 	if err := checkAllowOther(opt, p.loc, p.ds); err != nil {
 		return nil, err
 	}
-	p.opt.Order, p.order = ChooseOrder(p.ds, p.opt.Order)
-	if err := p.opt.Order.Validate(); err != nil {
-		return nil, Usagef("--mix %d: %v", p.opt.Order.Mix, err)
-	}
-	if opt.UsersLock != "" {
-		if p.opt.UsersLock, err = checkUsersLock(opt.UsersLock); err != nil {
-			return nil, err
-		}
-	} else if opt.RemoveMountpoint {
-		return nil, Usagef("--remove-mountpoint goes with --users-lock FILE (the mountpoint is removed when the last user is gone)")
+	if err := p.checkUsers(); err != nil {
+		return nil, err
 	}
 	if err := p.planCache(); err != nil {
 		return nil, err
 	}
-	if p.disk, err = p.diskOptions(); err != nil {
+	if err := p.finish(); err != nil {
 		return nil, err
-	}
-	if p.disk != nil {
-		p.disk.Direct, p.disk.Streams = p.mem.Direct, p.mem.Streams
-	}
-	if opt.Verify {
-		if _, err := layout.NewVerified(p.ds, nil); err != nil {
-			return nil, Usagef("--verify: %v", err)
-		}
 	}
 	return p, nil
 }
 
-// Dataset returns the dataset the mount serves.
+// openSource opens the dataset opt names and chooses its order: a mount of it alone, or one
+// source of a mixture.
+func openSource(opt Options) (*Plan, error) {
+	p := &Plan{opt: opt, loc: Locate(opt.Data)}
+	if p.loc.Kind == MixtureFile {
+		return nil, Usagef("%s is a mixture file; a mixture's sources are datasets, not mixtures", opt.Data)
+	}
+	if p.loc.Kind == Remote {
+		// Defaults filled in once, for the readahead and the workers below and for s3.Open.
+		if err := p.opt.S3.Validate(); err != nil {
+			return nil, Usagef("%v", err)
+		}
+	}
+	var err error
+	if p.ds, err = Open(p.loc, opt.InPlace, p.opt.S3); err != nil {
+		return nil, err
+	}
+	p.opt.Order, p.order = ChooseOrder(p.ds, p.opt.Order)
+	if err := p.opt.Order.Validate(); err != nil {
+		return nil, Usagef("--mix %d: %v", p.opt.Order.Mix, err)
+	}
+	return p, nil
+}
+
+// checkUsers checks the users lock options.
+func (p *Plan) checkUsers() error {
+	var err error
+	if p.opt.UsersLock != "" {
+		if p.opt.UsersLock, err = checkUsersLock(p.opt.UsersLock); err != nil {
+			return err
+		}
+	} else if p.opt.RemoveMountpoint {
+		return Usagef("--remove-mountpoint goes with --users-lock FILE (the mountpoint is removed when the last user is gone)")
+	}
+	return nil
+}
+
+// finish checks the disk cache's options and --verify once the memory is planned.
+func (p *Plan) finish() error {
+	var err error
+	if p.disk, err = p.diskOptions(); err != nil {
+		return err
+	}
+	if p.disk != nil {
+		p.disk.Direct, p.disk.Streams = p.mem.Direct, p.mem.Streams
+	}
+	if p.opt.Verify {
+		if _, err := layout.NewVerified(p.ds, nil); err != nil {
+			return Usagef("--verify: %v", err)
+		}
+	}
+	return nil
+}
+
+// Dataset returns the dataset the mount serves (nil for a mixture).
 func (p *Plan) Dataset() *layout.Dataset { return p.ds }
 
 // Mountpoint returns the mount point, absolute.
@@ -139,6 +178,9 @@ func (p *Plan) Mountpoint() string { return p.mnt }
 // Warnings returns what the user should hear before the mount starts: an order far from
 // uniform.
 func (p *Plan) Warnings() []string {
+	if p.mix != nil {
+		return p.mix.warnings()
+	}
 	if p.order.Warning == "" {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/blockfs/blockfs/cache"
 	bfs "github.com/blockfs/blockfs/fs"
+	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -34,27 +35,19 @@ func (p *Plan) Serve(ready func()) error {
 	// buffers) tight so RSS stays within the cache budget plus a small constant.
 	debug.SetGCPercent(50)
 	debug.SetMemoryLimit(daemonHeapLimit)
-	srcs, err := p.openSources()
+	sv, err := p.build()
 	if err != nil {
 		return err
 	}
-	defer srcs.close()
-	c, err := cache.New(srcs.src, p.cacheOpt)
-	if err != nil {
-		return err
-	}
-	set, err := view.NewSet(p.ds, c, p.opt.Order)
-	if err != nil {
-		c.Close()
-		return err
-	}
+	defer sv.close()
+	c, set := sv.cache, sv.tree
 	// The order state lives on the heap, in bytes the Set took out of the cache's budget.
 	debug.SetMemoryLimit(daemonHeapLimit + set.OrderBytes())
 	sigs := catchSignals()
 	defer signal.Stop(sigs)
 	srv, err := bfs.Mount(p.mnt, set, bfs.Options{
 		Epochs: p.opt.Epochs, Readahead: p.readahead, AllowOther: p.opt.AllowOther, Debug: p.opt.Debug,
-		DiskCache: srcs.diskStats(), Info: p.info(c, set),
+		DiskCache: sv.diskStats(), Info: p.info(c, set),
 	})
 	if err != nil {
 		c.Close()
@@ -69,9 +62,7 @@ func (p *Plan) Serve(ready func()) error {
 		}
 		defer stop()
 	}
-	o := p.opt.Order
-	log.Printf("blockfs: serving %s (%d records, %s, %d blocks) at %s; shuffle %s, mix %d (%s), seed %d",
-		p.ds.Dir, p.ds.Records(), ibytes(int64(p.ds.Bytes())), p.ds.Blocks(), p.mnt, o.Mode, max(1, o.Mix), p.order.Why, o.Seed)
+	p.logServing()
 	log.Printf("blockfs: memory budget %s (%s); cache %s (%s); direct I/O %v (%s)", ibytes(p.mem.Budget), p.mem.BudgetReason,
 		ibytes(c.Capacity()), p.mem.CacheReason, p.mem.Direct, p.mem.Reason)
 	ready()
@@ -89,7 +80,7 @@ func (p *Plan) Serve(ready func()) error {
 }
 
 // info returns the facts of the mount for .blockfs/info.json beyond the dataset's.
-func (p *Plan) info(c *cache.Cache, set *view.Set) map[string]any {
+func (p *Plan) info(c *cache.Cache, set view.Served) map[string]any {
 	m := map[string]any{
 		"cache_size": c.Capacity() + set.OrderBytes(), "order_state_budget": set.OrderBytes(), "cache_size_reason": p.mem.CacheReason,
 		"direct_io": p.mem.Direct, "direct_io_reason": p.mem.Reason, "memory": p.mem.Facts(),
@@ -97,6 +88,9 @@ func (p *Plan) info(c *cache.Cache, set *view.Set) map[string]any {
 	}
 	if p.disk != nil {
 		m["disk_cache"], m["disk_cache_size"] = p.disk.Dir, p.disk.Size
+	}
+	if p.mix != nil {
+		delete(m, "order") // each source's: sources[].order
 	}
 	for k, v := range p.opt.Info {
 		m[k] = v
@@ -193,4 +187,112 @@ func startCPUProfile(path string) (func(), error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
+}
+
+// logServing logs what the mount serves and its order.
+func (p *Plan) logServing() {
+	o := p.opt.Order
+	if p.mix == nil {
+		log.Printf("blockfs: serving %s (%d records, %s, %d blocks) at %s; shuffle %s, mix %d (%s), seed %d",
+			p.ds.Dir, p.ds.Records(), ibytes(int64(p.ds.Bytes())), p.ds.Blocks(), p.mnt, o.Mode, max(1, o.Mix), p.order.Why, o.Seed)
+		return
+	}
+	me, _ := p.mix.order.Epoch(0)
+	log.Printf("blockfs: serving the mixture %s (%d records in epoch 0 from %d sources) at %s; seed %d", p.mix.spec.File, me.Len(), len(p.mix.srcs), p.mnt, o.Seed)
+	for i, sub := range p.mix.srcs {
+		so := sub.opt.Order
+		log.Printf("blockfs: source %d (%s): %s, %d records, %d an epoch (%s %s); shuffle %s, mix %d (%s), seed %d", i, p.mix.spec.Sources[i].Name,
+			sub.ds.Dir, sub.ds.Records(), me.Count(i), p.mix.spec.Sources[i].Rule.Kind, p.mix.spec.Sources[i].Rule.Text, so.Mode, max(1, so.Mix), sub.order.Why, so.Seed)
+	}
+}
+
+// served is what Serve mounts: the tree, its cache, and the stacks of sources below it.
+type served struct {
+	tree   view.Served
+	cache  *cache.Cache
+	stacks []*stack
+}
+
+// build opens the sources, the cache and the tree: one dataset's epochs, or a mixture's over
+// one cache whose namespaces are its sources (source.Mux).
+func (p *Plan) build() (*served, error) {
+	sv := &served{}
+	plans := []*Plan{p}
+	if p.mix != nil {
+		plans = p.mix.srcs
+	}
+	var mux source.Mux
+	for _, sub := range plans {
+		st, err := sub.openSources()
+		if err != nil {
+			sv.close()
+			return nil, err
+		}
+		sv.stacks = append(sv.stacks, st)
+		mux = append(mux, st.src)
+	}
+	var src source.Blocks = mux
+	if p.mix == nil {
+		src = mux[0]
+	}
+	c, err := cache.New(src, p.cacheOpt)
+	if err != nil {
+		sv.close()
+		return nil, err
+	}
+	sv.cache = c
+	if p.mix == nil {
+		if sv.tree, err = view.NewSet(p.ds, c, p.opt.Order); err != nil {
+			c.Close()
+			sv.close()
+			return nil, err
+		}
+		return sv, nil
+	}
+	var sets []*view.Set
+	for i, sub := range plans {
+		set, err := view.NewSet(sub.ds, c.Namespace(i), sub.opt.Order)
+		if err != nil {
+			c.Close()
+			sv.close()
+			return nil, sourceErr(p.mix.spec, i, err)
+		}
+		sets = append(sets, set)
+	}
+	if sv.tree, err = view.NewMixture(sets, p.mix.order, c, p.mix.spec.File, p.mix.facts(p.opt.Order.Seed)); err != nil {
+		c.Close()
+		sv.close()
+		return nil, err
+	}
+	return sv, nil
+}
+
+// close closes the stacks of sources.
+func (s *served) close() {
+	for _, st := range s.stacks {
+		st.close()
+	}
+}
+
+// diskStats returns what stats.json shows of the disk caches (a list for a mixture), or nil.
+func (s *served) diskStats() func() any {
+	if len(s.stacks) == 1 {
+		return s.stacks[0].diskStats()
+	}
+	var fns []func() any
+	for _, st := range s.stacks {
+		if f := st.diskStats(); f != nil {
+			fns = append(fns, f)
+		}
+	}
+	if len(fns) == 0 {
+		return nil
+	}
+	return func() any {
+		out := make([]any, len(fns))
+		for i, f := range fns {
+			out[i] = f()
+		}
+		return out
+	}
 }

@@ -79,7 +79,12 @@ the parent unmounts it (docs/USAGE.md, "Without root, and in containers").`,
 		Args: exactArgs("DATA", "MOUNTPOINT"),
 		RunE: func(c *cobra.Command, args []string) error { return runMount(c.Flags(), f, args[0], args[1]) },
 	}
-	fl := c.Flags()
+	f.register(c.Flags())
+	return c
+}
+
+// register registers mount's flags on fl.
+func (f *mountFlags) register(fl *pflag.FlagSet) {
 	fl.Uint64Var(&f.seed, "seed", 0, "shuffle seed")
 	fl.StringVar(&f.shuffle, "shuffle", "full", "order: full (blocks and records shuffled), blocks (blocks shuffled, records in stored order), none")
 	fl.StringVar(&f.mix, "mix", "auto", "shuffle records across windows of K consecutive blocks (full only; needs K x block size of cache); auto: 1 on data pack pre-shuffled, else windows of 512 MiB of blocks (the whole data when smaller)")
@@ -100,7 +105,6 @@ the parent unmounts it (docs/USAGE.md, "Without root, and in containers").`,
 	f.disk.register(fl)
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the daemon (pprof format) to this file at unmount")
 	_ = fl.MarkHidden("cpuprofile")
-	return c
 }
 
 // options turns the flags into the mount package's options.
@@ -132,6 +136,11 @@ func (f mountFlags) options(fl *pflag.FlagSet, data, mnt string) (mount.Options,
 		}
 	}
 	kind := mount.Locate(data).Kind
+	if kind == mount.MixtureFile {
+		o.Mixture, err = mixtureOptions(fl, data, mnt)
+		o.Info = map[string]any{}
+		return o, err
+	}
 	if kind == mount.Remote {
 		if o.S3, err = f.s3.options(); err != nil {
 			return o, err

@@ -1,0 +1,303 @@
+package mount
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/blockfs/blockfs/cache"
+	"github.com/blockfs/blockfs/internal/sysmem"
+	"github.com/blockfs/blockfs/shuffle"
+)
+
+// Mixture is a mount of several datasets in one epoch file (docs/SHUFFLE.md, "Mixtures"):
+// what a mixture file says, each source's options resolved (the command line turns a source's
+// "options" into its Options as it does its own flags).
+type Mixture struct {
+	File         string // the mixture file, absolute
+	EpochRecords uint64 // the epoch's records; 0: derived from the weighted sources
+	Sources      []Source
+}
+
+// Source is one source of a mixture.
+type Source struct {
+	Name string       // as info.json names it
+	Rule shuffle.Rule // how much of it an epoch takes
+	// Opt is the source's own mount: Data, InPlace, Order (Seed used only when SeedGiven),
+	// S3, DiskCache, DiskCacheSize and Verify. The rest are the whole mount's.
+	Opt       Options
+	SeedGiven bool
+}
+
+// mixPlan is the part of a Plan that a mixture adds: a plan per source (opened, ordered and
+// given its share of memory) and the mixture's order.
+type mixPlan struct {
+	spec  *Mixture
+	srcs  []*Plan
+	order *shuffle.Mixture
+	fp    string
+}
+
+// newMixture checks and plans a mount of the mixture opt.Mixture. Errors in it wrap ErrUsage
+// and name the source.
+func newMixture(opt Options) (*Plan, error) {
+	spec := opt.Mixture
+	if opt.InPlace.given() {
+		return nil, Usagef("%s is a mixture: flags of a file in place go in its sources' \"options\"", opt.Data)
+	}
+	p := &Plan{opt: opt, loc: Location{Kind: MixtureFile, Name: opt.Data, Abs: spec.File}, mix: &mixPlan{spec: spec}}
+	m := p.mix
+	var srcs []shuffle.MixSource
+	disks := map[string]int{}
+	for i, s := range spec.Sources {
+		so := s.Opt
+		so.Mountpoint, so.Epochs = opt.Mountpoint, opt.Epochs
+		if !s.SeedGiven {
+			so.Order.Seed = shuffle.SourceSeed(opt.Order.Seed, i)
+		}
+		sub, err := openSource(so)
+		if err != nil {
+			return nil, sourceErr(spec, i, err)
+		}
+		if so.DiskCache != "" {
+			if j, ok := disks[so.DiskCache]; ok {
+				return nil, Usagef("%s: sources %d and %d both keep their disk cache in %s: give each its own \"disk_cache\"", spec.File, j, i, so.DiskCache)
+			}
+			disks[so.DiskCache] = i
+		}
+		m.srcs = append(m.srcs, sub)
+		srcs = append(srcs, shuffle.MixSource{N: sub.ds.Records(), Rule: s.Rule})
+	}
+	var err error
+	if m.order, err = shuffle.NewMixture(srcs, spec.EpochRecords); err != nil {
+		return nil, Usagef("%s: %s", spec.File, strings.TrimPrefix(err.Error(), shuffle.ErrMixture.Error()+": "))
+	}
+	m.fp = m.fingerprint(opt.Order.Seed)
+	for i, sub := range m.srcs {
+		mnt, err := CheckMountpoint(opt.Mountpoint, sub.ds.Where())
+		if err != nil {
+			return nil, sourceErr(spec, i, err)
+		}
+		p.mnt, sub.mnt = mnt, mnt
+		if err := checkAllowOther(opt, sub.loc, sub.ds); err != nil {
+			return nil, sourceErr(spec, i, err)
+		}
+	}
+	if err := checkFuseFDOptions(p.mnt, opt); err != nil {
+		return nil, err
+	}
+	if err := p.checkUsers(); err != nil {
+		return nil, err
+	}
+	if err := p.planMixture(); err != nil {
+		return nil, err
+	}
+	for i, sub := range m.srcs {
+		if err := sub.finish(); err != nil {
+			return nil, sourceErr(spec, i, err)
+		}
+	}
+	return p, nil
+}
+
+// sourceErr names source i in err, keeping its ErrUsage.
+func sourceErr(spec *Mixture, i int, err error) error {
+	msg := fmt.Sprintf("%s: source %d (%s): %v", spec.File, i, spec.Sources[i].Name, err)
+	if isUsage(err) {
+		return Usagef("%s", msg)
+	}
+	return fmt.Errorf("%s: %w", msg[:len(msg)-len(err.Error())-2], err)
+}
+
+// fingerprint returns the mixture's fingerprint: what its order depends on (each source's
+// data, options and rule, the epoch size and the seed).
+func (m *mixPlan) fingerprint(seed uint64) string {
+	type src struct {
+		Fingerprint string
+		Rule        string
+		Value       string
+		N           uint64
+		Seed        uint64
+		Mode        string
+		Mix         int
+		RecordSize  int64
+		Window      []int64
+	}
+	doc := struct {
+		Version      int
+		EpochRecords uint64
+		Seed         uint64
+		Sources      []src
+	}{1, m.spec.EpochRecords, seed, nil}
+	for i, sub := range m.srcs {
+		r := m.spec.Sources[i].Rule
+		s := src{Fingerprint: sub.ds.Manifest.Fingerprint(), Rule: r.Kind.String(), Value: r.Value.RatString(), N: sub.ds.Records(),
+			Seed: sub.opt.Order.Seed, Mode: sub.opt.Order.Mode.String(), Mix: max(1, sub.opt.Order.Mix), RecordSize: sub.ds.RecordSize()}
+		if l, st, row, _, ok := sub.ds.Window(); ok {
+			s.Window = []int64{l, st, row}
+		}
+		doc.Sources = append(doc.Sources, s)
+	}
+	b, _ := json.Marshal(doc)
+	h := sha256.Sum256(b)
+	return "mix-" + hex.EncodeToString(h[:16])
+}
+
+// planMixture plans the memory of a mixture: the readahead and the budget are the mount's,
+// split among the sources by the bytes each gives an epoch; each source then plans its share
+// as a mount of it alone would (its window, its cache, its resident blocks), and the cache is
+// the sum of the sources' caches.
+func (p *Plan) planMixture() error {
+	m := p.mix
+	cs := p.opt.CacheSize
+	mem := sysmem.Read()
+	ra, _ := p.planReadahead()
+	me, err := m.order.Epoch(0)
+	if err != nil {
+		return Usagef("%v", err)
+	}
+	shares := byteShares(me.Counts(), m.srcs)
+	var need int64
+	for i, sub := range m.srcs {
+		rai := int64(float64(ra) * shares[i])
+		if sub.loc.Kind == Remote {
+			rai = max(rai, sub.opt.S3.PartSize)
+		}
+		sub.fitWindow(int64(float64(cs)*shares[i]), rai, mem)
+		sub.need = NeedCache(sub.ds, sub.opt.Order.Mix, rai, cache.DefaultPageSize)
+		sub.readahead = rai
+		need += sub.need.Need
+	}
+	p.readahead = ra
+	if cs > 0 && cs < need {
+		return Usagef("--cache-size %s is too small for %s: its sources' windows and readahead need %s; raise --cache-size or lower --readahead, or the sources' mix",
+			ibytes(cs), m.spec.File, ibytes(need))
+	}
+	p.mem = MemoryPlan{Memory: mem, Total: mem.Total(), Claimed: Claimed(mem, m.spec.File, m.fp, claimsTimeout)}
+	p.mem.Headroom = Headroom(p.mem.Total)
+	p.mem.Budget, p.mem.BudgetReason = memoryBudget(cs, need, mem, p.mem.Headroom, p.mem.Claimed)
+	// Each source's share of the budget: by the bytes it gives an epoch, never less than its
+	// need nor (the rest going to the others) more than it can use.
+	alloc := make([]int64, len(m.srcs))
+	left, open := p.mem.Budget, 0.0
+	for i, sub := range m.srcs {
+		alloc[i] = sub.need.Need
+		left -= alloc[i]
+		open += shares[i]
+	}
+	for round := 0; round < 2 && left > 0 && open > 0; round++ {
+		give, next := left, 0.0
+		for i, sub := range m.srcs {
+			room := max(0, max(sub.need.Need, Footprint(sub.ds, cache.DefaultPageSize))-alloc[i])
+			if room == 0 {
+				continue
+			}
+			k := min(room, int64(float64(give)*shares[i]/open))
+			alloc[i] += k
+			left -= k
+			if k < room {
+				next += shares[i]
+			}
+		}
+		open = next
+	}
+	p.cacheOpt = cache.Options{}
+	var whole bool
+	for i, sub := range m.srcs {
+		sub.mem = PlanMemory(sub.ds, cache.DefaultPageSize, alloc[i], sub.need.Need, p.opt.Direct, mem, 0)
+		sub.mem.BudgetReason = fmt.Sprintf("%.0f%% of the mixture's budget (its share of an epoch's bytes)", 100*float64(alloc[i])/float64(max(1, p.mem.Budget)))
+		if sub.loc.Kind == Remote {
+			sub.planRemote()
+			p.cacheOpt.MaxRead = max(p.cacheOpt.MaxRead, sub.cacheOpt.MaxRead)
+			p.cacheOpt.Workers = max(p.cacheOpt.Workers, sub.cacheOpt.Workers)
+			whole = true
+		}
+		p.cacheOpt.Size += sub.mem.CacheSize
+		p.cacheOpt.Keep += sub.need.Need
+		p.mem.Size += sub.mem.Size
+		p.mem.Footprint += sub.mem.Footprint
+		p.mem.Resident += sub.mem.Resident
+		p.mem.Direct = p.mem.Direct || sub.mem.Direct
+	}
+	p.cacheOpt.Whole = whole
+	p.mem.CacheSize = p.cacheOpt.Size
+	p.mem.CacheReason = "the sum of the sources' caches (info.json's sources[].memory)"
+	p.mem.Reason = "each source's own plan (info.json's sources[].memory)"
+	p.need = CacheNeed{Need: need, Readahead: ra}
+	if err := p.cacheOpt.Validate(); err != nil {
+		return Usagef("--cache-size: %v", err)
+	}
+	return nil
+}
+
+// byteShares returns each source's share of an epoch's bytes, from its records in the epoch
+// (counts) and its average record's bytes.
+func byteShares(counts []uint64, srcs []*Plan) []float64 {
+	out := make([]float64, len(srcs))
+	var total float64
+	for i, sub := range srcs {
+		avg := float64(storedBytes(sub.ds)) / float64(max(1, sub.ds.Records()))
+		out[i] = float64(counts[i]) * max(avg, 1)
+		total += out[i]
+	}
+	for i := range out {
+		out[i] /= max(total, 1)
+	}
+	return out
+}
+
+// Warnings of a mixture are its sources', each named.
+func (m *mixPlan) warnings() []string {
+	var out []string
+	for i, sub := range m.srcs {
+		for _, w := range sub.Warnings() {
+			out = append(out, fmt.Sprintf("source %d (%s): %s", i, m.spec.Sources[i].Name, w))
+		}
+	}
+	return out
+}
+
+// facts returns what info.json says of the mixture beyond what view.Mixture computes.
+func (m *mixPlan) facts(seed uint64) map[string]any {
+	me, _ := m.order.Epoch(0)
+	var sources []map[string]any
+	for i, sub := range m.srcs {
+		s, ds := m.spec.Sources[i], sub.ds
+		f := map[string]any{
+			"index": i, "name": s.Name, "data": sub.loc.Abs, "fingerprint": ds.Manifest.Fingerprint(),
+			"kind": string(ds.Kind()), "records": ds.Records(), "bytes": ds.Bytes(), "blocks": ds.Blocks(),
+			"rule": s.Rule.Kind.String(), "value": s.Rule.Text, "records_per_epoch": me.Count(i),
+			"seed": sub.opt.Order.Seed, "shuffle": sub.opt.Order.Mode.String(), "mix": max(1, sub.opt.Order.Mix),
+			"order": sub.order, "memory": sub.mem.Facts(), "readahead": sub.readahead, "verify": sub.opt.Verify,
+		}
+		if ds.RecordSize() > 0 {
+			f["record_size"] = ds.RecordSize()
+		}
+		if man := ds.Manifest; man.DType != "" {
+			f["dtype"], f["shape"] = man.DType, man.Shape
+			if man.Shape == nil {
+				f["shape"] = []int64{}
+			}
+		}
+		if l, st, row, _, ok := ds.Window(); ok {
+			f["window"], f["stride"], f["row_size"] = l, st, row
+		}
+		if path, off, ok := ds.InPlace(); ok {
+			f["in_place"], f["in_place_offset"] = path, off
+		}
+		if sub.disk != nil {
+			f["disk_cache"], f["disk_cache_size"] = sub.disk.Dir, sub.disk.Size
+		}
+		sources = append(sources, f)
+	}
+	var epochRecords any
+	if m.spec.EpochRecords > 0 {
+		epochRecords = m.spec.EpochRecords
+	}
+	return map[string]any{
+		"dataset": m.spec.File, "fingerprint": m.fp, "seed": seed, "sources": sources,
+		"mixture": map[string]any{"file": m.spec.File, "fingerprint": m.fp, "epoch_records": epochRecords},
+	}
+}
