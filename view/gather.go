@@ -16,7 +16,7 @@ import (
 type Gather struct {
 	Vecs [][]byte // the read's bytes, in order; valid until Release
 
-	plan plan // where the read's bytes are, and the pins holding them (plan.go)
+	plan plan      // where the read's bytes are, and the pins holding them (plan.go)
 	subs []*Gather // a mixture's reads of its sources, whose pages Vecs holds
 }
 

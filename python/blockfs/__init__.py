@@ -3,6 +3,8 @@
     blockfs.Mount(data, mountpoint=None, **options)   mount for a with block (shared per node)
     blockfs.attach(path)                               an existing mount
     blockfs.order(path, epoch, shard=None)             an epoch's record ids (numpy uint64)
+    blockfs.record_sources(path, epoch, shard=None)    a mixture's epoch: each record's source
+    blockfs.epoch_records(path, epoch)                 an epoch's record count
     blockfs.load_labels(file), blockfs.labels_from_names(mount)
     blockfs.record_names(mount)                        the source name of each record id (folders)
     blockfs.torch.Loader(path, batch_size, ...)        PyTorch batches with exact resume
@@ -10,9 +12,10 @@
 
 blockfs.torch needs torch and blockfs.hdf5 h5py (import them by name); the rest needs numpy only.
 """
-from ._files import epoch_path, labels_from_names, load_labels, order, read_info, record_names, shard_range
+from ._files import (epoch_path, epoch_records, labels_from_names, load_labels, order, read_info, record_names,
+                     record_sources, shard_range)
 from ._mount import Mount, MountError, OrderWarning, attach, binary
 
 __version__ = "0.1.0"  # the package's version, read by pyproject.toml's build
-__all__ = ["Mount", "MountError", "OrderWarning", "attach", "binary", "epoch_path", "labels_from_names", "load_labels",
-           "order", "read_info", "record_names", "shard_range"]
+__all__ = ["Mount", "MountError", "OrderWarning", "attach", "binary", "epoch_path", "epoch_records", "labels_from_names",
+           "load_labels", "order", "read_info", "record_names", "record_sources", "shard_range"]

@@ -4,6 +4,10 @@ A client knows one name of the tree, INFO (.blockfs/info.json); the mount publis
 there under "tree" (printf patterns for epochs and shard folders, the sidecars' suffixes, the
 meta folder and its files, and the rule that cuts shards), and this module builds every path from
 them. A mount by a binary older than "tree" has LEGACY_TREE's names.
+
+A mixture's mount (several datasets in one epoch, docs/SHUFFLE.md) also has a ".source"
+sidecar, each record's source index (tree "source", info.json's "source_dtype"), and its epochs
+may differ in length (info.json's "epoch_records_vary"): epoch_records gives an epoch's.
 """
 from __future__ import annotations
 
@@ -61,7 +65,8 @@ class Tree:
 
     epoch and shard_dir are printf patterns of one (the epoch) and two numbers (R and W); ids
     and offsets are the sidecars' suffixes; names is the file of record names in meta_dir.
-    shard_rule names how shard files cut an epoch (see shard_range).
+    shard_rule names how shard files cut an epoch (see shard_range). source is the suffix of
+    the sidecar of each record's source index, which only a mixture's mount has (else None).
     """
 
     epoch: str
@@ -71,6 +76,7 @@ class Tree:
     meta_dir: str
     names: str
     shard_rule: str
+    source: Optional[str] = None
 
     @classmethod
     def from_info(cls, info: Mapping[str, Any]) -> Tree:
@@ -82,10 +88,14 @@ class Tree:
             names = LEGACY_TREE
         if not isinstance(names, Mapping):
             raise ValueError(f"info.json's tree is {names!r}, not an object of names")
-        missing = [f.name for f in fields(cls) if not isinstance(names.get(f.name), str)]
+        optional = {f.name for f in fields(cls) if f.default is None}
+        missing = [f.name for f in fields(cls) if f.name not in optional and not isinstance(names.get(f.name), str)]
         if missing:
             raise ValueError(f"info.json's tree has no name for {', '.join(missing)}")
-        tree = cls(**{f.name: names[f.name] for f in fields(cls)})
+        bad = [k for k in optional if names.get(k) is not None and not isinstance(names[k], str)]
+        if bad:
+            raise ValueError(f"info.json's tree: {', '.join(sorted(bad))} is not a name")
+        tree = cls(**{f.name: names.get(f.name) for f in fields(cls)})
         for key, numbers in (("epoch", (0,)), ("shard_dir", (0, 1))):
             pattern = getattr(tree, key)
             try:
@@ -95,8 +105,8 @@ class Tree:
         return tree
 
     def epoch_file(self, root: str, epoch: int, shard: Optional[ShardSpec] = None, suffix: str = "") -> str:
-        """The path under root of epoch's file (suffix: the ids or offsets suffix for its
-        sidecars), or of shard (r, w)'s file of it. Raises ValueError for a negative epoch, a
+        """The path under root of epoch's file (suffix: the ids, offsets or source suffix for
+        its sidecars), or of shard (r, w)'s file of it. Raises ValueError for a negative epoch, a
         bad shard, or a shard of a rule this package does not know."""
         epoch = int(epoch)
         if epoch < 0:
@@ -160,9 +170,9 @@ def parse_shard(shard: ShardSpec) -> Tuple[int, int]:
 
 
 def epoch_path(path: MountPath, epoch: int, shard: Optional[ShardSpec] = None, suffix: str = "") -> str:
-    """The path of epoch's file in the mount (suffix ".ids" or ".offsets", the tree's ids and
-    offsets, for its sidecars), or of shard (r, w)'s file: shard-R-of-W/epoch-NNNN, in the
-    names the mount publishes."""
+    """The path of epoch's file in the mount (suffix ".ids", ".offsets" or, in a mixture,
+    ".source": the tree's ids, offsets and source, for its sidecars), or of shard (r, w)'s
+    file: shard-R-of-W/epoch-NNNN, in the names the mount publishes."""
     return tree_of(path).epoch_file(mount_path(path), epoch, shard, suffix)
 
 
@@ -174,27 +184,70 @@ def shard_range(n: int, r: int, w: int, rule: str = LEGACY_TREE["shard_rule"]) -
     return _shard_cut(rule)(n, r, w)
 
 
-def order(path: MountPath, epoch: int, shard: Optional[ShardSpec] = None) -> npt.NDArray[np.uint64]:
-    """The record ids of an epoch (or of shard (r, w) of it) of a mount, in order: a numpy
-    uint64 array, read from its epoch-NNNN.ids file. Record ids are source indexes (the row of
-    the packed input; for windows, the first row of the window)."""
+def is_mixture(info: Mapping[str, Any]) -> bool:
+    """Whether info (a mount's info.json) is a mixture's: several datasets in one epoch."""
+    return info.get("sources") is not None
+
+
+def records_of(info: Mapping[str, Any], root: str, epoch: int) -> int:
+    """The records of epoch of the mount at root with info: info.json's "records" (epoch 0's),
+    or, where "epoch_records_vary" (a mixture with a fractional repeat), the size of the
+    epoch's ids file over 8."""
+    if not info.get("epoch_records_vary"):
+        return int(info["records"])
+    tree = Tree.from_info(info)
+    return os.stat(tree.epoch_file(root, epoch, None, tree.ids)).st_size // 8
+
+
+def epoch_records(path: MountPath, epoch: int) -> int:
+    """The number of records of epoch of a mount. It is info.json's "records" for every epoch,
+    except in a mixture with a fractional repeat ("epoch_records_vary"), whose epochs differ
+    by a record or so (docs/SHUFFLE.md, "Records per epoch")."""
+    return records_of(_info_of(path), mount_path(path), epoch)
+
+
+def _read_sidecar(path: MountPath, epoch: int, shard: Optional[ShardSpec], suffix: str,
+                  dtype: np.dtype[Any]) -> npt.NDArray[Any]:
+    """epoch's (or shard's) sidecar of suffix, one item of dtype per record, read whole; in the
+    dtype's native byte order."""
     info = _info_of(path)
     tree = Tree.from_info(info)
-    n = int(info["records"])
+    n = records_of(info, mount_path(path), epoch)
     if shard is not None:
         start, end = tree.shard_range(n, *parse_shard(shard))
         n = end - start
-    p = tree.epoch_file(mount_path(path), epoch, shard, tree.ids)
+    p = tree.epoch_file(mount_path(path), epoch, shard, suffix)
+    size = n * dtype.itemsize
     with open(p, "rb", buffering=0) as f:
-        ids = np.empty(n, dtype="<u8")
-        buf = ids.data.cast("B")
+        out = np.empty(n, dtype=dtype)
+        buf = out.data.cast("B")
         got = 0
-        while got < 8 * n:
+        while got < size:
             k = f.readinto(buf[got:])
             if not k:
-                raise OSError(f"{p}: {got} bytes, expected {8 * n}")
+                raise OSError(f"{p}: {got} bytes, expected {size}")
             got += k
-    return ids.astype(np.uint64, copy=False)
+    return out.astype(dtype.newbyteorder("="), copy=False)
+
+
+def order(path: MountPath, epoch: int, shard: Optional[ShardSpec] = None) -> npt.NDArray[np.uint64]:
+    """The record ids of an epoch (or of shard (r, w) of it) of a mount, in order: a numpy
+    uint64 array, read from its epoch-NNNN.ids file. Record ids are source indexes (the row of
+    the packed input; for windows, the first row of the window); in a mixture, each record's
+    id in its own dataset (record_sources says which)."""
+    return _read_sidecar(path, epoch, shard, tree_of(path).ids, np.dtype("<u8"))
+
+
+def record_sources(path: MountPath, epoch: int, shard: Optional[ShardSpec] = None) -> npt.NDArray[np.uint16]:
+    """The source of each record of an epoch (or of shard (r, w) of it) of a mixture's mount, in
+    order: a numpy array (uint16, info.json's "source_dtype") of indexes into info.json's
+    "sources", read from its epoch-NNNN.source file. Raises ValueError for a mount of one
+    dataset."""
+    info = _info_of(path)
+    tree = Tree.from_info(info)
+    if tree.source is None or not is_mixture(info):
+        raise ValueError(f"{mount_path(path)} is a mount of one dataset, not of a mixture: its records have no sources")
+    return _read_sidecar(path, epoch, shard, tree.source, np.dtype(info.get("source_dtype", "<u2")))
 
 
 def load_labels(labels: Union[npt.ArrayLike, str, os.PathLike[str]]) -> np.ndarray[Any, Any]:

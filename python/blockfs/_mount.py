@@ -67,6 +67,15 @@ def _digest(*parts: object) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _mixture_digest(data: str) -> Optional[str]:
+    """The digest of a mixture file's content (data a .json file), else None: a mixture edited
+    in place (another weight) is another mount, not the one a running job made of the old one."""
+    if not data.endswith(".json") or not os.path.isfile(data):
+        return None
+    with open(data, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
 def _flags(options: Dict[str, Any]) -> List[str]:
     """Command-line flags from keyword options: cache_size="1GiB" is --cache-size=1GiB, a True
     value is a bare flag, False and None leave the flag out."""
@@ -160,7 +169,9 @@ class Mount:
             m.info   # its .blockfs/info.json
 
     data is a dataset directory, a file served in place (with record_size=... or window=...),
-    or an s3:// URL. Keyword options are blockfs mount's flags with '_' for '-'. It runs
+    an s3:// URL, or a mixture's JSON file (several datasets in one epoch, docs/SHUFFLE.md;
+    each source's own options are in that file, and keyword options are the whole mount's).
+    Keyword options are blockfs mount's flags with '_' for '-'. It runs
     `blockfs mount --daemon` (see binary()) and unmounts on exit, also after an exception.
 
     Without a mountpoint, the mountpoint is a directory under /tmp/blockfs-UID named after
@@ -181,8 +192,10 @@ class Mount:
                  **options: Any) -> None:
         self.data: str = str(data) if "://" in str(data) else os.path.abspath(os.fspath(data))
         self.options = dict(options)
+        self._mixture = _mixture_digest(self.data)
         if mountpoint is None:
-            mountpoint = os.path.join(runtime_dir(), "mnt-" + _digest(self.data, _flags(self.options)))
+            parts: List[object] = [self.data, _flags(self.options)] + ([self._mixture] if self._mixture else [])
+            mountpoint = os.path.join(runtime_dir(), "mnt-" + _digest(*parts))
             self._made_dir = True
         else:
             self._made_dir = False
@@ -209,8 +222,12 @@ class Mount:
         return f"blockfs.Mount({self.data!r} at {self.path!r})"
 
     def _whom(self) -> Dict[str, Any]:
-        """What the users lock file records of a mount: its data and flags."""
-        return {"data": str(self.data), "flags": _flags(self.options)}
+        """What the users lock file records of a mount: its data and flags (and a mixture
+        file's content digest)."""
+        whom: Dict[str, Any] = {"data": str(self.data), "flags": _flags(self.options)}
+        if self._mixture:
+            whom["mixture"] = self._mixture
+        return whom
 
     def open(self) -> Mount:
         """Mounts data, or attaches to the mount another local process made of it."""
@@ -290,7 +307,8 @@ class Mount:
         except ValueError:
             whom = None
         if whom is not None and whom != self._whom():
-            raise MountError(f"{self.path} is in use by a blockfs.Mount of {whom.get('data')} with flags {' '.join(whom.get('flags') or []) or '(none)'}; "
+            edited = " (the mixture file has changed since)" if whom.get("data") == self.data and whom.get("mixture") != self._mixture else ""
+            raise MountError(f"{self.path} is in use by a blockfs.Mount of {whom.get('data')}{edited} with flags {' '.join(whom.get('flags') or []) or '(none)'}; "
                              f"use the same data and options, or another mountpoint")
 
     def _forget(self, users: Optional[int]) -> None:
@@ -351,6 +369,6 @@ def attach(path: MountPath) -> Mount:
     nothing."""
     p = os.path.abspath(mount_path(path))
     info = read_info(p)
-    m = Mount(info.get("in_place") or info.get("dataset") or p, p)
+    m = Mount((info.get("mixture") or {}).get("file") or info.get("in_place") or info.get("dataset") or p, p)
     m.info, m._attached = info, True
     return m

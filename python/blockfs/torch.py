@@ -3,7 +3,7 @@
     loader = blockfs.torch.Loader(mount, batch_size=256)   # num_workers: see Loader
     for epoch in range(loader.epoch, epochs):
         loader.set_epoch(epoch)
-        for ids, x in loader:        # (ids, records[, labels]) as tensors
+        for ids, x in loader:        # (ids, records[, labels]) as tensors; a mixture's: (ids, source, records)
             ...
         checkpoint["loader"] = loader.state_dict()
 
@@ -14,12 +14,14 @@ drop_last). The epoch and the position live in this process: a sampler hands the
 keys (epoch, first and end position) and a worker turns a key into a batch with one read of the
 records and one of their ids, so what a rank sees never depends on num_workers or
 persistent_workers, and the position counts batches as they are delivered, not as workers
-prefetch them.
+prefetch them. A mixture's epochs may differ in length (a fractional repeat): each epoch's own
+record count is read from the mount.
 """
 from __future__ import annotations
 
 import numbers
 import os
+from fractions import Fraction
 import weakref
 from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -28,13 +30,13 @@ import numpy.typing as npt
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from ._files import Tree, load_labels, mount_path, names_of, read_info
+from ._files import Tree, is_mixture, load_labels, mount_path, names_of, read_info, records_of
 from ._types import Info, MountPath
 
 # A batch key: (epoch, start, end, after), see batch_keys.
 Key = Tuple[int, int, int, int]
 
-# What a worker returns for a key: (ids, records[, labels], after).
+# What a worker returns for a key: (ids[, source], records[, labels], after).
 Batch = Tuple[Any, ...]
 
 # Records as a worker reads them: an array of fixed-size records, or one array per record.
@@ -47,9 +49,16 @@ SHM_BYTES = 4 << 20
 STATE_FORMAT = "blockfs-loader"
 STATE_VERSION = 1
 
-# What a saved position must agree on with the mount it resumes on (info.json's keys).
+# What a saved position must agree on with the mount it resumes on (info.json's keys). A
+# mixture's "fingerprint" is the mixture's; its sources' facts (SOURCE_FINGERPRINT_KEYS) and its
+# "epoch_records" are compared too, so that a refusal names what changed.
 FINGERPRINT_KEYS = ("fingerprint", "records", "record_size", "blocks", "seed", "shuffle", "mix", "window", "stride",
                     "segments", "in_place_offset")
+SOURCE_FINGERPRINT_KEYS = ("fingerprint", "records", "record_size", "rule", "value", "records_per_epoch", "seed",
+                           "shuffle", "mix")
+
+# Files a worker keeps open: those of two epochs (data, ids, offsets, source).
+OPEN_FILES = 8
 
 
 class DecodeError(RuntimeError):
@@ -57,13 +66,16 @@ class DecodeError(RuntimeError):
     ids and, for a dataset packed from a folder, their source names), the epoch and positions
     of the batch, and decode's own error, which is chained as __cause__ (in the worker's
     traceback that torch prints, with num_workers > 0). ids and names hold the failing records'
-    ids and names (names None without a names file); torch re-raises an error from a worker
-    from its message alone, so there they are only in the message."""
+    ids and names (names None without a names file), and sources, in a mixture, their sources
+    (else None); torch re-raises an error from a worker from its message alone, so there they
+    are only in the message."""
 
-    def __init__(self, message: str, ids: Sequence[int] = (), names: Optional[Sequence[str]] = None) -> None:
+    def __init__(self, message: str, ids: Sequence[int] = (), names: Optional[Sequence[str]] = None,
+                 sources: Optional[Sequence[int]] = None) -> None:
         super().__init__(message)
         self.ids = [int(i) for i in ids]
         self.names = None if names is None else list(names)
+        self.sources = None if sources is None else [int(s) for s in sources]
 
 
 # At most this many failing records are named in a DecodeError's message.
@@ -123,6 +135,11 @@ class _Batches(Dataset[Batch]):
                  decode: Optional[Callable[..., Any]], decode_ids: bool) -> None:
         self.path, self.labels, self.decode, self.decode_ids = path, labels, decode, decode_ids
         self.tree = Tree.from_info(info)
+        self.mixture = is_mixture(info)
+        if self.mixture:
+            if self.tree.source is None:
+                raise ValueError(f"{path}: info.json's tree names no source sidecar for the mixture's records")
+            self.source_dtype = np.dtype(info.get("source_dtype", "<u2"))
         self.fixed = info["kind"] == "fixed"
         if self.fixed:
             self.record_size = info["record_size"]
@@ -135,6 +152,11 @@ class _Batches(Dataset[Batch]):
     def __getitem__(self, key: Key) -> Batch:
         epoch, start, end, after = key
         ids = self._read(epoch, self.tree.ids, 8 * start, 8 * (end - start)).view("<u8").astype(np.int64)
+        source: Optional[npt.NDArray[np.int64]] = None
+        if self.mixture:
+            assert self.tree.source is not None
+            size = self.source_dtype.itemsize
+            source = self._read(epoch, self.tree.source, size * start, size * (end - start)).view(self.source_dtype).astype(np.int64)
         if self.fixed:
             rs = self.record_size
             data = self._read(epoch, "", rs * start, rs * (end - start))
@@ -146,49 +168,64 @@ class _Batches(Dataset[Batch]):
             rel = (offs - base).tolist()
             records = [data[rel[i]:rel[i + 1]] for i in range(end - start)]
         if self.decode is not None:
-            records = self._decode(records, ids, key)
+            records = self._decode(records, ids, source, key)
         # Arrays, not tensors: a worker sends arrays of a batch through its pipe faster than
         # tensors through shared memory (a file and a descriptor passed per tensor); the
         # loader makes them tensors in the main process without a copy.
         if isinstance(records, np.ndarray) and records.nbytes >= SHM_BYTES:
             records = _tensor(records)  # large: shared memory beats copying through the pipe
-        out: List[Any] = [ids, records]
+        out: List[Any] = [ids] + ([] if source is None else [source]) + [records]
         if self.labels is not None:
             out.append(np.asarray(self.labels[ids]))
         out.append(after)
         return tuple(out)
 
-    def _decode(self, records: Records, ids: npt.NDArray[np.int64], key: Key) -> Any:
-        """decode(records) or, with decode_ids, decode(records, ids); a DecodeError naming the
-        records it fails on if it raises."""
+    def _call_decode(self, records: Records, ids: npt.NDArray[np.int64], source: Optional[npt.NDArray[np.int64]]) -> Any:
+        """decode(records); with decode_ids, decode(records, ids), or decode(records, ids,
+        source) for a mixture (the arrays read-only: the batch's are these)."""
         assert self.decode is not None
-        try:
-            if self.decode_ids:
-                view = ids.view()
-                view.flags.writeable = False  # decode reads them; the batch's ids are these
-                return self.decode(records, view)
+        if not self.decode_ids:
             return self.decode(records)
-        except Exception as e:
-            raise self._decode_error(records, ids, key, e) from e
+        args = [ids] if source is None else [ids, source]
+        views = []
+        for a in args:
+            v = a.view()
+            v.flags.writeable = False
+            views.append(v)
+        return self.decode(records, *views)
 
-    def _decode_error(self, records: Records, ids: npt.NDArray[np.int64], key: Key, err: Exception) -> DecodeError:
+    def _decode(self, records: Records, ids: npt.NDArray[np.int64], source: Optional[npt.NDArray[np.int64]],
+                key: Key) -> Any:
+        """decode's result on a batch (see _call_decode); a DecodeError naming the records it
+        fails on if it raises."""
+        try:
+            return self._call_decode(records, ids, source)
+        except Exception as e:
+            raise self._decode_error(records, ids, source, key, e) from e
+
+    def _decode_error(self, records: Records, ids: npt.NDArray[np.int64], source: Optional[npt.NDArray[np.int64]],
+                      key: Key, err: Exception) -> DecodeError:
         """The DecodeError for decode's err on a batch: which records fail is found by decoding
-        each one alone (only now that it failed), so the message names them, not the batch."""
-        assert self.decode is not None
+        each one alone (only now that it failed), so the message names them, not the batch. In a
+        mixture a record is named by its source and id (names come from one dataset's names
+        file, so there are none)."""
         bad: List[int] = []
         if len(ids) > 1:
             for i in range(len(ids)):
-                one = records[i:i + 1]
                 try:
-                    self.decode(one, ids[i:i + 1]) if self.decode_ids else self.decode(one)
+                    self._call_decode(records[i:i + 1], ids[i:i + 1], None if source is None else source[i:i + 1])
                 except Exception:
                     bad.append(i)
-        which = [int(ids[i]) for i in bad] if bad else [int(i) for i in ids]
-        try:
-            names = names_of(self.path, which)
-        except (OSError, ValueError):
-            names = None
-        shown = [f"id {i}" + (f" ({names[k]})" if names else "") for k, i in enumerate(which[:DECODE_ERROR_NAMES])]
+        rows = bad if bad else list(range(len(ids)))
+        which = [int(ids[i]) for i in rows]
+        names: Optional[List[str]] = None
+        if source is None:
+            try:
+                names = names_of(self.path, which)
+            except (OSError, ValueError):
+                names = None
+        of = [f" of source {int(source[i])}" if source is not None else "" for i in rows]
+        shown = [f"id {i}{of[k]}" + (f" ({names[k]})" if names else "") for k, i in enumerate(which[:DECODE_ERROR_NAMES])]
         more = f" and {len(which) - DECODE_ERROR_NAMES} more" if len(which) > DECODE_ERROR_NAMES else ""
         epoch, start, end, _ = key
         batch = f"epoch {epoch}, positions [{start}, {end})"
@@ -197,7 +234,8 @@ class _Batches(Dataset[Batch]):
             what = f"decode failed on {len(which)} record{'s' if len(which) > 1 else ''}: {listed}, in the batch of {batch}"
         else:
             what = f"decode failed on the batch of {batch} ({listed}), though each of its records decodes alone"
-        return DecodeError(f"{what}: {type(err).__name__}: {err}", which, names)
+        sources = None if source is None else [int(source[i]) for i in rows]
+        return DecodeError(f"{what}: {type(err).__name__}: {err}", which, names, sources)
 
     def _read(self, epoch: int, suffix: str, off: int, n: int) -> npt.NDArray[np.uint8]:
         """n bytes of epoch's file (or sidecar) from off, in one read."""
@@ -222,7 +260,7 @@ class _Batches(Dataset[Batch]):
         key = (epoch, suffix)
         fd = self._fds.get(key)
         if fd is None:
-            if len(self._fds) >= 6:  # files of the last two epochs
+            if len(self._fds) >= OPEN_FILES:  # files of the last two epochs
                 for k in [k for k in self._fds if k[0] != epoch]:
                     os.close(self._fds.pop(k))
             fd = self._fds[key] = os.open(self._path(epoch, suffix), os.O_RDONLY | os.O_CLOEXEC)
@@ -251,6 +289,18 @@ def _tensor(x: Any) -> Any:
     return torch.from_numpy(x)
 
 
+def _source_fingerprint(source: Dict[str, Any]) -> Dict[str, Any]:
+    """What a saved state must agree on with one source of a mixture (info.json's "sources"
+    entry): its SOURCE_FINGERPRINT_KEYS, the rule's value as an exact fraction ("0.70" and
+    "0.7" are one weight)."""
+    fp = {k: source[k] for k in SOURCE_FINGERPRINT_KEYS if k in source}
+    try:
+        fp["value"] = str(Fraction(str(fp["value"])))
+    except (KeyError, ValueError, ZeroDivisionError):
+        pass  # compared as written
+    return fp
+
+
 def _as_is(batch: Any) -> Any:
     return batch
 
@@ -270,7 +320,8 @@ def _state_int(state: Dict[str, Any], key: str, lo: int, hi: int) -> int:
 
 
 class Loader:
-    """Batches (ids, records[, labels]) of a mount's epochs for PyTorch training.
+    """Batches (ids, records[, labels]) of a mount's epochs for PyTorch training; (ids, source,
+    records) of a mixture's.
 
     path is a mountpoint or a blockfs.Mount. ids is an int64 tensor of the records' source ids
     (their rows in the packed input). records is a tensor shaped (batch, *shape) of the
@@ -282,6 +333,16 @@ class Loader:
     of a dataset packed from a folder). If decode raises, the loader raises DecodeError naming
     the records it fails on (ids, and names where the dataset has them). labels is an array
     indexed by record id (or a .npy or text file of one), joined per batch as a third tensor.
+
+    A mixture's mount (several datasets in one epoch, docs/SHUFFLE.md) has batches (ids,
+    source, records): source is an int64 tensor of each record's source, its index in
+    info.json's "sources", and ids are ids within that source. Its records are as above when
+    every source's records are fixed-size and of the same size (with the mixture's dtype and
+    shape where info.json gives one), else a list of uint8 tensors. decode_ids=True calls
+    decode(records, ids, source). labels is refused (an id names a record only within its
+    source): look a label up by (source, id), e.g. ``per_source[s][i]``, in decode or in the
+    loop. A mixture's epochs can differ in length (a fractional repeat); each epoch's length is
+    its own.
 
     rank and world_size default to torch.distributed's, else $RANK and $WORLD_SIZE, else 0 and
     1. The other arguments are DataLoader's. Keep num_workers=0 unless decode does real work
@@ -311,11 +372,16 @@ class Loader:
         if not 0 <= self.rank < self.world_size:
             raise ValueError(f"rank {self.rank} of world size {self.world_size}: need 0 <= rank < world_size")
         self.drop_last = bool(drop_last)
+        if labels is not None and is_mixture(self.info):
+            raise ValueError("labels= is not for a mixture: a record id names a record only within its source, so one "
+                             "array indexed by id cannot label them; look labels up by (source, id) in the batches "
+                             "(ids, source, records), or in decode with decode_ids=True (decode(records, ids, source))")
         if labels is not None:
             labels = load_labels(labels)
             if len(labels) < self.info["records"] and "window" not in self.info:
                 raise ValueError(f"labels has {len(labels)} entries; the dataset has {self.info['records']} records")
         self.epoch, self.position = int(epoch), 0
+        self._lengths: Dict[int, int] = {}  # records of epochs whose length has been read
         kw: Dict[str, Any] = {}
         if num_workers > 0:
             kw["persistent_workers"] = persistent_workers
@@ -341,13 +407,25 @@ class Loader:
                                       **self._loader_options)
         return self._loader
 
+    def epoch_records(self, epoch: Optional[int] = None) -> int:
+        """The records of epoch (the loader's, by default): info.json's "records", except in a
+        mixture whose epochs differ in length, where it is read from the mount (once an epoch)."""
+        e = self.epoch if epoch is None else int(epoch)
+        n = self._lengths.get(e)
+        if n is None:
+            n = records_of(self.info, self.path, e)
+            if len(self._lengths) >= 4:
+                self._lengths.clear()
+            self._lengths[e] = n
+        return n
+
     def _keys(self) -> Iterator[Key]:
-        return batch_keys(self.epoch, self.info["records"], self.position, self.batch_size, self.rank, self.world_size,
+        return batch_keys(self.epoch, self.epoch_records(), self.position, self.batch_size, self.rank, self.world_size,
                           self.drop_last)
 
     def __len__(self) -> int:
         """Batches this rank has left in the current epoch."""
-        n, step = self.info["records"] - self.position, self.batch_size * self.world_size
+        n, step = self.epoch_records() - self.position, self.batch_size * self.world_size
         full = n // step
         if self.drop_last or n % step == 0:
             return int(full)
@@ -392,8 +470,14 @@ class Loader:
             self.epoch, self.position = int(epoch), 0
 
     def fingerprint(self) -> Dict[str, Any]:
-        """What a saved state must agree on with this mount: the data and the order options."""
-        return {k: self.info[k] for k in FINGERPRINT_KEYS if k in self.info}
+        """What a saved state must agree on with this mount: the data and the order options;
+        for a mixture, also each source's data, rule and order options and the mixture's
+        epoch_records."""
+        fp = {k: self.info[k] for k in FINGERPRINT_KEYS if k in self.info}
+        if is_mixture(self.info):
+            fp["sources"] = [_source_fingerprint(s) for s in self.info["sources"]]
+            fp["epoch_records"] = (self.info.get("mixture") or {}).get("epoch_records")
+        return fp
 
     def state_dict(self) -> Dict[str, Any]:
         """The loader's place, as small JSON-able data, the same on every rank."""
@@ -416,5 +500,5 @@ class Loader:
         if diff:
             raise ValueError("the loader state is from other data or options: " + "; ".join(diff))
         epoch = _state_int(state, "epoch", 0, 2**64 - 1)
-        position = _state_int(state, "position", 0, self.info["records"])
+        position = _state_int(state, "position", 0, self.epoch_records(epoch))
         self.epoch, self.position = epoch, position
