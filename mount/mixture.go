@@ -9,6 +9,10 @@ import (
 
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/internal/sysmem"
+	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/source"
+	"github.com/blockfs/blockfs/source/local"
+	"github.com/blockfs/blockfs/view"
 	"github.com/blockfs/blockfs/shuffle"
 )
 
@@ -47,8 +51,44 @@ func newMixture(opt Options) (*Plan, error) {
 	if opt.InPlace.given() {
 		return nil, Usagef("%s is a mixture: flags of a file in place go in its sources' \"options\"", opt.Data)
 	}
-	p := &Plan{opt: opt, loc: Location{Kind: MixtureFile, Name: opt.Data, Abs: spec.File}, mix: &mixPlan{spec: spec}}
+	p := &Plan{opt: opt, loc: Location{Kind: MixtureFile, Name: opt.Data, Abs: spec.File}}
+	var err error
+	if p.mix, err = openMixture(opt); err != nil {
+		return nil, err
+	}
 	m := p.mix
+	for i, sub := range m.srcs {
+		mnt, err := CheckMountpoint(opt.Mountpoint, sub.ds.Where())
+		if err != nil {
+			return nil, sourceErr(spec, i, err)
+		}
+		p.mnt, sub.mnt = mnt, mnt
+		if err := checkAllowOther(opt, sub.loc, sub.ds); err != nil {
+			return nil, sourceErr(spec, i, err)
+		}
+	}
+	if err := checkFuseFDOptions(p.mnt, opt); err != nil {
+		return nil, err
+	}
+	if err := p.checkUsers(); err != nil {
+		return nil, err
+	}
+	if err := p.planMixture(); err != nil {
+		return nil, err
+	}
+	for i, sub := range m.srcs {
+		if err := sub.finish(); err != nil {
+			return nil, sourceErr(spec, i, err)
+		}
+	}
+	return p, nil
+}
+
+// openMixture opens the sources of the mixture opt.Mixture, each as a mount of it alone would
+// (seeded by SourceSeed unless it gives a seed), and computes the mixture's order.
+func openMixture(opt Options) (*mixPlan, error) {
+	spec := opt.Mixture
+	m := &mixPlan{spec: spec}
 	var srcs []shuffle.MixSource
 	disks := map[string]int{}
 	for i, s := range spec.Sources {
@@ -75,31 +115,50 @@ func newMixture(opt Options) (*Plan, error) {
 		return nil, Usagef("%s: %s", spec.File, strings.TrimPrefix(err.Error(), shuffle.ErrMixture.Error()+": "))
 	}
 	m.fp = m.fingerprint(opt.Order.Seed)
+	return m, nil
+}
+
+// OpenMixture opens the mixture opt.Mixture for reading without a mount (blockfs order): its
+// sources from local disk under a small cache, and its epochs. The caller calls close once
+// done with it.
+func OpenMixture(opt Options) (mix *view.Mixture, close func(), err error) {
+	m, err := openMixture(opt)
+	if err != nil {
+		return nil, nil, err
+	}
+	var mux source.Mux
 	for i, sub := range m.srcs {
-		mnt, err := CheckMountpoint(opt.Mountpoint, sub.ds.Where())
+		if sub.loc.Kind == Remote {
+			return nil, nil, sourceErr(m.spec, i, Usagef("%s is in an object store: mount the mixture and run order on the mount point", sub.loc.Name))
+		}
+		mux = append(mux, local.New(sub.ds, false))
+	}
+	c, err := cache.New(mux, cache.Options{Size: max(16<<20, int64(len(m.srcs))*4<<20), Workers: 1})
+	if err != nil {
+		return nil, nil, err
+	}
+	var sets []*view.Set
+	for i, sub := range m.srcs {
+		set, err := view.NewSet(sub.ds, c.Namespace(i), sub.opt.Order)
 		if err != nil {
-			return nil, sourceErr(spec, i, err)
+			c.Close()
+			return nil, nil, sourceErr(m.spec, i, err)
 		}
-		p.mnt, sub.mnt = mnt, mnt
-		if err := checkAllowOther(opt, sub.loc, sub.ds); err != nil {
-			return nil, sourceErr(spec, i, err)
-		}
+		sets = append(sets, set)
 	}
-	if err := checkFuseFDOptions(p.mnt, opt); err != nil {
-		return nil, err
+	mix, err = view.NewMixture(sets, m.order, c, m.spec.File, m.facts(opt.Order.Seed))
+	if err != nil {
+		c.Close()
+		return nil, nil, err
 	}
-	if err := p.checkUsers(); err != nil {
-		return nil, err
-	}
-	if err := p.planMixture(); err != nil {
-		return nil, err
-	}
-	for i, sub := range m.srcs {
-		if err := sub.finish(); err != nil {
-			return nil, sourceErr(spec, i, err)
-		}
-	}
-	return p, nil
+	return mix, func() { c.Close() }, nil
+}
+
+// SourceOrder returns source i's dataset and order options in a mixture opened by OpenMixture
+// (blockfs order --stats shows each source's own order).
+func SourceOrder(mix *view.Mixture, i int) (*layout.Dataset, shuffle.Options) {
+	s := mix.Sets[i]
+	return s.DS, s.Opt
 }
 
 // sourceErr names source i in err, keeping its ErrUsage.

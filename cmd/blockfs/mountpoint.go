@@ -31,6 +31,7 @@ type mountFacts struct {
 	Shuffle   string   `json:"shuffle"`
 	Mix       int      `json:"mix"`
 	Records   uint64   `json:"records"`
+	Mixture   any      `json:"mixture"` // set for a mixture's mount
 }
 
 // maxInfoBytes bounds a mountpoint's .blockfs/info.json (a few KiB).
@@ -116,6 +117,30 @@ func copyMountIDs(dir string, epoch uint64, shard string) error {
 		return fmt.Errorf("%s: %w", f.Name(), err)
 	}
 	return nil
+}
+
+// copyMixtureIDs prints "SOURCE ID" for each record of an epoch (or shard) of the mixture
+// mounted at dir, from its .source and .ids files.
+func copyMixtureIDs(dir string, epoch uint64, shard string) error {
+	base := ""
+	if shard != "" {
+		r, w, ok := parseShard(shard)
+		if !ok {
+			return usagef("--shard %q is not R/W with 0 <= R < W", shard)
+		}
+		base = view.ShardDir(r, w)
+	}
+	srcs, err := os.Open(filepath.Join(dir, base, view.EpochFile(epoch, view.Sources)))
+	if err != nil {
+		return err
+	}
+	defer srcs.Close()
+	ids, err := os.Open(filepath.Join(dir, base, view.EpochFile(epoch, view.IDs)))
+	if err != nil {
+		return err
+	}
+	defer ids.Close()
+	return printSourceIDs(srcs, ids)
 }
 
 // args returns the flags that open data as f does, for a mount's info.json (open_flags):

@@ -84,6 +84,12 @@ func runOrder(fl *pflag.FlagSet, f orderFlags, data string) error {
 		if err := m.refuseOrderFlags(fl); err != nil {
 			return err
 		}
+		if m.Mixture != nil {
+			if f.ids {
+				return copyMixtureIDs(m.Dir, f.epoch, f.shard)
+			}
+			return runOrderMixture(fl, orderFlags{seed: m.Seed, epoch: f.epoch, shard: f.shard, stats: true}, m.OpenData)
+		}
 		if mount.IsRemote(m.OpenData) {
 			if f.stats {
 				return usagef("--stats: %s serves %s; run order --stats on a local copy of the dataset", data, m.OpenData)
@@ -94,6 +100,9 @@ func runOrder(fl *pflag.FlagSet, f orderFlags, data string) error {
 			return err
 		}
 		data, f.seed, f.shuffle, f.mix = m.OpenData, m.Seed, m.Shuffle, strconv.Itoa(m.Mix)
+	}
+	if mount.Locate(data).Kind == mount.MixtureFile {
+		return runOrderMixture(fl, f, data)
 	}
 	opt, err := orderOptions(f.seed, f.epoch, f.shuffle, f.mix)
 	if err != nil {
