@@ -10,10 +10,10 @@ import (
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/local"
 	"github.com/blockfs/blockfs/view"
-	"github.com/blockfs/blockfs/shuffle"
 )
 
 // Mixture is a mount of several datasets in one epoch file (docs/SHUFFLE.md, "Mixtures"):

@@ -18,6 +18,21 @@ type Gather struct {
 
 	plan plan      // where the read's bytes are, and the pins holding them (plan.go)
 	subs []*Gather // a mixture's reads of its sources, whose pages Vecs holds
+	bufs []*[]byte // their buffers, from scratchBufs
+}
+
+// scratchBufs holds the buffers a mixture's reads of its sources copy into when they cannot
+// be served from pinned pages, so that a read allocates none.
+var scratchBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// scratch returns a buffer of n bytes that g holds until it is released.
+func (g *Gather) scratch(n int) []byte {
+	b := scratchBufs.Get().(*[]byte)
+	if cap(*b) < n {
+		*b = make([]byte, n, max(n, 1<<20))
+	}
+	g.bufs = append(g.bufs, b)
+	return (*b)[:n]
 }
 
 var gathers = sync.Pool{New: func() any { return new(Gather) }}
@@ -60,6 +75,11 @@ func (g *Gather) reset() {
 	}
 	clear(g.subs)
 	g.subs = g.subs[:0]
+	for _, b := range g.bufs {
+		scratchBufs.Put(b)
+	}
+	clear(g.bufs)
+	g.bufs = g.bufs[:0]
 	g.plan.reset()
 	clear(g.Vecs)
 	g.Vecs = g.Vecs[:0]

@@ -422,7 +422,7 @@ func (f *mixData) readSegment(ctx context.Context, g *Gather, sg segment, r *sou
 	}
 	sub := NewGather()
 	g.subs = append(g.subs, sub)
-	sbuf := make([]byte, file.Size())
+	sbuf := g.scratch(int(file.Size()))
 	k, err := file.gather(ctx, sub, sbuf, 0)
 	if err != nil {
 		return err

@@ -10,9 +10,9 @@ import (
 	"io"
 	"math"
 	"os"
-	"strconv"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"

@@ -54,8 +54,7 @@ STATE_VERSION = 1
 # "epoch_records" are compared too, so that a refusal names what changed.
 FINGERPRINT_KEYS = ("fingerprint", "records", "record_size", "blocks", "seed", "shuffle", "mix", "window", "stride",
                     "segments", "in_place_offset")
-SOURCE_FINGERPRINT_KEYS = ("fingerprint", "records", "record_size", "rule", "value", "records_per_epoch", "seed",
-                           "shuffle", "mix")
+SOURCE_FINGERPRINT_KEYS = FINGERPRINT_KEYS + ("rule", "value", "records_per_epoch")
 
 # Files a worker keeps open: those of two epochs (data, ids, offsets, source).
 OPEN_FILES = 8
