@@ -28,6 +28,9 @@ type Options struct {
 	AllowOther bool           // let other users read (needs user_allow_other for non-root)
 	Debug      bool           // log every FUSE request
 	Info       map[string]any // extra facts for .blockfs/info.json
+	// Sources, when set, returns what stats.json says of each source of a mixture (under
+	// "sources").
+	Sources func() any
 	// DiskCache, when set, returns the disk cache's counters for .blockfs/stats.json (under
 	// "disk_cache"); called on every read of stats.json.
 	DiskCache func() any
@@ -195,7 +198,9 @@ type statsDoc struct {
 	Goroutines    int    `json:"goroutines"`           // the daemon's goroutines now
 	OpenFDs       int    `json:"open_fds"`             // the daemon's open file descriptors now
 	view.CacheStats
-	DiskCache any `json:"disk_cache,omitempty"` // the --disk-cache's counters (Options.DiskCache)
+	DiskCache    any    `json:"disk_cache,omitempty"`          // the --disk-cache's counters (Options.DiskCache)
+	Sources      any    `json:"sources,omitempty"`             // a mixture's sources' counters (Options.Sources)
+	SourceServed uint64 `json:"source_bytes_served,omitempty"` // a mixture's .source bytes returned
 }
 
 func (m *mount) stats() statsDoc {
@@ -207,6 +212,10 @@ func (m *mount) stats() statsDoc {
 	}
 	if m.opt.DiskCache != nil {
 		d.DiskCache = m.opt.DiskCache()
+	}
+	if m.opt.Sources != nil {
+		d.Sources = m.opt.Sources()
+		d.SourceServed = m.served[view.Sources].Load()
 	}
 	return d
 }

@@ -126,14 +126,14 @@ func OpenMixture(opt Options) (mix *view.Mixture, close func(), err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var mux source.Mux
+	var parts []source.Blocks
 	for i, sub := range m.srcs {
 		if sub.loc.Kind == Remote {
 			return nil, nil, sourceErr(m.spec, i, Usagef("%s is in an object store: mount the mixture and run order on the mount point", sub.loc.Name))
 		}
-		mux = append(mux, local.New(sub.ds, false))
+		parts = append(parts, local.New(sub.ds, false))
 	}
-	c, err := cache.New(mux, cache.Options{Size: max(16<<20, int64(len(m.srcs))*4<<20), Workers: 1})
+	c, err := cache.New(source.NewMux(parts), cache.Options{Size: max(16<<20, int64(len(m.srcs))*4<<20), Workers: 1})
 	if err != nil {
 		return nil, nil, err
 	}

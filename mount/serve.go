@@ -47,7 +47,7 @@ func (p *Plan) Serve(ready func()) error {
 	defer signal.Stop(sigs)
 	srv, err := bfs.Mount(p.mnt, set, bfs.Options{
 		Epochs: p.opt.Epochs, Readahead: p.readahead, AllowOther: p.opt.AllowOther, Debug: p.opt.Debug,
-		DiskCache: sv.diskStats(), Info: p.info(c, set),
+		DiskCache: sv.diskStats(), Sources: p.sourceStats(sv), Info: p.info(c, set),
 	})
 	if err != nil {
 		c.Close()
@@ -211,6 +211,7 @@ type served struct {
 	tree   view.Served
 	cache  *cache.Cache
 	stacks []*stack
+	mux    *source.Mux // a mixture's sources under the cache
 }
 
 // build opens the sources, the cache and the tree: one dataset's epochs, or a mixture's over
@@ -221,7 +222,7 @@ func (p *Plan) build() (*served, error) {
 	if p.mix != nil {
 		plans = p.mix.srcs
 	}
-	var mux source.Mux
+	var parts []source.Blocks
 	for _, sub := range plans {
 		st, err := sub.openSources()
 		if err != nil {
@@ -229,11 +230,12 @@ func (p *Plan) build() (*served, error) {
 			return nil, err
 		}
 		sv.stacks = append(sv.stacks, st)
-		mux = append(mux, st.src)
+		parts = append(parts, st.src)
 	}
-	var src source.Blocks = mux
-	if p.mix == nil {
-		src = mux[0]
+	src := parts[0]
+	if p.mix != nil {
+		sv.mux = source.NewMux(parts)
+		src = sv.mux
 	}
 	c, err := cache.New(src, p.cacheOpt)
 	if err != nil {
@@ -292,6 +294,28 @@ func (s *served) diskStats() func() any {
 		out := make([]any, len(fns))
 		for i, f := range fns {
 			out[i] = f()
+		}
+		return out
+	}
+}
+
+// sourceStats returns what stats.json says of a mixture's sources: the reads and bytes each
+// gave the cache (from disk, the disk cache or the store), or nil for one dataset.
+func (p *Plan) sourceStats(sv *served) func() any {
+	if sv.mux == nil {
+		return nil
+	}
+	type sourceStats struct {
+		Index int    `json:"index"`
+		Name  string `json:"name"`
+		Reads uint64 `json:"reads"`
+		Bytes uint64 `json:"bytes_read"`
+	}
+	return func() any {
+		out := make([]sourceStats, len(p.mix.srcs))
+		for i := range out {
+			r, b := sv.mux.Read(i)
+			out[i] = sourceStats{Index: i, Name: p.mix.spec.Sources[i].Name, Reads: r, Bytes: b}
 		}
 		return out
 	}

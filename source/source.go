@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 )
 
 // FileID names one file of a dataset (layout.DataFile and friends make them); it is the cache's
@@ -183,31 +184,49 @@ func FillExtent(e Extent, off int64, bufs [][]byte, fill func(e Extent, off int6
 const NamespaceShift = 48
 
 // Mux is the Blocks of several sources under one cache (a mixture): FileID id of source i is
-// id | i<<NamespaceShift, as cache.Cache.Namespace makes them.
-type Mux []Blocks
+// id | i<<NamespaceShift, as cache.Cache.Namespace makes them. It counts the reads and bytes
+// of each source. Safe for concurrent use.
+type Mux struct {
+	parts []Blocks
+	reads []atomic.Uint64
+	bytes []atomic.Uint64
+}
 
-func (m Mux) route(id FileID) (Blocks, FileID, bool) {
+// NewMux returns the Blocks of parts, part i in namespace i.
+func NewMux(parts []Blocks) *Mux {
+	return &Mux{parts: parts, reads: make([]atomic.Uint64, len(parts)), bytes: make([]atomic.Uint64, len(parts))}
+}
+
+func (m *Mux) route(id FileID) (int, FileID, bool) {
 	i := int(id >> NamespaceShift)
-	if i >= len(m) {
-		return nil, 0, false
+	if i >= len(m.parts) {
+		return 0, 0, false
 	}
-	return m[i], id & (1<<NamespaceShift - 1), true
+	return i, id & (1<<NamespaceShift - 1), true
 }
 
 // Size returns the size of file id of its source; 0 for a source there is not.
-func (m Mux) Size(id FileID) int64 {
-	b, inner, ok := m.route(id)
+func (m *Mux) Size(id FileID) int64 {
+	i, inner, ok := m.route(id)
 	if !ok {
 		return 0
 	}
-	return b.Size(inner)
+	return m.parts[i].Size(inner)
 }
 
 // Fill reads file id of its source.
-func (m Mux) Fill(ctx context.Context, id FileID, off int64, bufs [][]byte) error {
-	b, inner, ok := m.route(id)
+func (m *Mux) Fill(ctx context.Context, id FileID, off int64, bufs [][]byte) error {
+	i, inner, ok := m.route(id)
 	if !ok {
 		return &Error{Op: "read", Name: fmt.Sprintf("source %d", id>>NamespaceShift), Off: off, Err: ErrNoFile}
 	}
-	return b.Fill(ctx, inner, off, bufs)
+	err := m.parts[i].Fill(ctx, inner, off, bufs)
+	if err == nil {
+		m.reads[i].Add(1)
+		m.bytes[i].Add(uint64(Len(bufs)))
+	}
+	return err
 }
+
+// Read returns the reads and bytes that source i has given the cache.
+func (m *Mux) Read(i int) (reads, bytes uint64) { return m.reads[i].Load(), m.bytes[i].Load() }

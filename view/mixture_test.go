@@ -25,17 +25,17 @@ type mixFixture struct {
 
 func newMixFixture(t *testing.T, dss []*dstest.Dataset, rules []shuffle.Rule, epochRecords uint64, cacheBytes int64) *mixFixture {
 	t.Helper()
-	var mux source.Mux
+	var parts []source.Blocks
 	var opened []*layout.Dataset
 	var srcs []shuffle.MixSource
 	for i, d := range dss {
 		ds, err := local.Open(d.Dir)
 		require.NoError(t, err)
 		opened = append(opened, ds)
-		mux = append(mux, local.New(ds, false))
+		parts = append(parts, local.New(ds, false))
 		srcs = append(srcs, shuffle.MixSource{N: ds.Records(), Rule: rules[i]})
 	}
-	c, err := cache.New(mux, cache.Options{Size: cacheBytes, PageSize: 4096, MaxRead: 16384})
+	c, err := cache.New(source.NewMux(parts), cache.Options{Size: cacheBytes, PageSize: 4096, MaxRead: 16384})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	order, err := shuffle.NewMixture(srcs, epochRecords)
