@@ -224,7 +224,7 @@ func (p *Plan) planMixture() error {
 		if sub.loc.Kind == Remote {
 			rai = max(rai, sub.opt.S3.PartSize)
 		}
-		sub.fitWindow(int64(float64(cs)*shares[i]), rai, mem)
+		sub.fitWindow(cs, rai, mem, shares[i])
 		sub.need = NeedCache(sub.ds, sub.opt.Order.Mix, rai, cache.DefaultPageSize)
 		sub.readahead = rai
 		need += sub.need.Need

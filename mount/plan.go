@@ -192,7 +192,7 @@ func (p *Plan) planCache() error {
 	cs, remote := p.opt.CacheSize, p.loc.Kind == Remote
 	ra, part := p.planReadahead()
 	mem := sysmem.Read()
-	p.fitWindow(cs, ra, mem)
+	p.fitWindow(cs, ra, mem, 1)
 	p.need = NeedCache(p.ds, p.opt.Order.Mix, ra, cache.DefaultPageSize)
 	if win := p.need.InCache * int64(p.need.Mix); part > 0 && cs > 0 && ra > (cs-win)/2 {
 		// A readahead the user did not ask for leaves at least half of the --cache-size they
@@ -226,10 +226,11 @@ func (p *Plan) planCache() error {
 // fitWindow lowers an automatic --mix whose window and readahead would take more than half
 // the --cache-size given (the rest for the windows of readers at other places, and for blocks
 // fetched ahead), or a quarter of the memory less the trainer's share (the memory the
-// process has, not what is free at the moment: the order must not depend on what else runs).
+// process has, not what is free at the moment: the order must not depend on what else runs);
+// share is the part of those a source of a mixture has (1 for a mount of one dataset).
 // The cache takes twice the window and readahead where it can (PlanMemory), so the automatic
 // window never leaves less than half the budget to the blocks kept resident.
-func (p *Plan) fitWindow(cs, ra int64, mem sysmem.Memory) {
+func (p *Plan) fitWindow(cs, ra int64, mem sysmem.Memory, share float64) {
 	if !p.order.Auto || p.opt.Order.Mix <= 1 {
 		return
 	}
@@ -241,6 +242,10 @@ func (p *Plan) fitWindow(cs, ra int64, mem sysmem.Memory) {
 		}
 		room = (total - Headroom(total)) / 4
 		what = fmt.Sprintf("a quarter of %s less a trainer's share (%s)", mem.Source(), ibytes(room))
+	}
+	if share < 1 {
+		room = int64(float64(room) * share)
+		what += fmt.Sprintf(", of which this source's share of the mixture is %.0f%% (%s)", 100*share, ibytes(room))
 	}
 	maxBlock := NeedCache(p.ds, 1, 0, cache.DefaultPageSize).InCache
 	if fit := (room - ra) / maxBlock; fit < int64(p.opt.Order.Mix) {
