@@ -266,7 +266,7 @@ func (p *Plan) planMixture() error {
 	var whole bool
 	for i, sub := range m.srcs {
 		sub.mem = PlanMemory(sub.ds, cache.DefaultPageSize, alloc[i], sub.need.Need, p.opt.Direct, mem, 0)
-		sub.mem.BudgetReason = fmt.Sprintf("%.0f%% of the mixture's budget (its share of an epoch's bytes)", 100*float64(alloc[i])/float64(max(1, p.mem.Budget)))
+		sub.mem.BudgetReason = fmt.Sprintf("its part of the mixture's budget: %.1f%% of an epoch's bytes, at least its windows and readahead, at most what it can use", 100*shares[i])
 		if sub.loc.Kind == Remote {
 			sub.planRemote()
 			p.cacheOpt.MaxRead = max(p.cacheOpt.MaxRead, sub.cacheOpt.MaxRead)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/big"
 	"math/bits"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -49,18 +50,69 @@ type Rule struct {
 // for repeat, a fraction "a/b". Records must be a whole number.
 func ParseRule(kind RuleKind, text string) (Rule, error) {
 	text = strings.TrimSpace(text)
-	v, ok := new(big.Rat).SetString(text)
-	if !ok || (strings.Contains(text, "/") && kind != Repeat) {
+	pattern := decimal
+	switch kind {
+	case Repeat:
+		pattern = decimalOrFraction
+	case Records:
+		pattern = whole
+	}
+	if !pattern.MatchString(text) {
+		if kind == Records {
+			return Rule{}, fmt.Errorf("records %s must be a whole number", text)
+		}
+		return Rule{}, fmt.Errorf("%s %q is not a number%s", kind, text, map[bool]string{true: " (a decimal such as 0.5, or a fraction \"1/3\")", false: " (a decimal such as 0.7)"}[kind == Repeat])
+	}
+	v, ok := exactRat(text)
+	if !ok {
 		return Rule{}, fmt.Errorf("%s %q is not a number", kind, text)
 	}
 	if v.Sign() <= 0 {
 		return Rule{}, fmt.Errorf("%s %s must be positive", kind, text)
 	}
-	if kind == Records && !v.IsInt() {
-		return Rule{}, fmt.Errorf("records %s must be a whole number", text)
-	}
 	return Rule{Kind: kind, Value: v, Text: text}, nil
 }
+
+// exactRat parses a number the rule patterns accept, every integer in base 10 (big.Rat reads
+// a leading 0 as octal).
+func exactRat(text string) (*big.Rat, bool) {
+	if a, b, ok := strings.Cut(text, "/"); ok {
+		num, ok1 := new(big.Int).SetString(a, 10)
+		den, ok2 := new(big.Int).SetString(b, 10)
+		if !ok1 || !ok2 || den.Sign() == 0 {
+			return nil, false
+		}
+		return new(big.Rat).SetFrac(num, den), true
+	}
+	mant, exp, _ := strings.Cut(strings.ToLower(text), "e")
+	intPart, frac, _ := strings.Cut(mant, ".")
+	num, ok := new(big.Int).SetString(intPart+frac, 10)
+	if !ok {
+		return nil, false
+	}
+	scale := -len(frac)
+	if exp != "" {
+		var e int
+		if _, err := fmt.Sscan(exp, &e); err != nil || e > 64 || e < -64 {
+			return nil, false
+		}
+		scale += e
+	}
+	r := new(big.Rat).SetInt(num)
+	p := new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(max(scale, -scale))), nil))
+	if scale >= 0 {
+		return r.Mul(r, p), true
+	}
+	return r.Quo(r, p), true
+}
+
+// The numbers a rule is written with: decimal digits (no sign, no octal or hex, as JSON writes
+// them), with a fraction part and an exponent for weight and repeat, a fraction a/b for repeat.
+var (
+	whole             = regexp.MustCompile(`^[0-9]+$`)
+	decimal           = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+	decimalOrFraction = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?|[0-9]+/[0-9]+)$`)
+)
 
 // MixSource is one source of a mixture: the records of its own epoch and its rule.
 type MixSource struct {
@@ -129,6 +181,28 @@ func NewMixture(srcs []MixSource, epochRecords uint64) (*Mixture, error) {
 		}
 		others += m.fixed[i]
 	}
+	var most uint64 // the most records an epoch of the sources without a weight can have
+	empty := len(weighted) == 0
+	for _, s := range srcs {
+		if s.Rule.Kind == Weight {
+			continue
+		}
+		perEpoch := new(big.Rat).Mul(s.Rule.Value, new(big.Rat).SetUint64(s.N))
+		if s.Rule.Kind == Records {
+			perEpoch = s.Rule.Value
+		}
+		if perEpoch.Cmp(big.NewRat(1, 1)) >= 0 {
+			empty = false
+		}
+		ceil := new(big.Int).Quo(new(big.Int).Add(perEpoch.Num(), new(big.Int).Sub(perEpoch.Denom(), big.NewInt(1))), perEpoch.Denom())
+		most += ceil.Uint64()
+	}
+	if empty {
+		return nil, mixErr("every source gives less than one record an epoch (repeat times its records), so epoch 0 would be empty: raise a repeat, or give a source a weight or records")
+	}
+	if most > MaxMixtureRecords {
+		return nil, mixErr("an epoch would have up to %d records; at most %d", most, uint64(MaxMixtureRecords))
+	}
 	switch {
 	case len(weighted) == 0 && epochRecords > 0:
 		return nil, mixErr("epoch_records is given but no source has a weight: it sizes the weighted sources' share; leave it out, or give sources weights")
@@ -145,7 +219,7 @@ func NewMixture(srcs []MixSource, epochRecords uint64) (*Mixture, error) {
 	if epochRecords > 0 {
 		tw = epochRecords - others
 	}
-	if tw > MaxMixtureRecords {
+	if tw+others > MaxMixtureRecords {
 		return nil, mixErr("the weighted sources would give %d records an epoch; at most %d (give epoch_records)", tw, uint64(MaxMixtureRecords))
 	}
 	m.apportion(weighted, wsum, tw)

@@ -203,10 +203,23 @@ func TestMixtureRefusals(t *testing.T) {
 	for _, c := range []struct {
 		k RuleKind
 		s string
-	}{{Weight, "-1"}, {Weight, "0"}, {Records, "2.5"}, {Weight, "1/3"}, {Repeat, "x"}} {
+	}{{Weight, "-1"}, {Weight, "0"}, {Records, "2.5"}, {Records, "1000.0"}, {Records, "1e3"}, {Weight, "1/3"}, {Repeat, "x"}, {Repeat, "0x1/3"}, {Weight, "0x10"}, {Repeat, "1/0"}} {
 		_, err := ParseRule(c.k, c.s)
 		require.Error(t, err, "%v %s", c.k, c.s)
 	}
+}
+
+// Numbers are read exactly and in base 10 (big.Rat alone reads "010" as octal).
+func TestParseRuleExact(t *testing.T) {
+	for text, want := range map[string]string{"1/010": "1/10", "010": "10", "0.7": "7/10", "2.5": "5/2", "1e3": "1000", "15e-1": "3/2", "0.0001": "1/10000"} {
+		r, err := ParseRule(Repeat, text)
+		require.NoError(t, err, text)
+		require.Equal(t, want, r.Value.RatString(), text)
+	}
+	_, err := NewMixture([]MixSource{{N: 10, Rule: rule(t, Repeat, "0.05")}, {N: 10, Rule: rule(t, Repeat, "0.05")}}, 0)
+	require.ErrorContains(t, err, "epoch 0 would be empty")
+	_, err = NewMixture([]MixSource{{N: 10, Rule: rule(t, Records, "281474976710656")}, {N: 10, Rule: rule(t, Weight, "1")}}, 0)
+	require.ErrorContains(t, err, "at most")
 }
 
 // The golden mixture: pins the interleave and the source seeds, so a change is a conscious one.

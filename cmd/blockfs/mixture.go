@@ -131,6 +131,9 @@ func sourceOptions(fl *pflag.FlagSet, sd sourceDoc, dir, mnt string) (mount.Sour
 		rules = append(rules, r.kind.String())
 		text := strings.TrimSpace(string(r.raw))
 		if unq, err := jsonString(r.raw); err == nil {
+			if r.kind != shuffle.Repeat {
+				return src, fmt.Errorf("%s %q must be a JSON number (only repeat takes a fraction as a string, \"1/3\")", r.kind, unq)
+			}
 			text = unq
 		}
 		rule, err := shuffle.ParseRule(r.kind, text)
