@@ -41,6 +41,12 @@ line i names the record whose id is i.`,
 				}
 				data, mnt = m.OpenData, m.Dir
 			}
+			if mount.Locate(data).Kind == mount.MixtureFile {
+				if names {
+					return usagef("--names: %s is a mixture; run info --names on one of its sources", data)
+				}
+				return describeMixture(c.Flags(), data)
+			}
 			ds, err := openData(inPlace, &s3f, data)
 			if err != nil {
 				return err

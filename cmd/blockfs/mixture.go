@@ -406,3 +406,42 @@ func batchShareError(col []uint16, share []float64, b int) shareError {
 	}
 	return e
 }
+
+// describeMixture prints what info says of a mixture: its epoch, then each source as info
+// describes a dataset, with its rule and its records an epoch.
+func describeMixture(fl *pflag.FlagSet, data string) error {
+	spec, err := mixtureOptions(fl, data, "")
+	if err != nil {
+		return err
+	}
+	for _, src := range spec.Sources {
+		if s3.IsURL(src.Opt.Data) {
+			return usagef("%s has a source in an object store (%s): mount the mixture and read its .blockfs/info.json", data, src.Opt.Data)
+		}
+	}
+	mix, done, err := mount.OpenMixture(mount.Options{Data: data, Mixture: spec})
+	if err != nil {
+		return err
+	}
+	defer done()
+	me, err := mix.Order.Epoch(0)
+	if err != nil {
+		return err
+	}
+	kind := "records of several sizes (epochs have .offsets)"
+	if rs := mix.RecordSize(); rs > 0 {
+		kind = "fixed-size, " + ibytes(uint64(rs)) + " each"
+	}
+	fmt.Printf("%-13s %s\n", "mixture:", spec.File)
+	fmt.Printf("%-13s %d in epoch 0 from %d sources; %s", "records:", me.Len(), len(spec.Sources), kind)
+	if mix.Order.Varies() {
+		fmt.Print("; epochs differ in length (a fractional repeat)")
+	}
+	fmt.Println()
+	for i, src := range spec.Sources {
+		ds, _ := mount.SourceOrder(mix, i)
+		fmt.Printf("\nsource %d (%s): %s %s, %d records an epoch (%.2f%%)\n", i, src.Name, src.Rule.Kind, src.Rule.Text, me.Count(i), 100*float64(me.Count(i))/float64(max(1, me.Len())))
+		fmt.Print(describe(ds))
+	}
+	return nil
+}
