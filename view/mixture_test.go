@@ -168,3 +168,84 @@ func checkMix(t *testing.T, m *Mixture, e uint64, data, ids, srcs, offs []byte, 
 		}
 	}
 }
+
+// BenchmarkMixtureGather serves 1 MiB reads of a cached epoch as fs does (Gather), from one
+// dataset of 4 KiB records and from a mixture 0.7/0.3 of two of the same total size.
+func BenchmarkMixtureGather(b *testing.B) {
+	const rs, n = 4096, 4096
+	dir := b.TempDir()
+	one := dstest.Fixed(b, filepath.Join(dir, "one"), n, rs, 1<<20, true)
+	a := dstest.Fixed(b, filepath.Join(dir, "a"), n*7/10, rs, 1<<20, true)
+	c := dstest.Fixed(b, filepath.Join(dir, "c"), n-n*7/10, rs, 1<<20, true)
+	open := func(dss []*dstest.Dataset, rules []shuffle.Rule, total uint64) Served {
+		var parts []source.Blocks
+		var opened []*layout.Dataset
+		var srcs []shuffle.MixSource
+		for i, d := range dss {
+			ds, err := local.Open(d.Dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			opened = append(opened, ds)
+			parts = append(parts, local.New(ds, false))
+			if rules != nil {
+				srcs = append(srcs, shuffle.MixSource{N: ds.Records(), Rule: rules[i]})
+			}
+		}
+		cc, err := cache.New(source.NewMux(parts), cache.Options{Size: 256 << 20, MaxRead: 1 << 20})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { cc.Close() })
+		var sets []*Set
+		for i, ds := range opened {
+			s, err := NewSet(ds, cc.Namespace(i), shuffle.Options{Seed: 3})
+			if err != nil {
+				b.Fatal(err)
+			}
+			sets = append(sets, s)
+		}
+		if rules == nil {
+			return sets[0]
+		}
+		order, err := shuffle.NewMixture(srcs, total)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := NewMixture(sets, order, cc, "m", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return m
+	}
+	w7, _ := shuffle.ParseRule(shuffle.Weight, "0.7")
+	w3, _ := shuffle.ParseRule(shuffle.Weight, "0.3")
+	for _, cs := range []struct {
+		name string
+		s    Served
+	}{{"one", open([]*dstest.Dataset{one}, nil, 0)}, {"mixture", open([]*dstest.Dataset{a, c}, []shuffle.Rule{w7, w3}, n)}} {
+		b.Run(cs.name, func(b *testing.B) {
+			n, _ := cs.s.Records(1)
+			f, err := cs.s.Open(bg, 1, Data, Range{0, n})
+			if err != nil {
+				b.Fatal(err)
+			}
+			r := NewReader(f, 0)
+			buf := make([]byte, 1<<20)
+			b.SetBytes(int64(len(buf)))
+			b.ResetTimer()
+			off := int64(0)
+			for range b.N {
+				if off+int64(len(buf)) > f.Size() {
+					off = 0
+				}
+				g := NewGather()
+				if _, err := r.Gather(bg, g, buf, off); err != nil {
+					b.Fatal(err)
+				}
+				g.Release()
+				off += int64(len(buf))
+			}
+		})
+	}
+}
