@@ -73,6 +73,7 @@ bench: build
 	$(GO) build -o bin/s3get ./bench/s3get
 	$(PYTHON) bench/bench.py --gib $(BENCH_GIB) --markdown build/bench/results.md
 	$(PYTHON) bench/larger.py --markdown build/bench/larger.md
+	$(PYTHON) bench/mixture_bench.py --markdown build/bench/mixture.md
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
