@@ -1,7 +1,6 @@
 package mount
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -69,22 +68,22 @@ func Locate(data string) Location {
 // maxMixtureFile bounds a mixture file's size.
 const maxMixtureFile = 4 << 20
 
-// IsMixture reports whether path names a mixture file: a regular file named *.json whose
-// content is a JSON object with a "sources" key. Any other file is data (served in place).
+// IsMixture reports whether path names a mixture file: a regular file named *.json that
+// holds a JSON object (its first character other than white space is '{'), well formed or not,
+// so that a mistake in a mixture is reported as one. Any other file is data (served in place).
 func IsMixture(path string) bool {
 	if !strings.EqualFold(filepath.Ext(path), ".json") {
 		return false
 	}
-	b, err := userfile.ReadFile(path, maxMixtureFile)
+	f, _, err := userfile.Open(path, maxMixtureFile)
 	if err != nil {
 		return false
 	}
-	var probe map[string]json.RawMessage
-	if json.Unmarshal(b, &probe) != nil {
-		return false
-	}
-	_, ok := probe["sources"]
-	return ok
+	defer f.Close()
+	head := make([]byte, 512)
+	n, _ := f.Read(head)
+	trimmed := strings.TrimLeft(string(head[:n]), " \t\r\n\ufeff")
+	return strings.HasPrefix(trimmed, "{")
 }
 
 // isUsage reports whether err is an error in the caller's options.
@@ -149,6 +148,9 @@ func Open(l Location, in InPlace, s3opt s3.Options) (*layout.Dataset, error) {
 			return nil, err
 		}
 		return in.windowed(ds)
+	}
+	if strings.EqualFold(filepath.Ext(l.Name), ".json") && in.RecordSize == 0 && in.DType == "" {
+		return nil, Usagef("%s is served as a raw file, which needs --record-size; if it is meant as a mixture of datasets, it must hold a JSON object with \"sources\" (docs/SHUFFLE.md, \"Mixtures\")", l.Name)
 	}
 	ds, err := layout.OpenFlat(l.Name, layout.FlatOptions{RecordSize: in.RecordSize, BlockSize: in.BlockSize, Offset: in.Offset, Records: in.Records,
 		DType: in.DType, Shape: in.Shape})

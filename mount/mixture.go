@@ -20,6 +20,7 @@ import (
 // what a mixture file says, each source's options resolved (the command line turns a source's
 // "options" into its Options as it does its own flags).
 type Mixture struct {
+	Name         string // the mixture file as the user named it (in messages)
 	File         string // the mixture file, absolute
 	EpochRecords uint64 // the epoch's records; 0: derived from the weighted sources
 	Sources      []Source
@@ -103,7 +104,7 @@ func openMixture(opt Options) (*mixPlan, error) {
 		}
 		if so.DiskCache != "" {
 			if j, ok := disks[so.DiskCache]; ok {
-				return nil, Usagef("%s: sources %d and %d both keep their disk cache in %s: give each its own \"disk_cache\"", spec.File, j, i, so.DiskCache)
+				return nil, Usagef("%s: sources %d and %d both keep their disk cache in %s: give each its own \"disk_cache\"", spec.name(), j, i, so.DiskCache)
 			}
 			disks[so.DiskCache] = i
 		}
@@ -112,7 +113,7 @@ func openMixture(opt Options) (*mixPlan, error) {
 	}
 	var err error
 	if m.order, err = shuffle.NewMixture(srcs, spec.EpochRecords); err != nil {
-		return nil, Usagef("%s: %s", spec.File, strings.TrimPrefix(err.Error(), shuffle.ErrMixture.Error()+": "))
+		return nil, Usagef("%s: %s", spec.name(), strings.TrimPrefix(err.Error(), shuffle.ErrMixture.Error()+": "))
 	}
 	m.fp = m.fingerprint(opt.Order.Seed)
 	return m, nil
@@ -161,9 +162,17 @@ func SourceOrder(mix *view.Mixture, i int) (*layout.Dataset, shuffle.Options) {
 	return s.DS, s.Opt
 }
 
+// name returns the mixture file as the user named it.
+func (spec *Mixture) name() string {
+	if spec.Name != "" {
+		return spec.Name
+	}
+	return spec.File
+}
+
 // sourceErr names source i in err, keeping its ErrUsage.
 func sourceErr(spec *Mixture, i int, err error) error {
-	msg := fmt.Sprintf("%s: source %d (%s): %v", spec.File, i, spec.Sources[i].Name, err)
+	msg := fmt.Sprintf("%s: source %d (%s): %v", spec.name(), i, spec.Sources[i].Name, err)
 	if isUsage(err) {
 		return Usagef("%s", msg)
 	}
@@ -232,7 +241,7 @@ func (p *Plan) planMixture() error {
 	p.readahead = ra
 	if cs > 0 && cs < need {
 		return Usagef("--cache-size %s is too small for %s: its sources' windows and readahead need %s; raise --cache-size or lower --readahead, or the sources' mix",
-			ibytes(cs), m.spec.File, ibytes(need))
+			ibytes(cs), m.spec.name(), ibytes(need))
 	}
 	p.mem = MemoryPlan{Memory: mem, Total: mem.Total(), Claimed: Claimed(mem, m.spec.File, m.fp, claimsTimeout)}
 	p.mem.Headroom = Headroom(p.mem.Total)

@@ -106,12 +106,12 @@ func exactRat(text string) (*big.Rat, bool) {
 	return r.Quo(r, p), true
 }
 
-// The numbers a rule is written with: decimal digits (no sign, no octal or hex, as JSON writes
-// them), with a fraction part and an exponent for weight and repeat, a fraction a/b for repeat.
+// The numbers a rule is written with: decimal digits (a sign, refused later as not positive;
+// no octal or hex, as JSON writes them), with a fraction part and an exponent for weight and repeat, a fraction a/b for repeat.
 var (
-	whole             = regexp.MustCompile(`^[0-9]+$`)
-	decimal           = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
-	decimalOrFraction = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?|[0-9]+/[0-9]+)$`)
+	whole             = regexp.MustCompile(`^-?[0-9]+$`)
+	decimal           = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+	decimalOrFraction = regexp.MustCompile(`^-?([0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?|[0-9]+/[0-9]+)$`)
 )
 
 // MixSource is one source of a mixture: the records of its own epoch and its rule.

@@ -216,6 +216,13 @@ func TestParseRuleExact(t *testing.T) {
 		require.NoError(t, err, text)
 		require.Equal(t, want, r.Value.RatString(), text)
 	}
+	for _, c := range []struct {
+		k RuleKind
+		s string
+	}{{Weight, "-1"}, {Repeat, "-1/3"}, {Records, "-5"}, {Weight, "-0.5"}} {
+		_, err := ParseRule(c.k, c.s)
+		require.ErrorContains(t, err, "must be positive", c.s)
+	}
 	_, err := NewMixture([]MixSource{{N: 10, Rule: rule(t, Repeat, "0.05")}, {N: 10, Rule: rule(t, Repeat, "0.05")}}, 0)
 	require.ErrorContains(t, err, "epoch 0 would be empty")
 	_, err = NewMixture([]MixSource{{N: 10, Rule: rule(t, Records, "281474976710656")}, {N: 10, Rule: rule(t, Weight, "1")}}, 0)

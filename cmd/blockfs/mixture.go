@@ -78,7 +78,7 @@ func mixtureOptions(fl *pflag.FlagSet, path, mnt string) (*mount.Mixture, error)
 	if err := dec.Decode(&doc); err != nil {
 		return nil, usagef("%s is not a mixture file: %v (want {\"epoch_records\": N, \"sources\": [{\"data\": DATA, \"weight\": W, \"options\": {...}}, ...]}; docs/SHUFFLE.md)", path, err)
 	}
-	mix := &mount.Mixture{File: abs}
+	mix := &mount.Mixture{Name: path, File: abs}
 	if doc.EpochRecords != "" {
 		n, err := parseCount(doc.EpochRecords.String())
 		if err != nil || n == 0 {
