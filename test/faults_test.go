@@ -66,6 +66,9 @@ func TestBlockLostUnderMount(t *testing.T) {
 	assert.Nil(t, m.cmd.ProcessState, "the daemon keeps running")
 	st := readStats(t, m)
 	assert.Positive(t, st["read_errors"])
+	// The daemon writes its log line before it answers the read, but this process copies the
+	// daemon's stderr from a pipe on a goroutine of its own: wait for the copy.
+	waitLog(t, m, "blocks/000003.bin: no such file", "blocks/000005.bin: changed since")
 	log := m.stderr.String()
 	assert.Contains(t, log, "a dataset file is gone (changed under the mount? remount it): open "+p.dir+"/blocks/000003.bin: no such file or directory")
 	assert.Contains(t, log, "a dataset file changed under the mount (the mount serves the version it opened, or nothing; remount to serve the new one): open "+p.dir+"/blocks/000005.bin: changed since the dataset was opened: its size is 1000 bytes, was 65536")
@@ -179,6 +182,7 @@ func TestFDLimitIsEMFILE(t *testing.T) {
 	_, err := os.ReadFile(m.path("epoch-0000"))
 	require.Error(t, err)
 	assert.ErrorIs(t, err, syscall.EMFILE)
+	waitLog(t, m, "out of file descriptors")
 	assert.Contains(t, m.stderr.String(), "out of file descriptors (raise the daemon's limit: ulimit -n)")
 	assert.Contains(t, m.stderr.String(), "too many open files")
 	assert.NotContains(t, m.stderr.String(), "corrupt")
@@ -189,4 +193,22 @@ func TestFDLimitIsEMFILE(t *testing.T) {
 	d := dstest.FromDir(t, p.dir, p.records)
 	want, _, _ := d.Epoch(shuffle.Options{Mode: shuffle.Full}, 0, 256)
 	assert.Equal(t, sum(want), sum(got))
+}
+
+// waitLog waits up to 5 s for every one of words to appear in m's log: a line the daemon wrote
+// before answering a read reaches m.stderr through a pipe, copied on a goroutine of this
+// process, so it may come a moment after the read's answer.
+func waitLog(t *testing.T, m *mounted, words ...string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		all := true
+		for _, w := range words {
+			all = all && strings.Contains(m.stderr.String(), w)
+		}
+		if all {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
