@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/blockfs/blockfs/cache"
@@ -77,6 +78,7 @@ func newMixture(opt Options) (*Plan, error) {
 	if err := p.planMixture(); err != nil {
 		return nil, err
 	}
+	m.fp = m.fingerprint(opt.Order.Seed) // after the plan: a window lowered to fit changes the order
 	for i, sub := range m.srcs {
 		if err := sub.finish(); err != nil {
 			return nil, sourceErr(spec, i, err)
@@ -103,10 +105,11 @@ func openMixture(opt Options) (*mixPlan, error) {
 			return nil, sourceErr(spec, i, err)
 		}
 		if so.DiskCache != "" {
-			if j, ok := disks[so.DiskCache]; ok {
+			dir, _ := filepath.Abs(so.DiskCache)
+			if j, ok := disks[dir]; ok {
 				return nil, Usagef("%s: sources %d and %d both keep their disk cache in %s: give each its own \"disk_cache\"", spec.name(), j, i, so.DiskCache)
 			}
-			disks[so.DiskCache] = i
+			disks[dir] = i
 		}
 		m.srcs = append(m.srcs, sub)
 		srcs = append(srcs, shuffle.MixSource{N: sub.ds.Records(), Rule: s.Rule})
@@ -201,7 +204,7 @@ func (m *mixPlan) fingerprint(seed uint64) string {
 	}{1, m.spec.EpochRecords, seed, nil}
 	for i, sub := range m.srcs {
 		r := m.spec.Sources[i].Rule
-		s := src{Fingerprint: sub.ds.Manifest.Fingerprint(), Rule: r.Kind.String(), Value: r.Value.RatString(), N: sub.ds.Records(),
+		s := src{Fingerprint: layoutPrint(sub.ds), Rule: r.Kind.String(), Value: r.Value.RatString(), N: sub.ds.Records(),
 			Seed: sub.opt.Order.Seed, Mode: sub.opt.Order.Mode.String(), Mix: max(1, sub.opt.Order.Mix), RecordSize: sub.ds.RecordSize()}
 		if l, st, row, _, ok := sub.ds.Window(); ok {
 			s.Window = []int64{l, st, row}
@@ -213,6 +216,25 @@ func (m *mixPlan) fingerprint(seed uint64) string {
 	return "mix-" + hex.EncodeToString(h[:16])
 }
 
+// layoutPrint returns what a source's epochs depend on beyond its manifest: the records of each
+// block and where its data file lies (a file served in place: its path, offset and block size;
+// windows: the rows each block covers), hashed with the manifest's fingerprint.
+func layoutPrint(ds *layout.Dataset) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n", ds.Manifest.Fingerprint())
+	for b, n := range ds.BlockCounts() {
+		e, _ := ds.Extent(layout.DataFile(b))
+		fmt.Fprintf(h, "%d %d %q %d %d %d\n", b, n, e.Name, e.Offset, e.Size, len(e.Parts))
+		for _, part := range e.Parts {
+			fmt.Fprintf(h, " %q %d %d\n", part.Name, part.Offset, part.Size)
+		}
+	}
+	if l, st, row, segs, ok := ds.Window(); ok {
+		fmt.Fprintf(h, "window %d %d %d %d\n", l, st, row, segs)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
 // planMixture plans the memory of a mixture: the readahead and the budget are the mount's,
 // split among the sources by the bytes each gives an epoch; each source then plans its share
 // as a mount of it alone would (its window, its cache, its resident blocks), and the cache is
@@ -222,11 +244,7 @@ func (p *Plan) planMixture() error {
 	cs := p.opt.CacheSize
 	mem := sysmem.Read()
 	ra, _ := p.planReadahead()
-	me, err := m.order.Epoch(0)
-	if err != nil {
-		return Usagef("%v", err)
-	}
-	shares := byteShares(me.Counts(), m.srcs)
+	shares := byteShares(m.order, m.srcs)
 	var need int64
 	for i, sub := range m.srcs {
 		rai := int64(float64(ra) * shares[i])
@@ -300,14 +318,14 @@ func (p *Plan) planMixture() error {
 	return nil
 }
 
-// byteShares returns each source's share of an epoch's bytes, from its records in the epoch
-// (counts) and its average record's bytes.
-func byteShares(counts []uint64, srcs []*Plan) []float64 {
+// byteShares returns each source's share of an epoch's bytes, from its records an epoch on
+// average and its average record's bytes.
+func byteShares(order *shuffle.Mixture, srcs []*Plan) []float64 {
 	out := make([]float64, len(srcs))
 	var total float64
 	for i, sub := range srcs {
 		avg := float64(storedBytes(sub.ds)) / float64(max(1, sub.ds.Records()))
-		out[i] = float64(counts[i]) * max(avg, 1)
+		out[i] = order.MeanCount(i) * max(avg, 1)
 		total += out[i]
 	}
 	for i := range out {
@@ -349,8 +367,8 @@ func (m *mixPlan) facts(seed uint64) map[string]any {
 				f["shape"] = []int64{}
 			}
 		}
-		if l, st, row, _, ok := ds.Window(); ok {
-			f["window"], f["stride"], f["row_size"] = l, st, row
+		if l, st, row, segs, ok := ds.Window(); ok {
+			f["window"], f["stride"], f["row_size"], f["segments"] = l, st, row, segs
 		}
 		if path, off, ok := ds.InPlace(); ok {
 			f["in_place"], f["in_place_offset"] = path, off

@@ -253,7 +253,7 @@ func (p *Plan) build() (*served, error) {
 	}
 	var sets []*view.Set
 	for i, sub := range plans {
-		set, err := view.NewSet(sub.ds, c.Namespace(i), sub.opt.Order)
+		set, err := view.NewSetWithin(sub.ds, c.Namespace(i), sub.opt.Order, sub.mem.CacheSize)
 		if err != nil {
 			c.Close()
 			sv.close()
@@ -276,24 +276,27 @@ func (s *served) close() {
 	}
 }
 
-// diskStats returns what stats.json shows of the disk caches (a list for a mixture), or nil.
+// diskStats returns what stats.json shows of the disk cache, or nil without one; for a
+// mixture, a list by source index (null for a source without one).
 func (s *served) diskStats() func() any {
-	if len(s.stacks) == 1 {
+	if s.mux == nil {
 		return s.stacks[0].diskStats()
 	}
-	var fns []func() any
-	for _, st := range s.stacks {
-		if f := st.diskStats(); f != nil {
-			fns = append(fns, f)
-		}
+	fns := make([]func() any, len(s.stacks))
+	any1 := false
+	for i, st := range s.stacks {
+		fns[i] = st.diskStats()
+		any1 = any1 || fns[i] != nil
 	}
-	if len(fns) == 0 {
+	if !any1 {
 		return nil
 	}
 	return func() any {
 		out := make([]any, len(fns))
 		for i, f := range fns {
-			out[i] = f()
+			if f != nil {
+				out[i] = f()
+			}
 		}
 		return out
 	}

@@ -219,7 +219,7 @@ func NewMixture(srcs []MixSource, epochRecords uint64) (*Mixture, error) {
 	if epochRecords > 0 {
 		tw = epochRecords - others
 	}
-	if tw+others > MaxMixtureRecords {
+	if tw+most > MaxMixtureRecords {
 		return nil, mixErr("the weighted sources would give %d records an epoch; at most %d (give epoch_records)", tw, uint64(MaxMixtureRecords))
 	}
 	m.apportion(weighted, wsum, tw)
@@ -253,6 +253,26 @@ func (m *Mixture) apportion(weighted []int, wsum *big.Rat, tw uint64) {
 	}
 }
 
+// MaxCount returns the most records source i gives an epoch.
+func (m *Mixture) MaxCount(i int) uint64 {
+	if m.constant[i] {
+		return m.fixed[i]
+	}
+	v := m.src[i].Rule.Value
+	n := new(big.Int).Mul(v.Num(), new(big.Int).SetUint64(m.src[i].N))
+	n.Add(n, new(big.Int).Sub(v.Denom(), big.NewInt(1)))
+	return n.Quo(n, v.Denom()).Uint64()
+}
+
+// MeanCount returns the records source i gives an epoch on average (r*N for a repeat).
+func (m *Mixture) MeanCount(i int) float64 {
+	if m.constant[i] {
+		return float64(m.fixed[i])
+	}
+	f, _ := new(big.Rat).Mul(m.src[i].Rule.Value, new(big.Rat).SetUint64(m.src[i].N)).Float64()
+	return f
+}
+
 // Sources returns the number of sources.
 func (m *Mixture) Sources() int { return len(m.src) }
 
@@ -271,7 +291,12 @@ func (m *Mixture) Varies() bool {
 
 // drawsBefore returns K_i(e), source i's draws in the epochs before e, as a big integer.
 func (m *Mixture) drawsBefore(i int, e uint64) *big.Int {
-	be := new(big.Int).SetUint64(e)
+	return m.drawsBeforeBig(i, new(big.Int).SetUint64(e))
+}
+
+// drawsBeforeBig is drawsBefore for an epoch number past 2^64 - 1 (the end of the last epoch).
+func (m *Mixture) drawsBeforeBig(i int, be *big.Int) *big.Int {
+	be = new(big.Int).Set(be)
 	if m.constant[i] {
 		return be.Mul(be, new(big.Int).SetUint64(m.fixed[i]))
 	}
@@ -301,7 +326,8 @@ func (m *Mixture) Epoch(e uint64) (*MixEpoch, error) {
 		if m.constant[i] {
 			me.c[i] = m.fixed[i]
 		} else {
-			me.c[i] = new(big.Int).Sub(m.drawsBefore(i, e+1), k).Uint64()
+			next := new(big.Int).Add(new(big.Int).SetUint64(e), big.NewInt(1))
+			me.c[i] = new(big.Int).Sub(m.drawsBeforeBig(i, next), k).Uint64()
 		}
 		pass, pos := new(big.Int).QuoRem(k, new(big.Int).SetUint64(s.N), new(big.Int))
 		if !pass.IsUint64() {
@@ -377,28 +403,12 @@ func (il *Interleave) Position(i int, j uint64) uint64 {
 
 // At returns the source and draw index at position p (p < Len()).
 func (il *Interleave) At(p uint64) (int, uint64) {
-	s := uint64(len(il.c))
-	for i, ci := range il.c {
-		if ci == 0 {
-			continue
-		}
-		// pos(i, j) is within about S of (j+1/2)*T/c_i: search near p*c_i/T first.
-		hi, lo := bits.Mul64(p, ci)
-		g, _ := bits.Div64(hi, lo, il.t)
-		a, b := g-min(g, s+2), min(ci-1, g+s+2)
-		if il.Position(i, a) > p {
-			a = 0
-		}
-		if b+1 < ci && il.Position(i, b+1) <= p {
-			b = ci - 1
-		}
-		// the largest j in [a, b] with Position(i, j) <= p
-		j := a + uint64(sort.Search(int(b-a+1), func(d int) bool { return il.Position(i, a+uint64(d)) > p }))
-		if j > a && il.Position(i, j-1) == p {
-			return i, j - 1
-		}
+	it := il.Iter(p)
+	i := it.peek()
+	if i < 0 {
+		panic(fmt.Sprintf("shuffle: no draw at position %d of an interleave of %d", p, il.t))
 	}
-	panic(fmt.Sprintf("shuffle: no draw at position %d of an interleave of %d", p, il.t))
+	return i, it.n[i]
 }
 
 // Before fills n (len Sources) with each source's draws before position p (p <= Len()).
@@ -407,9 +417,150 @@ func (il *Interleave) Before(p uint64, n []uint64) {
 		copy(n, il.c)
 		return
 	}
-	i, j := il.At(p)
-	for k := range il.c {
-		n[k] = il.before(k, i, j)
+	copy(n, il.Iter(p).n)
+}
+
+// Iter returns an iterator over the positions from p (p <= Len()) in O(S log S) for S
+// sources: it counts each source's draws with a key below (2p+1)/(2T), which is within about
+// S/2 of p draws in all, and steps from there to exactly p, a draw at a time by key.
+func (il *Interleave) Iter(p uint64) *Iter {
+	it := &Iter{il: il, n: make([]uint64, len(il.c))}
+	if p >= il.t {
+		copy(it.n, il.c)
+		return it
+	}
+	var m uint64
+	for k, ck := range il.c {
+		if ck == 0 {
+			continue
+		}
+		// draws j with (2j+1)*T < (2p+1)*c_k: 2j+1 <= floor((X-1)/T), X = (2p+1)*c_k < 2*T*c_k
+		hi, lo := bits.Mul64(2*p+1, ck)
+		var borrow uint64
+		lo, borrow = bits.Sub64(lo, 1, 0)
+		hi -= borrow
+		q, _ := bits.Div64(hi, lo, il.t)
+		it.n[k] = min((q+1)/2, ck)
+		m += it.n[k]
+	}
+	if m > p {
+		// Give back the last draws taken, the largest keys first.
+		h := &keyHeap{il: il, at: it.n, last: true}
+		for k := range il.c {
+			if it.n[k] > 0 {
+				h.push(k)
+			}
+		}
+		for ; m > p; m-- {
+			k := h.pop()
+			it.n[k]--
+			if it.n[k] > 0 {
+				h.push(k)
+			}
+		}
+	}
+	it.h = keyHeap{il: il, at: it.n}
+	for k, ck := range il.c {
+		if it.n[k] < ck {
+			it.h.push(k)
+		}
+	}
+	for ; m < p; m++ {
+		it.Next()
+	}
+	return it
+}
+
+// Iter walks an interleave's positions in order (Interleave.Iter). Not safe for concurrent use.
+type Iter struct {
+	il *Interleave
+	n  []uint64 // each source's draws so far
+	h  keyHeap  // the sources with draws left, by their next draw's key
+}
+
+// Next returns the source at the next position and takes its draw, or -1 past the end.
+func (it *Iter) Next() int {
+	if len(it.h.ks) == 0 {
+		return -1
+	}
+	k := it.h.ks[0]
+	it.n[k]++
+	if it.n[k] < it.il.c[k] {
+		it.h.fix0()
+	} else {
+		it.h.pop()
+	}
+	return k
+}
+
+// Peek returns the source at the next position without taking it, or -1 past the end.
+func (it *Iter) Peek() int { return it.peek() }
+
+// peek returns the source at the next position, or -1 past the end.
+func (it *Iter) peek() int {
+	if len(it.h.ks) == 0 {
+		return -1
+	}
+	return it.h.ks[0]
+}
+
+// Drawn returns each source's draws so far (not to be modified).
+func (it *Iter) Drawn() []uint64 { return it.n }
+
+// keyHeap orders sources by the key of a draw: their next (at[k]) or, with last, their last
+// taken (at[k]-1), smallest first, or largest first with last; ties by source index.
+type keyHeap struct {
+	il   *Interleave
+	at   []uint64
+	last bool
+	ks   []int
+}
+
+func (h *keyHeap) less(a, b int) bool {
+	ka, kb := h.ks[a], h.ks[b]
+	ja, jb := h.at[ka], h.at[kb]
+	if h.last {
+		return h.il.keyLess(kb, jb-1, ka, ja-1)
+	}
+	return h.il.keyLess(ka, ja, kb, jb)
+}
+
+func (h *keyHeap) push(k int) {
+	h.ks = append(h.ks, k)
+	for i := len(h.ks) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !h.less(i, parent) {
+			break
+		}
+		h.ks[i], h.ks[parent] = h.ks[parent], h.ks[i]
+		i = parent
+	}
+}
+
+func (h *keyHeap) pop() int {
+	k := h.ks[0]
+	last := len(h.ks) - 1
+	h.ks[0] = h.ks[last]
+	h.ks = h.ks[:last]
+	h.fix0()
+	return k
+}
+
+// fix0 restores the heap after the top's key grew (smallest-first) or shrank (largest-first).
+func (h *keyHeap) fix0() {
+	for i := 0; ; {
+		l, r, best := 2*i+1, 2*i+2, i
+		if l < len(h.ks) && h.less(l, best) {
+			best = l
+		}
+		if r < len(h.ks) && h.less(r, best) {
+			best = r
+		}
+		if best == i {
+			return
+		}
+		h.ks[i], h.ks[best] = h.ks[best], h.ks[i]
+		i = best
 	}
 }
 

@@ -73,14 +73,37 @@ func TestInterleaveMatchesDefinition(t *testing.T) {
 		}
 		il.Before(il.Len(), n)
 		require.Equal(t, c, n)
-		// Sequential iteration from every start.
+		// Sequential iteration from every start, both ways.
 		for p0 := 0; p0 <= len(want); p0 += 1 + len(want)/7 {
 			il.Before(uint64(p0), n)
+			it := il.Iter(uint64(p0))
 			for p := p0; p < len(want); p++ {
 				require.Equal(t, want[p], il.Next(n))
+				require.Equal(t, want[p], it.Next(), "counts %v from %d at %d", c, p0, p)
 			}
 			require.Equal(t, -1, il.Next(n))
+			require.Equal(t, -1, it.Next())
 		}
+	}
+}
+
+// At and Before cost O(S log S): a mixture of the most sources allowed answers quickly.
+func TestInterleaveManySources(t *testing.T) {
+	c := make([]uint64, MaxSources)
+	for i := range c {
+		c[i] = uint64(1000 + 37*i)
+	}
+	il := NewInterleave(c)
+	n := make([]uint64, len(c))
+	for _, p := range []uint64{0, 1, il.Len() / 3, il.Len() - 1} {
+		il.Before(p, n)
+		var sum uint64
+		for _, x := range n {
+			sum += x
+		}
+		require.Equal(t, p, sum)
+		i, j := il.At(p)
+		require.Equal(t, p, il.Position(i, j))
 	}
 }
 
@@ -227,6 +250,15 @@ func TestParseRuleExact(t *testing.T) {
 	require.ErrorContains(t, err, "epoch 0 would be empty")
 	_, err = NewMixture([]MixSource{{N: 10, Rule: rule(t, Records, "281474976710656")}, {N: 10, Rule: rule(t, Weight, "1")}}, 0)
 	require.ErrorContains(t, err, "at most")
+	_, err = NewMixture([]MixSource{{N: 1<<48 - 5, Rule: rule(t, Weight, "1")}, {N: 7, Rule: rule(t, Repeat, "3/2")}}, 0)
+	require.ErrorContains(t, err, "at most")
+	// The last epoch of a fractional repeat: e+1 does not wrap.
+	m, err := NewMixture([]MixSource{{N: 10, Rule: rule(t, Repeat, "1/3")}, {N: 100, Rule: rule(t, Weight, "1")}}, 0)
+	require.NoError(t, err)
+	me, err := m.Epoch(^uint64(0))
+	require.NoError(t, err)
+	require.LessOrEqual(t, me.Count(0), uint64(4))
+	require.Equal(t, uint64(4), m.MaxCount(0))
 }
 
 // The golden mixture: pins the interleave and the source seeds, so a change is a conscious one.

@@ -29,7 +29,7 @@ var scratchBufs = sync.Pool{New: func() any { return new([]byte) }}
 func (g *Gather) scratch(n int) []byte {
 	b := scratchBufs.Get().(*[]byte)
 	if cap(*b) < n {
-		*b = make([]byte, n, max(n, 1<<20))
+		*b = make([]byte, n)
 	}
 	g.bufs = append(g.bufs, b)
 	return (*b)[:n]

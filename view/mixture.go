@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math/big"
 	"sort"
 	"sync"
 
@@ -48,11 +49,27 @@ func NewMixture(sets []*Set, order *shuffle.Mixture, c *cache.Cache, name string
 			return nil, fmt.Errorf("view: source %d has %d records; the mixture's order has %d", i, s.DS.Records(), order.Source(i).N)
 		}
 	}
+	// File sizes and offsets are int64: an epoch's bytes must fit.
+	most := new(big.Int)
+	for i, s := range sets {
+		if rs := s.DS.RecordSize(); rs > 0 {
+			most.Add(most, new(big.Int).Mul(new(big.Int).SetUint64(order.MaxCount(i)), big.NewInt(rs)))
+			continue
+		}
+		passes := order.MaxCount(i)/max(1, s.DS.Records()) + 2 // a partial pass at each end
+		most.Add(most, new(big.Int).Mul(new(big.Int).SetUint64(passes), new(big.Int).SetUint64(s.DS.Bytes())))
+	}
+	if most.Cmp(big.NewInt(MaxEpochBytes)) > 0 {
+		return nil, fmt.Errorf("%w: an epoch of the mixture could hold %s bytes; at most %d: lower the records an epoch takes", shuffle.ErrMixture, most, int64(MaxEpochBytes))
+	}
 	if _, err := m.epoch(0); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
+
+// MaxEpochBytes bounds the bytes of a mixture's epoch (its files' sizes are int64).
+const MaxEpochBytes = 1 << 62
 
 // epoch returns epoch n's counts and interleave.
 func (m *Mixture) epoch(n uint64) (*shuffle.MixEpoch, error) {
@@ -354,13 +371,16 @@ func (f *mixData) gather(ctx context.Context, g *Gather, buf []byte, off int64) 
 	if err != nil {
 		return 0, err
 	}
-	pl, _, err := me.positionOf(ctx, f.base+uint64(off)+uint64(n)-1)
+	pl, lastAt, err := me.positionOf(ctx, f.base+uint64(off)+uint64(n)-1)
 	if err != nil {
 		return 0, err
 	}
-	n0, n1 := make([]uint64, ns), make([]uint64, ns)
-	me.e.Before(p0, n0)
+	it := me.e.Iter(p0)
+	first := it.Peek()
+	n0 := append([]uint64(nil), it.Drawn()...)
+	n1 := make([]uint64, ns)
 	me.e.Before(pl+1, n1)
+	last, _ := me.e.At(pl)
 	reads := make([]sourceRead, ns)
 	var segs []segment
 	for i := range ns {
@@ -371,39 +391,44 @@ func (f *mixData) gather(ctx context.Context, g *Gather, buf []byte, off int64) 
 		f.prefetch(i, segs)
 		r := &reads[i]
 		r.rs = uint64(me.m.Sets[i].DS.RecordSize())
-		for _, sg := range segs {
-			if err := f.readSegment(ctx, g, sg, r); err != nil {
+		for k, sg := range segs {
+			// Only the bytes the read wants: from skip into the first record, to the last
+			// byte wanted of the last.
+			var from uint64
+			if i == first && k == 0 {
+				from = skip
+			}
+			lastWant := ^uint64(0)
+			if i == last && k == len(segs)-1 {
+				lastWant = lastAt + 1
+			}
+			if err := f.readSegment(ctx, g, sg, r, from, lastWant); err != nil {
 				return 0, err
 			}
 		}
 	}
 	// Lay the records out in the mixture's order.
-	at := append([]uint64(nil), n0...)
 	want := uint64(n)
-	for p := p0; want > 0; p++ {
-		i := me.e.Next(at)
+	for want > 0 {
+		i := it.Next()
 		r := &reads[i]
 		length := r.rs
 		if length == 0 {
 			length = r.lens[r.records]
 		}
 		r.records++
-		if skip > 0 {
-			r.take(skip, nil)
-			length -= skip
-			skip = 0
-		}
-		length = min(length, want)
+		length = min(length-skip, want)
+		skip = 0
 		g.Vecs = r.take(length, g.Vecs)
 		want -= length
 	}
-	me.m.Cache.Served(n)
 	return n, nil
 }
 
-// readSegment reads a source's segment whole, as slices held by a Gather of its own that g
-// releases, and the lengths of its records.
-func (f *mixData) readSegment(ctx context.Context, g *Gather, sg segment, r *sourceRead) error {
+// readSegment reads a source's segment, from byte from of its first record to byte lastWant
+// (exclusive) of its last (all of it when lastWant is past its end), as slices held by a
+// Gather of its own that g releases; and the lengths of its records, variable-length.
+func (f *mixData) readSegment(ctx context.Context, g *Gather, sg segment, r *sourceRead, from, lastWant uint64) error {
 	s := f.me.m.Sets[sg.src]
 	e, err := s.Epoch(sg.pass)
 	if err != nil {
@@ -413,22 +438,27 @@ func (f *mixData) readSegment(ctx context.Context, g *Gather, sg segment, r *sou
 	if err != nil {
 		return err
 	}
+	lastLen := r.rs
 	if r.rs == 0 {
 		lens, err := f.me.lengths(ctx, sg)
 		if err != nil {
 			return err
 		}
 		r.lens = append(r.lens, lens...)
+		lastLen = lens[len(lens)-1]
+	}
+	end := uint64(file.Size())
+	if lastWant < lastLen {
+		end -= lastLen - lastWant
 	}
 	sub := NewGather()
 	g.subs = append(g.subs, sub)
-	sbuf := g.scratch(int(file.Size()))
-	k, err := file.gather(ctx, sub, sbuf, 0)
+	k, err := file.gather(ctx, sub, g.scratch(int(end-from)), int64(from))
 	if err != nil {
 		return err
 	}
-	if int64(k) != file.Size() {
-		return fmt.Errorf("view: a source's segment read %d of %d bytes", k, file.Size())
+	if uint64(k) != end-from {
+		return fmt.Errorf("view: a source's segment read %d of %d bytes", k, end-from)
 	}
 	r.vecs = append(r.vecs, sub.Vecs...)
 	return nil
@@ -515,14 +545,14 @@ func (f *mixTable) fill(ctx context.Context, from uint64, vals []uint64) error {
 	me := f.me
 	ns := len(me.m.Sets)
 	end := min(from+uint64(len(vals)), f.rg.End) // records whose own value is read
-	at := make([]uint64, ns)
-	me.e.Before(from, at)
+	it := me.e.Iter(from)
 	if f.kind == Sources {
 		for k := range vals {
-			vals[k] = uint64(me.e.Next(at))
+			vals[k] = uint64(it.Next())
 		}
 		return nil
 	}
+	at := it.Drawn()
 	n1 := make([]uint64, ns)
 	me.e.Before(end, n1)
 	per := make([][]uint64, ns) // ids, or lengths, of each source's draws [at, n1)
@@ -550,7 +580,7 @@ func (f *mixTable) fill(ctx context.Context, from uint64, vals []uint64) error {
 			vals[k] = pos // the range's end
 			continue
 		}
-		i := me.e.Next(at)
+		i := it.Next()
 		v := per[i][taken[i]]
 		taken[i]++
 		if f.kind == IDs {

@@ -33,8 +33,14 @@ const epochCacheSize = 2
 // NewSet takes OrderBudget's bytes out of the cache (cache.Reserve) and keeps the windows of
 // every epoch within them, and always the most recent one.
 func NewSet(ds *layout.Dataset, c *cache.Cache, opt shuffle.Options) (*Set, error) {
+	return NewSetWithin(ds, c, opt, c.Capacity())
+}
+
+// NewSetWithin is NewSet for a dataset whose share of the cache is share bytes (a source of a
+// mixture): its order state's budget is taken against that share, not the whole cache.
+func NewSetWithin(ds *layout.Dataset, c *cache.Cache, opt shuffle.Options, share int64) (*Set, error) {
 	s := &Set{DS: ds, Cache: c, Opt: opt, counts: ds.BlockCounts(), recent: lru.New[uint64, *Epoch](0, epochCacheSize)}
-	s.order = c.Reserve(OrderBudget(shuffle.MaxWindowBytes(s.counts, opt), c.Capacity()))
+	s.order = c.Reserve(OrderBudget(shuffle.MaxWindowBytes(s.counts, opt), min(share, c.Capacity())))
 	s.windows = shuffle.NewWindowCache(uint64(s.order))
 	if _, err := s.Epoch(0); err != nil {
 		return nil, err

@@ -35,6 +35,10 @@ var sourceFlags = []string{"record-size", "block-size", "offset", "records", "dt
 	"shuffle", "mix", "seed", "verify", "endpoint", "s3-concurrency", "s3-part-size", "s3-timeout", "s3-stall-timeout", "s3-retries",
 	"disk-cache", "disk-cache-size"}
 
+// pathFlags are the source flags that name a file or directory: relative to the mixture file's
+// directory when given in its options.
+var pathFlags = []string{"segments", "disk-cache"}
+
 // inPlaceFlagNames are the source flags a mixture refuses on the command line.
 var inPlaceFlagNames = []string{"record-size", "block-size", "offset", "records", "dtype", "shape", "window", "stride", "segments"}
 
@@ -116,6 +120,9 @@ func sourceOptions(fl *pflag.FlagSet, sd sourceDoc, dir, mnt string) (mount.Sour
 	if !s3.IsURL(data) && !filepath.IsAbs(data) {
 		data = filepath.Join(dir, data)
 	}
+	if mount.Locate(data).Kind == mount.MixtureFile {
+		return src, fmt.Errorf("%s is a mixture file; a mixture's sources are datasets (list its sources here instead)", sd.Data)
+	}
 	src.Name = sd.Name
 	if src.Name == "" {
 		src.Name = sd.Data
@@ -145,7 +152,7 @@ func sourceOptions(fl *pflag.FlagSet, sd sourceDoc, dir, mnt string) (mount.Sour
 	if len(rules) != 1 {
 		return src, fmt.Errorf("give exactly one of \"weight\", \"repeat\" or \"records\" (it gives %s)", orNone(rules))
 	}
-	args, err := optionArgs(fl, sd.Options, s3.IsURL(data))
+	args, err := optionArgs(fl, sd.Options, s3.IsURL(data), dir)
 	if err != nil {
 		return src, err
 	}
@@ -165,8 +172,8 @@ func sourceOptions(fl *pflag.FlagSet, sd sourceDoc, dir, mnt string) (mount.Sour
 
 // optionArgs returns the command line of a source: the command line's own source flags (its
 // defaults; the disk cache's for a source in an object store only), then the source's options
-// as flags.
-func optionArgs(fl *pflag.FlagSet, opts map[string]json.RawMessage, remote bool) ([]string, error) {
+// as flags (paths relative to dir, the mixture file's).
+func optionArgs(fl *pflag.FlagSet, opts map[string]json.RawMessage, remote bool, dir string) ([]string, error) {
 	var args []string
 	fl.Visit(func(f *pflag.Flag) {
 		disk := strings.HasPrefix(f.Name, "disk-cache")
@@ -194,6 +201,9 @@ func optionArgs(fl *pflag.FlagSet, opts map[string]json.RawMessage, remote bool)
 		v, err := optionValue(opts[k])
 		if err != nil {
 			return nil, fmt.Errorf("option %q: %v", k, err)
+		}
+		if slices.Contains(pathFlags, name) && v != "" && !filepath.IsAbs(v) {
+			v = filepath.Join(dir, v) // relative to the mixture file, as data is
 		}
 		args = append(args, "--"+name+"="+v)
 	}
@@ -254,13 +264,25 @@ func orNone(rules []string) string {
 
 // runOrderMixture is blockfs order over a mixture file: --ids prints each record's source and
 // id, --stats how evenly batches hold each source's share, then each source's own order.
-func runOrderMixture(fl *pflag.FlagSet, f orderFlags, data string) error {
+// pinned, when given (a mixture's mount point), are the sources' orders as the mount serves them.
+func runOrderMixture(fl *pflag.FlagSet, f orderFlags, data string, pinned []sourceOrder) error {
 	if f.labels != "" {
 		return usagef("--labels: %s is a mixture, whose records' ids are their sources'; run order --stats --labels on a source", data)
 	}
 	spec, err := mixtureOptions(fl, data, "")
 	if err != nil {
 		return err
+	}
+	if pinned != nil {
+		if len(pinned) != len(spec.Sources) {
+			return fmt.Errorf("%s has %d sources, its mount %d: the file changed since it was mounted", data, len(spec.Sources), len(pinned))
+		}
+		for i, so := range pinned {
+			if spec.Sources[i].Opt.Order, err = orderOptions(so.Seed, 0, so.Shuffle, strconv.Itoa(max(1, so.Mix))); err != nil {
+				return err
+			}
+			spec.Sources[i].SeedGiven = true
+		}
 	}
 	mix, done, err := mount.OpenMixture(mount.Options{Data: data, Order: shuffle.Options{Seed: f.seed}, Mixture: spec})
 	if err != nil {

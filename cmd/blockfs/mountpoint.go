@@ -32,6 +32,15 @@ type mountFacts struct {
 	Mix       int      `json:"mix"`
 	Records   uint64   `json:"records"`
 	Mixture   any      `json:"mixture"` // set for a mixture's mount
+	// Sources are a mixture's sources' orders as the mount serves them.
+	Sources []sourceOrder `json:"sources"`
+}
+
+// sourceOrder is a mixture's source's order in its mount's info.json.
+type sourceOrder struct {
+	Seed    uint64 `json:"seed"`
+	Shuffle string `json:"shuffle"`
+	Mix     int    `json:"mix"`
 }
 
 // maxInfoBytes bounds a mountpoint's .blockfs/info.json (a few KiB).

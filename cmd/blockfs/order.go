@@ -88,7 +88,7 @@ func runOrder(fl *pflag.FlagSet, f orderFlags, data string) error {
 			if f.ids {
 				return copyMixtureIDs(m.Dir, f.epoch, f.shard)
 			}
-			return runOrderMixture(fl, orderFlags{seed: m.Seed, epoch: f.epoch, shard: f.shard, stats: true}, m.OpenData)
+			return runOrderMixture(fl, orderFlags{seed: m.Seed, epoch: f.epoch, shard: f.shard, stats: true}, m.OpenData, m.Sources)
 		}
 		if mount.IsRemote(m.OpenData) {
 			if f.stats {
@@ -102,7 +102,7 @@ func runOrder(fl *pflag.FlagSet, f orderFlags, data string) error {
 		data, f.seed, f.shuffle, f.mix = m.OpenData, m.Seed, m.Shuffle, strconv.Itoa(m.Mix)
 	}
 	if mount.Locate(data).Kind == mount.MixtureFile {
-		return runOrderMixture(fl, f, data)
+		return runOrderMixture(fl, f, data, nil)
 	}
 	opt, err := orderOptions(f.seed, f.epoch, f.shuffle, f.mix)
 	if err != nil {
