@@ -103,8 +103,26 @@ type mounted struct {
 	t      *testing.T
 	dir    string
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *logFile
 	exited chan error
+}
+
+// logFile is a daemon's stderr, written by the daemon straight to a file: a line it wrote
+// before answering a read is there when the read returns (through a pipe, this process's
+// copying goroutine could lag behind the answer).
+type logFile struct{ f *os.File }
+
+func newLogFile(t *testing.T) *logFile {
+	f, err := os.CreateTemp(t.TempDir(), "stderr-")
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
+	return &logFile{f: f}
+}
+
+// String returns what the daemon has written so far.
+func (l *logFile) String() string {
+	b, _ := os.ReadFile(l.f.Name())
+	return string(b)
 }
 
 // mount starts `blockfs mount ARGS DATA MNT` in the foreground, waits until the mount is up
@@ -124,9 +142,9 @@ func mountAt(t *testing.T, data, mnt string, args ...string) *mounted {
 func mountBinary(t *testing.T, binary, data, mnt string, args ...string) *mounted {
 	t.Helper()
 	requireFUSE(t)
-	m := &mounted{t: t, dir: mnt, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
+	m := &mounted{t: t, dir: mnt, stderr: newLogFile(t), exited: make(chan error, 1)}
 	m.cmd = exec.Command(binary, append(append([]string{"mount"}, args...), data, mnt)...)
-	m.cmd.Stderr = m.stderr
+	m.cmd.Stderr = m.stderr.f
 	require.NoError(t, m.cmd.Start())
 	go func() { m.exited <- m.cmd.Wait() }()
 	deadline := time.Now().Add(20 * time.Second)
