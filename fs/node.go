@@ -3,7 +3,6 @@ package fs
 import (
 	"context"
 	"fmt"
-	"slices"
 	"syscall"
 	"time"
 
@@ -34,7 +33,7 @@ func (d *dirNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetA
 // Lookup resolves any epoch number and, at the root, any valid shard-R-of-W and .blockfs.
 // Everything else is ENOENT.
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if epoch, kind, ok := view.ParseEpochFile(name); ok {
+	if epoch, kind, ok := view.ParseEpochFileOf(d.m.set, name); ok {
 		return d.lookupEpoch(ctx, epoch, kind, out)
 	}
 	if !d.root {
@@ -52,9 +51,6 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 }
 
 func (d *dirNode) lookupEpoch(ctx context.Context, epoch uint64, kind view.Kind, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if !slices.Contains(d.m.set.Kinds(), kind) {
-		return nil, syscall.ENOENT
-	}
 	n := &fileNode{m: d.m, epoch: epoch, kind: kind, root: d.root, r: d.r, w: d.w}
 	rg, err := n.rangeOf()
 	if err != nil {
@@ -100,7 +96,7 @@ func (s *epochStream) Next() (fuse.DirEntry, syscall.Errno) {
 		return fuse.DirEntry{Name: view.MetaDir, Mode: fuse.S_IFDIR}, 0
 	}
 	// Each epoch's files in the order Kinds gives: data, ids, then the others it has.
-	name := view.EpochFile(i/s.perEpoch(), s.m.set.Kinds()[i%s.perEpoch()])
+	name := view.EpochName(i/s.perEpoch()) + s.m.set.Suffix(s.m.set.Kinds()[i%s.perEpoch()])
 	return fuse.DirEntry{Name: name, Mode: fuse.S_IFREG}, 0
 }
 
@@ -172,7 +168,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		return nil, 0, errno
 	}
 	ahead := n.m.opt.Readahead
-	if n.kind == view.Offsets {
+	if n.kind.Stat() == view.Offsets {
 		ahead = 0
 	}
 	h := &handle{r: view.NewReader(f, ahead), pos: -1, direct: flags&syscall.O_DIRECT != 0}
@@ -225,7 +221,7 @@ func (n *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 		n.m.errs.Add(1)
 		return nil, toErrno(err, fmt.Sprintf("read %s at %d", n.Path(nil), off))
 	}
-	n.m.served[n.kind].Add(uint64(got))
+	n.m.served[n.kind.Stat()].Add(uint64(got))
 	if !h.direct {
 		if off, sz := n.drop.read(h, off+int64(got)); sz > 0 {
 			n.m.inval.drop(&n.Inode, off, sz)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -44,6 +45,10 @@ type WriterOptions struct {
 	// may remove them (an upload to an object store does): the writer does not read them
 	// again. An error fails the writer like a failed write. Default: nil.
 	BlockDone func(dir string, files []string) error
+	// ManualBlocks closes blocks only at Cut (and Commit), never by size: the fields of a
+	// dataset with fields (FieldWriter) are cut at the same records. BlockSize then bounds
+	// only a record's size. Default: false.
+	ManualBlocks bool
 }
 
 // Writer creates a dataset in a temporary directory next to its destination; Commit writes
@@ -98,6 +103,9 @@ func Create(dst string, opt WriterOptions, force bool) (*Writer, error) {
 			return nil, fmt.Errorf("record size %d is larger than the block size %d; choose a larger --block-size", opt.RecordSize, opt.BlockSize)
 		}
 		w.perBlock = uint64(opt.BlockSize / opt.RecordSize)
+		if opt.ManualBlocks {
+			w.perBlock = math.MaxUint64
+		}
 	case Variable:
 		if opt.RecordSize != 0 {
 			return nil, fmt.Errorf("variable-length records take no record size")
@@ -184,6 +192,17 @@ func (w *Writer) AppendFrom(id uint64, r io.Reader, n int64) error {
 	return w.placed(id)
 }
 
+// Cut closes the block being filled (ManualBlocks); nothing when it is empty.
+func (w *Writer) Cut() error {
+	if err := w.writable(); err != nil {
+		return err
+	}
+	return w.flush()
+}
+
+// BlockBytes returns the bytes of data in the block being filled.
+func (w *Writer) BlockBytes() int64 { return int64(len(w.data)) }
+
 // MaxRecord returns the size of the largest record the writer takes: the record size for
 // fixed records; for variable ones MaxBlockBytes, as such a record gets a block of its own.
 func (w *Writer) MaxRecord() int64 {
@@ -215,6 +234,9 @@ func (w *Writer) admit(id uint64, n int64) error {
 // three index entries of a two-record block passes the block size), which also closes any
 // block before it.
 func (w *Writer) alone(n int64) bool {
+	if w.opt.ManualBlocks {
+		return false
+	}
 	if w.opt.Kind == Fixed {
 		return w.perBlock == 1
 	}
@@ -223,6 +245,9 @@ func (w *Writer) alone(n int64) bool {
 
 // makeRoom closes the block being filled if a variable record of n bytes would not fit in it.
 func (w *Writer) makeRoom(n int64) error {
+	if w.opt.ManualBlocks {
+		return nil
+	}
 	k := len(w.ids)
 	if w.opt.Kind == Variable && k > 0 && int64(len(w.data))+n+8*int64(k+2) > w.opt.BlockSize {
 		return w.flush()

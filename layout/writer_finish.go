@@ -85,19 +85,23 @@ func (w *Writer) syncTempDirs() error {
 
 // replace moves the finished directory to dst. An existing dst is first renamed aside and
 // removed only once the new dataset is in place.
-func (w *Writer) replace() error {
+func (w *Writer) replace() error { return replaceDir(w.tmp, w.dst) }
+
+// replaceDir moves the finished directory tmp to dst, an existing dst first renamed aside and
+// removed only once the new one is in place.
+func replaceDir(tmp, dst string) error {
 	old := ""
-	if _, err := os.Lstat(w.dst); err == nil {
-		old = w.tmp + ".old"
-		if err := os.Rename(w.dst, old); err != nil {
-			return fmt.Errorf("cannot move the existing %s aside: %w", w.dst, err)
+	if _, err := os.Lstat(dst); err == nil {
+		old = tmp + ".old"
+		if err := os.Rename(dst, old); err != nil {
+			return fmt.Errorf("cannot move the existing %s aside: %w", dst, err)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if err := os.Rename(w.tmp, w.dst); err != nil {
+	if err := os.Rename(tmp, dst); err != nil {
 		if old != "" {
-			_ = os.Rename(old, w.dst)
+			_ = os.Rename(old, dst)
 		}
 		return err
 	}

@@ -36,6 +36,8 @@ const (
 	// MixtureFile is a mixture of datasets: a .json file holding an object with "sources"
 	// (IsMixture; docs/SHUFFLE.md, "Mixtures").
 	MixtureFile
+	// FieldsDir is a dataset with fields: a directory holding layout.FieldsManifestName.
+	FieldsDir
 )
 
 // Location is where a dataset is, as a user names it: the one place that tells a directory, a
@@ -55,6 +57,9 @@ func Locate(data string) Location {
 	l := Location{Kind: Dir, Name: data, Abs: data}
 	if abs, err := filepath.Abs(data); err == nil {
 		l.Abs = abs
+	}
+	if layout.IsFields(data) {
+		l.Kind = FieldsDir
 	}
 	if st, err := os.Stat(data); err == nil && !st.IsDir() {
 		l.Kind = File

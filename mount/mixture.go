@@ -241,17 +241,27 @@ func layoutPrint(ds *layout.Dataset) string {
 // the sum of the sources' caches.
 func (p *Plan) planMixture() error {
 	m := p.mix
+	return p.planSources(m.srcs, byteShares(m.order, m.srcs), m.spec.name(), m.spec.File, m.fp, true)
+}
+
+// planSources plans the memory of a mount of several sources under one cache (a mixture's, a
+// dataset's fields): the readahead and the budget are the mount's, split among the sources by
+// shares (of an epoch's bytes); each source then plans its share as a mount of it alone would
+// (with fit, its window too), and the cache is the sum of the sources' caches. name is the
+// mount's data as the user named it, data and fp what it claims memory under.
+func (p *Plan) planSources(srcs []*Plan, shares []float64, name, data, fp string, fit bool) error {
 	cs := p.opt.CacheSize
 	mem := sysmem.Read()
 	ra, _ := p.planReadahead()
-	shares := byteShares(m.order, m.srcs)
 	var need int64
-	for i, sub := range m.srcs {
+	for i, sub := range srcs {
 		rai := int64(float64(ra) * shares[i])
 		if sub.loc.Kind == Remote {
 			rai = max(rai, sub.opt.S3.PartSize)
 		}
-		sub.fitWindow(cs, rai, mem, shares[i])
+		if fit {
+			sub.fitWindow(cs, rai, mem, shares[i], 0)
+		}
 		sub.need = NeedCache(sub.ds, sub.opt.Order.Mix, rai, cache.DefaultPageSize)
 		sub.readahead = rai
 		need += sub.need.Need
@@ -259,23 +269,23 @@ func (p *Plan) planMixture() error {
 	p.readahead = ra
 	if cs > 0 && cs < need {
 		return Usagef("--cache-size %s is too small for %s: its sources' windows and readahead need %s; raise --cache-size or lower --readahead, or the sources' mix",
-			ibytes(cs), m.spec.name(), ibytes(need))
+			ibytes(cs), name, ibytes(need))
 	}
-	p.mem = MemoryPlan{Memory: mem, Total: mem.Total(), Claimed: Claimed(mem, m.spec.File, m.fp, claimsTimeout)}
+	p.mem = MemoryPlan{Memory: mem, Total: mem.Total(), Claimed: Claimed(mem, data, fp, claimsTimeout)}
 	p.mem.Headroom = Headroom(p.mem.Total)
 	p.mem.Budget, p.mem.BudgetReason = memoryBudget(cs, need, mem, p.mem.Headroom, p.mem.Claimed)
 	// Each source's share of the budget: by the bytes it gives an epoch, never less than its
 	// need nor (the rest going to the others) more than it can use.
-	alloc := make([]int64, len(m.srcs))
+	alloc := make([]int64, len(srcs))
 	left, open := p.mem.Budget, 0.0
-	for i, sub := range m.srcs {
+	for i, sub := range srcs {
 		alloc[i] = sub.need.Need
 		left -= alloc[i]
 		open += shares[i]
 	}
 	for round := 0; round < 2 && left > 0 && open > 0; round++ {
 		give, next := left, 0.0
-		for i, sub := range m.srcs {
+		for i, sub := range srcs {
 			room := max(0, max(sub.need.Need, Footprint(sub.ds, cache.DefaultPageSize))-alloc[i])
 			if room == 0 {
 				continue
@@ -291,9 +301,9 @@ func (p *Plan) planMixture() error {
 	}
 	p.cacheOpt = cache.Options{}
 	var whole bool
-	for i, sub := range m.srcs {
+	for i, sub := range srcs {
 		sub.mem = PlanMemory(sub.ds, cache.DefaultPageSize, alloc[i], sub.need.Need, p.opt.Direct, mem, 0)
-		sub.mem.BudgetReason = fmt.Sprintf("its part of the mixture's budget: %.1f%% of an epoch's bytes, at least its windows and readahead, at most what it can use", 100*shares[i])
+		sub.mem.BudgetReason = fmt.Sprintf("its part of the mount's budget: %.1f%% of an epoch's bytes, at least its windows and readahead, at most what it can use", 100*shares[i])
 		if sub.loc.Kind == Remote {
 			sub.planRemote()
 			p.cacheOpt.MaxRead = max(p.cacheOpt.MaxRead, sub.cacheOpt.MaxRead)

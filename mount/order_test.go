@@ -85,7 +85,7 @@ func TestAutoWindowFitsTheCacheSize(t *testing.T) {
 	require.NoError(t, err)
 	p := &Plan{ds: ds, opt: Options{Order: shuffle.Options{Mode: shuffle.Full}}}
 	p.opt.Order, p.order = ChooseOrder(ds, p.opt.Order)
-	p.fitWindow(256<<20, 64<<20, sysmem.Memory{}, 1)
+	p.fitWindow(256<<20, 64<<20, sysmem.Memory{}, 1, 0)
 	assert.Equal(t, 64, p.opt.Order.Mix, "(half of 256 MiB - 64 MiB readahead) / 1 MiB blocks")
 	assert.Contains(t, p.order.Why, "lowered to 64 blocks: the window and readahead must fit half the --cache-size, 128 MiB")
 }

@@ -76,6 +76,7 @@ type Plan struct {
 	disk      *diskcache.Options // nil without a disk cache
 	order     OrderChoice        // opt.Order.Mix, resolved, and why
 	mix       *mixPlan           // a mixture's sources and order; nil for one dataset (ds)
+	fields    *fieldsPlan        // a dataset with fields: a source per field; nil otherwise
 }
 
 // New checks opt, opens the dataset (or, for a mixture, each of its sources) and plans the
@@ -89,6 +90,9 @@ func New(opt Options) (*Plan, error) {
 	}
 	if opt.Mixture != nil {
 		return newMixture(opt)
+	}
+	if Locate(opt.Data).Kind == FieldsDir {
+		return newFields(opt)
 	}
 	p, err := openSource(opt)
 	if err != nil {
@@ -119,8 +123,11 @@ func New(opt Options) (*Plan, error) {
 // source of a mixture.
 func openSource(opt Options) (*Plan, error) {
 	p := &Plan{opt: opt, loc: Locate(opt.Data)}
-	if p.loc.Kind == MixtureFile {
+	switch p.loc.Kind {
+	case MixtureFile:
 		return nil, Usagef("%s is a mixture file; a mixture's sources are datasets, not mixtures", opt.Data)
+	case FieldsDir:
+		return nil, Usagef("%s is a dataset with fields; a mixture of datasets with fields is not served yet: mix one of its fields (%s/fields/NAME)", opt.Data, opt.Data)
 	}
 	if p.loc.Kind == Remote {
 		// Defaults filled in once, for the readahead and the workers below and for s3.Open.
@@ -169,7 +176,7 @@ func (p *Plan) finish() error {
 	return nil
 }
 
-// Dataset returns the dataset the mount serves (nil for a mixture).
+// Dataset returns the dataset the mount serves (nil for a mixture or a dataset with fields).
 func (p *Plan) Dataset() *layout.Dataset { return p.ds }
 
 // Mountpoint returns the mount point, absolute.
@@ -180,6 +187,9 @@ func (p *Plan) Mountpoint() string { return p.mnt }
 func (p *Plan) Warnings() []string {
 	if p.mix != nil {
 		return p.mix.warnings()
+	}
+	if p.fields != nil {
+		return p.fields.srcs[0].Warnings()
 	}
 	if p.order.Warning == "" {
 		return nil
@@ -192,7 +202,7 @@ func (p *Plan) planCache() error {
 	cs, remote := p.opt.CacheSize, p.loc.Kind == Remote
 	ra, part := p.planReadahead()
 	mem := sysmem.Read()
-	p.fitWindow(cs, ra, mem, 1)
+	p.fitWindow(cs, ra, mem, 1, 0)
 	p.need = NeedCache(p.ds, p.opt.Order.Mix, ra, cache.DefaultPageSize)
 	if win := p.need.InCache * int64(p.need.Mix); part > 0 && cs > 0 && ra > (cs-win)/2 {
 		// A readahead the user did not ask for leaves at least half of the --cache-size they
@@ -227,10 +237,12 @@ func (p *Plan) planCache() error {
 // the --cache-size given (the rest for the windows of readers at other places, and for blocks
 // fetched ahead), or a quarter of the memory less the trainer's share (the memory the
 // process has, not what is free at the moment: the order must not depend on what else runs);
-// share is the part of those a source of a mixture has (1 for a mount of one dataset).
+// share is the part of those a source of a mixture has (1 for a mount of one dataset);
+// perBlock what a block of the window takes of the cache (0: the dataset's largest block, in
+// pages; a dataset with fields: that of every field together).
 // The cache takes twice the window and readahead where it can (PlanMemory), so the automatic
 // window never leaves less than half the budget to the blocks kept resident.
-func (p *Plan) fitWindow(cs, ra int64, mem sysmem.Memory, share float64) {
+func (p *Plan) fitWindow(cs, ra int64, mem sysmem.Memory, share float64, perBlock int64) {
 	if !p.order.Auto || p.opt.Order.Mix <= 1 {
 		return
 	}
@@ -247,8 +259,10 @@ func (p *Plan) fitWindow(cs, ra int64, mem sysmem.Memory, share float64) {
 		room = int64(float64(room) * share)
 		what += fmt.Sprintf(", of which this source's share of the mixture is %.0f%% (%s)", 100*share, ibytes(room))
 	}
-	maxBlock := NeedCache(p.ds, 1, 0, cache.DefaultPageSize).InCache
-	if fit := (room - ra) / maxBlock; fit < int64(p.opt.Order.Mix) {
+	if perBlock == 0 {
+		perBlock = NeedCache(p.ds, 1, 0, cache.DefaultPageSize).InCache
+	}
+	if fit := (room - ra) / perBlock; fit < int64(p.opt.Order.Mix) {
 		p.order.lower(p.ds, &p.opt.Order, int(max(1, fit)), "the window and readahead must fit "+what)
 	}
 }

@@ -192,6 +192,11 @@ func startCPUProfile(path string) (func(), error) {
 // logServing logs what the mount serves and its order.
 func (p *Plan) logServing() {
 	o := p.opt.Order
+	if p.fields != nil {
+		log.Printf("blockfs: serving %s (%d records with fields %v) at %s; shuffle %s, mix %d (%s), seed %d",
+			p.fields.dir, p.fields.man.Records, p.fields.names(), p.mnt, o.Mode, max(1, o.Mix), p.order.Why, o.Seed)
+		return
+	}
 	if p.mix == nil {
 		log.Printf("blockfs: serving %s (%d records, %s, %d blocks) at %s; shuffle %s, mix %d (%s), seed %d",
 			p.ds.Dir, p.ds.Records(), ibytes(int64(p.ds.Bytes())), p.ds.Blocks(), p.mnt, o.Mode, max(1, o.Mix), p.order.Why, o.Seed)
@@ -219,8 +224,11 @@ type served struct {
 func (p *Plan) build() (*served, error) {
 	sv := &served{}
 	plans := []*Plan{p}
-	if p.mix != nil {
+	switch {
+	case p.mix != nil:
 		plans = p.mix.srcs
+	case p.fields != nil:
+		plans = p.fields.srcs
 	}
 	var parts []source.Blocks
 	for _, sub := range plans {
@@ -233,7 +241,7 @@ func (p *Plan) build() (*served, error) {
 		parts = append(parts, st.src)
 	}
 	src := parts[0]
-	if p.mix != nil {
+	if len(plans) > 1 || p.ds == nil {
 		sv.mux = source.NewMux(parts)
 		src = sv.mux
 	}
@@ -243,7 +251,7 @@ func (p *Plan) build() (*served, error) {
 		return nil, err
 	}
 	sv.cache = c
-	if p.mix == nil {
+	if p.mix == nil && p.fields == nil {
 		if sv.tree, err = view.NewSet(p.ds, c, p.opt.Order); err != nil {
 			c.Close()
 			sv.close()
@@ -257,9 +265,20 @@ func (p *Plan) build() (*served, error) {
 		if err != nil {
 			c.Close()
 			sv.close()
+			if p.fields != nil {
+				return nil, fmt.Errorf("field %q: %w", p.fields.man.Fields[i].Name, err)
+			}
 			return nil, sourceErr(p.mix.spec, i, err)
 		}
 		sets = append(sets, set)
+	}
+	if p.fields != nil {
+		if sv.tree, err = view.NewFields(sets, p.fields.names(), c, p.fields.dir, p.fields.facts()); err != nil {
+			c.Close()
+			sv.close()
+			return nil, err
+		}
+		return sv, nil
 	}
 	if sv.tree, err = view.NewMixture(sets, p.mix.order, c, p.mix.spec.File, p.mix.facts(p.opt.Order.Seed)); err != nil {
 		c.Close()
@@ -302,11 +321,21 @@ func (s *served) diskStats() func() any {
 	}
 }
 
-// sourceStats returns what stats.json says of a mixture's sources: the reads and bytes each
-// gave the cache (from disk, the disk cache or the store), or nil for one dataset.
+// sourceStats returns what stats.json says of a mixture's sources, or of a dataset's fields:
+// the reads and bytes each gave the cache (from disk, the disk cache or the store); nil for
+// one dataset.
 func (p *Plan) sourceStats(sv *served) func() any {
 	if sv.mux == nil {
 		return nil
+	}
+	var names []string
+	switch {
+	case p.mix != nil:
+		for _, src := range p.mix.spec.Sources {
+			names = append(names, src.Name)
+		}
+	case p.fields != nil:
+		names = p.fields.names()
 	}
 	type sourceStats struct {
 		Index int    `json:"index"`
@@ -315,10 +344,10 @@ func (p *Plan) sourceStats(sv *served) func() any {
 		Bytes uint64 `json:"bytes_read"`
 	}
 	return func() any {
-		out := make([]sourceStats, len(p.mix.srcs))
+		out := make([]sourceStats, len(names))
 		for i := range out {
 			r, b := sv.mux.Read(i)
-			out[i] = sourceStats{Index: i, Name: p.mix.spec.Sources[i].Name, Reads: r, Bytes: b}
+			out[i] = sourceStats{Index: i, Name: names[i], Reads: r, Bytes: b}
 		}
 		return out
 	}

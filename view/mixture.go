@@ -101,6 +101,9 @@ func (m *Mixture) Kinds() []Kind {
 	return []Kind{Data, IDs, Sources}
 }
 
+// Suffix returns the suffix of an epoch's file of kind k.
+func (m *Mixture) Suffix(k Kind) string { return kindSuffix[k] }
+
 // RecordSize returns the size of every record, or 0 when they vary (then epochs have offsets).
 func (m *Mixture) RecordSize() int64 { return m.rs }
 

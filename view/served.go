@@ -9,6 +9,8 @@ type Served interface {
 	Records(n uint64) (uint64, error)
 	// Kinds returns the files each epoch has, in the order a directory lists them.
 	Kinds() []Kind
+	// Suffix returns the suffix of an epoch's file of kind k (after epoch-NNNN).
+	Suffix(k Kind) string
 	// FileSize returns the size of the file of kind k over positions rg of epoch n.
 	FileSize(ctx context.Context, n uint64, k Kind, rg Range) (int64, error)
 	// Open returns the file of kind k over positions rg of epoch n.
@@ -37,6 +39,9 @@ func (s *Set) Kinds() []Kind {
 	}
 	return []Kind{Data, IDs}
 }
+
+// Suffix returns the suffix of an epoch's file of kind k.
+func (s *Set) Suffix(k Kind) string { return kindSuffix[k] }
 
 // Open returns the file of kind k over positions rg of epoch n.
 func (s *Set) Open(ctx context.Context, n uint64, k Kind, rg Range) (File, error) {

@@ -1,0 +1,229 @@
+package layout
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// A dataset with fields (docs/FORMAT.md, "Datasets with fields") is a directory holding
+// FieldsManifestName and one dataset per field under fields/NAME: record i of each is that
+// field of sample i. The fields' datasets keep the input's order (no pre-shuffle) and have the
+// same records in every block, so one epoch order serves them all, and a reader of one field
+// reads only that field's block files.
+
+// FieldsManifestName is the manifest of a dataset with fields.
+const FieldsManifestName = "blockfs-fields.json"
+
+// FieldsFormat is FieldsManifest.Format.
+const FieldsFormat = "blockfs-fields"
+
+// FieldsVersion is the version of the fields manifest this code writes and reads.
+const FieldsVersion = 1
+
+// FieldsManifest is blockfs-fields.json.
+type FieldsManifest struct {
+	Format  string  `json:"format"`
+	Version int     `json:"version"`
+	Records uint64  `json:"records"`
+	Source  string  `json:"source,omitempty"`
+	Fields  []Field `json:"fields"`
+}
+
+// Field is one field of a dataset with fields: its name, the kind and element of its values,
+// and its dataset's directory, relative to the manifest's (fields/NAME).
+type Field struct {
+	Name       string  `json:"name"`
+	Kind       Kind    `json:"kind"`
+	RecordSize int64   `json:"record_size,omitempty"`
+	DType      string  `json:"dtype,omitempty"`
+	Shape      []int64 `json:"shape,omitempty"`
+	Dir        string  `json:"dir"`
+}
+
+// FieldDir returns the directory of field name's dataset, relative to the dataset's.
+func FieldDir(name string) string { return filepath.ToSlash(filepath.Join("fields", name)) }
+
+// IsFields reports whether dir holds a dataset with fields.
+func IsFields(dir string) bool {
+	st, err := os.Lstat(filepath.Join(dir, FieldsManifestName))
+	return err == nil && st.Mode().IsRegular()
+}
+
+// maxFieldsManifest bounds blockfs-fields.json.
+const maxFieldsManifest = 4 << 20
+
+// ReadFieldsManifest reads and checks dir's blockfs-fields.json.
+func ReadFieldsManifest(dir string) (*FieldsManifest, error) {
+	path := filepath.Join(dir, FieldsManifestName)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var m FieldsManifest
+	dec := json.NewDecoder(&limitedReader{f, maxFieldsManifest})
+	if err := dec.Decode(&m); err != nil {
+		return nil, errorf(ErrFormat, path, -1, "not a fields manifest: %v", err)
+	}
+	if m.Format != FieldsFormat || m.Version != FieldsVersion {
+		return nil, errorf(ErrFormat, path, -1, "format %q version %d; this blockfs reads %s version %d", m.Format, m.Version, FieldsFormat, FieldsVersion)
+	}
+	if len(m.Fields) == 0 {
+		return nil, errorf(ErrFormat, path, -1, "no fields")
+	}
+	seen := map[string]bool{}
+	for _, fl := range m.Fields {
+		if fl.Name == "" || seen[fl.Name] || fl.Dir != FieldDir(fl.Name) {
+			return nil, errorf(ErrFormat, path, -1, "field %q: a name must be unique and its dir %q must be %q", fl.Name, fl.Dir, FieldDir(fl.Name))
+		}
+		seen[fl.Name] = true
+	}
+	return &m, nil
+}
+
+type limitedReader struct {
+	f *os.File
+	n int64
+}
+
+func (r *limitedReader) Read(p []byte) (int, error) {
+	if r.n <= 0 {
+		return 0, errors.New("file too large")
+	}
+	if int64(len(p)) > r.n {
+		p = p[:r.n]
+	}
+	n, err := r.f.Read(p)
+	r.n -= int64(n)
+	return n, err
+}
+
+// FieldWriter writes a dataset with fields: one Writer per field, each cut at the same
+// records, the block closed once the sample's values in it pass the block size. Commit writes
+// the fields' datasets, then the manifest, and renames the whole into place. Not safe for
+// concurrent use.
+type FieldWriter struct {
+	dst, tmp string
+	block    int64
+	ws       []*Writer
+	m        FieldsManifest
+	pending  int64 // bytes of the samples in the blocks being filled
+	done     bool
+}
+
+// CreateFields starts a dataset with fields at dst (replacing one at Commit with force).
+// blockSize is the target bytes of a block of all the fields together.
+func CreateFields(dst string, fields []Field, blockSize int64, source string, force bool) (*FieldWriter, error) {
+	if blockSize <= 0 || blockSize > MaxBlockBytes {
+		return nil, fmt.Errorf("block size %d is out of range (1 B to %d B)", blockSize, int64(MaxBlockBytes))
+	}
+	dst = filepath.Clean(dst)
+	if _, err := os.Lstat(dst); err == nil && !force {
+		return nil, errorf(ErrExists, dst, -1, "already exists (use --force to replace it)")
+	}
+	tmp, err := mkdirTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-")
+	if err != nil {
+		return nil, fmt.Errorf("cannot create a temporary directory next to %s: %w", dst, err)
+	}
+	w := &FieldWriter{dst: dst, tmp: tmp, block: blockSize, m: FieldsManifest{Format: FieldsFormat, Version: FieldsVersion, Source: source}}
+	if err := os.Mkdir(filepath.Join(tmp, "fields"), 0o755); err != nil {
+		w.Abort()
+		return nil, err
+	}
+	for _, f := range fields {
+		f.Dir = FieldDir(f.Name)
+		fw, err := Create(filepath.Join(tmp, filepath.FromSlash(f.Dir)), WriterOptions{Kind: f.Kind, RecordSize: f.RecordSize,
+			BlockSize: max(blockSize, f.RecordSize), DType: f.DType, Shape: f.Shape, Source: source + " (field " + f.Name + ")", ManualBlocks: true}, false)
+		if err != nil {
+			w.Abort()
+			return nil, fmt.Errorf("field %q: %w", f.Name, err)
+		}
+		w.ws = append(w.ws, fw)
+		w.m.Fields = append(w.m.Fields, f)
+	}
+	return w, nil
+}
+
+// Append adds a sample: values[k] is field k's value (a fixed field's exactly its record size).
+func (w *FieldWriter) Append(values [][]byte) error {
+	if len(values) != len(w.ws) {
+		return fmt.Errorf("sample %d has %d values for %d fields", w.m.Records, len(values), len(w.ws))
+	}
+	id := w.m.Records
+	for k, v := range values {
+		if err := w.ws[k].Append(id, v); err != nil {
+			return fmt.Errorf("sample %d, field %q: %w", id, w.m.Fields[k].Name, err)
+		}
+		w.pending += int64(len(v))
+	}
+	w.m.Records++
+	if w.pending >= w.block {
+		return w.cut()
+	}
+	return nil
+}
+
+// cut closes every field's block at the same record.
+func (w *FieldWriter) cut() error {
+	w.pending = 0
+	for k, fw := range w.ws {
+		if err := fw.Cut(); err != nil {
+			return fmt.Errorf("field %q: %w", w.m.Fields[k].Name, err)
+		}
+	}
+	return nil
+}
+
+// Records returns the samples appended so far.
+func (w *FieldWriter) Records() uint64 { return w.m.Records }
+
+// Commit finishes every field's dataset, writes the manifest and renames the dataset into
+// place. It returns the manifest.
+func (w *FieldWriter) Commit() (*FieldsManifest, error) {
+	if w.done {
+		return nil, errors.New("writer is closed")
+	}
+	if w.m.Records == 0 {
+		w.Abort()
+		return nil, fmt.Errorf("the input has no samples")
+	}
+	for k, fw := range w.ws {
+		if _, err := fw.Commit(); err != nil {
+			w.Abort()
+			return nil, fmt.Errorf("field %q: %w", w.m.Fields[k].Name, err)
+		}
+	}
+	w.done = true
+	b, err := json.MarshalIndent(&w.m, "", "  ")
+	if err == nil {
+		err = writeFile(filepath.Join(w.tmp, FieldsManifestName), append(b, '\n'))
+	}
+	for _, d := range []string{filepath.Join(w.tmp, "fields"), w.tmp} {
+		if err == nil {
+			err = syncDir(d)
+		}
+	}
+	if err == nil {
+		err = replaceDir(w.tmp, w.dst)
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(w.dst))
+	}
+	if err != nil {
+		os.RemoveAll(w.tmp)
+		return nil, err
+	}
+	return &w.m, nil
+}
+
+// Abort removes everything written.
+func (w *FieldWriter) Abort() {
+	w.done = true
+	for _, fw := range w.ws {
+		fw.Abort()
+	}
+	os.RemoveAll(w.tmp)
+}

@@ -1,0 +1,164 @@
+package mount
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+
+	"github.com/blockfs/blockfs/cache"
+	"github.com/blockfs/blockfs/internal/sysmem"
+	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/view"
+)
+
+// A dataset with fields (docs/FORMAT.md, "Datasets with fields") is mounted as several sources
+// under one cache, one per field, with one order: the order the largest field would have alone
+// (its automatic window), given to every field. The fields have the same blocks, so each reads
+// its own block files in the same order.
+
+// fieldsPlan is the part of a Plan that a dataset with fields adds.
+type fieldsPlan struct {
+	dir  string // the dataset's directory, absolute
+	man  *layout.FieldsManifest
+	srcs []*Plan // by field
+	fp   string
+}
+
+// newFields checks and plans a mount of the dataset with fields at opt.Data.
+func newFields(opt Options) (*Plan, error) {
+	loc := Locate(opt.Data)
+	if opt.InPlace.given() {
+		return nil, Usagef("%s is a dataset with fields: --record-size, --block-size, --offset, --records, --dtype, --shape, --window, --stride and --segments do not apply to it (its samples are served as pack stored them)", opt.Data)
+	}
+	man, err := layout.ReadFieldsManifest(loc.Abs)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{opt: opt, loc: loc}
+	f := &fieldsPlan{dir: loc.Abs, man: man}
+	p.fields = f
+	largest := 0
+	for i, fl := range man.Fields {
+		so := opt
+		so.Data = filepath.Join(loc.Abs, filepath.FromSlash(fl.Dir))
+		sub, err := openSource(so)
+		if err != nil {
+			return nil, fmt.Errorf("%s: field %q: %w", opt.Data, fl.Name, err)
+		}
+		if sub.ds.Records() != man.Records {
+			return nil, &layout.Error{Path: sub.ds.Dir, Block: -1, Kind: layout.ErrCorrupt,
+				Msg: fmt.Sprintf("field %q has %d records; the dataset says %d", fl.Name, sub.ds.Records(), man.Records)}
+		}
+		if i > 0 && !equalCounts(sub.ds.BlockCounts(), f.srcs[0].ds.BlockCounts()) {
+			return nil, &layout.Error{Path: sub.ds.Dir, Block: -1, Kind: layout.ErrCorrupt,
+				Msg: fmt.Sprintf("field %q's blocks hold other records than field %q's: the fields must be cut at the same records (pack it again)", fl.Name, man.Fields[0].Name)}
+		}
+		f.srcs = append(f.srcs, sub)
+	}
+	for i, sub := range f.srcs {
+		if storedBytes(sub.ds) > storedBytes(f.srcs[largest].ds) {
+			largest = i
+		}
+	}
+	if p.mnt, err = CheckMountpoint(opt.Mountpoint, loc.Abs); err != nil {
+		return nil, err
+	}
+	for _, sub := range f.srcs {
+		sub.mnt = p.mnt
+		if err := checkAllowOther(opt, sub.loc, sub.ds); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkFuseFDOptions(p.mnt, opt); err != nil {
+		return nil, err
+	}
+	if err := p.checkUsers(); err != nil {
+		return nil, err
+	}
+	// One order for every field: the largest field's, its window fitted to its share of the
+	// memory (every field's window is as many blocks).
+	shares := make([]float64, len(f.srcs))
+	var total float64
+	for i, sub := range f.srcs {
+		shares[i] = float64(max(1, storedBytes(sub.ds)))
+		total += shares[i]
+	}
+	for i := range shares {
+		shares[i] /= total
+	}
+	big := f.srcs[largest]
+	ra, _ := p.planReadahead()
+	var perBlock int64 // a block of the window, in every field
+	for _, sub := range f.srcs {
+		perBlock += NeedCache(sub.ds, 1, 0, cache.DefaultPageSize).InCache
+	}
+	big.fitWindow(opt.CacheSize, ra, sysmem.Read(), 1, perBlock)
+	for _, sub := range f.srcs {
+		sub.opt.Order, sub.order = big.opt.Order, big.order
+	}
+	p.order = big.order
+	p.opt.Order = big.opt.Order
+	f.fp = f.fingerprint()
+	if err := p.planSources(f.srcs, shares, opt.Data, loc.Abs, f.fp, false); err != nil {
+		return nil, err
+	}
+	for i, sub := range f.srcs {
+		if err := sub.finish(); err != nil {
+			return nil, fmt.Errorf("%s: field %q: %w", opt.Data, man.Fields[i].Name, err)
+		}
+	}
+	return p, nil
+}
+
+func equalCounts(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// fingerprint returns the dataset's fingerprint: its fields' and their order.
+func (f *fieldsPlan) fingerprint() string {
+	h := sha256.New()
+	for i, sub := range f.srcs {
+		fmt.Fprintf(h, "%s %s\n", f.man.Fields[i].Name, sub.ds.Manifest.Fingerprint())
+	}
+	return "fields-" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// names returns the fields' names, by field.
+func (f *fieldsPlan) names() []string {
+	out := make([]string, len(f.man.Fields))
+	for i, fl := range f.man.Fields {
+		out[i] = fl.Name
+	}
+	return out
+}
+
+// facts returns what info.json says of the dataset beyond what view.Fields computes.
+func (f *fieldsPlan) facts() map[string]any {
+	var fields []map[string]any
+	for i, fl := range f.man.Fields {
+		sub := f.srcs[i]
+		m := map[string]any{
+			"name": fl.Name, "kind": string(fl.Kind), "file": "." + fl.Name, "bytes": sub.ds.Bytes(),
+			"dtype": fl.DType, "shape": fl.Shape, "memory": sub.mem.Facts(),
+		}
+		if fl.Shape == nil {
+			m["shape"] = []int64{}
+		}
+		if fl.Kind == layout.Fixed {
+			m["record_size"] = fl.RecordSize
+		} else {
+			m["offsets"] = "." + fl.Name + view.OffsetsSuffix
+		}
+		fields = append(fields, m)
+	}
+	return map[string]any{"dataset": f.dir, "fingerprint": f.fp, "fields": fields, "source_input": f.man.Source}
+}

@@ -1,0 +1,203 @@
+package view
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/blockfs/blockfs/cache"
+)
+
+// Fields serves a dataset with fields (docs/FORMAT.md, "Datasets with fields"): one Set per
+// field, each over its own namespace of one cache, all with the same blocks and the same order
+// options, so they have one order. Each field is a file of its own (epoch-NNNN.<name>, and
+// epoch-NNNN.<name>.offsets when its values vary in length), read through its field's Set: a
+// reader of one field reads only that field's block files. Safe for concurrent use.
+type Fields struct {
+	// Immutable after NewFields.
+	Sets  []*Set
+	Names []string
+	Cache *cache.Cache
+	dir   string
+	facts map[string]any
+	kinds []Kind
+}
+
+// fieldKinds is where the Kinds of fields start: field f's values are fieldKinds+2f, its
+// offsets fieldKinds+2f+1.
+const fieldKinds Kind = 16
+
+// FieldKind returns the Kind of field f's values (offsets false) or offsets.
+func FieldKind(f int, offsets bool) Kind {
+	k := fieldKinds + 2*Kind(f)
+	if offsets {
+		k++
+	}
+	return k
+}
+
+// Field returns the field a Kind serves and whether it is its offsets; ok is false for the
+// other Kinds.
+func (k Kind) Field() (f int, offsets, ok bool) {
+	if k < fieldKinds {
+		return 0, false, false
+	}
+	return int(k-fieldKinds) / 2, (k-fieldKinds)%2 == 1, true
+}
+
+// Stat returns the Kind a file of kind k counts as in a mount's counters: a field's values as
+// Data, its offsets as Offsets.
+func (k Kind) Stat() Kind {
+	if _, off, ok := k.Field(); ok {
+		if off {
+			return Offsets
+		}
+		return Data
+	}
+	return k
+}
+
+// NewFields returns the fields sets (field f is sets[f], named names[f]) under cache c. dir is
+// the dataset's directory; facts what info.json says of it beyond what Fields computes.
+func NewFields(sets []*Set, names []string, c *cache.Cache, dir string, facts map[string]any) (*Fields, error) {
+	if len(sets) == 0 || len(sets) != len(names) {
+		return nil, fmt.Errorf("view: %d fields named %d times", len(sets), len(names))
+	}
+	f := &Fields{Sets: sets, Names: names, Cache: c, dir: dir, facts: facts, kinds: []Kind{IDs}}
+	for i, s := range sets {
+		if s.DS.Records() != sets[0].DS.Records() || s.Opt != sets[0].Opt {
+			return nil, fmt.Errorf("view: field %q has %d records and order %+v; field %q %d and %+v", names[i], s.DS.Records(), s.Opt, names[0], sets[0].DS.Records(), sets[0].Opt)
+		}
+		f.kinds = append(f.kinds, FieldKind(i, false))
+		if s.Variable() {
+			f.kinds = append(f.kinds, FieldKind(i, true))
+		}
+	}
+	return f, nil
+}
+
+// Records returns the records of an epoch: every field's.
+func (f *Fields) Records(uint64) (uint64, error) { return f.Sets[0].DS.Records(), nil }
+
+// Kinds returns an epoch's files: its ids, then each field's values (and offsets).
+func (f *Fields) Kinds() []Kind { return f.kinds }
+
+// Suffix returns the suffix of an epoch's file of kind k: ".ids", ".NAME", ".NAME.offsets".
+func (f *Fields) Suffix(k Kind) string {
+	if i, off, ok := k.Field(); ok && i < len(f.Names) {
+		if off {
+			return "." + f.Names[i] + OffsetsSuffix
+		}
+		return "." + f.Names[i]
+	}
+	return kindSuffix[k]
+}
+
+// set returns the Set and the Kind within it of a file of kind k.
+func (f *Fields) set(k Kind) (*Set, Kind, error) {
+	if k == IDs {
+		return f.Sets[0], IDs, nil
+	}
+	i, off, ok := k.Field()
+	if !ok || i >= len(f.Sets) || (off && !f.Sets[i].Variable()) {
+		return nil, 0, fmt.Errorf("view: no file of kind %d in a dataset with fields", k)
+	}
+	if off {
+		return f.Sets[i], Offsets, nil
+	}
+	return f.Sets[i], Data, nil
+}
+
+// FileSize returns the size of the file of kind k over positions rg of epoch n.
+func (f *Fields) FileSize(ctx context.Context, n uint64, k Kind, rg Range) (int64, error) {
+	s, sk, err := f.set(k)
+	if err != nil {
+		return 0, err
+	}
+	return s.FileSize(ctx, n, sk, rg)
+}
+
+// Open returns the file of kind k over positions rg of epoch n.
+func (f *Fields) Open(ctx context.Context, n uint64, k Kind, rg Range) (File, error) {
+	s, sk, err := f.set(k)
+	if err != nil {
+		return nil, err
+	}
+	return s.Open(ctx, n, sk, rg)
+}
+
+// Dir returns the dataset's directory.
+func (f *Fields) Dir() string { return f.dir }
+
+// Stamp returns the fields manifest.
+func (f *Fields) Stamp() string { return f.dir + "/blockfs-fields.json" }
+
+// OpenNames reports false: fields carry their own names (a WebDataset key is not kept as one).
+func (f *Fields) OpenNames() (File, bool) { return nil, false }
+
+// Stats returns the shared cache's counters.
+func (f *Fields) Stats() CacheStats { return f.Cache.Stats() }
+
+// OrderBytes returns the order state the fields' Sets hold, together.
+func (f *Fields) OrderBytes() int64 {
+	var n int64
+	for _, s := range f.Sets {
+		n += s.OrderBytes()
+	}
+	return n
+}
+
+// Facts returns info.json's facts of the dataset: the mount's, with each field's names.
+func (f *Fields) Facts() map[string]any {
+	out := map[string]any{}
+	for k, v := range f.facts {
+		out[k] = v
+	}
+	s := f.Sets[0]
+	out["kind"] = "fields"
+	out["records"] = s.DS.Records()
+	out["blocks"] = s.DS.Blocks()
+	out["seed"], out["shuffle"], out["mix"] = s.Opt.Seed, s.Opt.Mode.String(), max(1, s.Opt.Mix)
+	out["ids"] = "uint64 little-endian source index per record (epoch-NNNN.ids)"
+	out["ids_dtype"] = "<u8"
+	out["offsets_dtype"] = "<u8"
+	tree := Tree()
+	tree["field"] = ".%s"
+	tree["field_offsets"] = ".%s" + OffsetsSuffix
+	out["tree"] = tree
+	return out
+}
+
+// FieldFile returns the file name of field name's values (offsets false) or offsets in epoch n.
+func FieldFile(n uint64, name string, offsets bool) string {
+	s := EpochName(n) + "." + name
+	if offsets {
+		s += OffsetsSuffix
+	}
+	return s
+}
+
+// ParseEpochFileOf parses the name of an epoch's file that s serves: "epoch-NNNN" (canonical
+// digits) followed by the suffix of one of s's Kinds.
+func ParseEpochFileOf(s Served, name string) (uint64, Kind, bool) {
+	rest, ok := strings.CutPrefix(name, epochPrefix)
+	if !ok {
+		return 0, 0, false
+	}
+	d := 0
+	for d < len(rest) && rest[d] >= '0' && rest[d] <= '9' {
+		d++
+	}
+	n, ok := parseCanonical(rest[:d])
+	if !ok || EpochName(n) != epochPrefix+rest[:d] {
+		return 0, 0, false
+	}
+	for _, k := range s.Kinds() {
+		if s.Suffix(k) == rest[d:] {
+			return n, k, true
+		}
+	}
+	return 0, 0, false
+}
+
+var _ Served = (*Fields)(nil)
