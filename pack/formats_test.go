@@ -250,8 +250,8 @@ func TestDetectAndFormatErrors(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(empty, "sub"), 0o755))
 	_, err = Pack(context.Background(), empty, filepath.Join(dir, "ds"), Options{})
 	assert.ErrorContains(t, err, "no regular files")
-	_, err = ParseFormat("parquet")
-	assert.ErrorContains(t, err, "auto, raw, npy, lines, files")
+	_, err = ParseFormat("orc")
+	assert.ErrorContains(t, err, "auto, raw, npy, lines, files, parquet, arrow, webdataset, tfrecord")
 	ents, _ := os.ReadDir(dir)
 	var names []string
 	for _, e := range ents {

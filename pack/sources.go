@@ -27,7 +27,7 @@ const (
 )
 
 // Formats lists the formats pack accepts.
-var Formats = []Format{Auto, Raw, Npy, Lines, Files}
+var Formats = []Format{Auto, Raw, Npy, Lines, Files, Parquet, Arrow, WebDataset, TFRecord}
 
 // ParseFormat checks a --format value.
 func ParseFormat(s string) (Format, error) {

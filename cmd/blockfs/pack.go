@@ -16,27 +16,30 @@ import (
 
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/pack"
+	"github.com/blockfs/blockfs/source/s3"
 )
 
 type packFlags struct {
-	format     string
-	recordSize string
-	blockSize  string
-	seed       uint64
-	noShuffle  bool
-	force      bool
-	quiet      bool
-	include    []string
-	exclude    []string
-	allFiles   bool
-	skipHeader bool
-	s3         s3Flags // DST s3://BUCKET/PREFIX
+	format      string
+	recordSize  string
+	blockSize   string
+	seed        uint64
+	noShuffle   bool
+	force       bool
+	quiet       bool
+	include     []string
+	exclude     []string
+	allFiles    bool
+	skipHeader  bool
+	columns     []string // parquet, arrow: the columns to pack
+	fillMissing bool     // webdataset: empty values for a sample's missing fields
+	s3          s3Flags  // DST s3://BUCKET/PREFIX
 }
 
 func newPack() *cobra.Command {
 	var f packFlags
 	c := &cobra.Command{
-		Use:   "pack [--format auto|raw|npy|lines|files] [--include GLOB] [--exclude GLOB] [--skip-header] [flags] SRC DST",
+		Use:   "pack [--format auto|raw|npy|lines|files|parquet|arrow|webdataset|tfrecord] [--include GLOB] [--exclude GLOB] [--skip-header] [--columns A,B] [--fill-missing] [flags] SRC DST",
 		Short: "Pack input records into a block dataset",
 		Long: `pack turns SRC into a dataset directory DST. Formats:
 
@@ -49,7 +52,21 @@ func newPack() *cobra.Command {
   files  a folder tree, one record per regular file, in sorted path order; the relative
          paths are kept (blockfs info --names, .blockfs/names.txt in the mount)
   auto   (default) a folder is files, the .npy magic is npy, .jsonl/.ndjson/.txt/.csv/.tsv
-         are lines; any other file is raw if --record-size is given, else needs --format
+         are lines, .parquet, .arrow/.feather, .tar and .tfrecord are the formats below; any
+         other file is raw if --record-size is given, else needs --format
+
+Samples with named fields, packed as a dataset with a file per field in the mount
+(epoch-NNNN.<field>, with .offsets for values of varying length), in input order; SRC is a
+file, a quoted glob ('shards/*.tar') or a folder of such files:
+
+  parquet     a field per column (--columns to choose): numbers as fixed-size fields with
+              their dtype, fixed-size lists as shaped fields, binary, strings and lists as
+              variable fields, a struct's leaves as parent.child; nulls are refused
+  arrow       Arrow IPC files or streams (.arrow, .feather; the Hugging Face datasets cache), the
+              same way
+  webdataset  tar shards: a sample per key (0001.jpg, 0001.cls -> fields jpg and cls); a sample
+              missing a field is refused, or given an empty value with --fill-missing
+  tfrecord    TFRecord files: one field "record", every length and data CRC checked
 
 A folder pack skips hidden files and folders (names starting with '.': .DS_Store, ._* files,
 .git/), backups (name~) and the usual junk (Thumbs.db, ehthumbs.db, desktop.ini, __MACOSX/,
@@ -75,7 +92,7 @@ goes last, so the dataset appears whole or not at all.`,
 		RunE: func(c *cobra.Command, args []string) error { return runPack(f, args[0], args[1]) },
 	}
 	fl := c.Flags()
-	fl.StringVar(&f.format, "format", "auto", "input format: auto, raw, npy, lines, files")
+	fl.StringVar(&f.format, "format", "auto", "input format: auto, raw, npy, lines, files, parquet, arrow, webdataset, tfrecord")
 	fl.StringVar(&f.recordSize, "record-size", "", "bytes per record (raw; checks npy rows), e.g. 4096 or 4KiB")
 	fl.StringVar(&f.blockSize, "block-size", "", "target block file size (default: "+ibytes(layout.DefaultBlockSize)+", or less so that there are at least 64 blocks, down to "+ibytes(pack.MinAutoBlockSize)+")")
 	fl.Uint64Var(&f.seed, "seed", 0, "pre-shuffle seed")
@@ -86,6 +103,8 @@ goes last, so the dataset appears whole or not at all.`,
 	fl.StringArrayVar(&f.exclude, "exclude", nil, "leave out the files and folders that match `GLOB` (repeatable; matched as --include's)")
 	fl.BoolVar(&f.allFiles, "all-files", false, "also pack hidden files and folders and the usual junk (.DS_Store, Thumbs.db, __MACOSX/, ...)")
 	fl.BoolVar(&f.skipHeader, "skip-header", false, "leave out the first line of a lines input (a CSV's header)")
+	fl.StringSliceVar(&f.columns, "columns", nil, "parquet, arrow: pack only these columns, in this order (comma-separated; a struct's leaves are parent.child)")
+	fl.BoolVar(&f.fillMissing, "fill-missing", false, "webdataset: give a sample missing a field an empty value instead of refusing the input")
 	f.s3.register(fl)
 	return c
 }
@@ -94,6 +113,15 @@ func runPack(f packFlags, src, dst string) error {
 	format, err := pack.ParseFormat(f.format)
 	if err != nil {
 		return usagef("--format: %v", err)
+	}
+	if ff, ok := pack.DetectFields(src); ok && format == pack.Auto {
+		format = ff
+	}
+	if format.HasFields() {
+		return runPackFields(f, format, src, dst)
+	}
+	if len(f.columns) > 0 || f.fillMissing {
+		return usagef("--columns and --fill-missing are for inputs with fields (--format parquet, arrow, webdataset)")
 	}
 	var rs int64
 	if f.recordSize != "" {
@@ -194,4 +222,75 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// runPackFields packs an input with fields (pack.PackFields).
+func runPackFields(f packFlags, format pack.Format, src, dst string) error {
+	if s3.IsURL(dst) {
+		return usagef("a dataset with fields is packed to a local directory for now; pack it locally, then mount it from there")
+	}
+	if f.recordSize != "" || f.skipHeader || f.noShuffle || len(f.include) > 0 || len(f.exclude) > 0 || f.allFiles {
+		return usagef("--record-size, --skip-header, --no-shuffle, --include, --exclude and --all-files do not apply to --format %s (its samples keep their input order; the mount shuffles them)", format)
+	}
+	var bs int64
+	var err error
+	if f.blockSize != "" {
+		if bs, err = parseSize("block-size", f.blockSize); err != nil {
+			return err
+		}
+	}
+	paths, err := pack.FieldInputs(format, src)
+	if err != nil {
+		return err
+	}
+	r, err := pack.OpenSamples(format, paths, pack.FieldOptions{Columns: f.columns, FillMissing: f.fillMissing})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	opt := pack.Options{BlockSize: bs, Force: f.force}
+	var bar *progressbar.ProgressBar
+	if !f.quiet && term.IsTerminal(int(os.Stderr.Fd())) {
+		opt.Progress = func(done, total int64, records uint64) {
+			if bar == nil && total > 0 {
+				bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowBytes(true),
+					progressbar.OptionSetWidth(30), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+			}
+			if bar != nil {
+				bar.Describe(fmt.Sprintf("packing %s samples", humanize.Comma(int64(records))))
+				_ = bar.Set64(done)
+			}
+		}
+	}
+	start := time.Now()
+	res, err := pack.PackFields(ctx, r, dst, format, len(paths), opt)
+	if bar != nil {
+		_ = bar.Clear()
+	}
+	if err != nil {
+		return err
+	}
+	secs := time.Since(start).Seconds()
+	for _, note := range res.Notes {
+		fmt.Fprintln(os.Stderr, "note: "+note)
+	}
+	var names []string
+	for _, fl := range res.Manifest.Fields {
+		d := string(fl.Kind)
+		if fl.DType != "" {
+			d += " " + fl.DType
+		}
+		if len(fl.Shape) > 0 {
+			d += fmt.Sprint(fl.Shape)
+		}
+		names = append(names, fmt.Sprintf("%s (%s)", fl.Name, d))
+	}
+	how := fmt.Sprintf("blocks of %s", ibytes(uint64(res.BlockSize)))
+	if res.AutoBlock {
+		how += " (chosen from the input's size; --block-size to set)"
+	}
+	fmt.Printf("packed %d samples with fields %s from %d %s (%s) into %s at %s, in input order, in %.1fs (%s)\n",
+		res.Manifest.Records, strings.Join(names, ", "), res.Inputs, plural(res.Inputs, "file", "files"), ibytes(uint64(res.Bytes)), how, dst, secs, rate(uint64(res.Bytes), secs))
+	return nil
 }

@@ -1,0 +1,258 @@
+package pack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/blockfs/blockfs/layout"
+)
+
+// Samples with named fields (docs/FORMAT.md, "Datasets with fields"): an input whose samples
+// have several named fields (a Parquet or Arrow table's columns, a WebDataset sample's
+// extensions, a TFRecord's record) is read by a SampleReader and packed by PackFields into one
+// dataset per field, all with the same records per block, so that a mount serves every field in
+// one order, each as a file of its own.
+
+// FieldKind is whether every value of a field has one size.
+type FieldKind string
+
+const (
+	FixedField    FieldKind = "fixed"    // every value RecordSize bytes
+	VariableField FieldKind = "variable" // values of any length
+)
+
+// FieldSpec describes one field of a sample.
+type FieldSpec struct {
+	Name       string    // as the mount names its files: epoch-NNNN.<Name>
+	Kind       FieldKind //
+	RecordSize int64     // Fixed: bytes of every value
+	// DType is the numpy dtype of the values' elements ("<f4", "<i8", "|u1"); "" for opaque
+	// bytes. For a Fixed field, DType and Shape describe one value (RecordSize = itemsize x
+	// product(Shape)); for a Variable one, DType is the element of a variable-length list
+	// ("<i4" token lists; "|u1" or "" bytes and strings) and Shape is empty.
+	DType string
+	Shape []int64
+}
+
+// SampleReader reads the samples of an input with fields. Fields is known before the first
+// sample (a table's schema; a scan of a tar's member names). Next returns the next sample's
+// values in Fields' order, each a complete value (a Fixed field's exactly RecordSize bytes),
+// or io.EOF after the last. A value's bytes may be reused by the next call of Next. Close
+// releases the input. Errors name the input, the sample and the field, in one line that says
+// what to do.
+type SampleReader interface {
+	Fields() []FieldSpec
+	Next() ([][]byte, error)
+	// Progress returns the input bytes read so far and in all (for pack's progress bar); total
+	// 0 when unknown.
+	Progress() (done, total int64)
+	Close() error
+}
+
+// Reserved names a field cannot have: the mount's own sidecars.
+var reservedFieldNames = []string{"ids", "offsets", "source"}
+
+var fieldName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
+
+// CheckFieldNames refuses field names the mount cannot serve: empty, longer than 64 bytes,
+// with characters other than letters, digits, '_', '-' and '.', starting with '.' or '-',
+// equal to a sidecar's (ids, offsets, source) or ending in ".offsets", or repeated.
+func CheckFieldNames(fields []FieldSpec) error {
+	if len(fields) == 0 {
+		return fmt.Errorf("the input has no fields")
+	}
+	seen := map[string]bool{}
+	for _, f := range fields {
+		switch {
+		case !fieldName.MatchString(f.Name):
+			return fmt.Errorf("field name %q cannot name a file of the mount: use letters, digits, '_', '-' and '.', at most 64, not starting with '.' or '-'", f.Name)
+		case contains(reservedFieldNames, f.Name) || strings.HasSuffix(f.Name, ".offsets"):
+			return fmt.Errorf("field name %q is a sidecar's (epoch-NNNN.%s): rename the field in the input (a Parquet column, a tar member's extension)", f.Name, f.Name)
+		case seen[f.Name]:
+			return fmt.Errorf("two fields are named %q", f.Name)
+		}
+		seen[f.Name] = true
+		if f.Kind == FixedField && f.RecordSize <= 0 {
+			return fmt.Errorf("field %q is fixed-size with %d bytes a value", f.Name, f.RecordSize)
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// The formats whose samples have fields, packed by PackFields.
+const (
+	Parquet    Format = "parquet"    // Apache Parquet: a field per column (a struct's leaves dotted)
+	Arrow      Format = "arrow"      // Arrow IPC files or streams (.arrow, .feather; Hugging Face's cache)
+	WebDataset Format = "webdataset" // tar shards: a sample per key, a field per extension
+	TFRecord   Format = "tfrecord"   // TFRecord files: one field "record", CRC-checked
+)
+
+// fieldFormats are the formats with fields, and the file extensions Detect and FieldInputs
+// know them by.
+var fieldFormats = map[Format][]string{
+	Parquet: {".parquet", ".pq"}, Arrow: {".arrow", ".feather", ".ipc"}, WebDataset: {".tar"}, TFRecord: {".tfrecord", ".tfrecords"},
+}
+
+// HasFields reports whether f's samples have named fields (PackFields packs them).
+func (f Format) HasFields() bool { _, ok := fieldFormats[f]; return ok }
+
+// DetectFields returns the format with fields of src for --format auto: a file or a glob whose
+// extension names one (.parquet, .arrow, .feather, .tar, .tfrecord); false for anything else
+// (a folder is files).
+func DetectFields(src string) (Format, bool) {
+	if st, err := os.Stat(src); err == nil && st.IsDir() {
+		return "", false
+	}
+	return fieldFormatOf(src)
+}
+
+// fieldFormatOf returns the format with fields that path's extension names.
+func fieldFormatOf(path string) (Format, bool) {
+	ext := strings.ToLower(filepath.Ext(path))
+	for f, exts := range fieldFormats {
+		if contains(exts, ext) {
+			return f, true
+		}
+	}
+	return "", false
+}
+
+// FieldInputs expands pack's SRC for a format with fields into the files to read, in order: a
+// file; a glob ("shards/*.tar", quoted so pack sees it), sorted; or a folder's files with the
+// format's extensions, sorted by path. An empty result is an error.
+func FieldInputs(format Format, src string) ([]string, error) {
+	var paths []string
+	if st, err := os.Stat(src); err == nil && st.IsDir() {
+		err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && p != src && strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			if d.Type().IsRegular() && !strings.HasPrefix(d.Name(), ".") && contains(fieldFormats[format], strings.ToLower(filepath.Ext(p))) {
+				paths = append(paths, p)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(paths) == 0 {
+			return nil, fmt.Errorf("%s has no %s files (%s)", src, format, strings.Join(fieldFormats[format], ", "))
+		}
+		sort.Strings(paths)
+		return paths, nil
+	} else if err == nil {
+		return []string{src}, nil
+	}
+	if strings.ContainsAny(src, "*?[") {
+		m, err := filepath.Glob(src)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", src, err)
+		}
+		if len(m) == 0 {
+			return nil, fmt.Errorf("%s matches no file", src)
+		}
+		sort.Strings(m)
+		return m, nil
+	}
+	return nil, fmt.Errorf("cannot read the input %s: no such file or directory", src)
+}
+
+// FieldsResult says what PackFields did.
+type FieldsResult struct {
+	Manifest  *layout.FieldsManifest
+	Format    Format
+	Inputs    int   // files read
+	Bytes     int64 // bytes of the fields' values
+	BlockSize int64
+	AutoBlock bool
+	Notes     []string // what the reader skipped or the user should know, one line each
+}
+
+// noter is a SampleReader that has notes for pack's summary (what it skipped).
+type noter interface{ Notes() []string }
+
+// PackFields packs the samples of r into a dataset with fields at dst: one dataset per field,
+// cut at the same samples once a block's values pass the block size (opt.BlockSize, or
+// AutoBlockSize of the input), in input order (the mount's automatic window shuffles them). It
+// closes r.
+func PackFields(ctx context.Context, r SampleReader, dst string, format Format, inputs int, opt Options) (*FieldsResult, error) {
+	defer r.Close()
+	specs := r.Fields()
+	if err := CheckFieldNames(specs); err != nil {
+		return nil, err
+	}
+	res := &FieldsResult{Format: format, Inputs: inputs, BlockSize: opt.BlockSize}
+	if res.BlockSize == 0 {
+		_, total := r.Progress()
+		res.BlockSize, res.AutoBlock = AutoBlockSize(max(total, 1), 0), true
+	}
+	fields := make([]layout.Field, len(specs))
+	for i, s := range specs {
+		kind := layout.Variable
+		if s.Kind == FixedField {
+			kind = layout.Fixed
+		}
+		fields[i] = layout.Field{Name: s.Name, Kind: kind, RecordSize: s.RecordSize, DType: s.DType, Shape: s.Shape}
+	}
+	w, err := layout.CreateFields(dst, fields, res.BlockSize, string(format)+" input", opt.Force)
+	if err != nil {
+		return nil, err
+	}
+	for n := 0; ; n++ {
+		if n%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				w.Abort()
+				return nil, err
+			}
+			if opt.Progress != nil {
+				done, total := r.Progress()
+				opt.Progress(done, total, w.Records())
+			}
+		}
+		values, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			w.Abort()
+			return nil, err
+		}
+		for k, v := range values {
+			if specs[k].Kind == FixedField && int64(len(v)) != specs[k].RecordSize {
+				w.Abort()
+				return nil, fmt.Errorf("sample %d: field %q has %d bytes; it is fixed-size, %d bytes a value", w.Records(), specs[k].Name, len(v), specs[k].RecordSize)
+			}
+			res.Bytes += int64(len(v))
+		}
+		if err := w.Append(values); err != nil {
+			w.Abort()
+			return nil, err
+		}
+	}
+	if res.Manifest, err = w.Commit(); err != nil {
+		return nil, err
+	}
+	if n, ok := r.(noter); ok {
+		res.Notes = n.Notes()
+	}
+	return res, nil
+}

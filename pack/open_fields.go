@@ -1,0 +1,28 @@
+package pack
+
+import "fmt"
+
+// FieldOptions are what opening an input with fields takes beyond its paths.
+type FieldOptions struct {
+	Columns     []string // Parquet and Arrow: only these columns, in this order; nil: all
+	FillMissing bool     // WebDataset: a sample missing a field gets an empty value, not an error
+}
+
+// OpenSamples opens the inputs of a format with fields (FieldInputs' paths).
+func OpenSamples(format Format, paths []string, opt FieldOptions) (SampleReader, error) {
+	if len(opt.Columns) > 0 && format != Parquet && format != Arrow {
+		return nil, fmt.Errorf("--columns is for Parquet and Arrow inputs")
+	}
+	if opt.FillMissing && format != WebDataset {
+		return nil, fmt.Errorf("--fill-missing is for WebDataset inputs")
+	}
+	switch format {
+	case TFRecord:
+		return OpenTFRecord(paths)
+	case WebDataset:
+		return OpenWebDataset(paths, opt.FillMissing)
+	case Parquet, Arrow:
+		return openTable(format, paths, opt.Columns)
+	}
+	return nil, fmt.Errorf("%s is not a format with fields", format)
+}

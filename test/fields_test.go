@@ -1,0 +1,291 @@
+package test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Datasets with fields (docs/FORMAT.md, "Datasets with fields"), packed from inputs written by
+// Python (tarfile as webdataset writes shards; TFRecord framing by hand) and read through a
+// real mount: every field of every sample, in every epoch's one order, whole and in shards.
+
+// writeShards writes n samples as WebDataset tar shards of per samples each with Python's
+// tarfile: NNNNNN.jpg (random bytes of varied length), NNNNNN.cls (the class as text) and
+// NNNNNN.json (an annotation of varied size). It returns the shards' glob and each sample's
+// fields by key.
+func writeShards(t *testing.T, dir string, n, per int) (string, []map[string][]byte) {
+	t.Helper()
+	script := fmt.Sprintf(`
+import io, json, os, random, sys, tarfile
+random.seed(7)
+n, per, out = %d, %d, sys.argv[1]
+for s in range((n + per - 1) // per):
+    with tarfile.open(os.path.join(out, "shard-%%04d.tar" %% s), "w") as t:
+        for i in range(s * per, min(n, (s + 1) * per)):
+            key = "%%06d" %% i
+            for ext, data in (("jpg", bytes(random.getrandbits(8) for _ in range(random.randint(1, 5000)))),
+                              ("cls", str(i %% 10).encode()),
+                              ("json", json.dumps({"id": i, "boxes": [[i, i]] * (i %% 7)}).encode())):
+                ti = tarfile.TarInfo(key + "." + ext)
+                ti.size = len(data)
+                t.addfile(ti, io.BytesIO(data))
+`, n, per)
+	cmd := exec.Command("/usr/bin/python3", "-c", script, dir)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	// Read the samples back with Python too, as the reference (not with blockfs's reader).
+	ref := exec.Command("/usr/bin/python3", "-c", `
+import glob, json, sys, tarfile, base64
+out = {}
+for p in sorted(glob.glob(sys.argv[1])):
+    with tarfile.open(p) as t:
+        for m in t.getmembers():
+            k, ext = m.name.split(".", 1)
+            out.setdefault(k, {})[ext] = base64.b64encode(t.extractfile(m).read()).decode()
+json.dump([out[k] for k in sorted(out)], sys.stdout)
+`, filepath.Join(dir, "shard-*.tar"))
+	raw, err := ref.Output()
+	require.NoError(t, err)
+	var enc []map[string][]byte // encoding/json decodes base64 strings into []byte
+	require.NoError(t, json.Unmarshal(raw, &enc))
+	require.Len(t, enc, n)
+	return filepath.Join(dir, "shard-*.tar"), enc
+}
+
+// fieldValues reads field f of epoch file base (in mnt, or a shard directory) as one value per
+// record: through its .offsets, or cut every size bytes.
+func fieldValues(t *testing.T, path string, size int) [][]byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var out [][]byte
+	if size > 0 {
+		for off := 0; off < len(data); off += size {
+			out = append(out, data[off:off+size])
+		}
+		return out
+	}
+	raw, err := os.ReadFile(path + ".offsets")
+	require.NoError(t, err)
+	for k := 0; k+16 <= len(raw); k += 8 {
+		a, b := binary.LittleEndian.Uint64(raw[k:]), binary.LittleEndian.Uint64(raw[k+8:])
+		out = append(out, data[a:b])
+	}
+	return out
+}
+
+func readIDs(t *testing.T, path string) []uint64 {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	ids := make([]uint64, len(raw)/8)
+	for k := range ids {
+		ids[k] = binary.LittleEndian.Uint64(raw[8*k:])
+	}
+	return ids
+}
+
+// fieldStats returns each field's bytes read into the cache (stats.json "sources").
+func fieldStats(t *testing.T, m *mounted) map[string]float64 {
+	t.Helper()
+	b, err := os.ReadFile(m.path(".blockfs/stats.json"))
+	require.NoError(t, err)
+	var doc struct {
+		Sources []struct {
+			Name  string  `json:"name"`
+			Bytes float64 `json:"bytes_read"`
+		} `json:"sources"`
+	}
+	require.NoError(t, json.Unmarshal(b, &doc))
+	out := map[string]float64{}
+	for _, s := range doc.Sources {
+		out[s.Name] = s.Bytes
+	}
+	return out
+}
+
+func TestFieldsWebDataset(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	glob, samples := writeShards(t, dir, 1500, 400)
+	ds := filepath.Join(dir, "ds")
+	out := mustRun(t, "pack", "--block-size", "256KiB", glob, ds)
+	assert.Contains(t, out, "packed 1500 samples with fields jpg (variable), cls (variable), json (variable) from 4 files")
+	m := mount(t, ds, "--cache-size", "128MiB")
+	var info struct {
+		Kind    string `json:"kind"`
+		Records uint64 `json:"records"`
+		Fields  []struct {
+			Name, Kind, File, Offsets string
+		} `json:"fields"`
+	}
+	b, err := os.ReadFile(m.path(".blockfs/info.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &info))
+	assert.Equal(t, "fields", info.Kind)
+	assert.EqualValues(t, 1500, info.Records)
+	require.Len(t, info.Fields, 3)
+	assert.Equal(t, ".jpg", info.Fields[0].File)
+	assert.Equal(t, ".jpg.offsets", info.Fields[0].Offsets)
+	entries, err := os.ReadDir(m.dir)
+	require.NoError(t, err)
+	var first []string // os.ReadDir sorts by name
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "epoch-0000") {
+			first = append(first, e.Name())
+		}
+	}
+	assert.Equal(t, []string{"epoch-0000.cls", "epoch-0000.cls.offsets", "epoch-0000.ids", "epoch-0000.jpg", "epoch-0000.jpg.offsets", "epoch-0000.json", "epoch-0000.json.offsets"}, first)
+	_, err = os.Stat(m.path("epoch-0000"))
+	assert.True(t, os.IsNotExist(err), "a dataset with fields has no bare epoch file")
+
+	before := fieldStats(t, m)
+	// A reader of the labels reads no other field's blocks.
+	ids := readIDs(t, m.path("epoch-0001.ids"))
+	cls := fieldValues(t, m.path("epoch-0001.cls"), 0)
+	after := fieldStats(t, m)
+	assert.Equal(t, before["jpg"], after["jpg"], "reading cls read jpg's blocks")
+	assert.Equal(t, before["json"], after["json"], "reading cls read json's blocks")
+	assert.Positive(t, after["cls"]-before["cls"])
+	require.Len(t, cls, 1500)
+	seen := map[uint64]bool{}
+	for p, id := range ids {
+		seen[id] = true
+		require.Equal(t, samples[id]["cls"], cls[p], "epoch 1 position %d", p)
+	}
+	assert.Len(t, seen, 1500, "every sample once")
+	for _, e := range []int{0, 2} {
+		name := fmt.Sprintf("epoch-%04d", e)
+		ids := readIDs(t, m.path(name+".ids"))
+		for _, f := range []string{"jpg", "cls", "json"} {
+			vals := fieldValues(t, m.path(name+"."+f), 0)
+			require.Len(t, vals, len(ids))
+			for p, id := range ids {
+				require.True(t, bytes.Equal(samples[id][f], vals[p]), "epoch %d field %s position %d (sample %d)", e, f, p, id)
+			}
+		}
+		// Shard 1 of 3: the same records, from position 500.
+		shard := filepath.Join(m.dir, "shard-1-of-3", name)
+		sids := readIDs(t, shard+".ids")
+		assert.Equal(t, ids[500:1000], sids)
+		for p, v := range fieldValues(t, shard+".json", 0) {
+			require.Equal(t, samples[sids[p]]["json"], v)
+		}
+	}
+	// dd reads a field like any file.
+	ddOut, err := exec.Command("dd", "if="+m.path("epoch-0003.jpg"), "of=/dev/null", "bs=1M").CombinedOutput()
+	require.NoError(t, err, "%s", ddOut)
+	// The order is a shuffle: far from the input's.
+	in := 0
+	for p, id := range ids {
+		if uint64(p) == id {
+			in++
+		}
+	}
+	assert.Less(t, in, 50, "epoch 1 keeps %d samples at their input position", in)
+}
+
+// writeTFRecord writes records as a TFRecord file with Python (masked CRC32C by hand).
+func writeTFRecord(t *testing.T, path string, n int, corrupt string) {
+	t.Helper()
+	script := `
+import struct, sys
+def table():
+    t = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        t.append(c)
+    return t
+T = table()
+def crc(b):
+    c = 0xFFFFFFFF
+    for x in b:
+        c = T[(c ^ x) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+def masked(b):
+    c = crc(b)
+    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+path, n, corrupt = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+with open(path, "wb") as f:
+    for i in range(n):
+        data = (b"record %d " % i) * (1 + i % 13)
+        head = struct.pack("<Q", len(data))
+        body = data
+        if corrupt == "data" and i == n // 2:
+            body = b"X" + data[1:]
+        f.write(head + struct.pack("<I", masked(head)) + body + struct.pack("<I", masked(data)))
+`
+	out, err := exec.Command("/usr/bin/python3", "-c", script, path, fmt.Sprint(n), corrupt).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+}
+
+func TestFieldsTFRecord(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	for _, name := range []string{"a.tfrecord", "b.tfrecord"} {
+		writeTFRecord(t, filepath.Join(dir, name), 700, "")
+	}
+	ds := filepath.Join(dir, "ds")
+	out := mustRun(t, "pack", filepath.Join(dir, "*.tfrecord"), ds)
+	assert.Contains(t, out, "packed 1400 samples with fields record (variable) from 2 files")
+	m := mount(t, ds)
+	ids := readIDs(t, m.path("epoch-0000.ids"))
+	vals := fieldValues(t, m.path("epoch-0000.record"), 0)
+	require.Len(t, vals, 1400)
+	for p, id := range ids {
+		i := id % 700
+		want := bytes.Repeat([]byte(fmt.Sprintf("record %d ", i)), int(1+i%13))
+		require.Equal(t, want, vals[p], "position %d sample %d", p, id)
+	}
+
+	// A damaged record is refused at pack, in one line naming the file and the record, and
+	// nothing is left behind.
+	bad := filepath.Join(dir, "bad")
+	require.NoError(t, os.Mkdir(bad, 0o755))
+	writeTFRecord(t, filepath.Join(bad, "c.tfrecord"), 100, "data")
+	_, errs, code := run(t, "pack", filepath.Join(bad, "c.tfrecord"), filepath.Join(bad, "ds"))
+	assert.NotZero(t, code)
+	assert.Contains(t, errs, "c.tfrecord")
+	assert.Contains(t, errs, "record 50")
+	assert.Equal(t, 1, strings.Count(strings.TrimSpace(errs), "\n")+1, "one line: %q", errs)
+	left, _ := os.ReadDir(bad)
+	assert.Len(t, left, 1, "pack left %v behind", left)
+}
+
+func TestFieldsRefusals(t *testing.T) {
+	dir := t.TempDir()
+	glob, _ := writeShards(t, dir, 20, 20)
+	// A sample missing a field: refused unless --fill-missing.
+	require.NoError(t, exec.Command("/usr/bin/python3", "-c", `
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "a") as t:
+    ti = tarfile.TarInfo("000020.jpg"); ti.size = 3; t.addfile(ti, io.BytesIO(b"abc"))
+`, filepath.Join(dir, "shard-0000.tar")).Run())
+	_, errs, code := run(t, "pack", glob, filepath.Join(dir, "ds"))
+	assert.NotZero(t, code)
+	assert.Contains(t, errs, "000020")
+	assert.Contains(t, errs, "--fill-missing")
+	mustRun(t, "pack", "--fill-missing", glob, filepath.Join(dir, "ds"))
+	// Flags that do not apply.
+	_, errs, code = run(t, "pack", "--no-shuffle", glob, filepath.Join(dir, "ds2"))
+	assert.Equal(t, 2, code, errs)
+	_, errs, code = run(t, "pack", "--columns", "a", filepath.Join(dir, "x.bin"), filepath.Join(dir, "ds3"))
+	assert.Equal(t, 2, code, errs)
+	assert.Contains(t, errs, "--columns")
+	// A glob that matches nothing.
+	_, errs, code = run(t, "pack", filepath.Join(dir, "none-*.tar"), filepath.Join(dir, "ds4"))
+	assert.NotZero(t, code)
+	assert.Contains(t, errs, "matches no file")
+}
