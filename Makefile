@@ -11,8 +11,11 @@ TEST_TIMEOUT ?= 14m
 
 all: build
 
+# bin/blockfs-tables is the same command with apache/arrow-go linked in (-tags tables): pack runs
+# it to read Parquet and Arrow, so the mount's daemon does not carry arrow-go's resident memory.
 build:
 	$(GO) build -o $(BIN) ./cmd/blockfs
+	$(GO) build -tags tables -o $(BIN)-tables ./cmd/blockfs
 
 # A platform wheel of python/ that carries a static blockfs binary (for go env's GOOS/GOARCH):
 # pip install dist/blockfs-*.whl then gives the blockfs command and blockfs.Mount with no Go
@@ -36,6 +39,7 @@ UNIT := ./source/... ./layout/... ./shuffle/... ./cache/... ./view/... ./pack/..
 # run against a MinIO server that scripts/minio.sh builds once per machine (about 5 minutes).
 test: deps vet
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(UNIT)
+	$(GO) test -race -count=1 -tags tables -run 'Parquet|Arrow|Table' ./pack/
 	BLOCKFS_MINIO="$$(scripts/minio.sh)" $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/...
 	$(MAKE) --no-print-directory fuzz
 

@@ -7,6 +7,7 @@
 #
 # The wheel is the one setuptools builds from python/ (pyproject.toml: name, version, dependencies,
 # package files; the version is python/blockfs/__init__.py's), plus
+#   blockfs/_bin/blockfs-tables      the same built with -tags tables: pack runs it for Parquet and Arrow
 #   blockfs/_bin/blockfs             the binary: CGO_ENABLED=0 go build -trimpath, static and free of
 #                                    this machine's paths, its --version the package's; blockfs.binary()
 #                                    finds it
@@ -55,6 +56,10 @@ version=${root##*/blockfs-}
 mkdir -p "$root/blockfs/_bin" "$root/blockfs-$version.data/scripts"
 CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch $GO build -trimpath -ldflags "-s -w -X main.version=$version" \
 	-o "$root/blockfs/_bin/blockfs" ./cmd/blockfs
+# blockfs-tables: the same command with apache/arrow-go linked in, which pack runs to read
+# Parquet and Arrow (the daemon stays without its resident memory; pack/samplepipe.go).
+CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch $GO build -trimpath -tags tables -ldflags "-s -w -X main.version=$version" \
+	-o "$root/blockfs/_bin/blockfs-tables" ./cmd/blockfs
 install -m 0755 scripts/wheel-command.py "$root/blockfs-$version.data/scripts/blockfs"
 # A platform wheel: its tag says where the binary runs, and it installs in platlib.
 sed -i -e "s/^Tag: .*/Tag: py3-none-$plat/" -e "s/^Root-Is-Purelib: .*/Root-Is-Purelib: false/" \

@@ -29,11 +29,14 @@ func TestMain(m *testing.M) {
 	}
 	bin = filepath.Join(dir, "blockfs")
 	_, self, _, _ := runtime.Caller(0)
-	build := exec.Command("go", "build", "-o", bin, "./cmd/blockfs")
-	build.Dir = filepath.Dir(filepath.Dir(self))
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building blockfs: %v\n%s", err, out)
-		os.Exit(1)
+	for _, args := range [][]string{{"-o", bin}, {"-tags", "tables", "-o", bin + "-tables"}} {
+		// blockfs, and beside it blockfs-tables, which pack runs to read Parquet and Arrow.
+		build := exec.Command("go", append(append([]string{"build"}, args...), "./cmd/blockfs")...)
+		build.Dir = filepath.Dir(filepath.Dir(self))
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building blockfs: %v\n%s", err, out)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

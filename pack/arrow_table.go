@@ -1,0 +1,302 @@
+//go:build tables
+
+package pack
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// A table input (Parquet, Arrow IPC) is read as Arrow record batches, file after file, by one
+// SampleReader, tableReader: the formats differ only in how a file yields its schema and its
+// batches (tableFile). Both are read with apache/arrow-go, the Apache project's own Go
+// implementation of Arrow and Parquet, kept in step with the C++ and Python ones (the same
+// library reads both formats, so they map to fields the same way: arrow_types.go).
+
+// tableFile is one file of a table input, opened to read the columns chosen.
+type tableFile interface {
+	// next returns the file's next batch, which the caller releases, or io.EOF after the
+	// last. A batch has the chosen columns, and maybe others.
+	next() (arrow.RecordBatch, error)
+	// done is about how many of the file's bytes have been read.
+	done() int64
+	close() error
+}
+
+// tableFormat is what tableReader needs of a format.
+type tableFormat struct {
+	name string // "Parquet", "Arrow": for messages
+	// schema returns the schema of the file at path.
+	schema func(path string) (*arrow.Schema, error)
+	// open opens the file at path to read cols.
+	open func(path string, cols []tableColumn) (tableFile, error)
+}
+
+// tableReader is the SampleReader of a table input: the rows of its files' batches in turn.
+type tableReader struct {
+	// Immutable after newTableReader.
+	format tableFormat
+	paths  []string
+	sizes  []int64 // of paths
+	total  int64   // sizes' sum
+	cols   []tableColumn
+	fields []FieldSpec
+
+	file    int       // paths[file] is cur's (len(paths) after the last)
+	cur     tableFile // nil between files
+	before  int64     // bytes of the files before cur
+	batch   arrow.RecordBatch
+	values  []valueFunc // of cols, bound to batch
+	row     int         // batch's row that Next returns next
+	rows    int         // batch's rows
+	fileRow int64       // the file's row of batch's first row
+	out     [][]byte
+	closed  bool
+}
+
+// newTableReader opens a table input of format: paths in turn, every column or only columns
+// (tableColumns), all files with the same columns (checkSameColumns).
+func newTableReader(format tableFormat, paths, columns []string) (*tableReader, error) {
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("no %s files to read", format.name)
+	}
+	if !hostLittleEndian {
+		return nil, fmt.Errorf("%s input needs a little-endian machine", format.name)
+	}
+	r := &tableReader{format: format, paths: paths}
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read the input: %w", err)
+		}
+		if !st.Mode().IsRegular() {
+			return nil, fmt.Errorf("%s is not a regular file", p)
+		}
+		r.sizes = append(r.sizes, st.Size())
+		r.total += st.Size()
+	}
+	schema, err := format.schema(paths[0])
+	if err != nil {
+		return nil, err
+	}
+	leaves := tableLeaves(schema)
+	if r.cols, err = selectColumns(leaves, columns, paths[0]); err != nil {
+		return nil, err
+	}
+	for _, c := range r.cols {
+		r.fields = append(r.fields, c.spec)
+	}
+	if err := CheckFieldNames(r.fields); err != nil {
+		return nil, fmt.Errorf("%s: %w; or leave the column out with --columns", paths[0], err)
+	}
+	for _, p := range paths[1:] {
+		s, err := format.schema(p)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkSameColumns(paths[0], leaves, r.cols, len(columns) == 0, p, tableLeaves(s)); err != nil {
+			return nil, err
+		}
+	}
+	r.out = make([][]byte, len(r.cols))
+	return r, nil
+}
+
+// checkSameColumns refuses a file (path, with leaves) that cannot continue the first's
+// (first, with firstLeaves, of which cols were chosen): without --columns (all), both must
+// have the same leaves in the same order; with, path must have the columns chosen. Types must
+// give the same values (valueSignature).
+func checkSameColumns(first string, firstLeaves, cols []tableColumn, all bool, path string, leaves []tableColumn) error {
+	const hint = "the files of an input must have the same schema"
+	if all {
+		for i := 0; i < max(len(firstLeaves), len(leaves)); i++ {
+			switch {
+			case i >= len(leaves):
+				return fmt.Errorf("%s has no column %s, which %s has: %s (or choose columns with --columns)", path, firstLeaves[i].name(), first, hint)
+			case i >= len(firstLeaves):
+				return fmt.Errorf("%s has a column %s, which %s has not: %s (or choose columns with --columns)", path, leaves[i].name(), first, hint)
+			case leaves[i].name() != firstLeaves[i].name():
+				return fmt.Errorf("column %d of %s is %s, where %s has %s: %s (or choose columns with --columns)", i+1, path, leaves[i].name(), first, firstLeaves[i].name(), hint)
+			}
+		}
+	}
+	for _, c := range cols {
+		var found *tableColumn
+		for i := range leaves {
+			if leaves[i].name() == c.name() {
+				found = &leaves[i]
+				break
+			}
+		}
+		if found == nil {
+			return fmt.Errorf("%s has no column %s, which %s has: %s", path, c.name(), first, hint)
+		}
+		if valueSignature(found.typ) != valueSignature(c.typ) {
+			return fmt.Errorf("column %s is %s in %s but %s in %s: %s", c.name(), found.typ, path, c.typ, first, hint)
+		}
+	}
+	return nil
+}
+
+// valueSignature names what a field's values of type t are, so that two types with the same
+// signature give the same bytes: it leaves out what does not change them (a string's offset
+// width, a list element's name, nullability, a time zone, an extension or a dictionary).
+func valueSignature(t arrow.DataType) string {
+	t = storageType(t)
+	switch u := t.(type) {
+	case *arrow.DictionaryType:
+		return valueSignature(u.ValueType)
+	case *arrow.TimestampType:
+		return "timestamp[" + u.Unit.String() + "]"
+	case *arrow.StringType, *arrow.LargeStringType, *arrow.StringViewType:
+		return "string"
+	case *arrow.BinaryType, *arrow.LargeBinaryType, *arrow.BinaryViewType:
+		return "binary"
+	case *arrow.FixedSizeListType:
+		return fmt.Sprintf("fixed_size_list[%d]<%s>", u.Len(), valueSignature(u.Elem()))
+	case *arrow.ListType:
+		return "list<" + valueSignature(u.Elem()) + ">"
+	case *arrow.LargeListType:
+		return "list<" + valueSignature(u.Elem()) + ">"
+	}
+	return t.String()
+}
+
+// Fields returns the chosen columns' fields, in order.
+func (r *tableReader) Fields() []FieldSpec { return r.fields }
+
+// Progress returns the input bytes read and in all.
+func (r *tableReader) Progress() (done, total int64) {
+	done = r.before
+	if r.cur != nil {
+		done += min(r.cur.done(), r.sizes[r.file])
+	}
+	return done, r.total
+}
+
+// Next returns the next row's values, in Fields' order; they are valid until the next call.
+func (r *tableReader) Next() (values [][]byte, err error) {
+	if r.closed {
+		return nil, errors.New("read after Close")
+	}
+	for r.row >= r.rows {
+		if err := r.nextBatch(); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		if p := recover(); p != nil { // arrow-go indexing a corrupt batch
+			values, err = nil, fmt.Errorf("%s is corrupt: row %d cannot be read (%v)", r.paths[r.file], r.fileRow+int64(r.row), p)
+		}
+	}()
+	for k, v := range r.values {
+		b, err := v(r.row)
+		if err != nil {
+			return nil, fmt.Errorf("%s: column %s %v at row %d; fill it or leave the column out with --columns",
+				r.paths[r.file], r.cols[k].name(), err, r.fileRow+int64(r.row))
+		}
+		r.out[k] = b
+	}
+	r.row++
+	return r.out, nil
+}
+
+// nextBatch moves to the next batch with rows, opening the next file when one ends; io.EOF
+// after the last file.
+func (r *tableReader) nextBatch() error {
+	r.releaseBatch()
+	for {
+		if r.cur == nil {
+			if r.file == len(r.paths) {
+				return io.EOF
+			}
+			f, err := r.openFile()
+			if err != nil {
+				return err
+			}
+			r.cur, r.fileRow = f, 0
+		}
+		b, err := r.readBatch()
+		if err == io.EOF {
+			err = r.cur.close()
+			r.before += r.sizes[r.file]
+			r.cur = nil
+			r.file++
+			if err != nil {
+				return fmt.Errorf("cannot read %s: %w", r.paths[r.file-1], err)
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if b.NumRows() == 0 {
+			b.Release()
+			continue
+		}
+		r.values = r.values[:0]
+		for _, c := range r.cols {
+			v, err := bindColumn(b, c)
+			if err != nil {
+				b.Release()
+				return fmt.Errorf("%s: %w", r.paths[r.file], err)
+			}
+			r.values = append(r.values, v)
+		}
+		r.batch, r.row, r.rows = b, 0, int(b.NumRows())
+		return nil
+	}
+}
+
+// openFile opens paths[file], turning a panic of arrow-go over a corrupt file into an error.
+func (r *tableReader) openFile() (f tableFile, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			f, err = nil, fmt.Errorf("%s is corrupt: %v", r.paths[r.file], p)
+		}
+	}()
+	return r.format.open(r.paths[r.file], r.cols)
+}
+
+// readBatch reads cur's next batch, turning a panic of arrow-go over a corrupt file into an
+// error.
+func (r *tableReader) readBatch() (b arrow.RecordBatch, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			b, err = nil, fmt.Errorf("%s is corrupt: %v", r.paths[r.file], p)
+		}
+	}()
+	b, err = r.cur.next()
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("cannot read %s after row %d: %w", r.paths[r.file], r.fileRow, err)
+	}
+	return b, err
+}
+
+// releaseBatch lets go of the current batch.
+func (r *tableReader) releaseBatch() {
+	if r.batch != nil {
+		r.fileRow += int64(r.rows)
+		r.batch.Release()
+		r.batch, r.row, r.rows = nil, 0, 0
+	}
+}
+
+// Close releases the batch and the open file.
+func (r *tableReader) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	r.releaseBatch()
+	if r.cur != nil {
+		err := r.cur.close()
+		r.cur = nil
+		return err
+	}
+	return nil
+}
