@@ -7,15 +7,18 @@
     blockfs.epoch_records(path, epoch)                 an epoch's record count
     blockfs.load_labels(file), blockfs.labels_from_names(mount)
     blockfs.record_names(mount)                        the source name of each record id (folders)
+    blockfs.fields(path), blockfs.field_path(path, epoch, field, shard=None, offsets=False)
+                                                       a dataset with fields: its fields, their files
     blockfs.torch.Loader(path, batch_size, ...)        PyTorch batches with exact resume
     blockfs.hdf5.mount_options(file, dataset)          Mount options for an HDF5 dataset in place
 
 blockfs.torch needs torch and blockfs.hdf5 h5py (import them by name); the rest needs numpy only.
 """
-from ._files import (epoch_path, epoch_records, labels_from_names, load_labels, order, read_info, record_names,
-                     record_sources, shard_range)
+from ._files import (Field, epoch_path, epoch_records, field_path, fields, labels_from_names, load_labels, order,
+                     read_info, record_names, record_sources, shard_range)
 from ._mount import Mount, MountError, OrderWarning, attach, binary
 
 __version__ = "0.1.0"  # the package's version, read by pyproject.toml's build
-__all__ = ["Mount", "MountError", "OrderWarning", "attach", "binary", "epoch_path", "epoch_records", "labels_from_names",
-           "load_labels", "order", "read_info", "record_names", "record_sources", "shard_range"]
+__all__ = ["Field", "Mount", "MountError", "OrderWarning", "attach", "binary", "epoch_path", "epoch_records", "field_path",
+           "fields", "labels_from_names", "load_labels", "order", "read_info", "record_names", "record_sources",
+           "shard_range"]

@@ -8,13 +8,19 @@ them. A mount by a binary older than "tree" has LEGACY_TREE's names.
 A mixture's mount (several datasets in one epoch, docs/SHUFFLE.md) also has a ".source"
 sidecar, each record's source index (tree "source", info.json's "source_dtype"), and its epochs
 may differ in length (info.json's "epoch_records_vary"): epoch_records gives an epoch's.
+
+A dataset with fields (info.json's "kind": "fields", docs/FORMAT.md "Datasets with fields") has
+no bare epoch file: each epoch is its ids sidecar and, per field NAME, a file of the field's
+values (tree "field", ".%s") and, for values of varying length, their offsets (tree
+"field_offsets", ".%s.offsets"). fields and field_path describe and name them.
 """
 from __future__ import annotations
 
 import json
 import os
 import warnings
-from dataclasses import dataclass, fields
+import dataclasses
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -67,6 +73,9 @@ class Tree:
     and offsets are the sidecars' suffixes; names is the file of record names in meta_dir.
     shard_rule names how shard files cut an epoch (see shard_range). source is the suffix of
     the sidecar of each record's source index, which only a mixture's mount has (else None).
+    field and field_offsets are printf patterns of a field's name, the suffixes of its values'
+    file and of their offsets, which a mount of a dataset with fields has (else None; see
+    field_suffix).
     """
 
     epoch: str
@@ -77,6 +86,8 @@ class Tree:
     names: str
     shard_rule: str
     source: Optional[str] = None
+    field: Optional[str] = None
+    field_offsets: Optional[str] = None
 
     @classmethod
     def from_info(cls, info: Mapping[str, Any]) -> Tree:
@@ -88,20 +99,27 @@ class Tree:
             names = LEGACY_TREE
         if not isinstance(names, Mapping):
             raise ValueError(f"info.json's tree is {names!r}, not an object of names")
-        optional = {f.name for f in fields(cls) if f.default is None}
-        missing = [f.name for f in fields(cls) if f.name not in optional and not isinstance(names.get(f.name), str)]
+        optional = {f.name for f in dataclasses.fields(cls) if f.default is None}
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in optional and not isinstance(names.get(f.name), str)]
         if missing:
             raise ValueError(f"info.json's tree has no name for {', '.join(missing)}")
         bad = [k for k in optional if names.get(k) is not None and not isinstance(names[k], str)]
         if bad:
             raise ValueError(f"info.json's tree: {', '.join(sorted(bad))} is not a name")
-        tree = cls(**{f.name: names.get(f.name) for f in fields(cls)})
+        tree = cls(**{f.name: names.get(f.name) for f in dataclasses.fields(cls)})
         for key, numbers in (("epoch", (0,)), ("shard_dir", (0, 1))):
             pattern = getattr(tree, key)
             try:
                 pattern % numbers
             except (TypeError, ValueError):
                 raise ValueError(f"info.json's tree: {key} {pattern!r} is not a pattern of {len(numbers)} number(s)") from None
+        for key in ("field", "field_offsets"):
+            pattern = getattr(tree, key)
+            try:
+                if pattern is not None:
+                    pattern % ("x",)
+            except (TypeError, ValueError):
+                raise ValueError(f"info.json's tree: {key} {pattern!r} is not a pattern of a field's name") from None
         return tree
 
     def epoch_file(self, root: str, epoch: int, shard: Optional[ShardSpec] = None, suffix: str = "") -> str:
@@ -121,6 +139,131 @@ class Tree:
     def shard_range(self, n: int, r: int, w: int) -> Tuple[int, int]:
         """Positions [start, end) of shard r of w of an epoch of n records, by this tree's rule."""
         return _shard_cut(self.shard_rule)(n, r, w)
+
+    def field_suffix(self, name: str, offsets: bool = False) -> str:
+        """The suffix of the epoch file of field name's values (epoch-NNNN.NAME), or with offsets
+        of their offsets sidecar (epoch-NNNN.NAME.offsets): the tree's field (field_offsets)
+        pattern of the name; "." + name (and the offsets suffix) for a tree without one."""
+        pattern = self.field_offsets if offsets else self.field
+        if pattern is not None:
+            return pattern % (name,)
+        return "." + name + (self.offsets if offsets else "")
+
+
+@dataclass(frozen=True)
+class Field:
+    """A field of a dataset with fields, as its mount's info.json describes it ("fields").
+
+    Attributes
+    ----------
+    name : str
+        The field's name (a WebDataset member's extension, a Parquet column).
+    kind : str
+        "fixed" (every value record_size bytes) or "variable" (values of any length, with an
+        offsets sidecar).
+    dtype : numpy.dtype
+        The values' element type; uint8 for opaque bytes (info.json's dtype "").
+    opaque : bool
+        Whether the values are opaque bytes (no dtype in info.json): an image, a JSON text.
+    shape : tuple of int
+        The shape of a fixed value in elements of dtype ((record_size,) for opaque bytes); ()
+        for a variable field, whose values are 1-D runs of elements.
+    record_size : int or None
+        Bytes per value of a fixed field; None for a variable one.
+    file : str
+        The suffix of the field's epoch file (epoch-NNNN + file): the field's "file" in
+        info.json, else the tree's field pattern of its name (Tree.field_suffix).
+    offsets : str or None
+        The suffix of its offsets sidecar (uint64 little-endian, records + 1, from the start
+        of the field's file), named as file is; None for a fixed field.
+    """
+
+    name: str
+    kind: str
+    dtype: np.dtype[Any]
+    opaque: bool
+    shape: Tuple[int, ...]
+    record_size: Optional[int]
+    file: str
+    offsets: Optional[str]
+
+    @property
+    def fixed(self) -> bool:
+        """Whether every value has record_size bytes."""
+        return self.kind == "fixed"
+
+
+def is_fields(info: Mapping[str, Any]) -> bool:
+    """Whether info (a mount's info.json) is a dataset with fields' (no bare epoch file)."""
+    return info.get("kind") == "fields"
+
+
+def _field(entry: Any, tree: Tree) -> Field:
+    """The Field an entry of info.json's "fields" describes; ValueError, naming the field and what
+    is wrong, for an entry a reader cannot read by."""
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str) or not entry["name"]:
+        raise ValueError(f"info.json's fields: {entry!r} is not a field with a name")
+    name, kind = entry["name"], entry.get("kind")
+    where = f"info.json's field {name!r}"
+    if kind not in ("fixed", "variable"):
+        raise ValueError(f"{where}: kind {kind!r} is neither fixed nor variable")
+    dt = entry.get("dtype") or ""
+    try:
+        dtype = np.dtype(dt) if dt else np.dtype(np.uint8)
+    except TypeError:
+        raise ValueError(f"{where}: dtype {dt!r} is not a numpy dtype") from None
+    if dtype.itemsize == 0 or dtype.hasobject:
+        raise ValueError(f"{where}: dtype {dt!r} has no fixed element size")
+    shape_in = entry.get("shape") or []
+    if not isinstance(shape_in, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape_in):
+        raise ValueError(f"{where}: shape {shape_in!r} is not a list of sizes")
+    file = entry.get("file") or tree.field_suffix(name)
+    if not isinstance(file, str):
+        raise ValueError(f"{where}: file {file!r} is not a suffix")
+    if kind == "variable":
+        offsets = entry.get("offsets") or tree.field_suffix(name, offsets=True)
+        if not isinstance(offsets, str):
+            raise ValueError(f"{where}: offsets {offsets!r} is not a suffix")
+        return Field(name, kind, dtype, not dt, (), None, file, offsets)
+    size = entry.get("record_size")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+        raise ValueError(f"{where}: a fixed field needs a record_size, not {size!r}")
+    if not dt:
+        return Field(name, kind, dtype, True, (size,), size, file, None)
+    shape = tuple(shape_in)
+    want = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+    if want != size:
+        raise ValueError(f"{where}: record_size {size} is not that of a value of dtype {dt} and shape {list(shape)} "
+                         f"({want} bytes)")
+    return Field(name, kind, dtype, False, shape, size, file, None)
+
+
+def fields_of(info: Mapping[str, Any]) -> List[Field]:
+    """The fields of a mount with info (its info.json), in the dataset's order; [] for a dataset
+    without fields. Raises ValueError for a "fields" a reader cannot read by."""
+    if not is_fields(info):
+        return []
+    entries = info.get("fields")
+    if not isinstance(entries, list) or not entries:
+        raise ValueError(f"info.json says kind \"fields\" but its fields are {entries!r}")
+    tree = Tree.from_info(info)
+    out = [_field(e, tree) for e in entries]
+    names = [f.name for f in out]
+    if len(set(names)) != len(names):
+        raise ValueError(f"info.json's fields name a field twice: {names}")
+    return out
+
+
+def field_of(info: Mapping[str, Any], name: str) -> Field:
+    """Field name of a mount with info; ValueError naming the fields there are when it has no
+    such field (or none at all)."""
+    have = fields_of(info)
+    for f in have:
+        if f.name == name:
+            return f
+    if not have:
+        raise ValueError(f"field {name!r}: the dataset has no fields (its records are {info.get('kind')!r})")
+    raise ValueError(f"no field {name!r}; the dataset's fields are {', '.join(f.name for f in have)}")
 
 
 def mount_path(path: MountPath) -> str:
@@ -172,8 +315,32 @@ def parse_shard(shard: ShardSpec) -> Tuple[int, int]:
 def epoch_path(path: MountPath, epoch: int, shard: Optional[ShardSpec] = None, suffix: str = "") -> str:
     """The path of epoch's file in the mount (suffix ".ids", ".offsets" or, in a mixture,
     ".source": the tree's ids, offsets and source, for its sidecars), or of shard (r, w)'s
-    file: shard-R-of-W/epoch-NNNN, in the names the mount publishes."""
+    file: shard-R-of-W/epoch-NNNN, in the names the mount publishes. A dataset with fields has
+    no bare epoch file (suffix ""): field_path names its fields' files."""
     return tree_of(path).epoch_file(mount_path(path), epoch, shard, suffix)
+
+
+def fields(path: MountPath) -> List[Field]:
+    """The fields of the dataset mounted at path (a mountpoint or a Mount), in the dataset's
+    order, from its info.json; [] for a dataset whose records have no fields."""
+    return fields_of(_info_of(path))
+
+
+def field_path(path: MountPath, epoch: int, field: str, shard: Optional[ShardSpec] = None,
+               offsets: bool = False) -> str:
+    """The path of field's file of epoch in the mount of a dataset with fields (epoch-NNNN.NAME:
+    the field's values in the epoch's order), or, with offsets, of its offsets sidecar
+    (epoch-NNNN.NAME.offsets: uint64 little-endian, records + 1, relative to the start of the
+    values' file; variable fields only); of shard (r, w)'s files with shard. Raises ValueError
+    for a field the dataset does not have (naming those it has), and for the offsets of a fixed
+    field."""
+    info = _info_of(path)
+    f = field_of(info, field)
+    if offsets and f.offsets is None:
+        raise ValueError(f"field {field!r} is fixed-size ({f.record_size} bytes a value): it has no offsets file")
+    suffix = f.offsets if offsets else f.file
+    assert suffix is not None
+    return Tree.from_info(info).epoch_file(mount_path(path), epoch, shard, suffix)
 
 
 def shard_range(n: int, r: int, w: int, rule: str = LEGACY_TREE["shard_rule"]) -> Tuple[int, int]:

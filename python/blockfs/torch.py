@@ -7,6 +7,9 @@
             ...
         checkpoint["loader"] = loader.state_dict()
 
+    for batch in blockfs.torch.Loader(mount, 256, fields=["jpg", "cls"]):   # a dataset with fields
+        batch["ids"], batch["jpg"], batch["cls"]                            # a dict per batch
+
 The order is the mount's: global step s of an epoch covers positions [s*B*W, (s+1)*B*W) of the
 epoch file (B the batch size, W the world size) and rank r takes the B positions from
 s*B*W + r*B; a last, short step is split evenly between the ranks (or dropped, with
@@ -15,7 +18,9 @@ keys (epoch, first and end position) and a worker turns a key into a batch with 
 records and one of their ids, so what a rank sees never depends on num_workers or
 persistent_workers, and the position counts batches as they are delivered, not as workers
 prefetch them. A mixture's epochs may differ in length (a fractional repeat): each epoch's own
-record count is read from the mount.
+record count is read from the mount. A dataset with fields has one order for all its fields: a
+worker reads each field asked for with one read of the batch's range of its file (and one of its
+offsets), and the fields not asked for are not read at all.
 """
 from __future__ import annotations
 
@@ -30,17 +35,19 @@ import numpy.typing as npt
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from ._files import Tree, is_mixture, load_labels, mount_path, names_of, read_info, records_of
+from ._files import Field, Tree, fields_of, is_fields, is_mixture, load_labels, mount_path, names_of, read_info, records_of
 from ._types import Info, MountPath
 
 # A batch key: (epoch, start, end, after), see batch_keys.
 Key = Tuple[int, int, int, int]
 
-# What a worker returns for a key: (ids[, source], records[, labels], after).
+# What a worker returns for a key: (ids[, source], records[, labels], after); for a dataset
+# with fields, (the batch's dict, or decode's result, after).
 Batch = Tuple[Any, ...]
 
-# Records as a worker reads them: an array of fixed-size records, or one array per record.
-Records = Union[npt.NDArray[Any], List[npt.NDArray[np.uint8]]]
+# Records as a worker reads them: an array of fixed-size records, or one array per record; for
+# a dataset with fields, the batch's dict of ids and fields.
+Records = Union[npt.NDArray[Any], List[npt.NDArray[np.uint8]], Dict[str, Any]]
 
 # A worker returns a batch's records as a tensor (in shared memory) from this size on, and as
 # an array (copied through its pipe, faster for smaller batches) below it.
@@ -56,8 +63,13 @@ FINGERPRINT_KEYS = ("fingerprint", "records", "record_size", "blocks", "seed", "
                     "segments", "in_place_offset")
 SOURCE_FINGERPRINT_KEYS = FINGERPRINT_KEYS + ("rule", "value", "records_per_epoch")
 
-# Files a worker keeps open: those of two epochs (data, ids, offsets, source).
+# Files a worker keeps open: those of two epochs (data, ids, offsets, source), or more for a
+# dataset with fields (two epochs of the files of the fields read).
 OPEN_FILES = 8
+
+# The key of the record ids in a batch of a dataset with fields (pack refuses a field of this
+# name: its file would be the ids sidecar).
+IDS_KEY = "ids"
 
 
 class DecodeError(RuntimeError):
@@ -131,9 +143,19 @@ class _Batches(Dataset[Batch]):
     """Turns a batch key into a batch: a pure function of the key, run in the workers."""
 
     def __init__(self, path: str, info: Info, labels: Optional[npt.NDArray[Any]],
-                 decode: Optional[Callable[..., Any]], decode_ids: bool) -> None:
+                 decode: Optional[Callable[..., Any]], decode_ids: bool, fields: Optional[Sequence[Field]] = None) -> None:
         self.path, self.labels, self.decode, self.decode_ids = path, labels, decode, decode_ids
         self.tree = Tree.from_info(info)
+        self._fds: Dict[Tuple[int, str], int] = {}
+        self._pid: Optional[int] = None
+        self.open_files = OPEN_FILES
+        # A dataset with fields: the fields to read, in the order asked; None for records.
+        self.fields = None if fields is None else list(fields)
+        if self.fields is not None:
+            self.mixture = False
+            per_epoch = 1 + sum(1 if f.fixed else 2 for f in self.fields)
+            self.open_files = max(OPEN_FILES, 2 * per_epoch)
+            return
         self.mixture = is_mixture(info)
         if self.mixture:
             if self.tree.source is None:
@@ -145,12 +167,12 @@ class _Batches(Dataset[Batch]):
             self.dtype = np.dtype(info["dtype"]) if info.get("dtype") else np.dtype(np.uint8)
             shape = info.get("shape") if info.get("dtype") else None
             self.shape = tuple(shape) if shape is not None else (self.record_size // self.dtype.itemsize,)
-        self._fds: Dict[Tuple[int, str], int] = {}
-        self._pid: Optional[int] = None
 
     def __getitem__(self, key: Key) -> Batch:
+        if self.fields is not None:
+            return self._field_batch(key)
         epoch, start, end, after = key
-        ids = self._read(epoch, self.tree.ids, 8 * start, 8 * (end - start)).view("<u8").astype(np.int64)
+        ids = self._ids(epoch, start, end)
         source: Optional[npt.NDArray[np.int64]] = None
         if self.mixture:
             assert self.tree.source is not None
@@ -179,10 +201,58 @@ class _Batches(Dataset[Batch]):
         out.append(after)
         return tuple(out)
 
+    def _ids(self, epoch: int, start: int, end: int) -> npt.NDArray[np.int64]:
+        """The ids of positions [start, end) of epoch, in one read of its ids sidecar."""
+        return self._read(epoch, self.tree.ids, 8 * start, 8 * (end - start)).view("<u8").astype(np.int64)
+
+    def _field_batch(self, key: Key) -> Batch:
+        """The batch of key of a dataset with fields: a dict of the ids and each field asked
+        for (or decode's result on it), and the position after it."""
+        assert self.fields is not None
+        epoch, start, end, after = key
+        ids = self._ids(epoch, start, end)
+        batch: Dict[str, Any] = {IDS_KEY: ids}
+        for f in self.fields:
+            batch[f.name] = self._values(epoch, f, start, end)
+        out: Any = batch
+        if self.decode is not None:
+            out = self._decode(batch, ids, None, key)
+        return _share(out), after
+
+    def _values(self, epoch: int, f: Field, start: int, end: int) -> Any:
+        """Field f's values at positions [start, end) of epoch, read with one read of their
+        bytes (and, for a variable field, one of their offsets): a fixed field's as an array
+        shaped (n, *f.shape) of its dtype; a variable field's as a list of n 1-D arrays (uint8
+        for opaque bytes), views of the one buffer read."""
+        n = end - start
+        if f.fixed:
+            assert f.record_size is not None
+            rs = f.record_size
+            return self._read(epoch, f.file, rs * start, rs * n).view(f.dtype).reshape((n,) + f.shape)
+        assert f.offsets is not None
+        offs = self._read(epoch, f.offsets, 8 * start, 8 * (n + 1)).view("<u8")
+        base = int(offs[0])
+        data = self._read(epoch, f.file, base, int(offs[-1]) - base)
+        rel = (offs - base).tolist()
+        values = [data[rel[i]:rel[i + 1]] for i in range(n)]
+        if f.dtype == np.uint8:
+            return values
+        size = f.dtype.itemsize
+        for i in range(n):
+            if (rel[i + 1] - rel[i]) % size:
+                raise OSError(f"{self._path(epoch, f.file)}: the value at position {start + i} has {rel[i + 1] - rel[i]} "
+                              f"bytes, not a whole number of {f.dtype} elements of {size} bytes (field {f.name!r})")
+        # Each value starts at a multiple of the element size in a fresh buffer: aligned views.
+        return [v.view(f.dtype) for v in values]
+
     def _call_decode(self, records: Records, ids: npt.NDArray[np.int64], source: Optional[npt.NDArray[np.int64]]) -> Any:
         """decode(records); with decode_ids, decode(records, ids), or decode(records, ids,
-        source) for a mixture (the arrays read-only: the batch's are these)."""
+        source) for a mixture (the arrays read-only: the batch's are these). For a dataset with
+        fields, records is the batch's dict, and decode gets a copy of it (a decode that
+        replaces its items leaves the batch as read, to find the records it fails on)."""
         assert self.decode is not None
+        if isinstance(records, dict):
+            return self.decode(dict(records))
         if not self.decode_ids:
             return self.decode(records)
         args = [ids] if source is None else [ids, source]
@@ -212,7 +282,7 @@ class _Batches(Dataset[Batch]):
         if len(ids) > 1:
             for i in range(len(ids)):
                 try:
-                    self._call_decode(records[i:i + 1], ids[i:i + 1], None if source is None else source[i:i + 1])
+                    self._call_decode(_rows(records, i), ids[i:i + 1], None if source is None else source[i:i + 1])
                 except Exception:
                     bad.append(i)
         rows = bad if bad else list(range(len(ids)))
@@ -259,7 +329,7 @@ class _Batches(Dataset[Batch]):
         key = (epoch, suffix)
         fd = self._fds.get(key)
         if fd is None:
-            if len(self._fds) >= OPEN_FILES:  # files of the last two epochs
+            if len(self._fds) >= self.open_files:  # files of the last two epochs
                 for k in [k for k in self._fds if k[0] != epoch]:
                     os.close(self._fds.pop(k))
             fd = self._fds[key] = os.open(self._path(epoch, suffix), os.O_RDONLY | os.O_CLOEXEC)
@@ -269,6 +339,55 @@ class _Batches(Dataset[Batch]):
         s = dict(self.__dict__)
         s["_fds"], s["_pid"] = {}, None
         return s
+
+
+def _rows(records: Any, i: int) -> Any:
+    """Row i of a batch's records (an array or a list), or of each item of a dataset with fields'
+    dict, as a batch of one."""
+    if isinstance(records, dict):
+        return {k: v[i:i + 1] for k, v in records.items()}
+    return records[i:i + 1]
+
+
+def _share(x: Any) -> Any:
+    """A worker's field batch (a dict, or decode's result) to send to the loader: its large
+    arrays (SHM_BYTES and more) as tensors, which go through shared memory instead of the pipe."""
+    if isinstance(x, dict):
+        return {k: _share(v) for k, v in x.items()}
+    if isinstance(x, np.ndarray) and x.nbytes >= SHM_BYTES:
+        return _tensor(x)
+    return x
+
+
+def _tensors(x: Any) -> Any:
+    """A field batch as the loader yields it: arrays as tensors (as _tensor makes them), also in a
+    dict, a list or a tuple."""
+    if isinstance(x, dict):
+        return {k: _tensors(v) for k, v in x.items()}
+    if isinstance(x, tuple):
+        return tuple(_tensors(v) for v in x)
+    return _tensor(x)
+
+
+def _pinned(x: Any) -> Any:
+    """x with its tensors in pinned memory (also in a dict, a list or a tuple)."""
+    if isinstance(x, torch.Tensor):
+        return x.pin_memory()
+    if isinstance(x, dict):
+        return {k: _pinned(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_pinned(v) for v in x)
+    return x
+
+
+def _torch_holds(dtype: np.dtype[Any]) -> bool:
+    """Whether a field's elements of dtype become a tensor (as _tensor makes them): torch has no
+    tensor of strings, of datetimes or, before 2.3, of uint64."""
+    try:
+        _tensor(np.zeros(1, dtype=dtype))
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _tensor(x: Any) -> Any:
@@ -320,7 +439,7 @@ def _state_int(state: Dict[str, Any], key: str, lo: int, hi: int) -> int:
 
 class Loader:
     """Batches (ids, records[, labels]) of a mount's epochs for PyTorch training; (ids, source,
-    records) of a mixture's.
+    records) of a mixture's; a dict {"ids": ids, field: values, ...} of a dataset with fields'.
 
     path is a mountpoint or a blockfs.Mount. ids is an int64 tensor of the records' source ids
     (their rows in the packed input). records is a tensor shaped (batch, *shape) of the
@@ -332,6 +451,23 @@ class Loader:
     of a dataset packed from a folder). If decode raises, the loader raises DecodeError naming
     the records it fails on (ids, and names where the dataset has them). labels is an array
     indexed by record id (or a .npy or text file of one), joined per batch as a third tensor.
+
+    A dataset with fields (packed from WebDataset tars, TFRecord files, Parquet or Arrow; its
+    mount serves a file per field, docs/FORMAT.md) has batches that are dicts: "ids" (the
+    int64 tensor of the samples' ids, as above) and one item per field of fields, in that
+    order (fields=None: all the dataset's fields, in its order; blockfs.fields(mount) lists
+    them). A fixed-size field's item is a tensor shaped (batch, *shape) of the field's dtype
+    ((batch, record size) of uint8 for opaque bytes); a variable-length field's is a list of
+    batch 1-D tensors, uint8 for opaque bytes (an image, a JSON text), else of the field's
+    element dtype (a token list). A worker reads each field asked for with one read of the
+    batch's part of its file (and one of its offsets), and never opens the other fields'
+    files: asking for ["label"] reads labels only. decode, if given, is called with the
+    batch's dict (numpy arrays, or lists of arrays; a copy of the dict, so it may replace its
+    items) and its result is returned instead (arrays become tensors, also in a dict, list or
+    tuple); a DecodeError names the samples it fails on. labels= and decode_ids= are refused:
+    a label packed as a field is in the dict, as are the ids. fields= on a dataset without
+    fields is refused, as is a name the dataset has no field of (the message lists its
+    fields). A field of a dtype torch has no tensor of (uint64 before torch 2.3) needs decode.
 
     A mixture's mount (several datasets in one epoch, docs/SHUFFLE.md) has batches (ids,
     source, records): source is an int64 tensor of each record's source, its index in
@@ -354,6 +490,9 @@ class Loader:
     done, the loader moves to the next one at position 0. set_epoch(e) selects epoch e from
     position 0, unless e is already the loader's epoch (so a resumed run's set_epoch keeps its
     position). state_dict() and load_state_dict() save and restore the epoch and position.
+    A dataset with fields has one order for all its fields, so the fields read are no part of
+    the state: a state saved by a loader of fields=["label"] resumes one of ["image", "label"]
+    at the same sample.
     """
 
     def __init__(self, path: MountPath, batch_size: int, num_workers: int = 0, persistent_workers: bool = False,
@@ -361,9 +500,10 @@ class Loader:
                  decode: Optional[Callable[..., Any]] = None, drop_last: bool = False, pin_memory: bool = False,
                  prefetch_factor: Optional[int] = None, timeout: float = 0,
                  worker_init_fn: Optional[Callable[[int], None]] = None, multiprocessing_context: Any = None,
-                 decode_ids: bool = False) -> None:
+                 decode_ids: bool = False, fields: Optional[Sequence[str]] = None) -> None:
         self.path = mount_path(path)
         self.info = read_info(self.path)
+        self.fields = self._choose_fields(fields, labels, decode, decode_ids)
         if int(batch_size) < 1:
             raise ValueError(f"batch_size {batch_size!r}: need at least 1")
         self.batch_size = int(batch_size)
@@ -391,12 +531,55 @@ class Loader:
         self.pin_memory = bool(pin_memory)  # in this process: workers send arrays, not tensors
         if decode_ids and decode is None:
             raise ValueError("decode_ids=True needs a decode function (it is called as decode(records, ids))")
-        self._batches = _Batches(self.path, self.info, labels, decode, bool(decode_ids))
+        self._batches = _Batches(self.path, self.info, labels, decode, bool(decode_ids), self.fields)
         self._loader_options: Dict[str, Any] = dict(num_workers=num_workers, timeout=timeout,
                                                     worker_init_fn=worker_init_fn, **kw)
         self._loader: Optional[DataLoader[Batch]] = None
-        self._running: weakref.WeakSet[Generator[Tuple[Any, ...], None, None]] = weakref.WeakSet()
+        self._running: weakref.WeakSet[Generator[Any, None, None]] = weakref.WeakSet()
         self._data_loader()  # DataLoader checks its arguments now
+
+    def _choose_fields(self, names: Optional[Sequence[str]], labels: Any, decode: Optional[Callable[..., Any]],
+                       decode_ids: bool) -> Optional[List[Field]]:
+        """The fields the loader reads, in the order of names (all the dataset's when names is
+        None), or None for a dataset without fields; ValueError for names that are not the
+        dataset's fields and for the options that are not for fields."""
+        if not is_fields(self.info):
+            if names is not None:
+                raise ValueError(f"fields= is for a dataset with fields; {self.path} serves records of one kind "
+                                 f"({self.info.get('kind')!r}), batched as (ids, records): leave fields= out")
+            return None
+        have = fields_of(self.info)
+        listed = ", ".join(f.name for f in have)
+        if labels is not None:
+            raise ValueError(f"labels= is not for a dataset with fields (its fields: {listed}): a label packed as a field "
+                             "comes in the batch's dict; join other per-record data by batch['ids'] in decode or the loop")
+        if decode_ids:
+            raise ValueError("decode_ids= is not for a dataset with fields: decode gets the batch's dict, ids included "
+                             f"(batch[{IDS_KEY!r}])")
+        if names is None:
+            chosen = have
+        else:
+            if isinstance(names, (str, bytes)):
+                raise ValueError(f"fields={names!r} is one name, not a list of names: fields=[{names!r}]")
+            wanted = list(names)
+            if not wanted:
+                raise ValueError(f"fields= names no field; the dataset's fields are {listed} (fields=None reads them all)")
+            by_name = {f.name: f for f in have}
+            unknown = [n for n in wanted if n not in by_name]
+            if unknown:
+                which = ", ".join(repr(n) for n in unknown)
+                raise ValueError(f"no field {which} in {self.path}; its fields are {listed}")
+            twice = sorted({n for n in wanted if wanted.count(n) > 1})
+            if twice:
+                raise ValueError(f"fields= names {', '.join(repr(n) for n in twice)} more than once")
+            chosen = [by_name[n] for n in wanted]
+        for f in chosen:
+            if f.name == IDS_KEY:
+                raise ValueError(f"the dataset has a field named {IDS_KEY!r}, the key of the batch's record ids")
+            if decode is None and not _torch_holds(f.dtype):
+                raise ValueError(f"field {f.name!r} has elements of {f.dtype}, of which torch {torch.__version__} has no "
+                                 "tensor: pass decode= (it gets numpy arrays) or leave the field out of fields=")
+        return chosen
 
     def _data_loader(self) -> DataLoader[Batch]:
         """The DataLoader that runs the workers, made on first use and again after close().
@@ -431,17 +614,21 @@ class Loader:
         rest = n - full * step
         return int(full + int((self.rank + 1) * rest // self.world_size > self.rank * rest // self.world_size))
 
-    def __iter__(self) -> Iterator[Tuple[Any, ...]]:
+    def __iter__(self) -> Iterator[Any]:
         it = self._iterate()
         self._running.add(it)
         return it
 
-    def _iterate(self) -> Generator[Tuple[Any, ...], None, None]:
+    def _iterate(self) -> Generator[Any, None, None]:
         epoch = self.epoch
         for batch in self._data_loader():
             if self.epoch != epoch:
                 raise RuntimeError("set_epoch or load_state_dict was called during an iteration")
             self.position = batch[-1]
+            if self.fields is not None:
+                fout = _tensors(batch[0])
+                yield _pinned(fout) if self.pin_memory else fout
+                continue
             out = tuple(_tensor(x) for x in batch[:-1])
             if self.pin_memory:
                 out = tuple(x.pin_memory() if isinstance(x, torch.Tensor) else x for x in out)
@@ -479,7 +666,9 @@ class Loader:
         return fp
 
     def state_dict(self) -> Dict[str, Any]:
-        """The loader's place, as small JSON-able data, the same on every rank."""
+        """The loader's place, as small JSON-able data, the same on every rank. For a dataset
+        with fields it holds no field names: every field is in the epoch's one order, and
+        info.json's "fingerprint" covers all the fields' data."""
         return {"format": STATE_FORMAT, "version": STATE_VERSION, "fingerprint": self.fingerprint(),
                 "epoch": self.epoch, "position": self.position}
 
