@@ -15,6 +15,11 @@ import (
 
 // Limits on a segment map (--segments). Each segment is 16 bytes while it is read, and a
 // windowed dataset whose short segments share blocks keeps 16 bytes for each (windows.runs):
+// SegmentsName is the segments file a pack made with --segments-by keeps in its directory (the
+// JSON index_map ReadSegments reads); a mount with --window uses it unless --segments names
+// another.
+const SegmentsName = "segments.json"
+
 // MaxSegments of them stay within 16 MiB, a quarter of what a mount may take beside its cache.
 // The file is read as a stream, never whole.
 const (

@@ -91,6 +91,12 @@ func IsMixture(path string) bool {
 	return strings.HasPrefix(trimmed, "{")
 }
 
+// fileExists reports whether path is a regular file.
+func fileExists(path string) bool {
+	st, err := os.Lstat(path)
+	return err == nil && st.Mode().IsRegular()
+}
+
 // isUsage reports whether err is an error in the caller's options.
 func isUsage(err error) bool { return errors.Is(err, ErrUsage) }
 
@@ -194,6 +200,13 @@ func (in InPlace) windowed(ds *layout.Dataset) (*layout.Dataset, error) {
 		return ds, nil
 	}
 	opt := layout.WindowOptions{Length: in.Window, Stride: in.Stride}
+	if in.Segments == "" && ds.Dir != "" {
+		// A pack made with --segments-by keeps its segments beside its blocks: windows never
+		// cross them unless --segments names others.
+		if p := filepath.Join(ds.Dir, layout.SegmentsName); fileExists(p) {
+			in.Segments = p
+		}
+	}
 	if in.Segments != "" {
 		var err error
 		if opt.Segments, err = layout.ReadSegments(in.Segments, int64(ds.Records())); err != nil {

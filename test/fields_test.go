@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -288,4 +289,58 @@ with tarfile.open(sys.argv[1], "a") as t:
 	_, errs, code = run(t, "pack", filepath.Join(dir, "none-*.tar"), filepath.Join(dir, "ds4"))
 	assert.NotZero(t, code)
 	assert.Contains(t, errs, "matches no file")
+}
+
+// TestFieldsSeriesSegmentsBy is seed 003 in one command: a Parquet time series written by
+// DuckDB (test/testdata/parquet/make_series.js: 60 entities of 20 + (e*37 % 101) hourly rows,
+// feature k of entity e's row t = e*1000 + t + k/4) is packed with --segments-by entity and
+// mounted with --window: every window is 16 consecutive rows of one entity, every window the
+// formula allows is there once, and a table not sorted by entity is refused.
+func TestFieldsSeriesSegmentsBy(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	ds := filepath.Join(dir, "ds")
+	out := mustRun(t, "pack", "--segments-by", "entity", "--columns", "entity,f0,f1,f2,f3", "testdata/parquet/series.parquet", ds)
+	assert.Contains(t, out, "with 60 segments by entity")
+	const L, S = 16, 4
+	m := mount(t, ds, "--window", fmt.Sprint(L), "--stride", fmt.Sprint(S))
+	// The reference: each entity's rows, and the windows they allow.
+	type window struct{ entity, t int }
+	want := map[uint64]window{} // global start row -> window
+	row := 0
+	for e := range 60 {
+		n := 20 + (e*37)%101
+		for s := 0; s+L <= n; s += S {
+			want[uint64(row+s)] = window{e, s}
+		}
+		row += n
+	}
+	ids := readIDs(t, m.path("epoch-0000.ids"))
+	data, err := os.ReadFile(m.path("epoch-0000"))
+	require.NoError(t, err)
+	require.Len(t, ids, len(want))
+	require.Len(t, data, len(want)*L*16)
+	seen := map[uint64]bool{}
+	for p, id := range ids {
+		w, ok := want[id]
+		require.True(t, ok, "position %d: window at row %d is not one the segments allow", p, id)
+		require.False(t, seen[id], "window at row %d twice", id)
+		seen[id] = true
+		for r := range L {
+			for k := range 4 {
+				off := (p*L+r)*16 + 4*k
+				got := math.Float32frombits(binary.LittleEndian.Uint32(data[off:]))
+				require.Equal(t, float32(w.entity*1000+w.t+r)+float32(k)/4, got, "window %d (entity %d from t=%d) row %d feature %d", p, w.entity, w.t, r, k)
+			}
+		}
+	}
+	// Sorted by time, not by entity: refused with the way to sort it.
+	_, errs, code := run(t, "pack", "--segments-by", "entity", "--columns", "entity,f0", "testdata/parquet/series_unsorted.parquet", filepath.Join(dir, "ds2"))
+	assert.Equal(t, 1, code, errs)
+	assert.Contains(t, errs, "must be sorted by entity")
+	assert.Contains(t, errs, "ORDER BY entity")
+	// Columns that cannot make rows: the timestamp is fine (int64) but of another dtype.
+	_, errs, code = run(t, "pack", "--segments-by", "entity", "testdata/parquet/series.parquet", filepath.Join(dir, "ds3"))
+	assert.NotZero(t, code)
+	assert.Contains(t, errs, "one dtype")
 }

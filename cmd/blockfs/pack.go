@@ -33,6 +33,7 @@ type packFlags struct {
 	skipHeader  bool
 	columns     []string // parquet, arrow: the columns to pack
 	fillMissing bool     // webdataset: empty values for a sample's missing fields
+	segmentsBy  string   // a table's entity column: rows of the others, segments by it
 	s3          s3Flags  // DST s3://BUCKET/PREFIX
 }
 
@@ -104,6 +105,7 @@ goes last, so the dataset appears whole or not at all.`,
 	fl.BoolVar(&f.allFiles, "all-files", false, "also pack hidden files and folders and the usual junk (.DS_Store, Thumbs.db, __MACOSX/, ...)")
 	fl.BoolVar(&f.skipHeader, "skip-header", false, "leave out the first line of a lines input (a CSV's header)")
 	fl.StringSliceVar(&f.columns, "columns", nil, "parquet, arrow: pack only these columns, in this order (comma-separated; a struct's leaves are parent.child)")
+	fl.StringVar(&f.segmentsBy, "segments-by", "", "parquet, arrow: a time series table sorted by this column (an entity id): pack rows of the other columns (fixed-size numbers of one dtype; --columns to choose) in order, with each entity's rows as a segment, for mount --window")
 	fl.BoolVar(&f.fillMissing, "fill-missing", false, "webdataset: give a sample missing a field an empty value instead of refusing the input")
 	f.s3.register(fl)
 	return c
@@ -120,8 +122,8 @@ func runPack(f packFlags, src, dst string) error {
 	if format.HasFields() {
 		return runPackFields(f, format, src, dst)
 	}
-	if len(f.columns) > 0 || f.fillMissing {
-		return usagef("--columns and --fill-missing are for inputs with fields (--format parquet, arrow, webdataset)")
+	if len(f.columns) > 0 || f.fillMissing || f.segmentsBy != "" {
+		return usagef("--columns, --segments-by and --fill-missing are for inputs with fields (--format parquet, arrow, webdataset)")
 	}
 	var rs int64
 	if f.recordSize != "" {
@@ -264,6 +266,20 @@ func runPackFields(f packFlags, format pack.Format, src, dst string) error {
 		}
 	}
 	start := time.Now()
+	if f.segmentsBy != "" {
+		sres, err := pack.PackSegmented(ctx, r, dst, f.segmentsBy, opt)
+		if bar != nil {
+			_ = bar.Clear()
+		}
+		if err != nil {
+			return err
+		}
+		m := sres.Manifest
+		secs := time.Since(start).Seconds()
+		fmt.Printf("packed %d rows of %s (%s %v, %s each) with %d segments by %s into %d blocks at %s, in input order, in %.1fs (%s); mount it with --window L: windows never cross a segment\n",
+			m.Records, strings.Join(sres.Features, ", "), m.DType, m.Shape, ibytes(uint64(m.RecordSize)), sres.Segments, f.segmentsBy, len(m.Blocks), dst, secs, rate(m.Bytes, secs))
+		return nil
+	}
 	res, err := pack.PackFields(ctx, r, dst, format, len(paths), opt)
 	if bar != nil {
 		_ = bar.Clear()
