@@ -247,8 +247,8 @@ func TestPackRefusals(t *testing.T) {
 	require.NoError(t, os.Mkdir(existing, 0o755))
 	unknown := filepath.Join(dir, "data.orc") // a format pack does not read
 	require.NoError(t, os.WriteFile(unknown, []byte("PAR1"), 0o644))
-	truncated := filepath.Join(dir, "data.parquet")
-	require.NoError(t, os.WriteFile(truncated, []byte("PAR1"), 0o644))
+	shortParquet := filepath.Join(dir, "data.parquet")
+	require.NoError(t, os.WriteFile(shortParquet, []byte("PAR1"), 0o644))
 	lines := filepath.Join(dir, "ok.txt")
 	require.NoError(t, os.WriteFile(lines, []byte("a\nb\n"), 0o644))
 	headerOnly := filepath.Join(dir, "header.csv")
@@ -271,7 +271,7 @@ func TestPackRefusals(t *testing.T) {
 		{[]string{"--format", "raw", "--record-size", "8", dir, out}, 1, "is not a regular file"},
 		{[]string{lines, existing}, 1, "already exists (use --force"},
 		{[]string{unknown, out}, 1, "give --format"},
-		{[]string{truncated, out}, 1, "too few for a Parquet file"},
+		{[]string{shortParquet, out}, 1, "too few for a Parquet file"},
 		{[]string{"--format", "csv", lines, out}, 2, "unknown format"},
 		{[]string{"--record-size", "8", lines, out}, 1, "does not apply to lines input"},
 		{[]string{"--include", "[a-", tree, out}, 2, `--include: pattern "[a-" is not a glob`},
