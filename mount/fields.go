@@ -9,6 +9,7 @@ import (
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/source/local"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -161,4 +162,35 @@ func (f *fieldsPlan) facts() map[string]any {
 		fields = append(fields, m)
 	}
 	return map[string]any{"dataset": f.dir, "fingerprint": f.fp, "fields": fields, "source_input": f.man.Source}
+}
+
+// FieldsDatasets opens the fields of the dataset with fields at dir (blockfs order, info):
+// its manifest, each field's dataset, and the index of the field whose order a mount serves
+// (the largest's; every field has its blocks).
+func FieldsDatasets(dir string) (*layout.FieldsManifest, []*layout.Dataset, int, error) {
+	man, err := layout.ReadFieldsManifest(dir)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	var dss []*layout.Dataset
+	largest := 0
+	for i, fl := range man.Fields {
+		ds, err := local.Open(filepath.Join(dir, filepath.FromSlash(fl.Dir)))
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("%s: field %q: %w", dir, fl.Name, err)
+		}
+		if storedBytes(ds) > storedBytes(dss0(dss, ds)[largest]) {
+			largest = i
+		}
+		dss = append(dss, ds)
+	}
+	return man, dss, largest, nil
+}
+
+// dss0 returns dss, or ds alone while dss is empty.
+func dss0(dss []*layout.Dataset, ds *layout.Dataset) []*layout.Dataset {
+	if len(dss) == 0 {
+		return []*layout.Dataset{ds}
+	}
+	return dss
 }

@@ -186,6 +186,14 @@ func TestFieldsWebDataset(t *testing.T) {
 	// dd reads a field like any file.
 	ddOut, err := exec.Command("dd", "if="+m.path("epoch-0003.jpg"), "of=/dev/null", "bs=1M").CombinedOutput()
 	require.NoError(t, err, "%s", ddOut)
+	// verify checks every field; order --ids gives the mount's ids; info names the fields.
+	assert.Contains(t, mustRun(t, "verify", ds), "ok")
+	var lines []string
+	for _, id := range readIDs(t, m.path("epoch-0002.ids")) {
+		lines = append(lines, fmt.Sprint(id))
+	}
+	assert.Equal(t, strings.Join(lines, "\n")+"\n", mustRun(t, "order", ds, "--epoch", "2", "--ids"))
+	assert.Contains(t, mustRun(t, "info", ds), "1500 samples with 3 fields")
 	// The order is a shuffle: far from the input's.
 	in := 0
 	for p, id := range ids {

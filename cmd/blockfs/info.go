@@ -41,6 +41,12 @@ line i names the record whose id is i.`,
 				}
 				data, mnt = m.OpenData, m.Dir
 			}
+			if mount.Locate(data).Kind == mount.FieldsDir {
+				if names {
+					return usagef("--names: %s is a dataset with fields, whose samples are named by their ids", data)
+				}
+				return describeFields(data)
+			}
 			if mount.Locate(data).Kind == mount.MixtureFile {
 				if names {
 					return usagef("--names: %s is a mixture; run info --names on one of its sources", data)
@@ -127,4 +133,27 @@ func describe(ds *layout.Dataset) string {
 		p("names", "kept (blockfs info --names)")
 	}
 	return b.String()
+}
+
+// describeFields prints what info says of a dataset with fields: its samples, then each field
+// as info describes a dataset.
+func describeFields(dir string) error {
+	man, dss, _, err := mount.FieldsDatasets(dir)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%-13s %s\n", "dataset:", dir)
+	fmt.Printf("%-13s %d samples with %d fields, in input order (%s)\n", "records:", man.Records, len(man.Fields), man.Source)
+	for i, fl := range man.Fields {
+		what := string(fl.Kind)
+		if fl.DType != "" {
+			what += " " + fl.DType
+		}
+		if len(fl.Shape) > 0 {
+			what += fmt.Sprint(fl.Shape)
+		}
+		fmt.Printf("\nfield %s (%s): epoch-NNNN.%s\n", fl.Name, what, fl.Name)
+		fmt.Print(describe(dss[i]))
+	}
+	return nil
 }

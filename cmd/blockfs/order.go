@@ -111,8 +111,15 @@ func runOrder(fl *pflag.FlagSet, f orderFlags, data string) error {
 	if mount.IsRemote(data) {
 		return fmt.Errorf("%s is in an object store: mount it and run order on the mount point", data)
 	}
-	ds, err := openData(f.inPlace, nil, data)
-	if err != nil {
+	var ds *layout.Dataset
+	if mount.Locate(data).Kind == mount.FieldsDir {
+		// Every field has the same blocks and the largest's order: its ids are the mount's.
+		_, dss, big, err := mount.FieldsDatasets(data)
+		if err != nil {
+			return err
+		}
+		ds = dss[big]
+	} else if ds, err = openData(f.inPlace, nil, data); err != nil {
 		return err
 	}
 	opt, choice := mount.ChooseOrder(ds, opt)

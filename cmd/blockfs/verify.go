@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -30,6 +31,8 @@ what is wrong) and exits 1 if there is any, 0 if the dataset is sound.`,
 					return serr
 				}
 				res, err = layout.VerifyStore(st, report)
+			} else if layout.IsFields(args[0]) {
+				res, err = verifyFields(args[0], report)
 			} else {
 				res, err = local.Verify(args[0], report)
 			}
@@ -45,4 +48,42 @@ what is wrong) and exits 1 if there is any, 0 if the dataset is sound.`,
 	}
 	s3f.register(c.Flags())
 	return c
+}
+
+// verifyFields verifies every field of a dataset with fields, and that they are cut alike.
+func verifyFields(dir string, report func(error)) (layout.VerifyResult, error) {
+	var all layout.VerifyResult
+	man, err := layout.ReadFieldsManifest(dir)
+	if err != nil {
+		return all, err
+	}
+	var counts []uint64
+	for i, fl := range man.Fields {
+		res, err := local.Verify(filepath.Join(dir, filepath.FromSlash(fl.Dir)), report)
+		if err != nil {
+			return all, fmt.Errorf("field %q: %w", fl.Name, err)
+		}
+		all.Problems += res.Problems
+		all.Blocks += res.Blocks
+		all.Bytes += res.Bytes
+		if res.Problems > 0 {
+			continue
+		}
+		ds, err := local.Open(filepath.Join(dir, filepath.FromSlash(fl.Dir)))
+		if err != nil {
+			return all, err
+		}
+		if ds.Records() != man.Records {
+			report(fmt.Errorf("%s: field %q has %d records; the dataset says %d", dir, fl.Name, ds.Records(), man.Records))
+			all.Problems++
+		}
+		c := ds.BlockCounts()
+		if i == 0 || counts == nil {
+			counts = c
+		} else if fmt.Sprint(c) != fmt.Sprint(counts) {
+			report(fmt.Errorf("%s: field %q's blocks hold other records than the first field's: the fields must be cut at the same samples", dir, fl.Name))
+			all.Problems++
+		}
+	}
+	return all, nil
 }
