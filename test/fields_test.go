@@ -122,7 +122,7 @@ func TestFieldsWebDataset(t *testing.T) {
 	ds := filepath.Join(dir, "ds")
 	out := mustRun(t, "pack", "--block-size", "256KiB", glob, ds)
 	assert.Contains(t, out, "packed 1500 samples with fields jpg (variable), cls (variable), json (variable) from 4 files")
-	m := mount(t, ds, "--cache-size", "128MiB")
+	m := mount(t, ds, "--cache-size", "256MiB")
 	var info struct {
 		Kind    string `json:"kind"`
 		Records uint64 `json:"records"`
@@ -192,7 +192,8 @@ func TestFieldsWebDataset(t *testing.T) {
 	for _, id := range readIDs(t, m.path("epoch-0002.ids")) {
 		lines = append(lines, fmt.Sprint(id))
 	}
-	assert.Equal(t, strings.Join(lines, "\n")+"\n", mustRun(t, "order", ds, "--epoch", "2", "--ids"))
+	assert.Equal(t, strings.Join(lines, "\n")+"\n", mustRun(t, "order", ds, "--epoch", "2", "--ids"), "order of the data")
+	assert.Equal(t, strings.Join(lines, "\n")+"\n", mustRun(t, "order", m.dir, "--epoch", "2", "--ids"), "order of the mount")
 	assert.Contains(t, mustRun(t, "info", ds), "1500 samples with 3 fields")
 	// The order is a shuffle: far from the input's.
 	in := 0
