@@ -78,6 +78,7 @@ bench: build
 	$(PYTHON) bench/bench.py --gib $(BENCH_GIB) --markdown build/bench/results.md
 	$(PYTHON) bench/larger.py --markdown build/bench/larger.md
 	$(PYTHON) bench/mixture_bench.py --markdown build/bench/mixture.md
+	$(PYTHON) bench/fields_bench.py --markdown build/bench/fields.md
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
