@@ -167,7 +167,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	ahead := n.m.opt.Readahead
+	ahead := n.m.set.Readahead(n.kind, n.m.opt.Readahead)
 	if n.kind.Stat() == view.Offsets {
 		ahead = 0
 	}

@@ -273,11 +273,16 @@ func (p *Plan) build() (*served, error) {
 		sets = append(sets, set)
 	}
 	if p.fields != nil {
-		if sv.tree, err = view.NewFields(sets, p.fields.names(), c, p.fields.dir, p.fields.facts()); err != nil {
+		fl, err := view.NewFields(sets, p.fields.names(), c, p.fields.dir, p.fields.facts())
+		if err != nil {
 			c.Close()
 			sv.close()
 			return nil, err
 		}
+		for _, sub := range plans {
+			fl.Ahead = append(fl.Ahead, sub.readahead)
+		}
+		sv.tree = fl
 		return sv, nil
 	}
 	if sv.tree, err = view.NewMixture(sets, p.mix.order, c, p.mix.spec.File, p.mix.facts(p.opt.Order.Seed)); err != nil {

@@ -21,6 +21,9 @@ type Fields struct {
 	dir   string
 	facts map[string]any
 	kinds []Kind
+	// Ahead is each field's readahead, in its own bytes (its share of the mount's, as the
+	// memory was planned); nil: the mount's for every field.
+	Ahead []int64
 }
 
 // fieldKinds is where the Kinds of fields start: field f's values are fieldKinds+2f, its
@@ -74,6 +77,19 @@ func NewFields(sets []*Set, names []string, c *cache.Cache, dir string, facts ma
 		}
 	}
 	return f, nil
+}
+
+// Readahead returns a reader's readahead: for a field's file, the field's share of the
+// mount's (a labels field's blocks are small, and the mount's readahead in its own bytes
+// would ask for the whole epoch at once, each block in a cache page of its own).
+func (f *Fields) Readahead(k Kind, mount int64) int64 {
+	if i, _, ok := k.Field(); ok && i < len(f.Ahead) {
+		return min(mount, max(1, f.Ahead[i]))
+	}
+	if k == IDs && len(f.Ahead) > 0 {
+		return min(mount, max(1, f.Ahead[0]))
+	}
+	return mount
 }
 
 // Records returns the records of an epoch: every field's.

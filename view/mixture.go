@@ -104,6 +104,9 @@ func (m *Mixture) Kinds() []Kind {
 // Suffix returns the suffix of an epoch's file of kind k.
 func (m *Mixture) Suffix(k Kind) string { return kindSuffix[k] }
 
+// Readahead returns the mount's readahead: a mixture's reader splits it among its sources.
+func (m *Mixture) Readahead(k Kind, mount int64) int64 { return mount }
+
 // RecordSize returns the size of every record, or 0 when they vary (then epochs have offsets).
 func (m *Mixture) RecordSize() int64 { return m.rs }
 

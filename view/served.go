@@ -11,6 +11,8 @@ type Served interface {
 	Kinds() []Kind
 	// Suffix returns the suffix of an epoch's file of kind k (after epoch-NNNN).
 	Suffix(k Kind) string
+	// Readahead returns the readahead of a reader of a file of kind k, given the mount's.
+	Readahead(k Kind, mount int64) int64
 	// FileSize returns the size of the file of kind k over positions rg of epoch n.
 	FileSize(ctx context.Context, n uint64, k Kind, rg Range) (int64, error)
 	// Open returns the file of kind k over positions rg of epoch n.
@@ -42,6 +44,9 @@ func (s *Set) Kinds() []Kind {
 
 // Suffix returns the suffix of an epoch's file of kind k.
 func (s *Set) Suffix(k Kind) string { return kindSuffix[k] }
+
+// Readahead returns the mount's readahead: a dataset's reader reads that far ahead.
+func (s *Set) Readahead(k Kind, mount int64) int64 { return mount }
 
 // Open returns the file of kind k over positions rg of epoch n.
 func (s *Set) Open(ctx context.Context, n uint64, k Kind, rg Range) (File, error) {
