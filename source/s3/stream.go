@@ -123,9 +123,14 @@ func (u *Stream) worker() {
 			_ = os.Remove(up.path) // uploaded, or abandoned with the pack
 		}
 		u.mu.Lock()
-		if err == nil {
+		switch {
+		case err == nil:
 			u.sent = append(u.sent, up.rel)
-		} else if u.err == nil {
+		case u.ctx.Err() != nil:
+			// Cancelled while in flight: the store may have taken the object all the same
+			// (the request arrived, its answer did not), so Abort removes it too.
+			u.sent = append(u.sent, up.rel)
+		case u.err == nil:
 			u.err = err
 			u.cancel()
 		}
