@@ -353,3 +353,24 @@ func TestFieldsSeriesSegmentsBy(t *testing.T) {
 	assert.NotZero(t, code)
 	assert.Contains(t, errs, "one dtype")
 }
+
+// TestFieldsTablesMissing: a blockfs without blockfs-tables beside it (or on PATH) refuses a
+// Parquet input in one line saying what is missing, and writes nothing.
+func TestFieldsTablesMissing(t *testing.T) {
+	dir := t.TempDir()
+	lone := filepath.Join(dir, "blockfs")
+	raw, err := os.ReadFile(bin)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(lone, raw, 0o755))
+	cmd := exec.Command(lone, "pack", "testdata/parquet/types.parquet", filepath.Join(dir, "ds"))
+	cmd.Env = append(os.Environ(), "PATH=/usr/bin:/bin", "BLOCKFS_TABLES_BIN=")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	require.Error(t, err)
+	assert.Equal(t, 1, cmd.ProcessState.ExitCode())
+	assert.Contains(t, stderr.String(), "needs blockfs-tables beside blockfs")
+	assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "one line: %q", stderr.String())
+	_, err = os.Stat(filepath.Join(dir, "ds"))
+	assert.True(t, os.IsNotExist(err), "nothing written")
+}
