@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/blockfs/blockfs/internal/userfile"
 )
 
 // A dataset with fields (docs/FORMAT.md, "Datasets with fields") is a directory holding
@@ -58,14 +60,12 @@ const maxFieldsManifest = 4 << 20
 // ReadFieldsManifest reads and checks dir's blockfs-fields.json.
 func ReadFieldsManifest(dir string) (*FieldsManifest, error) {
 	path := filepath.Join(dir, FieldsManifestName)
-	f, err := os.Open(path)
+	raw, err := userfile.ReadFile(path, maxFieldsManifest)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var m FieldsManifest
-	dec := json.NewDecoder(&limitedReader{f, maxFieldsManifest})
-	if err := dec.Decode(&m); err != nil {
+	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, errorf(ErrFormat, path, -1, "not a fields manifest: %v", err)
 	}
 	if m.Format != FieldsFormat || m.Version != FieldsVersion {
@@ -82,23 +82,6 @@ func ReadFieldsManifest(dir string) (*FieldsManifest, error) {
 		seen[fl.Name] = true
 	}
 	return &m, nil
-}
-
-type limitedReader struct {
-	f *os.File
-	n int64
-}
-
-func (r *limitedReader) Read(p []byte) (int, error) {
-	if r.n <= 0 {
-		return 0, errors.New("file too large")
-	}
-	if int64(len(p)) > r.n {
-		p = p[:r.n]
-	}
-	n, err := r.f.Read(p)
-	r.n -= int64(n)
-	return n, err
 }
 
 // FieldWriter writes a dataset with fields: one Writer per field, each cut at the same

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/internal/sysmem"
@@ -39,7 +40,6 @@ func newFields(opt Options) (*Plan, error) {
 	p := &Plan{opt: opt, loc: loc}
 	f := &fieldsPlan{dir: loc.Abs, man: man}
 	p.fields = f
-	largest := 0
 	for i, fl := range man.Fields {
 		so := opt
 		so.Data = filepath.Join(loc.Abs, filepath.FromSlash(fl.Dir))
@@ -51,17 +51,17 @@ func newFields(opt Options) (*Plan, error) {
 			return nil, &layout.Error{Path: sub.ds.Dir, Block: -1, Kind: layout.ErrCorrupt,
 				Msg: fmt.Sprintf("field %q has %d records; the dataset says %d", fl.Name, sub.ds.Records(), man.Records)}
 		}
-		if i > 0 && !equalCounts(sub.ds.BlockCounts(), f.srcs[0].ds.BlockCounts()) {
+		if i > 0 && !slices.Equal(sub.ds.BlockCounts(), f.srcs[0].ds.BlockCounts()) {
 			return nil, &layout.Error{Path: sub.ds.Dir, Block: -1, Kind: layout.ErrCorrupt,
 				Msg: fmt.Sprintf("field %q's blocks hold other records than field %q's: the fields must be cut at the same records (pack it again)", fl.Name, man.Fields[0].Name)}
 		}
 		f.srcs = append(f.srcs, sub)
 	}
-	for i, sub := range f.srcs {
-		if storedBytes(sub.ds) > storedBytes(f.srcs[largest].ds) {
-			largest = i
-		}
+	var dss []*layout.Dataset
+	for _, sub := range f.srcs {
+		dss = append(dss, sub.ds)
 	}
+	largest := largestField(dss)
 	if p.mnt, err = CheckMountpoint(opt.Mountpoint, loc.Abs); err != nil {
 		return nil, err
 	}
@@ -112,16 +112,16 @@ func newFields(opt Options) (*Plan, error) {
 	return p, nil
 }
 
-func equalCounts(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
+// largestField returns the index of the field with the most stored bytes: its order is the
+// one every field is served in.
+func largestField(dss []*layout.Dataset) int {
+	largest := 0
+	for i, ds := range dss {
+		if storedBytes(ds) > storedBytes(dss[largest]) {
+			largest = i
 		}
 	}
-	return true
+	return largest
 }
 
 // fingerprint returns the dataset's fingerprint: its fields' and their order.
@@ -173,24 +173,12 @@ func FieldsDatasets(dir string) (*layout.FieldsManifest, []*layout.Dataset, int,
 		return nil, nil, 0, err
 	}
 	var dss []*layout.Dataset
-	largest := 0
-	for i, fl := range man.Fields {
+	for _, fl := range man.Fields {
 		ds, err := local.Open(filepath.Join(dir, filepath.FromSlash(fl.Dir)))
 		if err != nil {
 			return nil, nil, 0, fmt.Errorf("%s: field %q: %w", dir, fl.Name, err)
 		}
-		if storedBytes(ds) > storedBytes(dss0(dss, ds)[largest]) {
-			largest = i
-		}
 		dss = append(dss, ds)
 	}
-	return man, dss, largest, nil
-}
-
-// dss0 returns dss, or ds alone while dss is empty.
-func dss0(dss []*layout.Dataset, ds *layout.Dataset) []*layout.Dataset {
-	if len(dss) == 0 {
-		return []*layout.Dataset{ds}
-	}
-	return dss
+	return man, dss, largestField(dss), nil
 }

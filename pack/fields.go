@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -73,7 +74,7 @@ func CheckFieldNames(fields []FieldSpec) error {
 		switch {
 		case !fieldName.MatchString(f.Name):
 			return fmt.Errorf("field name %q cannot name a file of the mount: use letters, digits, '_', '-' and '.', at most 64, not starting with '.' or '-'", f.Name)
-		case contains(reservedFieldNames, f.Name) || strings.HasSuffix(f.Name, ".offsets"):
+		case slices.Contains(reservedFieldNames, f.Name) || strings.HasSuffix(f.Name, ".offsets"):
 			return fmt.Errorf("field name %q is a sidecar's (epoch-NNNN.%s): rename the field in the input (a Parquet column, a tar member's extension)", f.Name, f.Name)
 		case seen[f.Name]:
 			return fmt.Errorf("two fields are named %q", f.Name)
@@ -84,15 +85,6 @@ func CheckFieldNames(fields []FieldSpec) error {
 		}
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // The formats whose samples have fields, packed by PackFields.
@@ -126,7 +118,7 @@ func DetectFields(src string) (Format, bool) {
 func fieldFormatOf(path string) (Format, bool) {
 	ext := strings.ToLower(filepath.Ext(path))
 	for f, exts := range fieldFormats {
-		if contains(exts, ext) {
+		if slices.Contains(exts, ext) {
 			return f, true
 		}
 	}
@@ -146,7 +138,7 @@ func FieldInputs(format Format, src string) ([]string, error) {
 			if d.IsDir() && p != src && strings.HasPrefix(d.Name(), ".") {
 				return filepath.SkipDir
 			}
-			if d.Type().IsRegular() && !strings.HasPrefix(d.Name(), ".") && contains(fieldFormats[format], strings.ToLower(filepath.Ext(p))) {
+			if d.Type().IsRegular() && !strings.HasPrefix(d.Name(), ".") && slices.Contains(fieldFormats[format], strings.ToLower(filepath.Ext(p))) {
 				paths = append(paths, p)
 			}
 			return nil

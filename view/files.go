@@ -128,7 +128,7 @@ func (f *idsFile) Size() int64 { return 8 * int64(f.rg.Len()) }
 func (f *idsFile) ReadAt(p []byte, off int64) (int, error) { return readAt(f, p, off) }
 
 func (f *idsFile) gather(ctx context.Context, g *Gather, buf []byte, off int64) (int, error) {
-	n, err := readTable(buf, off, f.Size(), func(first uint64, vals []uint64) error {
+	n, err := readTable(buf, off, f.Size(), 8, func(first uint64, vals []uint64) error {
 		return f.fillIDs(ctx, g, first, vals) // leaves g reset after each chunk
 	})
 	if n > 0 && err == nil {
@@ -137,25 +137,31 @@ func (f *idsFile) gather(ctx context.Context, g *Gather, buf []byte, off int64) 
 	return n, err
 }
 
-// readTable serves a read of a file of uint64 LE values into buf: it asks fill for the values
-// overlapping [off, off+len(buf)) clamped to size (the first one's index, and a slice to fill)
-// and copies their bytes out. It returns how many bytes it filled.
-func readTable(buf []byte, off, size int64, fill func(first uint64, vals []uint64) error) (int, error) {
+// readTable serves a read of a file of little-endian values of width bytes (8: uint64, 2:
+// uint16) into buf: it asks fill for the values overlapping [off, off+len(buf)) clamped to
+// size (the first one's index, and a slice to fill) and copies their bytes out. It returns how
+// many bytes it filled.
+func readTable(buf []byte, off, size int64, width int, fill func(first uint64, vals []uint64) error) (int, error) {
 	n := clamp(buf, off, size)
 	if n == 0 {
 		return 0, nil
 	}
-	first := uint64(off) / 8
-	last := (uint64(off) + uint64(n) - 1) / 8
+	w := uint64(width)
+	first := uint64(off) / w
+	last := (uint64(off) + uint64(n) - 1) / w
 	vals := make([]uint64, last-first+1)
 	if err := fill(first, vals); err != nil {
 		return 0, err
 	}
-	raw := make([]byte, 8*len(vals))
+	raw := make([]byte, width*len(vals))
 	for i, v := range vals {
-		binary.LittleEndian.PutUint64(raw[8*i:], v)
+		if width == 2 {
+			binary.LittleEndian.PutUint16(raw[2*i:], uint16(v))
+		} else {
+			binary.LittleEndian.PutUint64(raw[8*i:], v)
+		}
 	}
-	copy(buf[:n], raw[uint64(off)-8*first:])
+	copy(buf[:n], raw[uint64(off)-w*first:])
 	return n, nil
 }
 
@@ -173,7 +179,7 @@ func (f *offsetsFile) Size() int64 { return 8 * int64(f.rg.Len()+1) }
 func (f *offsetsFile) ReadAt(p []byte, off int64) (int, error) { return readAt(f, p, off) }
 
 func (f *offsetsFile) gather(ctx context.Context, g *Gather, buf []byte, off int64) (int, error) {
-	n, err := readTable(buf, off, f.Size(), func(first uint64, vals []uint64) error {
+	n, err := readTable(buf, off, f.Size(), 8, func(first uint64, vals []uint64) error {
 		start, err := f.e.byteOf(ctx, f.rg.Start+first)
 		if err != nil {
 			return err

@@ -200,7 +200,7 @@ func (m *Mixture) Open(ctx context.Context, n uint64, k Kind, rg Range) (File, e
 	if err != nil {
 		return nil, err
 	}
-	return &mixData{me: me, rg: rg, base: base, size: int64(end - base), ra: make([]*readahead, len(m.Sets))}, nil
+	return &mixData{me: me, rg: rg, base: base, size: int64(end - base), ra: make([]*readahead, len(m.Sets)), raPass: make([]uint64, len(m.Sets))}, nil
 }
 
 // mixEpoch is one epoch of a mixture with the byte arithmetic of its records.
@@ -327,15 +327,14 @@ func (me *mixEpoch) lengths(ctx context.Context, sg segment) ([]uint64, error) {
 // mixData is the records of a range of a mixture's epoch, in its order. It is opened per
 // handle, and keeps the handle's readahead in each source's order.
 type mixData struct {
-	me         *mixEpoch
-	rg         Range
-	base       uint64 // epoch byte offset of the range's first record
-	size       int64
-	ahead      int64 // the handle's readahead (NewReader sets it)
-	mu         sync.Mutex
-	ra         []*readahead // per source, in its current pass (guarded by mu)
-	raPass     []uint64
-	raPassInit bool
+	me     *mixEpoch
+	rg     Range
+	base   uint64 // epoch byte offset of the range's first record
+	size   int64
+	ahead  int64 // the handle's readahead (NewReader sets it)
+	mu     sync.Mutex
+	ra     []*readahead // per source, in its current pass (guarded by mu)
+	raPass []uint64     // the pass each ra is over (guarded by mu)
 }
 
 func (f *mixData) Size() int64 { return f.size }
@@ -478,9 +477,6 @@ func (f *mixData) prefetch(i int, segs []segment) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.raPassInit {
-		f.raPass, f.raPassInit = make([]uint64, len(f.ra)), true
-	}
 	sg := segs[0]
 	s := f.me.m.Sets[i]
 	if f.ra[i] == nil || f.raPass[i] != sg.pass {
@@ -521,28 +517,13 @@ func (f *mixTable) Size() int64 {
 func (f *mixTable) ReadAt(p []byte, off int64) (int, error) { return readAt(f, p, off) }
 
 func (f *mixTable) gather(ctx context.Context, g *Gather, buf []byte, off int64) (int, error) {
-	n := clamp(buf, off, f.Size())
-	if n == 0 {
-		return 0, nil
+	n, err := readTable(buf, off, f.Size(), f.width, func(first uint64, vals []uint64) error {
+		return f.fill(ctx, f.rg.Start+first, vals)
+	})
+	if n > 0 && err == nil {
+		g.Vecs = append(g.Vecs, buf[:n])
 	}
-	w := int64(f.width)
-	first := uint64(off / w)
-	last := uint64((off + int64(n) - 1) / w) // inclusive
-	vals := make([]uint64, last-first+1)
-	if err := f.fill(ctx, f.rg.Start+first, vals); err != nil {
-		return 0, err
-	}
-	raw := make([]byte, int(w)*len(vals))
-	for k, v := range vals {
-		if w == 2 {
-			binary.LittleEndian.PutUint16(raw[2*k:], uint16(v))
-		} else {
-			binary.LittleEndian.PutUint64(raw[8*k:], v)
-		}
-	}
-	copy(buf[:n], raw[off-int64(first)*w:])
-	g.Vecs = append(g.Vecs, buf[:n])
-	return n, nil
+	return n, err
 }
 
 // fill sets vals to the values of positions from, from+1, ... of the epoch (an offsets file's

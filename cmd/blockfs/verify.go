@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -80,7 +81,7 @@ func verifyFields(dir string, report func(error)) (layout.VerifyResult, error) {
 		c := ds.BlockCounts()
 		if i == 0 || counts == nil {
 			counts = c
-		} else if fmt.Sprint(c) != fmt.Sprint(counts) {
+		} else if !slices.Equal(c, counts) {
 			report(fmt.Errorf("%s: field %q's blocks hold other records than the first field's: the fields must be cut at the same samples", dir, fl.Name))
 			all.Problems++
 		}
