@@ -147,12 +147,15 @@ func MountOptions(fsName string, uid, gid uint32, allowOther, debug bool) *gofs.
 		UID:             uid,
 		GID:             gid,
 		MountOptions: fuse.MountOptions{
-			FsName:        fsName,
-			Name:          Type,
-			Options:       []string{"ro", "default_permissions"},
-			AllowOther:    allowOther,
-			MaxWrite:      1 << 20,
-			MaxBackground: 64,
+			FsName:     fsName,
+			Name:       Type,
+			Options:    []string{"ro", "default_permissions"},
+			AllowOther: allowOther,
+			MaxWrite:   1 << 20,
+			// Each request in flight holds a 1 MiB reply buffer on the heap: 16 keeps them
+			// within the daemon's constant (64 took four readers' peak RSS past it) and
+			// serves as fast (docs/PERFORMANCE.md).
+			MaxBackground: 16,
 			// Replies are in-memory buffers; splicing them only adds a pipe (and go-fuse logs
 			// every 1 MiB reply that does not fit one).
 			DisableSplice: true,

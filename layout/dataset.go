@@ -134,18 +134,28 @@ func (r recordStarts) blockData(id FileID, at func(b int) source.Extent) (File, 
 
 // inOrder is the part of a shape whose records are stored whole, one after another (a pack,
 // a file in place): block b's data is bytes [byteStart[b], byteStart[b+1]) of the records,
-// and a record's id, when none are stored, is its storage index.
+// and a record's id, when none are stored, is its storage index. Fixed-size records need no
+// byte table (starts times the record size).
 type inOrder struct {
 	starts     recordStarts
-	byteStart  []uint64 // len = blocks+1
+	byteStart  []uint64 // len = blocks+1; nil for fixed-size records
 	recordSize int64    // 0 for variable-length records
 }
 
 func newInOrder(blocks int, recordSize int64) inOrder {
-	return inOrder{starts: make(recordStarts, blocks+1), byteStart: make([]uint64, blocks+1), recordSize: recordSize}
+	s := inOrder{starts: make(recordStarts, blocks+1), recordSize: recordSize}
+	if recordSize == 0 {
+		s.byteStart = make([]uint64, blocks+1)
+	}
+	return s
 }
 
-func (s *inOrder) blockBytes(b int) uint64 { return s.byteStart[b+1] - s.byteStart[b] }
+func (s *inOrder) blockBytes(b int) uint64 {
+	if s.byteStart == nil {
+		return s.starts.records(b) * uint64(s.recordSize)
+	}
+	return s.byteStart[b+1] - s.byteStart[b]
+}
 
 func (s *inOrder) recordStride() int64 { return s.recordSize }
 

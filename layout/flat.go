@@ -115,7 +115,6 @@ func OpenFlat(path string, opt FlatOptions) (*Dataset, error) {
 	in := &flatFile{inOrder: newInOrder(int(nb), m.RecordSize), path: abs, dataOffset: offset, ident: FileIdentity(st)}
 	for b := uint64(0); b < nb; b++ {
 		in.starts[b+1] = min(uint64(n), (b+1)*per)
-		in.byteStart[b+1] = in.starts[b+1] * uint64(m.RecordSize)
 	}
 	return &Dataset{Dir: filepath.Dir(abs), Manifest: m, starts: in.starts, shape: in}, nil
 }

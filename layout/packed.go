@@ -61,7 +61,9 @@ func newDataset(st Store, m *Manifest, collect func(block int, err error)) (*Dat
 	d.src = st.Blocks(d) // reads the table as it fills
 	for i, b := range m.Blocks {
 		p.starts[i+1] = p.starts[i] + b.Records
-		p.byteStart[i+1] = p.byteStart[i] + b.Bytes
+		if p.byteStart != nil {
+			p.byteStart[i+1] = p.byteStart[i] + b.Bytes
+		}
 		files := []File{{Extent: source.Extent{Name: b.File, Size: int64(b.Bytes)}, Role: RoleData, CRC32C: b.CRC32C}}
 		if b.IDsFile != "" {
 			files = append(files, File{Extent: source.Extent{Name: b.IDsFile, Size: 8 * int64(b.Records)}, Role: RoleIDs, CRC32C: b.IDsCRC32C})

@@ -81,8 +81,16 @@ type Order struct {
 	opt        Options
 	counts     []uint64 // records per stored block
 	blockOrder []uint32 // blockOrder[k] = stored index of the k-th block of the epoch
-	winStart   []uint64 // winStart[w] = position of window w's first record; len windows+1
+	winStart   []uint64 // winStart[w] = position of window w's first record; len windows+1; nil when even
 	mix        int
+	nw         int // windows
+
+	// even: every block but the last holds per records, so window starts need no table (a
+	// dataset of fixed-size records cut at a fixed block size, packed or in place). The last
+	// block, short by short records, is in window lastWin.
+	even         bool
+	per, short   uint64
+	lastWin, len uint64
 
 	windows *WindowCache
 }
@@ -117,6 +125,13 @@ func NewCached(counts []uint64, opt Options, wc *WindowCache) (*Order, error) {
 		o.blockOrder = Permutation(nb, NewRNG(Derive(opt.Seed, DomainBlockOrder, opt.Epoch, 0)))
 	}
 	nw := (nb + o.mix - 1) / o.mix
+	o.nw = nw
+	if o.evenBlocks() {
+		if n := o.per * uint64(min(o.mix, nb)); o.opt.Mode == Full && n > math.MaxUint32 {
+			return nil, fmt.Errorf("window 0 holds %d records, more than 2^32-1; lower the mix", n)
+		}
+		return o, nil
+	}
 	o.winStart = make([]uint64, nw+1)
 	for w := 0; w < nw; w++ {
 		var n uint64
@@ -131,17 +146,54 @@ func NewCached(counts []uint64, opt Options, wc *WindowCache) (*Order, error) {
 	return o, nil
 }
 
+// evenBlocks sets the even fields when every block but the last holds the same number of
+// records (at least as many as the last), and reports whether it did.
+func (o *Order) evenBlocks() bool {
+	c := o.counts
+	nb := len(c)
+	per := c[0]
+	if nb < 2 || per == 0 || c[nb-1] > per || per > math.MaxUint64/uint64(nb) {
+		return false
+	}
+	for _, n := range c[:nb-1] {
+		if n != per {
+			return false
+		}
+	}
+	o.even, o.per, o.short = true, per, per-c[nb-1]
+	o.len = uint64(nb)*per - o.short
+	for k, b := range o.blockOrder {
+		if int(b) == nb-1 {
+			o.lastWin = uint64(k / o.mix)
+			break
+		}
+	}
+	return true
+}
+
 // Options returns the options the order was built with.
 func (o *Order) Options() Options { return o.opt }
 
 // Len returns the number of positions (records) in the epoch.
-func (o *Order) Len() uint64 { return o.winStart[len(o.winStart)-1] }
+func (o *Order) Len() uint64 { return o.WindowStart(o.nw) }
 
 // Windows returns the number of windows.
-func (o *Order) Windows() int { return len(o.winStart) - 1 }
+func (o *Order) Windows() int { return o.nw }
 
 // WindowStart returns the position of window w's first record (w may equal Windows()).
-func (o *Order) WindowStart(w int) uint64 { return o.winStart[w] }
+func (o *Order) WindowStart(w int) uint64 {
+	if !o.even {
+		return o.winStart[w]
+	}
+	if w == o.nw {
+		return o.len
+	}
+	pos := uint64(w) * uint64(o.mix) * o.per
+	if uint64(w) > o.lastWin {
+		pos -= o.short
+	}
+	return pos
+}
 
 // WindowBlocks returns the stored indices of window w's blocks, in epoch order, without
 // computing the window's permutation. The slice is shared: do not modify it.
@@ -156,7 +208,7 @@ func (o *Order) windowBlocks(w int) []uint32 {
 
 // WindowOf returns the window holding position pos (pos < Len()).
 func (o *Order) WindowOf(pos uint64) int {
-	return sort.Search(o.Windows(), func(w int) bool { return o.winStart[w+1] > pos })
+	return sort.Search(o.Windows(), func(w int) bool { return o.WindowStart(w+1) > pos })
 }
 
 // At returns the stored block and the index within it of the record at position pos.
@@ -172,8 +224,8 @@ func (o *Order) buildWindow(w int) *Window {
 	blocks := o.windowBlocks(w)
 	win := &Window{
 		Index:  w,
-		Start:  o.winStart[w],
-		Count:  o.winStart[w+1] - o.winStart[w],
+		Start:  o.WindowStart(w),
+		Count:  o.WindowStart(w+1) - o.WindowStart(w),
 		Blocks: make([]int, len(blocks)),
 		prefix: make([]uint64, len(blocks)+1),
 	}

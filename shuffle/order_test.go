@@ -225,3 +225,37 @@ func TestWindowCacheBounded(t *testing.T) {
 	}
 	assert.Equal(t, windowKey{0, o.Windows() - 1}, o.windows.lru.Keys()[0], "most recent first")
 }
+
+// TestEvenWindowStarts: an order over even blocks (every block but a shorter last alike)
+// computes its window starts instead of keeping a table; they must equal the sums of its
+// windows' blocks, wherever the short block lands.
+func TestEvenWindowStarts(t *testing.T) {
+	for _, counts := range [][]uint64{{8, 8, 8, 8, 8, 3}, {5, 5, 5, 5}, {6, 6, 6, 6, 6, 6, 6, 1}, {4, 2}} {
+		for _, opt := range allOptions() {
+			for seed := range uint64(8) {
+				opt.Seed = seed
+				o, err := New(counts, opt)
+				require.NoError(t, err)
+				require.True(t, o.even, "counts %v", counts)
+				var pos uint64
+				for w := range o.Windows() {
+					require.Equal(t, pos, o.WindowStart(w), "counts %v %+v window %d", counts, opt, w)
+					for _, b := range o.WindowBlocks(w) {
+						pos += counts[b]
+					}
+				}
+				require.Equal(t, pos, o.WindowStart(o.Windows()))
+				require.Equal(t, sumCounts(counts), o.Len())
+				for p := range pos {
+					w := o.WindowOf(p)
+					require.True(t, o.WindowStart(w) <= p && p < o.WindowStart(w+1))
+				}
+			}
+		}
+	}
+	for _, counts := range [][]uint64{{3, 8, 8}, {8, 3, 8}, {7}} {
+		o, err := New(counts, Options{})
+		require.NoError(t, err)
+		assert.False(t, o.even, "counts %v keep a table", counts)
+	}
+}

@@ -80,7 +80,7 @@ func (c *WindowCache) get(o *Order, w int) *Window {
 	b := &build{done: make(chan struct{})}
 	c.building[k] = b
 	c.mu.Unlock()
-	if o.opt.Mode == Full && 4*(o.winStart[w+1]-o.winStart[w]) >= collectBefore {
+	if o.opt.Mode == Full && 4*(o.WindowStart(w+1)-o.WindowStart(w)) >= collectBefore {
 		// Free the windows evicted before this one (if no reader still holds them) before
 		// allocating its permutation, so the heap reuses their memory instead of growing.
 		// Windows of the other modes have no permutation: nothing to make room for.
