@@ -14,7 +14,9 @@ import (
 // FieldsManifestName and one dataset per field under fields/NAME: record i of each is that
 // field of sample i. The fields' datasets keep the input's order (no pre-shuffle) and have the
 // same records in every block, so one epoch order serves them all, and a reader of one field
-// reads only that field's block files.
+// reads only that field's block files. A small fixed field (a label) is cut at blocks of its
+// own instead (Field.Blocks "own"): its values for a block of samples are a few bytes, and a
+// file of its own for each would make every read of them a disk read of a page.
 
 // FieldsManifestName is the manifest of a dataset with fields.
 const FieldsManifestName = "blockfs-fields.json"
@@ -43,7 +45,20 @@ type Field struct {
 	DType      string  `json:"dtype,omitempty"`
 	Shape      []int64 `json:"shape,omitempty"`
 	Dir        string  `json:"dir"`
+	// Blocks is "own" for a fixed field cut at blocks of its own (record i is still sample i);
+	// empty: cut at the samples every other such field is cut at.
+	Blocks string `json:"blocks,omitempty"`
 }
+
+// OwnBlocks is Field.Blocks of a field cut at blocks of its own.
+const OwnBlocks = "own"
+
+// Own reports whether the field is cut at blocks of its own.
+func (f *Field) Own() bool { return f.Blocks == OwnBlocks }
+
+// ownBelow: a fixed field whose values in the first block of samples take fewer bytes is cut
+// at blocks of its own (when some field is not).
+const ownBelow = 64 << 10
 
 // FieldDir returns the directory of field name's dataset, relative to the dataset's.
 func FieldDir(name string) string { return filepath.ToSlash(filepath.Join("fields", name)) }
@@ -80,8 +95,25 @@ func ReadFieldsManifest(dir string) (*FieldsManifest, error) {
 			return nil, errorf(ErrFormat, path, -1, "field %q: a name must be unique and its dir %q must be %q", fl.Name, fl.Dir, FieldDir(fl.Name))
 		}
 		seen[fl.Name] = true
+		if fl.Blocks != "" && (fl.Blocks != OwnBlocks || fl.Kind != Fixed) {
+			return nil, errorf(ErrFormat, path, -1, "field %q: blocks %q (only a fixed field may have blocks \"own\")", fl.Name, fl.Blocks)
+		}
+	}
+	if m.Anchor() < 0 {
+		return nil, errorf(ErrFormat, path, -1, "every field has blocks of its own: one must be cut at the samples")
 	}
 	return &m, nil
+}
+
+// Anchor returns the first field cut at the samples (its blocks are every such field's, and
+// the order's), or -1 when there is none.
+func (m *FieldsManifest) Anchor() int {
+	for i := range m.Fields {
+		if !m.Fields[i].Own() {
+			return i
+		}
+	}
+	return -1
 }
 
 // FieldWriter writes a dataset with fields: one Writer per field, each cut at the same
@@ -93,7 +125,9 @@ type FieldWriter struct {
 	block    int64
 	ws       []*Writer
 	m        FieldsManifest
-	pending  int64 // bytes of the samples in the blocks being filled
+	pending  int64   // bytes of the samples in the blocks being filled
+	own      []int64 // per field: bytes in its own block being filled, or -1 (cut at the samples)
+	decided  bool    // the first cut has chosen the fields with blocks of their own
 	done     bool
 }
 
@@ -126,6 +160,7 @@ func CreateFields(dst string, fields []Field, blockSize int64, source string, fo
 		}
 		w.ws = append(w.ws, fw)
 		w.m.Fields = append(w.m.Fields, f)
+		w.own = append(w.own, -1)
 	}
 	return w, nil
 }
@@ -141,6 +176,14 @@ func (w *FieldWriter) Append(values [][]byte) error {
 			return fmt.Errorf("sample %d, field %q: %w", id, w.m.Fields[k].Name, err)
 		}
 		w.pending += int64(len(v))
+		if w.own[k] >= 0 {
+			if w.own[k] += int64(len(v)); w.own[k] >= w.block {
+				w.own[k] = 0
+				if err := w.ws[k].Cut(); err != nil {
+					return fmt.Errorf("field %q: %w", w.m.Fields[k].Name, err)
+				}
+			}
+		}
 	}
 	w.m.Records++
 	if w.pending >= w.block {
@@ -149,10 +192,30 @@ func (w *FieldWriter) Append(values [][]byte) error {
 	return nil
 }
 
-// cut closes every field's block at the same record.
+// cut closes the block of every field cut at the samples at the same record. The first cut
+// first chooses the fields cut at blocks of their own: the fixed ones whose values in this
+// block take fewer than ownBelow bytes, unless that is every field.
 func (w *FieldWriter) cut() error {
 	w.pending = 0
+	if !w.decided {
+		w.decided = true
+		var small []int
+		for k, f := range w.m.Fields {
+			if f.Kind == Fixed && uint64(f.RecordSize)*w.m.Records < ownBelow {
+				small = append(small, k)
+			}
+		}
+		if len(small) < len(w.ws) {
+			for _, k := range small {
+				w.m.Fields[k].Blocks = OwnBlocks
+				w.own[k] = int64(uint64(w.m.Fields[k].RecordSize) * w.m.Records)
+			}
+		}
+	}
 	for k, fw := range w.ws {
+		if w.own[k] >= 0 {
+			continue
+		}
 		if err := fw.Cut(); err != nil {
 			return fmt.Errorf("field %q: %w", w.m.Fields[k].Name, err)
 		}

@@ -48,8 +48,12 @@ func TestFieldWriter(t *testing.T) {
 		counts = append(counts, c)
 	}
 	require.Greater(t, len(counts[0]), 10, "several blocks")
-	require.Equal(t, counts[0], counts[1])
 	require.Equal(t, counts[0], counts[2])
+	// The label's 8 B values take a few hundred bytes of a block of samples: it is cut at 64 KiB
+	// blocks of its own (8192 labels), and the other fields are its anchor.
+	require.Equal(t, []bool{false, true, false}, []bool{read.Fields[0].Own(), read.Fields[1].Own(), read.Fields[2].Own()})
+	require.Equal(t, []uint64{2000}, counts[1])
+	require.Equal(t, 0, read.Anchor())
 	left, _ := os.ReadDir(dir)
 	require.Len(t, left, 1, "no temporary directory left: %v", left)
 
@@ -62,4 +66,32 @@ func TestFieldWriter(t *testing.T) {
 	w.Abort()
 	left, _ = os.ReadDir(dir)
 	require.Len(t, left, 1, "Abort left %v", left)
+}
+
+// Fields that are all small and fixed stay cut at the samples: one must anchor the order.
+func TestFieldWriterAllSmall(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "ds")
+	fields := []Field{{Name: "a", Kind: Fixed, RecordSize: 4}, {Name: "b", Kind: Fixed, RecordSize: 8}}
+	w, err := CreateFields(dst, fields, 4<<10, "test", false)
+	require.NoError(t, err)
+	for i := range 3000 {
+		require.NoError(t, w.Append([][]byte{[]byte(fmt.Sprintf("%04d", i%10000)), []byte(fmt.Sprintf("%08d", i))}))
+	}
+	m, err := w.Commit()
+	require.NoError(t, err)
+	require.False(t, m.Fields[0].Own() || m.Fields[1].Own())
+}
+
+// A manifest whose every field has blocks of its own, or a variable one with them, is refused.
+func TestFieldsManifestOwnRefused(t *testing.T) {
+	for _, body := range []string{
+		`{"format":"blockfs-fields","version":1,"records":1,"fields":[{"name":"a","kind":"fixed","record_size":4,"dir":"fields/a","blocks":"own"}]}`,
+		`{"format":"blockfs-fields","version":1,"records":1,"fields":[{"name":"a","kind":"variable","dir":"fields/a","blocks":"own"},{"name":"b","kind":"variable","dir":"fields/b"}]}`,
+		`{"format":"blockfs-fields","version":1,"records":1,"fields":[{"name":"a","kind":"fixed","record_size":4,"dir":"fields/a","blocks":"mine"},{"name":"b","kind":"variable","dir":"fields/b"}]}`,
+	} {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, FieldsManifestName), []byte(body), 0o644))
+		_, err := ReadFieldsManifest(dir)
+		require.ErrorIs(t, err, ErrFormat, body)
+	}
 }

@@ -17,7 +17,8 @@ import (
 // A dataset with fields (docs/FORMAT.md, "Datasets with fields") is mounted as several sources
 // under one cache, one per field, with one order: the order the largest field would have alone
 // (its automatic window), given to every field. The fields have the same blocks, so each reads
-// its own block files in the same order.
+// its own block files in the same order; a field cut at blocks of its own (a label) is read by
+// its samples' storage indices, and planned to stay whole in the cache when it fits.
 
 // fieldsPlan is the part of a Plan that a dataset with fields adds.
 type fieldsPlan struct {
@@ -51,9 +52,13 @@ func newFields(opt Options) (*Plan, error) {
 			return nil, &layout.Error{Path: sub.ds.Dir, Block: -1, Kind: layout.ErrCorrupt,
 				Msg: fmt.Sprintf("field %q has %d records; the dataset says %d", fl.Name, sub.ds.Records(), man.Records)}
 		}
-		if i > 0 && !slices.Equal(sub.ds.BlockCounts(), f.srcs[0].ds.BlockCounts()) {
+		if err := checkOwn(fl, sub.ds); err != nil {
+			return nil, err
+		}
+		sub.byIndex = fl.Own()
+		if a := man.Anchor(); i > a && !fl.Own() && !slices.Equal(sub.ds.BlockCounts(), f.srcs[a].ds.BlockCounts()) {
 			return nil, &layout.Error{Path: sub.ds.Dir, Block: -1, Kind: layout.ErrCorrupt,
-				Msg: fmt.Sprintf("field %q's blocks hold other records than field %q's: the fields must be cut at the same records (pack it again)", fl.Name, man.Fields[0].Name)}
+				Msg: fmt.Sprintf("field %q's blocks hold other records than field %q's: the fields must be cut at the same records (pack it again)", fl.Name, man.Fields[a].Name)}
 		}
 		f.srcs = append(f.srcs, sub)
 	}
@@ -61,7 +66,7 @@ func newFields(opt Options) (*Plan, error) {
 	for _, sub := range f.srcs {
 		dss = append(dss, sub.ds)
 	}
-	largest := largestField(dss)
+	largest := largestField(man, dss)
 	if p.mnt, err = CheckMountpoint(opt.Mountpoint, loc.Abs); err != nil {
 		return nil, err
 	}
@@ -90,9 +95,11 @@ func newFields(opt Options) (*Plan, error) {
 	}
 	big := f.srcs[largest]
 	ra, _ := p.planReadahead()
-	var perBlock int64 // a block of the window, in every field
-	for _, sub := range f.srcs {
-		perBlock += NeedCache(sub.ds, 1, 0, cache.DefaultPageSize).InCache
+	var perBlock int64 // a block of the window, in every field cut at the samples
+	for i, sub := range f.srcs {
+		if !man.Fields[i].Own() {
+			perBlock += NeedCache(sub.ds, 1, 0, cache.DefaultPageSize).InCache
+		}
 	}
 	big.fitWindow(opt.CacheSize, ra, sysmem.Read(), 1, perBlock)
 	for _, sub := range f.srcs {
@@ -112,16 +119,35 @@ func newFields(opt Options) (*Plan, error) {
 	return p, nil
 }
 
-// largestField returns the index of the field with the most stored bytes: its order is the
-// one every field is served in.
-func largestField(dss []*layout.Dataset) int {
-	largest := 0
+// largestField returns the index of the field cut at the samples with the most stored bytes:
+// its order is the one every field is served in.
+func largestField(man *layout.FieldsManifest, dss []*layout.Dataset) int {
+	largest := man.Anchor()
 	for i, ds := range dss {
-		if storedBytes(ds) > storedBytes(dss[largest]) {
+		if !man.Fields[i].Own() && storedBytes(ds) > storedBytes(dss[largest]) {
 			largest = i
 		}
 	}
 	return largest
+}
+
+// checkOwn checks that a field cut at blocks of its own is what the view reads by storage
+// index: fixed-size records in stored order.
+func checkOwn(fl layout.Field, ds *layout.Dataset) error {
+	if fl.Own() && (ds.Kind() != layout.Fixed || ds.HasIDs() || ds.RecordSize() != fl.RecordSize) {
+		return &layout.Error{Path: ds.Dir, Block: -1, Kind: layout.ErrCorrupt,
+			Msg: fmt.Sprintf("field %q has blocks of its own but is not %d-byte records in stored order (pack it again)", fl.Name, fl.RecordSize)}
+	}
+	return nil
+}
+
+// own returns, by field, whether it is cut at blocks of its own.
+func (f *fieldsPlan) own() []bool {
+	out := make([]bool, len(f.man.Fields))
+	for i := range f.man.Fields {
+		out[i] = f.man.Fields[i].Own()
+	}
+	return out
 }
 
 // fingerprint returns the dataset's fingerprint: its fields' and their order.
@@ -154,6 +180,9 @@ func (f *fieldsPlan) facts() map[string]any {
 		if fl.Shape == nil {
 			m["shape"] = []int64{}
 		}
+		if fl.Own() {
+			m["blocks"] = layout.OwnBlocks
+		}
 		if fl.Kind == layout.Fixed {
 			m["record_size"] = fl.RecordSize
 		} else {
@@ -166,7 +195,7 @@ func (f *fieldsPlan) facts() map[string]any {
 
 // FieldsDatasets opens the fields of the dataset with fields at dir (blockfs order, info):
 // its manifest, each field's dataset, and the index of the field whose order a mount serves
-// (the largest's; every field has its blocks).
+// (the largest's cut at the samples).
 func FieldsDatasets(dir string) (*layout.FieldsManifest, []*layout.Dataset, int, error) {
 	man, err := layout.ReadFieldsManifest(dir)
 	if err != nil {
@@ -178,7 +207,10 @@ func FieldsDatasets(dir string) (*layout.FieldsManifest, []*layout.Dataset, int,
 		if err != nil {
 			return nil, nil, 0, fmt.Errorf("%s: field %q: %w", dir, fl.Name, err)
 		}
+		if err := checkOwn(fl, ds); err != nil {
+			return nil, nil, 0, err
+		}
 		dss = append(dss, ds)
 	}
-	return man, dss, largestField(dss), nil
+	return man, dss, largestField(man, dss), nil
 }

@@ -262,7 +262,11 @@ func (p *Plan) planSources(srcs []*Plan, shares []float64, name, data, fp string
 		if fit {
 			sub.fitWindow(cs, rai, mem, shares[i], 0)
 		}
-		sub.need = NeedCache(sub.ds, sub.opt.Order.Mix, rai, cache.DefaultPageSize)
+		mix := sub.opt.Order.Mix
+		if sub.byIndex {
+			mix, rai = 1, 0
+		}
+		sub.need = NeedCache(sub.ds, mix, rai, cache.DefaultPageSize)
 		sub.readahead = rai
 		need += sub.need.Need
 	}

@@ -77,6 +77,9 @@ type Plan struct {
 	order     OrderChoice        // opt.Order.Mix, resolved, and why
 	mix       *mixPlan           // a mixture's sources and order; nil for one dataset (ds)
 	fields    *fieldsPlan        // a dataset with fields: a source per field; nil otherwise
+	// byIndex: a field with blocks of its own, read a block's samples at a time by storage
+	// index, with no window or readahead of its own
+	byIndex bool
 }
 
 // New checks opt, opens the dataset (or, for a mixture, each of its sources) and plans the

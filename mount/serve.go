@@ -273,7 +273,7 @@ func (p *Plan) build() (*served, error) {
 		sets = append(sets, set)
 	}
 	if p.fields != nil {
-		fl, err := view.NewFields(sets, p.fields.names(), c, p.fields.dir, p.fields.facts())
+		fl, err := view.NewFields(sets, p.fields.names(), p.fields.own(), c, p.fields.dir, p.fields.facts())
 		if err != nil {
 			c.Close()
 			sv.close()

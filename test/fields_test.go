@@ -374,3 +374,56 @@ func TestFieldsTablesMissing(t *testing.T) {
 	_, err = os.Stat(filepath.Join(dir, "ds"))
 	assert.True(t, os.IsNotExist(err), "nothing written")
 }
+
+// TestFieldsOwnBlocks: a small fixed field beside a variable one is cut at blocks of its own
+// (FORMAT.md), read by its samples' storage indices in the variable field's order: its values
+// match the ids, and a reader of it reads only its own bytes, each once (with direct I/O, the
+// daemon's disk reads are its files').
+func TestFieldsOwnBlocks(t *testing.T) {
+	requireFUSE(t)
+	ds := filepath.Join(t.TempDir(), "ds")
+	mustRun(t, "pack", "--quiet", "--columns", "row,img.bytes,name", "--block-size", "4KiB", "testdata/parquet/types.parquet", ds)
+	man, err := os.ReadFile(filepath.Join(ds, "blockfs-fields.json"))
+	require.NoError(t, err)
+	var doc struct {
+		Fields []struct{ Name, Blocks string } `json:"fields"`
+	}
+	require.NoError(t, json.Unmarshal(man, &doc))
+	require.Len(t, doc.Fields, 3)
+	assert.Equal(t, "own", doc.Fields[0].Blocks, "row: 8 B values")
+	assert.Equal(t, "", doc.Fields[1].Blocks, "img.bytes: variable")
+	var rowBytes int64
+	files, err := filepath.Glob(filepath.Join(ds, "fields", "row", "blocks", "*"))
+	require.NoError(t, err)
+	for _, f := range files {
+		st, err := os.Stat(f)
+		require.NoError(t, err)
+		rowBytes += st.Size()
+	}
+	require.EqualValues(t, 5000*8, rowBytes, "row's data files: %v", files)
+
+	m := mount(t, ds, "--cache-size", "64MiB", "--direct", "on")
+	disk0 := diskRead(t, m.cmd.Process.Pid)
+	before := fieldStats(t, m)
+	for _, e := range []int{1, 2} {
+		name := fmt.Sprintf("epoch-%04d", e)
+		ids := readIDs(t, m.path(name+".ids"))
+		rows := fieldValues(t, m.path(name+".row"), 8)
+		require.Len(t, rows, 5000)
+		for p, id := range ids {
+			require.EqualValues(t, id, binary.LittleEndian.Uint64(rows[p]), "epoch %d position %d", e, p)
+		}
+		sids := readIDs(t, filepath.Join(m.dir, "shard-2-of-3", name+".ids"))
+		for p, v := range fieldValues(t, filepath.Join(m.dir, "shard-2-of-3", name+".row"), 8) {
+			require.EqualValues(t, sids[p], binary.LittleEndian.Uint64(v))
+		}
+	}
+	after := fieldStats(t, m)
+	assert.Equal(t, before["img.bytes"], after["img.bytes"], "reading row read img.bytes")
+	assert.Equal(t, before["name"], after["name"], "reading row read name")
+	assert.InDelta(t, float64(rowBytes), after["row"]-before["row"], 0.1*float64(rowBytes), "row's bytes into the cache over two epochs: once")
+	disk := diskRead(t, m.cmd.Process.Pid) - disk0
+	t.Logf("two epochs of row: %.0f B into the cache, %d B from the disk, for %d B of row", after["row"]-before["row"], disk, rowBytes)
+	// The ids and row are all a pass reads: 5000 row values once and the ids it computes.
+	assert.LessOrEqual(t, disk, int64(1.1*float64(rowBytes))+64<<10, "daemon disk reads %d B for %d B of row", disk, rowBytes)
+}

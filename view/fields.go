@@ -3,21 +3,27 @@ package view
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/blockfs/blockfs/cache"
+	"github.com/blockfs/blockfs/layout"
 )
 
 // Fields serves a dataset with fields (docs/FORMAT.md, "Datasets with fields"): one Set per
 // field, each over its own namespace of one cache, all with the same blocks and the same order
 // options, so they have one order. Each field is a file of its own (epoch-NNNN.<name>, and
 // epoch-NNNN.<name>.offsets when its values vary in length), read through its field's Set: a
-// reader of one field reads only that field's block files. Safe for concurrent use.
+// reader of one field reads only that field's block files. A field cut at blocks of its own
+// (fixed, small: a label) is read by its samples' storage indices, in the order of the anchor:
+// the first field cut at the samples. Safe for concurrent use.
 type Fields struct {
 	// Immutable after NewFields.
-	Sets  []*Set
-	Names []string
-	Cache *cache.Cache
+	Sets   []*Set
+	Names  []string
+	Own    []bool // by field: cut at blocks of its own
+	anchor int
+	Cache  *cache.Cache
 	dir   string
 	facts map[string]any
 	kinds []Kind
@@ -60,14 +66,23 @@ func (k Kind) Stat() Kind {
 	return k
 }
 
-// NewFields returns the fields sets (field f is sets[f], named names[f]) under cache c. dir is
-// the dataset's directory; facts what info.json says of it beyond what Fields computes.
-func NewFields(sets []*Set, names []string, c *cache.Cache, dir string, facts map[string]any) (*Fields, error) {
-	if len(sets) == 0 || len(sets) != len(names) {
+// NewFields returns the fields sets (field f is sets[f], named names[f], cut at blocks of its
+// own when own[f]) under cache c. dir is the dataset's directory; facts what info.json says of
+// it beyond what Fields computes.
+func NewFields(sets []*Set, names []string, own []bool, c *cache.Cache, dir string, facts map[string]any) (*Fields, error) {
+	if len(sets) == 0 || len(sets) != len(names) || len(own) != len(sets) {
 		return nil, fmt.Errorf("view: %d fields named %d times", len(sets), len(names))
 	}
-	f := &Fields{Sets: sets, Names: names, Cache: c, dir: dir, facts: facts, kinds: []Kind{IDs}}
+	f := &Fields{Sets: sets, Names: names, Own: own, anchor: -1, Cache: c, dir: dir, facts: facts, kinds: []Kind{IDs}}
 	for i, s := range sets {
+		switch {
+		case own[i] && (s.Variable() || s.DS.HasIDs()):
+			return nil, fmt.Errorf("view: field %q has blocks of its own but is not fixed-size in stored order", names[i])
+		case !own[i] && f.anchor < 0:
+			f.anchor = i
+		case !own[i] && !slices.Equal(s.counts, sets[f.anchor].counts):
+			return nil, fmt.Errorf("view: field %q is not cut at the samples field %q is", names[i], names[f.anchor])
+		}
 		if s.DS.Records() != sets[0].DS.Records() || s.Opt != sets[0].Opt {
 			return nil, fmt.Errorf("view: field %q has %d records and order %+v; field %q %d and %+v", names[i], s.DS.Records(), s.Opt, names[0], sets[0].DS.Records(), sets[0].Opt)
 		}
@@ -75,6 +90,9 @@ func NewFields(sets []*Set, names []string, c *cache.Cache, dir string, facts ma
 		if s.Variable() {
 			f.kinds = append(f.kinds, FieldKind(i, true))
 		}
+	}
+	if f.anchor < 0 {
+		return nil, fmt.Errorf("view: every field has blocks of its own")
 	}
 	return f, nil
 }
@@ -87,7 +105,7 @@ func (f *Fields) Readahead(k Kind, mount int64) int64 {
 		return min(mount, max(1, f.Ahead[i]))
 	}
 	if k == IDs && len(f.Ahead) > 0 {
-		return min(mount, max(1, f.Ahead[0]))
+		return min(mount, max(1, f.Ahead[f.anchor]))
 	}
 	return mount
 }
@@ -112,7 +130,7 @@ func (f *Fields) Suffix(k Kind) string {
 // set returns the Set and the Kind within it of a file of kind k.
 func (f *Fields) set(k Kind) (*Set, Kind, error) {
 	if k == IDs {
-		return f.Sets[0], IDs, nil
+		return f.Sets[f.anchor], IDs, nil
 	}
 	i, off, ok := k.Field()
 	if !ok || i >= len(f.Sets) || (off && !f.Sets[i].Variable()) {
@@ -139,7 +157,77 @@ func (f *Fields) Open(ctx context.Context, n uint64, k Kind, rg Range) (File, er
 	if err != nil {
 		return nil, err
 	}
+	if i, _, ok := k.Field(); ok && f.Own[i] {
+		e, err := f.Sets[f.anchor].Epoch(n)
+		if err != nil {
+			return nil, err
+		}
+		return &ownFile{e: e, ds: s.DS, c: s.Cache, rg: rg}, nil
+	}
 	return s.Open(ctx, n, sk, rg)
+}
+
+// ownFile is the values of a fixed field cut at blocks of its own over positions rg of an
+// epoch of the anchor's order: each position's value is the field's record at its sample's
+// storage index (the anchor's block's first record plus its index in the block).
+type ownFile struct {
+	e  *Epoch          // the anchor's
+	ds *layout.Dataset // the field's
+	c  *cache.Cache    // the field's namespace
+	rg Range
+}
+
+func (f *ownFile) Size() int64 { return int64(f.rg.Len()) * f.ds.RecordSize() }
+
+func (f *ownFile) ReadAt(p []byte, off int64) (int, error) { return readAt(f, p, off) }
+
+func (f *ownFile) gather(ctx context.Context, g *Gather, buf []byte, off int64) (int, error) {
+	n := clamp(buf, off, f.Size())
+	if n == 0 {
+		return 0, nil
+	}
+	rs := uint64(f.ds.RecordSize())
+	first := uint64(off) / rs
+	count := (uint64(off)+uint64(n)-1)/rs - first + 1
+	raw := make([]byte, count*rs)
+	blocks := map[int][]byte{} // an anchor block's samples' values, read once per read
+	ord := f.e.ord
+	for i := uint64(0); i < count; {
+		pos := f.rg.Start + first + i
+		win := ord.Window(ord.WindowOf(pos))
+		for j := pos - win.Start; j < win.Count && i < count; j, i = j+1, i+1 {
+			b, local := win.At(j)
+			vals, ok := blocks[b]
+			if !ok {
+				var err error
+				if vals, err = f.blockValues(ctx, b); err != nil {
+					return 0, err
+				}
+				blocks[b] = vals
+			}
+			copy(raw[i*rs:(i+1)*rs], vals[local*rs:])
+		}
+	}
+	copy(buf[:n], raw[uint64(off)-first*rs:])
+	g.Vecs = append(g.Vecs, buf[:n])
+	return n, nil
+}
+
+// blockValues reads the field's values of the samples of the anchor's block b: its records
+// from the block's first sample on, through as many of the field's blocks as they span.
+func (f *ownFile) blockValues(ctx context.Context, b int) ([]byte, error) {
+	rs := uint64(f.ds.RecordSize())
+	id, left := f.e.ds.FirstRecord(b), f.e.ds.BlockRecords(b)
+	out := make([]byte, left*rs)
+	for at := uint64(0); left > 0; {
+		fb, local := f.ds.BlockOf(id)
+		k := min(left, f.ds.BlockRecords(fb)-local)
+		if err := f.c.Fill(ctx, layout.DataFile(fb), int64(local*rs), out[at*rs:(at+k)*rs]); err != nil {
+			return nil, err
+		}
+		id, left, at = id+k, left-k, at+k
+	}
+	return out, nil
 }
 
 // Dir returns the dataset's directory.
@@ -169,7 +257,7 @@ func (f *Fields) Facts() map[string]any {
 	for k, v := range f.facts {
 		out[k] = v
 	}
-	s := f.Sets[0]
+	s := f.Sets[f.anchor]
 	out["kind"] = "fields"
 	out["records"] = s.DS.Records()
 	out["blocks"] = s.DS.Blocks()

@@ -498,9 +498,9 @@ class TableTest(Tmp):
     bool, variable fields of numbers (a Parquet list, as DuckDB writes FLOAT[3]; int32 token
     lists), strings and a struct's leaf."""
 
-    def pack(self, name, columns):
-        dst = os.path.join(self.tmp, name)
-        p = subprocess.run([blockfs.binary(), "pack", "--quiet", "--columns", ",".join(columns),
+    def pack(self, name, columns, *args):
+        dst = os.path.join(self.tmp, name + "".join(args))
+        p = subprocess.run([blockfs.binary(), "pack", "--quiet", "--columns", ",".join(columns), *args,
                             os.path.join(TABLES, name), dst], capture_output=True, text=True)
         self.assertEqual(p.returncode, 0, p.stderr)
         return dst
@@ -515,8 +515,21 @@ class TableTest(Tmp):
             self.assertEqual(bytes(img.numpy()), b"img%d" % i)
 
     def test_parquet(self):
+        """The fixed fields' values in a block of samples take a few hundred bytes: they are cut
+        at blocks of their own (FORMAT.md) and read by the samples' indices."""
+        self.parquet()
+
+    def test_parquet_one_block(self):
+        """In one block of 16 MiB every field is cut at the samples."""
+        self.parquet("--block-size", "16MiB")
+
+    def parquet(self, *args):
         columns = ["row", "i32", "flag", "vec", "toks", "name", "img.bytes", "u64"]
-        with blockfs.Mount(self.pack("types.parquet", columns), seed=1) as m:
+        dst = self.pack("types.parquet", columns, *args)
+        with open(os.path.join(dst, "blockfs-fields.json")) as f:
+            own = [fl["name"] for fl in json.load(f)["fields"] if fl.get("blocks") == "own"]
+        self.assertEqual(own, [] if args else ["row", "i32", "flag", "u64"])
+        with blockfs.Mount(dst, seed=1) as m:
             fs = {f.name: f for f in blockfs.fields(m)}
             self.assertEqual(list(fs), columns)
             self.assertEqual((fs["i32"].kind, fs["i32"].dtype, fs["i32"].shape), ("fixed", np.dtype("<i4"), ()))
