@@ -192,6 +192,109 @@ func (w *FieldWriter) Append(values [][]byte) error {
 	return nil
 }
 
+// AppendColumns adds rows samples given a column at a time: field k's values back to back in
+// cols[k] and, for a variable field, their lengths in lens[k] (nil for a fixed one). The
+// dataset is the one Append of each sample would write, cut at the same samples; the values
+// are copied a run of samples at a time.
+func (w *FieldWriter) AppendColumns(rows int, cols [][]byte, lens [][]uint64) error {
+	if len(cols) != len(w.ws) || len(lens) != len(w.ws) {
+		return fmt.Errorf("samples %d on: %d columns for %d fields", w.m.Records, len(cols), len(w.ws))
+	}
+	var fixed int64 // a sample's bytes in its fixed fields
+	for k, f := range w.m.Fields {
+		if f.Kind == Fixed {
+			if lens[k] != nil || int64(len(cols[k])) != int64(rows)*f.RecordSize {
+				return fmt.Errorf("samples %d on, field %q: %d bytes for %d values of %d bytes", w.m.Records, f.Name, len(cols[k]), rows, f.RecordSize)
+			}
+			fixed += f.RecordSize
+		} else if len(lens[k]) != rows {
+			return fmt.Errorf("samples %d on, field %q: %d lengths for %d values", w.m.Records, f.Name, len(lens[k]), rows)
+		}
+	}
+	at := make([]int, len(w.ws)) // where the run starts in each column
+	var variable []int
+	for k, f := range w.m.Fields {
+		if f.Kind == Variable {
+			variable = append(variable, k)
+		}
+	}
+	for a := 0; a < rows; {
+		// The run ends after the first sample that closes a block: of the samples (the
+		// pending bytes reach the block size) or of a field with blocks of its own. Before a
+		// run, every count is below the block size.
+		m := rows - a
+		for k, f := range w.m.Fields {
+			if w.own[k] >= 0 {
+				m = min(m, int((w.block-w.own[k]+f.RecordSize-1)/f.RecordSize))
+			}
+		}
+		if len(variable) == 0 && fixed > 0 {
+			m = min(m, int((w.block-w.pending+fixed-1)/fixed))
+		}
+		b := a
+		if len(variable) == 0 {
+			w.pending += int64(m) * fixed
+			b = a + m
+		}
+		for b < a+m {
+			size := fixed
+			for _, k := range variable {
+				size += int64(lens[k][b])
+			}
+			w.pending += size
+			b++
+			if w.pending >= w.block {
+				break
+			}
+		}
+		sample := w.pending >= w.block
+		for k, f := range w.m.Fields {
+			if w.own[k] >= 0 {
+				w.own[k] += int64(b-a) * f.RecordSize
+			}
+		}
+		for k, fw := range w.ws {
+			var l []uint64
+			n := (b - a) * int(w.m.Fields[k].RecordSize)
+			if w.m.Fields[k].Kind == Variable {
+				l = lens[k][a:b]
+				n = 0
+				for _, x := range l {
+					n += int(x)
+				}
+			}
+			if at[k]+n > len(cols[k]) {
+				return fmt.Errorf("samples %d on, field %q: the lengths pass the column's %d bytes", w.m.Records, w.m.Fields[k].Name, len(cols[k]))
+			}
+			if err := fw.AppendRun(w.m.Records, cols[k][at[k]:at[k]+n], l); err != nil {
+				return fmt.Errorf("field %q: %w", w.m.Fields[k].Name, err)
+			}
+			at[k] += n
+		}
+		w.m.Records += uint64(b - a)
+		for k := range w.ws {
+			if w.own[k] >= w.block {
+				w.own[k] = 0
+				if err := w.ws[k].Cut(); err != nil {
+					return fmt.Errorf("field %q: %w", w.m.Fields[k].Name, err)
+				}
+			}
+		}
+		if sample {
+			if err := w.cut(); err != nil {
+				return err
+			}
+		}
+		a = b
+	}
+	for k := range cols {
+		if at[k] != len(cols[k]) {
+			return fmt.Errorf("samples %d on, field %q: %d bytes past its values", w.m.Records, w.m.Fields[k].Name, len(cols[k])-at[k])
+		}
+	}
+	return nil
+}
+
 // cut closes the block of every field cut at the samples at the same record. The first cut
 // first chooses the fields cut at blocks of their own: the fixed ones whose values in this
 // block take fewer than ownBelow bytes, unless that is every field.

@@ -3,6 +3,7 @@ package layout
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -94,4 +95,71 @@ func TestFieldsManifestOwnRefused(t *testing.T) {
 		_, err := ReadFieldsManifest(dir)
 		require.ErrorIs(t, err, ErrFormat, body)
 	}
+}
+
+// AppendColumns writes the dataset Append of each sample writes, whatever the batches: the
+// same cuts (at the samples, and of fields with blocks of their own), the same files.
+func TestFieldWriterColumns(t *testing.T) {
+	dir := t.TempDir()
+	fields := []Field{{Name: "image", Kind: Variable}, {Name: "label", Kind: Fixed, RecordSize: 8},
+		{Name: "vec", Kind: Fixed, RecordSize: 64}, {Name: "note", Kind: Variable}}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n = 5000
+	samples := make([][][]byte, n)
+	for i := range samples {
+		samples[i] = [][]byte{bytes.Repeat([]byte{byte(i)}, rng.IntN(3000)), []byte(fmt.Sprintf("%08d", i)),
+			bytes.Repeat([]byte{byte(i * 3)}, 64), bytes.Repeat([]byte("n"), rng.IntN(4))}
+	}
+	one, err := CreateFields(filepath.Join(dir, "one"), fields, 16<<10, "test", false)
+	require.NoError(t, err)
+	for _, s := range samples {
+		require.NoError(t, one.Append(s))
+	}
+	_, err = one.Commit()
+	require.NoError(t, err)
+	cols, err := CreateFields(filepath.Join(dir, "cols"), fields, 16<<10, "test", false)
+	require.NoError(t, err)
+	for a := 0; a < n; {
+		b := min(n, a+1+rng.IntN(700))
+		data := make([][]byte, len(fields))
+		lens := make([][]uint64, len(fields))
+		for k, f := range fields {
+			for _, s := range samples[a:b] {
+				data[k] = append(data[k], s[k]...)
+				if f.Kind == Variable {
+					lens[k] = append(lens[k], uint64(len(s[k])))
+				}
+			}
+			if f.Kind == Variable && lens[k] == nil {
+				lens[k] = []uint64{}
+			}
+		}
+		require.NoError(t, cols.AppendColumns(b-a, data, lens))
+		a = b
+	}
+	m, err := cols.Commit()
+	require.NoError(t, err)
+	require.True(t, m.Fields[1].Own() && m.Fields[2].Own() && !m.Fields[0].Own(), "label and vec have blocks of their own: %+v", m.Fields)
+	var files int
+	require.NoError(t, filepath.WalkDir(filepath.Join(dir, "one"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(filepath.Join(dir, "one"), path)
+		want, err := os.ReadFile(path)
+		require.NoError(t, err)
+		got, err := os.ReadFile(filepath.Join(dir, "cols", rel))
+		require.NoError(t, err, rel)
+		require.True(t, bytes.Equal(want, got), "%s differs", rel)
+		files++
+		return nil
+	}))
+	require.Greater(t, files, 20)
+
+	// Columns that do not add up are refused.
+	bad, err := CreateFields(filepath.Join(dir, "bad"), fields, 16<<10, "test", false)
+	require.NoError(t, err)
+	defer bad.Abort()
+	require.Error(t, bad.AppendColumns(1, [][]byte{{1}, make([]byte, 7), make([]byte, 64), nil}, [][]uint64{{1}, nil, nil, {0}}))
+	require.Error(t, bad.AppendColumns(1, [][]byte{{1}, make([]byte, 8), make([]byte, 64), nil}, [][]uint64{{2}, nil, nil, {0}}))
 }

@@ -62,7 +62,7 @@ type Writer struct {
 
 	// The block being filled.
 	data    []byte
-	ids     []uint64
+	ids     []uint64 // with WriterOptions.IDs the records' ids; without, only its length counts
 	offsets []uint64
 	nextID  uint64
 	done    bool
@@ -190,6 +190,61 @@ func (w *Writer) AppendFrom(id uint64, r io.Reader, n int64) error {
 		return err
 	}
 	return w.placed(id)
+}
+
+// AppendRun adds records first, first+1, ... from data, back to back, to a writer with
+// ManualBlocks, exactly as Append of each would: fixed-size records fill data whole; variable
+// ones have the lengths lens (one per record, their sum len(data)). It takes them in one copy,
+// for a batch of a column (FieldWriter.AppendColumns).
+func (w *Writer) AppendRun(first uint64, data []byte, lens []uint64) error {
+	if err := w.writable(); err != nil {
+		return err
+	}
+	if !w.opt.ManualBlocks {
+		return errors.New("AppendRun is for a writer with ManualBlocks")
+	}
+	if !w.opt.IDs && first != w.nextID {
+		return fmt.Errorf("record id %d out of sequence (want %d)", first, w.nextID)
+	}
+	var n uint64
+	if w.opt.Kind == Fixed {
+		rs := uint64(w.opt.RecordSize)
+		if uint64(len(data))%rs != 0 {
+			return fmt.Errorf("records %d on: %d bytes are not whole %d-byte records", first, len(data), rs)
+		}
+		n = uint64(len(data)) / rs
+	} else {
+		var sum uint64
+		for i, l := range lens {
+			if l > uint64(w.MaxRecord()) {
+				return fmt.Errorf("record %d is %d bytes, over the limit of %d bytes for one record", first+uint64(i), l, w.MaxRecord())
+			}
+			sum += l
+		}
+		if sum != uint64(len(data)) {
+			return fmt.Errorf("records %d on: lengths of %d bytes for %d bytes of data", first, sum, len(data))
+		}
+		n = uint64(len(lens))
+	}
+	at := uint64(len(w.data))
+	w.data = append(w.data, data...)
+	if w.opt.IDs {
+		for i := range n {
+			w.ids = append(w.ids, first+i)
+		}
+	} else {
+		// Without stored ids only the count of w.ids is read (the block's records).
+		k := len(w.ids)
+		w.ids = slices.Grow(w.ids, int(n))[:k+int(n)]
+	}
+	if w.opt.Kind == Variable {
+		for _, l := range lens {
+			at += l
+			w.offsets = append(w.offsets, at)
+		}
+	}
+	w.nextID = first + n
+	return nil
 }
 
 // Cut closes the block being filled (ManualBlocks); nothing when it is empty.

@@ -50,10 +50,13 @@ type tableReader struct {
 	cur     tableFile // nil between files
 	before  int64     // bytes of the files before cur
 	batch   arrow.RecordBatch
-	values  []valueFunc // of cols, bound to batch
-	row     int         // batch's row that Next returns next
-	rows    int         // batch's rows
-	fileRow int64       // the file's row of batch's first row
+	values  []valueFunc   // of cols, bound to batch
+	leaves  []arrow.Array // of cols in batch: the column, nil under a struct (read by values)
+	col     Columns
+	scratch [][]byte // by column: NextColumns' bytes where a column's own are not one run
+	row     int      // batch's row that Next returns next
+	rows    int      // batch's rows
+	fileRow int64    // the file's row of batch's first row
 	out     [][]byte
 	closed  bool
 }
@@ -205,6 +208,64 @@ func (r *tableReader) Next() (values [][]byte, err error) {
 	return r.out, nil
 }
 
+// NextColumns returns the rest of the current batch (the next batch's rows when it is done) a
+// column at a time: a column without nulls, of fixed-width values or of binary or strings,
+// as its own bytes; any other, value by value, as Next reads them.
+func (r *tableReader) NextColumns() (c *Columns, err error) {
+	if r.closed {
+		return nil, errors.New("read after Close")
+	}
+	for r.row >= r.rows {
+		if err := r.nextBatch(); err != nil {
+			return nil, err
+		}
+	}
+	a, b := r.row, r.rows
+	defer func() {
+		if p := recover(); p != nil { // arrow-go indexing a corrupt batch
+			c, err = nil, fmt.Errorf("%s is corrupt: rows %d to %d cannot be read (%v)", r.paths[r.file], r.fileRow+int64(a), r.fileRow+int64(b)-1, p)
+		}
+	}()
+	c = &r.col
+	if c.Data == nil {
+		n := len(r.cols)
+		c.Data, c.Lens, r.scratch = make([][]byte, n), make([][]uint64, n), make([][]byte, n)
+	}
+	c.Rows = b - a
+	for k := range r.cols {
+		variable := r.fields[k].Kind == VariableField
+		lens := c.Lens[k][:0]
+		if r.leaves[k] != nil {
+			data, l, ok := columnBytes(r.leaves[k], variable, a, b, &r.scratch[k], lens)
+			if ok {
+				c.Data[k], c.Lens[k] = data, l
+				if !variable {
+					c.Lens[k] = nil
+				}
+				continue
+			}
+		}
+		data := r.scratch[k][:0]
+		for i := a; i < b; i++ {
+			v, err := r.values[k](i)
+			if err != nil {
+				return nil, fmt.Errorf("%s: column %s %v at row %d; fill it or leave the column out with --columns",
+					r.paths[r.file], r.cols[k].name(), err, r.fileRow+int64(i))
+			}
+			data = append(data, v...)
+			if variable {
+				lens = append(lens, uint64(len(v)))
+			}
+		}
+		r.scratch[k], c.Data[k], c.Lens[k] = data, data, nil
+		if variable {
+			c.Lens[k] = lens
+		}
+	}
+	r.row = b
+	return c, nil
+}
+
 // nextBatch moves to the next batch with rows, opening the next file when one ends; io.EOF
 // after the last file.
 func (r *tableReader) nextBatch() error {
@@ -238,7 +299,7 @@ func (r *tableReader) nextBatch() error {
 			b.Release()
 			continue
 		}
-		r.values = r.values[:0]
+		r.values, r.leaves = r.values[:0], r.leaves[:0]
 		for _, c := range r.cols {
 			v, err := bindColumn(b, c)
 			if err != nil {
@@ -246,6 +307,11 @@ func (r *tableReader) nextBatch() error {
 				return fmt.Errorf("%s: %w", r.paths[r.file], err)
 			}
 			r.values = append(r.values, v)
+			var leaf arrow.Array
+			if len(c.path) == 1 {
+				leaf = b.Column(b.Schema().FieldIndices(c.path[0])[0])
+			}
+			r.leaves = append(r.leaves, leaf)
 		}
 		r.batch, r.row, r.rows = b, 0, int(b.NumRows())
 		return nil

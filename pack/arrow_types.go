@@ -422,6 +422,64 @@ func elements(d arrow.ArrayData, a, b int64, scratch *[]byte) ([]byte, error) {
 	}
 }
 
+// columnBytes returns rows [a, b) of a column array as one run of bytes and, variable, each
+// value's length (appended to lens), when the array holds them so: no nulls, and fixed-width
+// scalars or fixed-size lists of them (bools unpacked into scratch, a byte each),
+// fixed-size binary, or binary and strings. It reports false for any other array, which the
+// caller reads value by value.
+func columnBytes(arr arrow.Array, variable bool, a, b int, scratch *[]byte, lens []uint64) ([]byte, []uint64, bool) {
+	if e, ok := arr.(array.ExtensionArray); ok {
+		arr = e.Storage()
+	}
+	d := arr.Data()
+	if d.NullN() > 0 {
+		return nil, nil, false
+	}
+	switch arr.(type) {
+	case *array.Dictionary, *array.BinaryView, *array.StringView:
+		return nil, nil, false
+	}
+	off := d.Offset()
+	var o32 []int32
+	var o64 []int64
+	switch t := storageType(arr.DataType()).(type) {
+	case *arrow.BinaryType, *arrow.StringType:
+		o32 = arrow.Int32Traits.CastFromBytes(bytesOf(d.Buffers()[1]))
+	case *arrow.LargeBinaryType, *arrow.LargeStringType:
+		o64 = arrow.Int64Traits.CastFromBytes(bytesOf(d.Buffers()[1]))
+	case *arrow.FixedSizeBinaryType:
+		n := t.ByteWidth
+		if variable {
+			return nil, nil, false
+		}
+		return bytesOf(d.Buffers()[1])[(off+a)*n : (off+b)*n], nil, true
+	case *arrow.ListType, *arrow.LargeListType:
+		return nil, nil, false
+	default:
+		if variable {
+			return nil, nil, false
+		}
+		data, err := elements(d, int64(a), int64(b), scratch)
+		if err != nil {
+			return nil, nil, false
+		}
+		return data, nil, true
+	}
+	if !variable {
+		return nil, nil, false
+	}
+	at := func(j int) int64 {
+		if o32 != nil {
+			return int64(o32[j])
+		}
+		return o64[j]
+	}
+	for j := off + a; j < off+b; j++ {
+		lens = append(lens, uint64(at(j+1)-at(j)))
+	}
+	return bytesOf(d.Buffers()[2])[at(off+a):at(off+b)], lens, true
+}
+
 // isNull reports whether element i of d (d's offset not included) is null.
 func isNull(d arrow.ArrayData, i int64) bool {
 	if d.NullN() == 0 {

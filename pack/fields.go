@@ -57,6 +57,23 @@ type SampleReader interface {
 	Close() error
 }
 
+// Columns is a batch of samples a column at a time: Data[k] is field k's values back to back,
+// and for a variable field Lens[k] their lengths (nil for a fixed one).
+type Columns struct {
+	Rows int
+	Data [][]byte
+	Lens [][]uint64
+}
+
+// ColumnReader is a SampleReader that can also give its samples a batch at a time, each
+// column in one run of bytes (a table's record batch: no work per value). NextColumns returns
+// the next batch, or io.EOF after the last; its bytes may be reused by the next call. A reader
+// is read with Next or with NextColumns, not both.
+type ColumnReader interface {
+	SampleReader
+	NextColumns() (*Columns, error)
+}
+
 // Reserved names a field cannot have: the mount's own sidecars.
 var reservedFieldNames = []string{"ids", "offsets", "source"}
 
@@ -209,36 +226,14 @@ func PackFields(ctx context.Context, r SampleReader, dst string, format Format, 
 	if err != nil {
 		return nil, err
 	}
-	for n := 0; ; n++ {
-		if n%1024 == 0 {
-			if err := ctx.Err(); err != nil {
-				w.Abort()
-				return nil, err
-			}
-			if opt.Progress != nil {
-				done, total := r.Progress()
-				opt.Progress(done, total, w.Records())
-			}
-		}
-		values, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			w.Abort()
-			return nil, err
-		}
-		for k, v := range values {
-			if specs[k].Kind == FixedField && int64(len(v)) != specs[k].RecordSize {
-				w.Abort()
-				return nil, fmt.Errorf("sample %d: field %q has %d bytes; it is fixed-size, %d bytes a value", w.Records(), specs[k].Name, len(v), specs[k].RecordSize)
-			}
-			res.Bytes += int64(len(v))
-		}
-		if err := w.Append(values); err != nil {
-			w.Abort()
-			return nil, err
-		}
+	if cr, ok := r.(ColumnReader); ok {
+		err = packColumns(ctx, cr, w, specs, res, opt)
+	} else {
+		err = packSamples(ctx, r, w, specs, res, opt)
+	}
+	if err != nil {
+		w.Abort()
+		return nil, err
 	}
 	if res.Manifest, err = w.Commit(); err != nil {
 		return nil, err
@@ -247,4 +242,67 @@ func PackFields(ctx context.Context, r SampleReader, dst string, format Format, 
 		res.Notes = n.Notes()
 	}
 	return res, nil
+}
+
+// packSamples appends r's samples to w one at a time.
+func packSamples(ctx context.Context, r SampleReader, w *layout.FieldWriter, specs []FieldSpec, res *FieldsResult, opt Options) error {
+	for n := 0; ; n++ {
+		if n%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if opt.Progress != nil {
+				done, total := r.Progress()
+				opt.Progress(done, total, w.Records())
+			}
+		}
+		values, err := r.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for k, v := range values {
+			if specs[k].Kind == FixedField && int64(len(v)) != specs[k].RecordSize {
+				return fmt.Errorf("sample %d: field %q has %d bytes; it is fixed-size, %d bytes a value", w.Records(), specs[k].Name, len(v), specs[k].RecordSize)
+			}
+			res.Bytes += int64(len(v))
+		}
+		if err := w.Append(values); err != nil {
+			return err
+		}
+	}
+}
+
+// packColumns appends r's samples to w a batch at a time.
+func packColumns(ctx context.Context, r ColumnReader, w *layout.FieldWriter, specs []FieldSpec, res *FieldsResult, opt Options) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if opt.Progress != nil {
+			done, total := r.Progress()
+			opt.Progress(done, total, w.Records())
+		}
+		c, err := r.NextColumns()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(c.Data) != len(specs) || len(c.Lens) != len(specs) {
+			return fmt.Errorf("samples %d on: %d columns for %d fields", w.Records(), len(c.Data), len(specs))
+		}
+		for k := range specs {
+			if specs[k].Kind == FixedField && int64(len(c.Data[k])) != int64(c.Rows)*specs[k].RecordSize {
+				return fmt.Errorf("samples %d on: field %q has %d bytes for %d values; it is fixed-size, %d bytes a value", w.Records(), specs[k].Name, len(c.Data[k]), c.Rows, specs[k].RecordSize)
+			}
+			res.Bytes += int64(len(c.Data[k]))
+		}
+		if err := w.AppendColumns(c.Rows, c.Data, c.Lens); err != nil {
+			return err
+		}
+	}
 }

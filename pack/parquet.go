@@ -106,7 +106,7 @@ func openParquetFile(path string, mem memory.Allocator) (f *parquetFile, err err
 	}
 	// PreAllocBinaryData sizes a batch's binary buffer from the row group's sizes, rather
 	// than doubling it value by value (a third less allocated in all).
-	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{PreAllocBinaryData: true}, mem)
+	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{PreAllocBinaryData: true, Parallel: true}, mem)
 	if err == nil {
 		var schema *arrow.Schema
 		if schema, err = fr.Schema(); err == nil {

@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Parquet and Arrow are read with apache/arrow-go, whose packages take 10-17 MiB of resident
@@ -21,8 +23,10 @@ import (
 // and the parent's SampleReader reads them from there.
 //
 // The stream: one line of JSON (pipeHeader), then frames: 'S' uvarint(input bytes read so far)
-// and, per field, uvarint(length) and the value's bytes; 'E' at the end; 'X' uvarint(length)
-// and an error message, the child's error.
+// and, per field, uvarint(length) and the value's bytes (one sample); 'C' uvarint(input bytes
+// read so far), uvarint(rows) and, per field, for a variable one rows uint64 little-endian
+// lengths, then uvarint(length) and the column's bytes (a batch, from a ColumnReader); 'E' at
+// the end; 'X' uvarint(length) and an error message, the child's error.
 
 // TablesBinary is the name of the binary that reads Parquet and Arrow.
 const TablesBinary = "blockfs-tables"
@@ -45,6 +49,45 @@ func WriteSamples(w io.Writer, r SampleReader) error {
 	bw.Write(append(hdr, '\n'))
 	var num [binary.MaxVarintLen64]byte
 	uv := func(v uint64) { bw.Write(num[:binary.PutUvarint(num[:], v)]) }
+	fail := func(err error) error {
+		msg := err.Error()
+		bw.WriteByte('X')
+		uv(uint64(len(msg)))
+		bw.WriteString(msg)
+		bw.Flush()
+		return err
+	}
+	if cr, ok := r.(ColumnReader); ok {
+		var lens []byte
+		for {
+			c, err := cr.NextColumns()
+			if err == io.EOF {
+				bw.WriteByte('E')
+				return bw.Flush()
+			}
+			if err != nil {
+				return fail(err)
+			}
+			done, _ := r.Progress()
+			bw.WriteByte('C')
+			uv(uint64(done))
+			uv(uint64(c.Rows))
+			for k, data := range c.Data {
+				if c.Lens[k] != nil {
+					lens = lens[:0]
+					for _, l := range c.Lens[k] {
+						lens = binary.LittleEndian.AppendUint64(lens, l)
+					}
+					bw.Write(lens)
+				}
+				uv(uint64(len(data)))
+				bw.Write(data)
+			}
+			if _, err := bw.Write(nil); err != nil {
+				return err
+			}
+		}
+	}
 	for {
 		values, err := r.Next()
 		if err == io.EOF {
@@ -52,12 +95,7 @@ func WriteSamples(w io.Writer, r SampleReader) error {
 			return bw.Flush()
 		}
 		if err != nil {
-			msg := err.Error()
-			bw.WriteByte('X')
-			uv(uint64(len(msg)))
-			bw.WriteString(msg)
-			bw.Flush()
-			return err
+			return fail(err)
 		}
 		done, _ := r.Progress()
 		bw.WriteByte('S')
@@ -82,6 +120,11 @@ type pipeReader struct {
 	done   int64
 	vals   [][]byte
 	bufs   [][]byte
+	lens   [][]uint64
+	raw    []byte
+	cols   Columns  // the last batch
+	row    int      // Next: the batch's next row
+	at     []uint64 // Next: where the row's values start, by field
 	ended  bool
 }
 
@@ -120,6 +163,13 @@ func openPiped(format Format, paths, columns []string) (SampleReader, error) {
 	if p.in, err = cmd.StdoutPipe(); err != nil {
 		return nil, err
 	}
+	// A pipe of 1 MiB, not 64 KiB: a batch passes in a few writes, not hundreds of switches
+	// between the processes (best effort: the size is capped by /proc/sys/fs/pipe-max-size).
+	if f, ok := p.in.(*os.File); ok {
+		if rc, err := f.SyscallConn(); err == nil {
+			rc.Control(func(fd uintptr) { unix.FcntlInt(fd, unix.F_SETPIPE_SZ, 1<<20) })
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("cannot run %s: %w", bin, err)
 	}
@@ -153,56 +203,178 @@ func (p *pipeReader) Fields() []FieldSpec { return p.hdr.Fields }
 
 func (p *pipeReader) Progress() (int64, int64) { return p.done, p.hdr.Total }
 
-func (p *pipeReader) Next() ([][]byte, error) {
+// head reads a frame's kind and, for a sample or a batch ('S', 'C'), the progress after it;
+// io.EOF at the stream's end, the child's error at its.
+func (p *pipeReader) head() (byte, error) {
 	if p.ended {
-		return nil, io.EOF
+		return 0, io.EOF
 	}
 	kind, err := p.br.ReadByte()
 	if err != nil {
-		return nil, p.fail(err)
+		return 0, p.fail(err)
 	}
 	switch kind {
 	case 'E':
 		p.ended = true
 		p.in.Close()
 		if err := p.cmd.Wait(); err != nil {
-			return nil, fmt.Errorf("%s: %v: %s", TablesBinary, err, strings.TrimSpace(p.stderr.String()))
+			return 0, fmt.Errorf("%s: %v: %s", TablesBinary, err, strings.TrimSpace(p.stderr.String()))
 		}
-		return nil, io.EOF
+		return 0, io.EOF
 	case 'X':
 		n, err := binary.ReadUvarint(p.br)
 		if err != nil || n > 1<<20 {
-			return nil, p.fail(fmt.Errorf("a damaged stream"))
+			return 0, p.fail(fmt.Errorf("a damaged stream"))
 		}
 		msg := make([]byte, n)
 		io.ReadFull(p.br, msg)
 		p.ended = true
 		p.in.Close()
 		p.cmd.Wait()
-		return nil, errors.New(string(msg))
-	case 'S':
+		return 0, errors.New(string(msg))
+	case 'S', 'C':
 	default:
-		return nil, p.fail(fmt.Errorf("a damaged stream (frame %q)", kind))
+		return 0, p.fail(fmt.Errorf("a damaged stream (frame %q)", kind))
 	}
 	done, err := binary.ReadUvarint(p.br)
 	if err != nil {
-		return nil, p.fail(err)
+		return 0, p.fail(err)
 	}
 	p.done = int64(done)
+	return kind, nil
+}
+
+// Limits on a batch frame, against a damaged stream asking for any allocation.
+const (
+	maxPipeRows  = 1 << 24
+	maxPipeBytes = 1 << 34
+)
+
+// bytes reads n bytes into field k's buffer.
+func (p *pipeReader) bytes(k int, n uint64) ([]byte, error) {
+	if n > maxPipeBytes {
+		return nil, p.fail(fmt.Errorf("a damaged stream (%d bytes in one frame)", n))
+	}
+	if uint64(cap(p.bufs[k])) < n {
+		p.bufs[k] = make([]byte, n)
+	}
+	b := p.bufs[k][:n]
+	if _, err := io.ReadFull(p.br, b); err != nil {
+		return nil, p.fail(err)
+	}
+	return b, nil
+}
+
+// sample reads an 'S' frame's values.
+func (p *pipeReader) sample() ([][]byte, error) {
 	for k := range p.vals {
 		n, err := binary.ReadUvarint(p.br)
 		if err != nil {
 			return nil, p.fail(err)
 		}
-		if uint64(cap(p.bufs[k])) < n {
-			p.bufs[k] = make([]byte, n)
-		}
-		p.vals[k] = p.bufs[k][:n]
-		if _, err := io.ReadFull(p.br, p.vals[k]); err != nil {
-			return nil, p.fail(err)
+		if p.vals[k], err = p.bytes(k, n); err != nil {
+			return nil, err
 		}
 	}
 	return p.vals, nil
+}
+
+// Next returns the next sample: an 'S' frame's, or the next row of a 'C' frame's batch.
+func (p *pipeReader) Next() ([][]byte, error) {
+	for p.row >= p.cols.Rows {
+		kind, err := p.head()
+		if err != nil {
+			return nil, err
+		}
+		if kind == 'S' {
+			return p.sample()
+		}
+		if _, err := p.columns(); err != nil {
+			return nil, err
+		}
+		p.row = 0
+		p.at = append(p.at[:0], make([]uint64, len(p.vals))...)
+	}
+	c := &p.cols
+	for k := range p.vals {
+		n := uint64(p.hdr.Fields[k].RecordSize)
+		if c.Lens[k] != nil {
+			n = c.Lens[k][p.row]
+		}
+		if p.at[k]+n > uint64(len(c.Data[k])) {
+			return nil, p.fail(fmt.Errorf("a damaged stream (a batch's values pass its bytes)"))
+		}
+		p.vals[k] = c.Data[k][p.at[k] : p.at[k]+n]
+		p.at[k] += n
+	}
+	p.row++
+	return p.vals, nil
+}
+
+// NextColumns returns the next batch: a 'C' frame, or an 'S' frame as a batch of one.
+func (p *pipeReader) NextColumns() (*Columns, error) {
+	kind, err := p.head()
+	if err != nil {
+		return nil, err
+	}
+	if kind == 'C' {
+		return p.columns()
+	}
+	c := &p.cols
+	if c.Data == nil {
+		c.Data, c.Lens, p.lens = make([][]byte, len(p.vals)), make([][]uint64, len(p.vals)), make([][]uint64, len(p.vals))
+	}
+	vals, err := p.sample()
+	if err != nil {
+		return nil, err
+	}
+	c.Rows = 1
+	for k, v := range vals {
+		c.Data[k], c.Lens[k] = v, nil
+		if p.hdr.Fields[k].Kind == VariableField {
+			c.Lens[k] = append(p.lens[k][:0], uint64(len(v)))
+		}
+	}
+	return c, nil
+}
+
+// columns reads a 'C' frame's batch (after head).
+func (p *pipeReader) columns() (*Columns, error) {
+	c := &p.cols
+	if c.Data == nil {
+		c.Data, c.Lens, p.lens = make([][]byte, len(p.vals)), make([][]uint64, len(p.vals)), make([][]uint64, len(p.vals))
+	}
+	variable := func(k int) bool { return p.hdr.Fields[k].Kind == VariableField }
+	rows, err := binary.ReadUvarint(p.br)
+	if err != nil || rows > maxPipeRows {
+		return nil, p.fail(fmt.Errorf("a damaged stream (a batch of %d rows)", rows))
+	}
+	c.Rows = int(rows)
+	for k := range c.Data {
+		c.Lens[k] = nil
+		if variable(k) {
+			if uint64(cap(p.raw)) < 8*rows {
+				p.raw = make([]byte, 8*rows)
+			}
+			raw := p.raw[:8*rows]
+			if _, err := io.ReadFull(p.br, raw); err != nil {
+				return nil, p.fail(err)
+			}
+			l := p.lens[k][:0]
+			for i := range rows {
+				l = append(l, binary.LittleEndian.Uint64(raw[8*i:]))
+			}
+			p.lens[k], c.Lens[k] = l, l
+		}
+		n, err := binary.ReadUvarint(p.br)
+		if err != nil {
+			return nil, p.fail(err)
+		}
+		if c.Data[k], err = p.bytes(k, n); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 func (p *pipeReader) Close() error {

@@ -24,9 +24,9 @@ type Fields struct {
 	Own    []bool // by field: cut at blocks of its own
 	anchor int
 	Cache  *cache.Cache
-	dir   string
-	facts map[string]any
-	kinds []Kind
+	dir    string
+	facts  map[string]any
+	kinds  []Kind
 	// Ahead is each field's readahead, in its own bytes (its share of the mount's, as the
 	// memory was planned); nil: the mount's for every field.
 	Ahead []int64
