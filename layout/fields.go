@@ -79,6 +79,17 @@ func ReadFieldsManifest(dir string) (*FieldsManifest, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ParseFieldsManifest(path, raw)
+}
+
+// MaxFieldsManifest bounds blockfs-fields.json.
+const MaxFieldsManifest = maxFieldsManifest
+
+// ParseFieldsManifest parses and checks a fields manifest's bytes; path names it in errors.
+func ParseFieldsManifest(path string, raw []byte) (*FieldsManifest, error) {
+	if len(raw) >= maxFieldsManifest {
+		return nil, errorf(ErrFormat, path, -1, "larger than %d bytes: not a fields manifest", maxFieldsManifest)
+	}
 	var m FieldsManifest
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, errorf(ErrFormat, path, -1, "not a fields manifest: %v", err)
@@ -134,6 +145,22 @@ type FieldWriter struct {
 // CreateFields starts a dataset with fields at dst (replacing one at Commit with force).
 // blockSize is the target bytes of a block of all the fields together.
 func CreateFields(dst string, fields []Field, blockSize int64, source string, force bool) (*FieldWriter, error) {
+	return CreateFieldsWith(dst, fields, FieldsOptions{BlockSize: blockSize, Source: source, Force: force})
+}
+
+// FieldsOptions configure a FieldWriter.
+type FieldsOptions struct {
+	BlockSize int64  // the target bytes of a block of all the fields together
+	Source    string // what is packed (free text)
+	Force     bool   // replace a dataset at dst at Commit
+	// BlockDone, if set, is each field's writer's WriterOptions.BlockDone, told the field: an
+	// upload streams the block's files, stored under FieldDir(field)+"/".
+	BlockDone func(field, dir string, files []string) error
+}
+
+// CreateFieldsWith is CreateFields with options.
+func CreateFieldsWith(dst string, fields []Field, opt FieldsOptions) (*FieldWriter, error) {
+	blockSize, source, force := opt.BlockSize, opt.Source, opt.Force
 	if blockSize <= 0 || blockSize > MaxBlockBytes {
 		return nil, fmt.Errorf("block size %d is out of range (1 B to %d B)", blockSize, int64(MaxBlockBytes))
 	}
@@ -152,8 +179,14 @@ func CreateFields(dst string, fields []Field, blockSize int64, source string, fo
 	}
 	for _, f := range fields {
 		f.Dir = FieldDir(f.Name)
+		var done func(dir string, files []string) error
+		if opt.BlockDone != nil {
+			name := f.Name
+			done = func(dir string, files []string) error { return opt.BlockDone(name, dir, files) }
+		}
 		fw, err := Create(filepath.Join(tmp, filepath.FromSlash(f.Dir)), WriterOptions{Kind: f.Kind, RecordSize: f.RecordSize,
-			BlockSize: max(blockSize, f.RecordSize), DType: f.DType, Shape: f.Shape, Source: source + " (field " + f.Name + ")", ManualBlocks: true}, false)
+			BlockSize: max(blockSize, f.RecordSize), DType: f.DType, Shape: f.Shape, Source: source + " (field " + f.Name + ")", ManualBlocks: true,
+			BlockDone: done}, false)
 		if err != nil {
 			w.Abort()
 			return nil, fmt.Errorf("field %q: %w", f.Name, err)

@@ -3,14 +3,17 @@ package mount
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
-	"github.com/blockfs/blockfs/source/local"
+	"github.com/blockfs/blockfs/source/s3"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -28,22 +31,60 @@ type fieldsPlan struct {
 	fp   string
 }
 
-// newFields checks and plans a mount of the dataset with fields at opt.Data.
-func newFields(opt Options) (*Plan, error) {
+// remoteFields returns the fields manifest of the dataset in an object store at opt.Data, or
+// nil when the prefix holds none (a plain dataset, or nothing).
+func remoteFields(opt Options) (*layout.FieldsManifest, error) {
+	so := opt.S3
+	if err := so.Validate(); err != nil {
+		return nil, Usagef("%v", err)
+	}
+	st, err := s3.Open(opt.Data, so)
+	if err != nil {
+		return nil, Usagef("%v", err)
+	}
+	raw, err := st.ReadFile(s3.FieldsManifestName, layout.MaxFieldsManifest)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return layout.ParseFieldsManifest(st.Path(s3.FieldsManifestName), raw)
+}
+
+// fieldData returns where field fl of the dataset with fields at loc is: a directory under
+// it, or a prefix under its URL.
+func fieldData(loc Location, fl layout.Field) string {
+	if loc.Kind == Remote {
+		return strings.TrimSuffix(loc.Abs, "/") + "/" + fl.Dir
+	}
+	return filepath.Join(loc.Abs, filepath.FromSlash(fl.Dir))
+}
+
+// newFields checks and plans a mount of the dataset with fields at opt.Data, whose manifest is
+// man (read from an object store) or, nil, read from its directory.
+func newFields(opt Options, man *layout.FieldsManifest) (*Plan, error) {
 	loc := Locate(opt.Data)
 	if opt.InPlace.given() {
 		return nil, Usagef("%s is a dataset with fields: --record-size, --block-size, --offset, --records, --dtype, --shape, --window, --stride and --segments do not apply to it (its samples are served as pack stored them)", opt.Data)
 	}
-	man, err := layout.ReadFieldsManifest(loc.Abs)
-	if err != nil {
-		return nil, err
+	if man == nil {
+		var err error
+		if man, err = layout.ReadFieldsManifest(loc.Abs); err != nil {
+			return nil, err
+		}
 	}
 	p := &Plan{opt: opt, loc: loc}
 	f := &fieldsPlan{dir: loc.Abs, man: man}
 	p.fields = f
 	for i, fl := range man.Fields {
 		so := opt
-		so.Data = filepath.Join(loc.Abs, filepath.FromSlash(fl.Dir))
+		so.Data = fieldData(loc, fl)
+		if opt.DiskCache != "" {
+			// Each field's block files in a directory of their own (a disk cache is one
+			// dataset's).
+			so.DiskCache = filepath.Join(opt.DiskCache, filepath.FromSlash(fl.Dir))
+		}
 		sub, err := openSource(so)
 		if err != nil {
 			return nil, fmt.Errorf("%s: field %q: %w", opt.Data, fl.Name, err)
@@ -67,6 +108,7 @@ func newFields(opt Options) (*Plan, error) {
 		dss = append(dss, sub.ds)
 	}
 	largest := largestField(man, dss)
+	var err error
 	if p.mnt, err = CheckMountpoint(opt.Mountpoint, loc.Abs); err != nil {
 		return nil, err
 	}
@@ -193,19 +235,30 @@ func (f *fieldsPlan) facts() map[string]any {
 	return map[string]any{"dataset": f.dir, "fingerprint": f.fp, "fields": fields, "source_input": f.man.Source}
 }
 
-// FieldsDatasets opens the fields of the dataset with fields at dir (blockfs order, info):
-// its manifest, each field's dataset, and the index of the field whose order a mount serves
-// (the largest's cut at the samples).
-func FieldsDatasets(dir string) (*layout.FieldsManifest, []*layout.Dataset, int, error) {
-	man, err := layout.ReadFieldsManifest(dir)
-	if err != nil {
+// FieldsDatasets opens the fields of the dataset with fields at data, a directory or an
+// s3:// URL (blockfs order, info, verify): its manifest, each field's dataset, and the index of
+// the field whose order a mount serves (the largest's cut at the samples). For a URL whose
+// prefix holds no dataset with fields the manifest is nil.
+func FieldsDatasets(data string, s3opt s3.Options) (*layout.FieldsManifest, []*layout.Dataset, int, error) {
+	loc := Locate(data)
+	var man *layout.FieldsManifest
+	var err error
+	if loc.Kind == Remote {
+		if err := s3opt.Validate(); err != nil {
+			return nil, nil, 0, Usagef("%v", err)
+		}
+		man, err = remoteFields(Options{Data: data, S3: s3opt})
+		if man == nil {
+			return nil, nil, 0, err
+		}
+	} else if man, err = layout.ReadFieldsManifest(data); err != nil {
 		return nil, nil, 0, err
 	}
 	var dss []*layout.Dataset
 	for _, fl := range man.Fields {
-		ds, err := local.Open(filepath.Join(dir, filepath.FromSlash(fl.Dir)))
+		ds, err := Open(Locate(fieldData(loc, fl)), InPlace{}, s3opt)
 		if err != nil {
-			return nil, nil, 0, fmt.Errorf("%s: field %q: %w", dir, fl.Name, err)
+			return nil, nil, 0, fmt.Errorf("%s: field %q: %w", data, fl.Name, err)
 		}
 		if err := checkOwn(fl, ds); err != nil {
 			return nil, nil, 0, err

@@ -94,8 +94,17 @@ func New(opt Options) (*Plan, error) {
 	if opt.Mixture != nil {
 		return newMixture(opt)
 	}
-	if Locate(opt.Data).Kind == FieldsDir {
-		return newFields(opt)
+	switch loc := Locate(opt.Data); loc.Kind {
+	case FieldsDir:
+		return newFields(opt, nil)
+	case Remote:
+		man, err := remoteFields(opt)
+		if err != nil {
+			return nil, err
+		}
+		if man != nil {
+			return newFields(opt, man)
+		}
 	}
 	p, err := openSource(opt)
 	if err != nil {

@@ -222,7 +222,8 @@ func PackFields(ctx context.Context, r SampleReader, dst string, format Format, 
 		}
 		fields[i] = layout.Field{Name: s.Name, Kind: kind, RecordSize: s.RecordSize, DType: s.DType, Shape: s.Shape}
 	}
-	w, err := layout.CreateFields(dst, fields, res.BlockSize, string(format)+" input", opt.Force)
+	w, err := layout.CreateFieldsWith(dst, fields, layout.FieldsOptions{BlockSize: res.BlockSize, Source: string(format) + " input",
+		Force: opt.Force, BlockDone: opt.FieldBlockDone})
 	if err != nil {
 		return nil, err
 	}

@@ -34,6 +34,9 @@ type Options struct {
 	// BlockDone, if set, is called as each block's files are complete in the writer's
 	// temporary directory (layout.WriterOptions.BlockDone): an upload streams them from there.
 	BlockDone func(dir string, files []string) error
+	// FieldBlockDone is BlockDone for a dataset with fields (PackFields): field's block's
+	// files, stored under layout.FieldDir(field)+"/".
+	FieldBlockDone func(field, dir string, files []string) error
 
 	// Include and Exclude choose the files of a folder (Files): a file is packed when no
 	// Exclude pattern matches it and, if Include is not empty, an Include pattern does; a

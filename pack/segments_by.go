@@ -82,7 +82,8 @@ func PackSegmented(ctx context.Context, r SampleReader, dst, by string, opt Opti
 		res.BlockSize = AutoBlockSize(max(total, 1), row)
 	}
 	w, err := layout.Create(dst, layout.WriterOptions{Kind: layout.Fixed, RecordSize: row, BlockSize: max(res.BlockSize, row),
-		DType: dtype, Shape: []int64{row / item}, Source: "table rows of " + strings.Join(res.Features, ", ") + ", segments by " + by}, opt.Force)
+		DType: dtype, Shape: []int64{row / item}, Source: "table rows of " + strings.Join(res.Features, ", ") + ", segments by " + by,
+		BlockDone: opt.BlockDone}, opt.Force)
 	if err != nil {
 		return nil, err
 	}

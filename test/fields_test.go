@@ -401,6 +401,7 @@ func TestFieldsOwnBlocks(t *testing.T) {
 		rowBytes += st.Size()
 	}
 	require.EqualValues(t, 5000*8, rowBytes, "row's data files: %v", files)
+	assert.Contains(t, mustRun(t, "verify", ds), "ok")
 
 	m := mount(t, ds, "--cache-size", "64MiB", "--direct", "on")
 	disk0 := diskRead(t, m.cmd.Process.Pid)

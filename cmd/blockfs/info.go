@@ -41,11 +41,22 @@ line i names the record whose id is i.`,
 				}
 				data, mnt = m.OpenData, m.Dir
 			}
-			if mount.Locate(data).Kind == mount.FieldsDir {
-				if names {
-					return usagef("--names: %s is a dataset with fields, whose samples are named by their ids", data)
+			if k := mount.Locate(data).Kind; k == mount.FieldsDir || k == mount.Remote {
+				s3opt, err := s3f.options()
+				if err != nil {
+					return err
 				}
-				return describeFields(data)
+				man, dss, _, err := mount.FieldsDatasets(data, s3opt)
+				if err != nil {
+					return err
+				}
+				if man != nil {
+					if names {
+						return usagef("--names: %s is a dataset with fields, whose samples are named by their ids", data)
+					}
+					describeFields(data, man, dss)
+					return nil
+				}
 			}
 			if mount.Locate(data).Kind == mount.MixtureFile {
 				if names {
@@ -137,11 +148,7 @@ func describe(ds *layout.Dataset) string {
 
 // describeFields prints what info says of a dataset with fields: its samples, then each field
 // as info describes a dataset.
-func describeFields(dir string) error {
-	man, dss, _, err := mount.FieldsDatasets(dir)
-	if err != nil {
-		return err
-	}
+func describeFields(dir string, man *layout.FieldsManifest, dss []*layout.Dataset) {
 	fmt.Printf("%-13s %s\n", "dataset:", dir)
 	fmt.Printf("%-13s %d samples with %d fields, in input order (%s)\n", "records:", man.Records, len(man.Fields), man.Source)
 	for i, fl := range man.Fields {
@@ -155,5 +162,4 @@ func describeFields(dir string) error {
 		fmt.Printf("\nfield %s (%s): epoch-NNNN.%s\n", fl.Name, what, fl.Name)
 		fmt.Print(describe(dss[i]))
 	}
-	return nil
 }

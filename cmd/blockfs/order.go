@@ -19,6 +19,7 @@ import (
 	"github.com/blockfs/blockfs/mount"
 	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/source/local"
+	"github.com/blockfs/blockfs/source/s3"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -114,7 +115,7 @@ func runOrder(fl *pflag.FlagSet, f orderFlags, data string) error {
 	var ds *layout.Dataset
 	if mount.Locate(data).Kind == mount.FieldsDir {
 		// Every field has the same blocks and the largest's order: its ids are the mount's.
-		_, dss, big, err := mount.FieldsDatasets(data)
+		_, dss, big, err := mount.FieldsDatasets(data, s3.Options{})
 		if err != nil {
 			return err
 		}

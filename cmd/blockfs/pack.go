@@ -88,7 +88,8 @@ DST is written in a temporary directory next to it and renamed at the end: an in
 failed pack leaves nothing behind, and an existing DST is only replaced with --force.
 DST may be s3://BUCKET/PREFIX: each block file is uploaded as soon as it is written and then
 deleted locally ($TMPDIR holds a few blocks, and the pre-shuffle's spill), and the manifest
-goes last, so the dataset appears whole or not at all.`,
+goes last, so the dataset appears whole or not at all. A dataset with fields too: each field's
+blocks as they are written, then the fields' manifests, then blockfs-fields.json.`,
 		Args: exactArgs("SRC", "DST"),
 		RunE: func(c *cobra.Command, args []string) error { return runPack(f, args[0], args[1]) },
 	}
@@ -228,9 +229,6 @@ func plural(n int, one, many string) string {
 
 // runPackFields packs an input with fields (pack.PackFields).
 func runPackFields(f packFlags, format pack.Format, src, dst string) error {
-	if s3.IsURL(dst) {
-		return usagef("a dataset with fields is packed to a local directory for now; pack it locally, then mount it from there")
-	}
 	if f.recordSize != "" || f.skipHeader || f.noShuffle || len(f.include) > 0 || len(f.exclude) > 0 || f.allFiles {
 		return usagef("--record-size, --skip-header, --no-shuffle, --include, --exclude and --all-files do not apply to --format %s (its samples keep their input order; the mount shuffles them)", format)
 	}
@@ -266,26 +264,44 @@ func runPackFields(f packFlags, format pack.Format, src, dst string) error {
 		}
 	}
 	start := time.Now()
+	// write packs into dir; to an object store, dir is local and up streams it there.
+	var sres *pack.SegmentsResult
+	var res *pack.FieldsResult
+	write := func(dir string, up *s3.Stream) error {
+		o := opt
+		if up != nil {
+			o.Force = false
+			o.BlockDone = up.Add
+			o.FieldBlockDone = func(field, dir string, files []string) error {
+				return up.AddUnder(dir, files, layout.FieldDir(field)+"/")
+			}
+		}
+		var err error
+		if f.segmentsBy != "" {
+			sres, err = pack.PackSegmented(ctx, r, dir, f.segmentsBy, o)
+		} else {
+			res, err = pack.PackFields(ctx, r, dir, format, len(paths), o)
+		}
+		return err
+	}
+	if s3.IsURL(dst) {
+		err = streamTo(ctx, dst, &f.s3, f.force, f.segmentsBy == "", write)
+	} else {
+		err = write(dst, nil)
+	}
+	if bar != nil {
+		_ = bar.Clear()
+	}
+	if err != nil {
+		r.Close()
+		return err
+	}
 	if f.segmentsBy != "" {
-		sres, err := pack.PackSegmented(ctx, r, dst, f.segmentsBy, opt)
-		if bar != nil {
-			_ = bar.Clear()
-		}
-		if err != nil {
-			return err
-		}
 		m := sres.Manifest
 		secs := time.Since(start).Seconds()
 		fmt.Printf("packed %d rows of %s (%s %v, %s each) with %d segments by %s into %d blocks at %s, in input order, in %.1fs (%s); mount it with --window L: windows never cross a segment\n",
 			m.Records, strings.Join(sres.Features, ", "), m.DType, m.Shape, ibytes(uint64(m.RecordSize)), sres.Segments, f.segmentsBy, len(m.Blocks), dst, secs, rate(m.Bytes, secs))
 		return nil
-	}
-	res, err := pack.PackFields(ctx, r, dst, format, len(paths), opt)
-	if bar != nil {
-		_ = bar.Clear()
-	}
-	if err != nil {
-		return err
 	}
 	secs := time.Since(start).Seconds()
 	for _, note := range res.Notes {

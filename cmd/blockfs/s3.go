@@ -82,33 +82,49 @@ func packTo(ctx context.Context, src, dst string, opt pack.Options, f *s3Flags) 
 	if !mount.IsRemote(dst) {
 		return pack.Pack(ctx, src, dst, opt)
 	}
+	var res *pack.Result
+	err := streamTo(ctx, dst, f, opt.Force, false, func(local string, up *s3.Stream) error {
+		opt.Force, opt.BlockDone = false, up.Add
+		var err error
+		res, err = pack.Pack(ctx, src, local, opt)
+		return err
+	})
+	return res, err
+}
+
+// streamTo runs write, which makes a dataset in the local directory it is given while up
+// uploads its files to dst (an s3:// URL) as they are done, and then finishes the upload
+// (the manifest last: a dataset with fields' when fields is set). A failed write or upload
+// removes what was uploaded, best effort. The local directory is in $TMPDIR, with the
+// upload's spool beside it.
+func streamTo(ctx context.Context, dst string, f *s3Flags, force, fields bool, write func(local string, up *s3.Stream) error) error {
 	st, err := f.openStore(dst)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	tmp, err := os.MkdirTemp("", "blockfs-pack-")
 	if err != nil {
-		return nil, fmt.Errorf("cannot make a scratch directory for the pack: %w", err)
+		return fmt.Errorf("cannot make a scratch directory for the pack: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	spool := filepath.Join(tmp, "upload")
 	if err := os.Mkdir(spool, 0o700); err != nil {
-		return nil, err
+		return err
 	}
-	up, err := st.Begin(ctx, opt.Force, spool)
-	if err != nil {
-		return nil, err
+	begin := st.Begin
+	if fields {
+		begin = st.BeginFields
 	}
-	opt.Force, opt.BlockDone = false, up.Add
-	res, err := pack.Pack(ctx, src, filepath.Join(tmp, "data"), opt)
+	up, err := begin(ctx, force, spool)
 	if err != nil {
+		return err
+	}
+	local := filepath.Join(tmp, "data")
+	if err := write(local, up); err != nil {
 		up.Abort()
-		return nil, err
+		return err
 	}
-	if err := up.Finish(filepath.Join(tmp, "data")); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return up.Finish(local)
 }
 
 // diskCacheFlags are mount's --disk-cache and --disk-cache-size (s3:// only).

@@ -1,16 +1,20 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/mount"
 	"github.com/blockfs/blockfs/source/local"
+	"github.com/blockfs/blockfs/source/s3"
 )
 
 func newVerify() *cobra.Command {
@@ -26,15 +30,50 @@ what is wrong) and exits 1 if there is any, 0 if the dataset is sound.`,
 			report := func(err error) { fmt.Fprintf(os.Stderr, "blockfs: %v\n", err) }
 			var res layout.VerifyResult
 			var err error
-			if mount.IsRemote(args[0]) {
+			switch {
+			case mount.IsRemote(args[0]):
 				st, serr := s3f.openStore(args[0])
 				if serr != nil {
 					return serr
 				}
-				res, err = layout.VerifyStore(st, report)
-			} else if layout.IsFields(args[0]) {
-				res, err = verifyFields(args[0], report)
-			} else {
+				raw, ferr := st.ReadFile(s3.FieldsManifestName, layout.MaxFieldsManifest)
+				switch {
+				case errors.Is(ferr, fs.ErrNotExist):
+					res, err = layout.VerifyStore(st, report)
+				case ferr != nil:
+					return ferr
+				default:
+					man, perr := layout.ParseFieldsManifest(st.Path(s3.FieldsManifestName), raw)
+					if perr != nil {
+						return perr
+					}
+					res, err = verifyFields(args[0], man, report, func(data string) (layout.VerifyResult, *layout.Dataset, error) {
+						fst, err := s3f.openStore(data)
+						if err != nil {
+							return layout.VerifyResult{}, nil, err
+						}
+						res, err := layout.VerifyStore(fst, report)
+						if err != nil || res.Problems > 0 {
+							return res, nil, err
+						}
+						ds, err := layout.OpenStore(fst)
+						return res, ds, err
+					})
+				}
+			case layout.IsFields(args[0]):
+				man, merr := layout.ReadFieldsManifest(args[0])
+				if merr != nil {
+					return merr
+				}
+				res, err = verifyFields(args[0], man, report, func(data string) (layout.VerifyResult, *layout.Dataset, error) {
+					res, err := local.Verify(data, report)
+					if err != nil || res.Problems > 0 {
+						return res, nil, err
+					}
+					ds, err := local.Open(data)
+					return res, ds, err
+				})
+			default:
 				res, err = local.Verify(args[0], report)
 			}
 			if err != nil {
@@ -51,16 +90,15 @@ what is wrong) and exits 1 if there is any, 0 if the dataset is sound.`,
 	return c
 }
 
-// verifyFields verifies every field of a dataset with fields, and that they are cut alike.
-func verifyFields(dir string, report func(error)) (layout.VerifyResult, error) {
+// verifyFields verifies every field of the dataset with fields at data (a directory or an
+// s3:// URL) whose manifest is man, with verify (which verifies the dataset at a field's place
+// and opens it when it has no problem), and that they are cut alike: the fields cut at the
+// samples at the same samples, those with blocks of their own fixed-size in stored order.
+func verifyFields(data string, man *layout.FieldsManifest, report func(error), verify func(data string) (layout.VerifyResult, *layout.Dataset, error)) (layout.VerifyResult, error) {
 	var all layout.VerifyResult
-	man, err := layout.ReadFieldsManifest(dir)
-	if err != nil {
-		return all, err
-	}
 	var counts []uint64
-	for i, fl := range man.Fields {
-		res, err := local.Verify(filepath.Join(dir, filepath.FromSlash(fl.Dir)), report)
+	for _, fl := range man.Fields {
+		res, ds, err := verify(fieldPlace(data, fl))
 		if err != nil {
 			return all, fmt.Errorf("field %q: %w", fl.Name, err)
 		}
@@ -70,21 +108,31 @@ func verifyFields(dir string, report func(error)) (layout.VerifyResult, error) {
 		if res.Problems > 0 {
 			continue
 		}
-		ds, err := local.Open(filepath.Join(dir, filepath.FromSlash(fl.Dir)))
-		if err != nil {
-			return all, err
-		}
 		if ds.Records() != man.Records {
-			report(fmt.Errorf("%s: field %q has %d records; the dataset says %d", dir, fl.Name, ds.Records(), man.Records))
+			report(fmt.Errorf("%s: field %q has %d records; the dataset says %d", data, fl.Name, ds.Records(), man.Records))
 			all.Problems++
 		}
-		c := ds.BlockCounts()
-		if i == 0 || counts == nil {
+		if fl.Own() {
+			if ds.Kind() != layout.Fixed || ds.HasIDs() || ds.RecordSize() != fl.RecordSize {
+				report(fmt.Errorf("%s: field %q has blocks of its own but is not %d-byte records in stored order", data, fl.Name, fl.RecordSize))
+				all.Problems++
+			}
+			continue
+		}
+		if c := ds.BlockCounts(); counts == nil {
 			counts = c
 		} else if !slices.Equal(c, counts) {
-			report(fmt.Errorf("%s: field %q's blocks hold other records than the first field's: the fields must be cut at the same samples", dir, fl.Name))
+			report(fmt.Errorf("%s: field %q's blocks hold other records than field %q's: the fields must be cut at the same samples", data, fl.Name, man.Fields[man.Anchor()].Name))
 			all.Problems++
 		}
 	}
 	return all, nil
+}
+
+// fieldPlace returns where field fl of the dataset with fields at data is.
+func fieldPlace(data string, fl layout.Field) string {
+	if mount.IsRemote(data) {
+		return strings.TrimSuffix(data, "/") + "/" + fl.Dir
+	}
+	return filepath.Join(data, filepath.FromSlash(fl.Dir))
 }

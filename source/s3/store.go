@@ -245,26 +245,46 @@ func (s *Store) url(key string) string { return Scheme + s.loc.Bucket + "/" + ke
 // package below layout).
 const ManifestName = "blockfs.json"
 
+// FieldsManifestName is the manifest of a dataset with fields (layout.FieldsManifestName):
+// a prefix holds a dataset when it has either manifest.
+const FieldsManifestName = "blockfs-fields.json"
+
 // maxManifest is how much of a manifest ReadManifest reads (layout refuses more than 1 GiB).
 const maxManifest = 1<<30 + 1
 
 // ReadManifest implements layout.Store.
 func (s *Store) ReadManifest() ([]byte, error) {
+	data, err := s.read(ManifestName, maxManifest)
+	if err != nil {
+		return nil, s.describe(err, "") // layout names the manifest
+	}
+	return data, nil
+}
+
+// ReadFile returns the object rel of the prefix, up to limit bytes of it; a missing object is
+// an error wrapping fs.ErrNotExist.
+func (s *Store) ReadFile(rel string, limit int64) ([]byte, error) {
+	data, err := s.read(rel, limit)
+	if err != nil {
+		return nil, s.describe(err, s.loc.Key(rel))
+	}
+	return data, nil
+}
+
+// read reads up to limit bytes of the object rel, with retries.
+func (s *Store) read(rel string, limit int64) ([]byte, error) {
 	var data []byte
 	err := s.retry(context.Background(), func(ctx context.Context, progress func()) error {
-		body, _, _, err := s.cl.GetObject(ctx, s.loc.Bucket, s.loc.Key(ManifestName), minio.GetObjectOptions{})
+		body, _, _, err := s.cl.GetObject(ctx, s.loc.Bucket, s.loc.Key(rel), minio.GetObjectOptions{})
 		if err != nil {
 			return err
 		}
 		defer body.Close()
 		progress()
-		data, err = io.ReadAll(io.LimitReader(progressReader{body, progress}, maxManifest))
+		data, err = io.ReadAll(io.LimitReader(progressReader{body, progress}, limit))
 		return err
 	})
-	if err != nil {
-		return nil, s.describe(err, "") // layout names the manifest
-	}
-	return data, nil
+	return data, err
 }
 
 // Stat implements layout.Store: the object's key and its size and ETag, from one listing of

@@ -23,9 +23,10 @@ var ErrExists = errors.New("a dataset exists there")
 // and removes what was uploaded. Memory: about Concurrency x PartSize; local disk: at most
 // 2 x Concurrency files queued or uploading. Add, Finish and Abort are called one at a time.
 type Stream struct {
-	s     *Store
-	force bool
-	spool string // where Add moves files to while they wait and upload
+	s        *Store
+	force    bool
+	spool    string // where Add moves files to while they wait and upload
+	manifest string // the manifest Finish uploads last: ManifestName or FieldsManifestName
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -44,25 +45,36 @@ type upload struct {
 }
 
 // Begin starts writing a dataset at the prefix; Add uses the directory spool, which must exist
-// on the filesystem of the files it is given. A dataset there is refused unless force; with
-// force its manifest is removed first, so no reader opens a mix of the old and new objects
-// (the old dataset is gone from then on, whether the pack succeeds or not).
+// on the filesystem of the files it is given. A dataset there (either manifest) is refused
+// unless force; with force its manifest is removed first, so no reader opens a mix of the old
+// and new objects (the old dataset is gone from then on, whether the pack succeeds or not).
 func (s *Store) Begin(ctx context.Context, force bool, spool string) (*Stream, error) {
-	mkey := s.loc.Key(ManifestName)
-	_, err := s.statObject(ctx, mkey)
-	switch {
-	case err == nil && !force:
-		return nil, fmt.Errorf("%s: %w (use --force to replace it)", s.Location(), ErrExists)
-	case err == nil:
-		if err := s.retry(ctx, func(ctx context.Context, _ func()) error {
-			return s.cl.RemoveObject(ctx, s.loc.Bucket, mkey, minio.RemoveObjectOptions{})
-		}); err != nil {
-			return nil, s.describe(err, mkey)
+	return s.begin(ctx, force, spool, ManifestName)
+}
+
+// BeginFields is Begin for a dataset with fields, whose manifest is FieldsManifestName.
+func (s *Store) BeginFields(ctx context.Context, force bool, spool string) (*Stream, error) {
+	return s.begin(ctx, force, spool, FieldsManifestName)
+}
+
+func (s *Store) begin(ctx context.Context, force bool, spool, manifest string) (*Stream, error) {
+	for _, name := range []string{ManifestName, FieldsManifestName} {
+		mkey := s.loc.Key(name)
+		_, err := s.statObject(ctx, mkey)
+		switch {
+		case err == nil && !force:
+			return nil, fmt.Errorf("%s: %w (use --force to replace it)", s.Location(), ErrExists)
+		case err == nil:
+			if err := s.retry(ctx, func(ctx context.Context, _ func()) error {
+				return s.cl.RemoveObject(ctx, s.loc.Bucket, mkey, minio.RemoveObjectOptions{})
+			}); err != nil {
+				return nil, s.describe(err, mkey)
+			}
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, err
 		}
-	case !errors.Is(err, fs.ErrNotExist):
-		return nil, err
 	}
-	u := &Stream{s: s, force: force, spool: spool, work: make(chan upload, s.opt.Concurrency)}
+	u := &Stream{s: s, force: force, spool: spool, manifest: manifest, work: make(chan upload, s.opt.Concurrency)}
 	u.ctx, u.cancel = context.WithCancel(ctx)
 	for range s.opt.Concurrency {
 		u.wg.Add(1)
@@ -75,13 +87,17 @@ func (s *Store) Begin(ctx context.Context, force bool, spool string) (*Stream, e
 // to be deleted once uploaded (the signature of layout.WriterOptions.BlockDone; the move frees
 // the writer to rename its directory while they upload). It waits while the queue is full and
 // returns the first upload error, if any.
-func (u *Stream) Add(dir string, files []string) error {
+func (u *Stream) Add(dir string, files []string) error { return u.AddUnder(dir, files, "") }
+
+// AddUnder is Add of files stored under prefix (slash-terminated, "fields/NAME/"): the local
+// file dir/rel is uploaded as prefix+rel.
+func (u *Stream) AddUnder(dir string, files []string, prefix string) error {
 	for _, rel := range files {
-		path := filepath.Join(u.spool, strings.ReplaceAll(rel, "/", "_"))
+		path := filepath.Join(u.spool, strings.ReplaceAll(prefix+rel, "/", "_"))
 		if err := os.Rename(filepath.Join(dir, filepath.FromSlash(rel)), path); err != nil {
 			return fmt.Errorf("cannot move %s aside for upload: %w", rel, err)
 		}
-		if err := u.queue(upload{path: path, rel: rel, remove: true}); err != nil {
+		if err := u.queue(upload{path: path, rel: prefix + rel, remove: true}); err != nil {
 			_ = os.Remove(path)
 			return err
 		}
@@ -156,17 +172,17 @@ func (u *Stream) Finish(dir string) error {
 		return err
 	}
 	if u.force {
-		return u.s.removeOthers(u.ctx, append(u.sent, ManifestName))
+		return u.s.removeOthers(u.ctx, append(u.sent, u.manifest))
 	}
 	return nil
 }
 
 // finish is Finish up to and including the manifest.
 func (u *Stream) finish(dir string) error {
-	if _, err := os.Stat(filepath.Join(dir, ManifestName)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, u.manifest)); err != nil {
 		return fmt.Errorf("%s has no manifest: not a finished dataset", dir)
 	}
-	rest, err := localFiles(dir)
+	rest, err := localFiles(dir, u.manifest)
 	if err != nil {
 		return err
 	}
@@ -178,7 +194,7 @@ func (u *Stream) finish(dir string) error {
 	if err := u.wait(); err != nil {
 		return err
 	}
-	return u.s.putFile(u.ctx, filepath.Join(dir, ManifestName), ManifestName)
+	return u.s.putFile(u.ctx, filepath.Join(dir, u.manifest), u.manifest)
 }
 
 // wait closes the queue, waits for the workers and returns the first upload error. Safe to
@@ -216,9 +232,9 @@ func (u *Stream) Abort() {
 	}
 }
 
-// localFiles lists the files under dir but the manifest, as sorted slash-separated relative
-// paths.
-func localFiles(dir string) ([]string, error) {
+// localFiles lists the files under dir but the manifest (dir's own), as sorted slash-separated
+// relative paths.
+func localFiles(dir, manifest string) ([]string, error) {
 	var files []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -228,7 +244,7 @@ func localFiles(dir string) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		if rel = filepath.ToSlash(rel); rel != ManifestName {
+		if rel = filepath.ToSlash(rel); rel != manifest {
 			files = append(files, rel)
 		}
 		return nil
