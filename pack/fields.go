@@ -1,6 +1,7 @@
 package pack
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -187,7 +188,10 @@ func FieldInputs(format Format, src string) ([]string, error) {
 
 // FieldsResult says what PackFields did.
 type FieldsResult struct {
+	// Manifest is the dataset's fields manifest; with OneField (an input of one field, packed
+	// as a plain dataset) what it would say, not written.
 	Manifest  *layout.FieldsManifest
+	OneField  bool
 	Format    Format
 	Inputs    int   // files read
 	Bytes     int64 // bytes of the fields' values
@@ -222,11 +226,25 @@ func PackFields(ctx context.Context, r SampleReader, dst string, format Format, 
 		}
 		fields[i] = layout.Field{Name: s.Name, Kind: kind, RecordSize: s.RecordSize, DType: s.DType, Shape: s.Shape}
 	}
-	w, err := layout.CreateFieldsWith(dst, fields, layout.FieldsOptions{BlockSize: res.BlockSize, Source: string(format) + " input",
-		Force: opt.Force, BlockDone: opt.FieldBlockDone})
-	if err != nil {
-		return nil, err
+	var w sink
+	if len(fields) == 1 {
+		// One field keeps today's tree: a plain dataset, served as epoch-NNNN.
+		f := fields[0]
+		pw, err := layout.Create(dst, layout.WriterOptions{Kind: f.Kind, RecordSize: f.RecordSize, BlockSize: max(res.BlockSize, f.RecordSize),
+			DType: f.DType, Shape: f.Shape, Source: string(format) + " input (field " + f.Name + ")", BlockDone: opt.BlockDone}, opt.Force)
+		if err != nil {
+			return nil, err
+		}
+		w = &oneField{w: pw}
+	} else {
+		fw, err := layout.CreateFieldsWith(dst, fields, layout.FieldsOptions{BlockSize: res.BlockSize, Source: string(format) + " input",
+			Force: opt.Force, BlockDone: opt.FieldBlockDone})
+		if err != nil {
+			return nil, err
+		}
+		w = fw
 	}
+	var err error
 	if cr, ok := r.(ColumnReader); ok {
 		err = packColumns(ctx, cr, w, specs, res, opt)
 	} else {
@@ -236,8 +254,18 @@ func PackFields(ctx context.Context, r SampleReader, dst string, format Format, 
 		w.Abort()
 		return nil, err
 	}
-	if res.Manifest, err = w.Commit(); err != nil {
-		return nil, err
+	switch w := w.(type) {
+	case *oneField:
+		m, err := w.w.Commit()
+		if err != nil {
+			return nil, err
+		}
+		res.OneField = true
+		res.Manifest = &layout.FieldsManifest{Format: layout.FieldsFormat, Version: layout.FieldsVersion, Records: m.Records, Fields: fields}
+	case *layout.FieldWriter:
+		if res.Manifest, err = w.Commit(); err != nil {
+			return nil, err
+		}
 	}
 	if n, ok := r.(noter); ok {
 		res.Notes = n.Notes()
@@ -246,7 +274,7 @@ func PackFields(ctx context.Context, r SampleReader, dst string, format Format, 
 }
 
 // packSamples appends r's samples to w one at a time.
-func packSamples(ctx context.Context, r SampleReader, w *layout.FieldWriter, specs []FieldSpec, res *FieldsResult, opt Options) error {
+func packSamples(ctx context.Context, r SampleReader, w sink, specs []FieldSpec, res *FieldsResult, opt Options) error {
 	for n := 0; ; n++ {
 		if n%1024 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -277,7 +305,7 @@ func packSamples(ctx context.Context, r SampleReader, w *layout.FieldWriter, spe
 }
 
 // packColumns appends r's samples to w a batch at a time.
-func packColumns(ctx context.Context, r ColumnReader, w *layout.FieldWriter, specs []FieldSpec, res *FieldsResult, opt Options) error {
+func packColumns(ctx context.Context, r ColumnReader, w sink, specs []FieldSpec, res *FieldsResult, opt Options) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -307,3 +335,51 @@ func packColumns(ctx context.Context, r ColumnReader, w *layout.FieldWriter, spe
 		}
 	}
 }
+
+// sink is what PackFields appends samples to: a layout.FieldWriter, or for an input of one
+// field a plain dataset's writer (oneField).
+type sink interface {
+	Append(values [][]byte) error
+	AppendColumns(rows int, cols [][]byte, lens [][]uint64) error
+	Records() uint64
+	Abort()
+}
+
+// oneField is the sink of an input of one field: a plain dataset of its values.
+type oneField struct {
+	w *layout.Writer
+	n uint64 // values appended
+}
+
+func (o *oneField) Append(values [][]byte) error {
+	if err := o.w.Append(o.n, values[0]); err != nil {
+		return err
+	}
+	o.n++
+	return nil
+}
+
+func (o *oneField) AppendColumns(rows int, cols [][]byte, lens [][]uint64) error {
+	if lens[0] == nil {
+		if err := o.w.ReadFixed(bytes.NewReader(cols[0]), o.n, uint64(rows)); err != nil {
+			return err
+		}
+		o.n += uint64(rows)
+		return nil
+	}
+	var at uint64
+	for _, l := range lens[0] {
+		if at+l > uint64(len(cols[0])) {
+			return fmt.Errorf("samples %d on: the lengths pass the column's %d bytes", o.n, len(cols[0]))
+		}
+		if err := o.Append([][]byte{cols[0][at : at+l]}); err != nil {
+			return err
+		}
+		at += l
+	}
+	return nil
+}
+
+func (o *oneField) Records() uint64 { return o.n }
+
+func (o *oneField) Abort() { o.w.Abort() }

@@ -250,9 +250,16 @@ func TestFieldsTFRecord(t *testing.T) {
 	ds := filepath.Join(dir, "ds")
 	out := mustRun(t, "pack", filepath.Join(dir, "*.tfrecord"), ds)
 	assert.Contains(t, out, "packed 1400 samples with fields record (variable) from 2 files")
+	assert.Contains(t, out, "one field: a plain dataset")
+	// One field keeps today's tree: a plain dataset (blockfs.json), epoch-NNNN and its
+	// .offsets and .ids.
+	assert.FileExists(t, filepath.Join(ds, "blockfs.json"))
+	assert.NoFileExists(t, filepath.Join(ds, "blockfs-fields.json"))
 	m := mount(t, ds)
 	ids := readIDs(t, m.path("epoch-0000.ids"))
-	vals := fieldValues(t, m.path("epoch-0000.record"), 0)
+	vals := fieldValues(t, m.path("epoch-0000"), 0)
+	_, err := os.Stat(m.path("epoch-0000.record"))
+	assert.True(t, os.IsNotExist(err), "no field files for one field")
 	require.Len(t, vals, 1400)
 	for p, id := range ids {
 		i := id % 700
@@ -427,4 +434,21 @@ func TestFieldsOwnBlocks(t *testing.T) {
 	t.Logf("two epochs of row: %.0f B into the cache, %d B from the disk, for %d B of row", after["row"]-before["row"], disk, rowBytes)
 	// The ids and row are all a pass reads: 5000 row values once and the ids it computes.
 	assert.LessOrEqual(t, disk, int64(1.1*float64(rowBytes))+64<<10, "daemon disk reads %d B for %d B of row", disk, rowBytes)
+}
+
+// TestFieldsOneColumn: a table packed with one column keeps today's tree, a plain dataset of
+// the column's dtype, whose epoch file is its values in the mount's order.
+func TestFieldsOneColumn(t *testing.T) {
+	requireFUSE(t)
+	ds := filepath.Join(t.TempDir(), "ds")
+	out := mustRun(t, "pack", "--columns", "row", "testdata/parquet/types.parquet", ds)
+	assert.Contains(t, out, "one field: a plain dataset")
+	assert.Contains(t, mustRun(t, "info", ds), "<i8")
+	m := mount(t, ds)
+	ids := readIDs(t, m.path("epoch-0001.ids"))
+	rows := fieldValues(t, m.path("epoch-0001"), 8)
+	require.Len(t, rows, 5000)
+	for p, id := range ids {
+		require.EqualValues(t, id, binary.LittleEndian.Uint64(rows[p]), "position %d", p)
+	}
 }

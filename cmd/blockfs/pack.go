@@ -67,7 +67,8 @@ file, a quoted glob ('shards/*.tar') or a folder of such files:
               same way
   webdataset  tar shards: a sample per key (0001.jpg, 0001.cls -> fields jpg and cls); a sample
               missing a field is refused, or given an empty value with --fill-missing
-  tfrecord    TFRecord files: one field "record", every length and data CRC checked
+  tfrecord    TFRecord files: every length and data CRC checked; one field, so a plain
+              dataset of variable records (epoch-NNNN, .offsets), as any input of one field
 
 A folder pack skips hidden files and folders (names starting with '.': .DS_Store, ._* files,
 .git/), backups (name~) and the usual junk (Thumbs.db, ehthumbs.db, desktop.ini, __MACOSX/,
@@ -285,7 +286,7 @@ func runPackFields(f packFlags, format pack.Format, src, dst string) error {
 		return err
 	}
 	if s3.IsURL(dst) {
-		err = streamTo(ctx, dst, &f.s3, f.force, f.segmentsBy == "", write)
+		err = streamTo(ctx, dst, &f.s3, f.force, f.segmentsBy == "" && len(r.Fields()) > 1, write)
 	} else {
 		err = write(dst, nil)
 	}
@@ -321,6 +322,9 @@ func runPackFields(f packFlags, format pack.Format, src, dst string) error {
 	how := fmt.Sprintf("blocks of %s", ibytes(uint64(res.BlockSize)))
 	if res.AutoBlock {
 		how += " (chosen from the input's size; --block-size to set)"
+	}
+	if res.OneField {
+		how += " (one field: a plain dataset, served as epoch-NNNN)"
 	}
 	fmt.Printf("packed %d samples with fields %s from %d %s (%s) into %s at %s, in input order, in %.1fs (%s)\n",
 		res.Manifest.Records, strings.Join(names, ", "), res.Inputs, plural(res.Inputs, "file", "files"), ibytes(uint64(res.Bytes)), how, dst, secs, rate(uint64(res.Bytes), secs))

@@ -312,19 +312,24 @@ class TFRecordTest(Tmp):
         self.assertEqual(crc32c(b"123456789"), 0xE3069283)  # the check value of CRC-32C
 
     def test_records(self):
+        """One field keeps today's tree: a plain dataset of variable-length records, its
+        epoch-NNNN cut by epoch-NNNN.offsets, and the Loader's (ids, records) batches."""
+        self.assertTrue(os.path.exists(os.path.join(self.data, "blockfs.json")))
+        self.assertFalse(os.path.exists(os.path.join(self.data, "blockfs-fields.json")))
         with blockfs.Mount(self.data, seed=2) as m:
-            [f] = blockfs.fields(m)
-            self.assertEqual((f.name, f.kind, f.opaque), ("record", "variable", True))
+            self.assertEqual(blockfs.fields(m), [])
+            self.assertEqual(m.info["kind"], "variable")
             order = blockfs.order(m, 0)
             self.assertEqual(sorted(order.tolist()), list(range(len(self.records))))
-            self.assertEqual(values_of(m, 0, "record"), [self.records[i] for i in order])
+            data = read_file(blockfs.epoch_path(m, 0))
+            offs = np.frombuffer(read_file(blockfs.epoch_path(m, 0, suffix=".offsets")), "<u8").tolist()
+            self.assertEqual([data[offs[i]:offs[i + 1]] for i in range(len(offs) - 1)], [self.records[i] for i in order])
             loader = blockfs.torch.Loader(m, self.B, num_workers=2)
             seen = []
-            for batch in loader:
-                self.assertEqual(list(batch), ["ids", "record"])
-                for i, r in zip(batch["ids"].tolist(), batch["record"]):
+            for ids, records in loader:
+                for i, r in zip(ids.tolist(), records):
                     self.assertEqual(bytes(r.numpy()), self.records[i])
-                seen.extend(batch["ids"].tolist())
+                seen.extend(ids.tolist())
             self.assertEqual(seen, order.tolist())
 
     def test_bad_crcs_refused(self):
