@@ -24,8 +24,8 @@ func TestS3Fields(t *testing.T) {
 	glob, _ := writeShards(t, dir, 600, 200)
 	for _, c := range []struct {
 		name, src string
-		fields   []string
-		flags    []string
+		fields    []string
+		flags     []string
 	}{
 		{"webdataset", glob, []string{"jpg", "cls", "json"}, []string{"--block-size", "64KiB"}},
 		{"parquet", "testdata/parquet/types.parquet", []string{"row", "img.bytes", "name"}, []string{"--columns", "row,img.bytes,name", "--block-size", "4KiB"}},
