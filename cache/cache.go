@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -292,18 +293,27 @@ func (c *Cache) Fill(ctx context.Context, id FileID, off int64, p []byte) error 
 
 // waitAll waits until every entry has loaded, and returns the first load error, or ctx's error
 // if it ends first (the entries stay pinned: the caller unpins them as usual).
+// The time spent waiting goes to ctx's Waits.
 func waitAll(ctx context.Context, ents []*entry) error {
+	var start time.Time
 	for _, e := range ents {
 		select {
 		case <-e.load.Done():
 			continue
 		default:
 		}
+		if start.IsZero() {
+			start = time.Now()
+		}
 		select {
 		case <-e.load.Done():
 		case <-ctx.Done():
+			waited(ctx, start)
 			return ctx.Err()
 		}
+	}
+	if !start.IsZero() {
+		waited(ctx, start)
 	}
 	for _, e := range ents {
 		if err := e.load.Err(); err != nil {

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -34,6 +36,11 @@ type Options struct {
 	// DiskCache, when set, returns the disk cache's counters for .blockfs/stats.json (under
 	// "disk_cache"); called on every read of stats.json.
 	DiskCache func() any
+	// Store, when set, returns the object store's counters (under "store").
+	Store func() any
+	// OnRead, when set, is told of every read: how long it took in the daemon and how long
+	// of that it waited for loads (the metrics' histograms).
+	OnRead func(took, waited time.Duration)
 }
 
 // Type is the mount's subtype: mountinfo lists it as "fuse.blockfs".
@@ -51,6 +58,7 @@ const MaxEpochs = 10000
 type Server struct {
 	*fuse.Server
 	Mountpoint string
+	m          *mount
 }
 
 // mount is the state shared by all nodes of one mount. Immutable after Mount except counters.
@@ -67,6 +75,8 @@ type mount struct {
 	served [view.NumKinds]atomic.Uint64 // bytes returned to readers, by view.Kind
 	reads  atomic.Uint64                // FUSE read requests answered
 	errs   atomic.Uint64                // FUSE read requests answered with an error
+	times  readTimes                    // where reads' time went, and the open readers
+	start  time.Time                    // when the mount was made
 }
 
 // Mount mounts set at mountpoint and returns once the kernel has the mount ready. A mountpoint
@@ -106,7 +116,7 @@ func Mount(mountpoint string, set view.Served, opt Options) (*Server, error) {
 		// /dev/fuse's device, not the mount's.
 		RaiseReadahead(mnt)
 	}
-	return &Server{Server: srv, Mountpoint: mnt}, nil
+	return &Server{Server: srv, Mountpoint: mnt, m: m}, nil
 }
 
 // newMount builds the state of a mount of set, and its info.json.
@@ -115,7 +125,7 @@ func newMount(set view.Served, opt Options) (*mount, error) {
 		opt.Epochs = DefaultEpochs
 	}
 	m := &mount{set: set, opt: opt, uid: uint32(os.Getuid()), gid: uint32(os.Getgid()), mtime: time.Now(),
-		inval: newInvalidator()}
+		inval: newInvalidator(), start: time.Now()}
 	if st, err := os.Stat(set.Stamp()); err == nil {
 		m.mtime = st.ModTime()
 	}
@@ -191,30 +201,59 @@ func (m *mount) infoFacts() map[string]any {
 	return f
 }
 
-// statsDoc is what .blockfs/stats.json says.
-type statsDoc struct {
-	DataServed    uint64 `json:"bytes_served"`         // epoch and shard data bytes returned
-	IDsServed     uint64 `json:"ids_bytes_served"`     // .ids bytes returned
-	OffsetsServed uint64 `json:"offsets_bytes_served"` // .offsets bytes returned
-	Reads         uint64 `json:"read_requests"`        // FUSE reads answered
-	ReadErrors    uint64 `json:"read_errors"`          // FUSE reads answered with an error
-	Goroutines    int    `json:"goroutines"`           // the daemon's goroutines now
-	OpenFDs       int    `json:"open_fds"`             // the daemon's open file descriptors now
+// Stats is what .blockfs/stats.json says.
+type Stats struct {
+	DataServed    uint64  `json:"bytes_served"`         // epoch and shard data bytes returned
+	IDsServed     uint64  `json:"ids_bytes_served"`     // .ids bytes returned
+	OffsetsServed uint64  `json:"offsets_bytes_served"` // .offsets bytes returned
+	Reads         uint64  `json:"read_requests"`        // FUSE reads answered
+	ReadErrors    uint64  `json:"read_errors"`          // FUSE reads answered with an error
+	ReadsWaited   uint64  `json:"reads_waited"`         // FUSE reads that waited for a load
+	WaitSeconds   float64 `json:"read_wait_seconds"`    // time reads waited for loads: the data stall
+	ReadSeconds   float64 `json:"read_seconds"`         // time reads took in the daemon
+	// ReaderSeconds is the readers' time from their first read on (to now, or to their
+	// close), summed: Stall is WaitSeconds over it.
+	ReaderSeconds float64       `json:"reader_seconds"`
+	Stall         float64       `json:"stall"`
+	Uptime        float64       `json:"uptime_seconds"` // since the mount was made
+	PID           int           `json:"daemon_pid"`     // the daemon's process
+	RSS           int64         `json:"daemon_rss_bytes"`
+	Goroutines    int           `json:"goroutines"` // the daemon's goroutines now
+	OpenFDs       int           `json:"open_fds"`   // the daemon's open file descriptors now
+	Readers       []ReaderStats `json:"readers"`    // the open files, oldest first
 	view.CacheStats
 	DiskCache    any    `json:"disk_cache,omitempty"`          // the --disk-cache's counters (Options.DiskCache)
+	Store        any    `json:"store,omitempty"`               // the object store's counters (Options.Store)
 	Sources      any    `json:"sources,omitempty"`             // a mixture's sources' counters (Options.Sources)
 	SourceServed uint64 `json:"source_bytes_served,omitempty"` // a mixture's .source bytes returned
 }
 
-func (m *mount) stats() statsDoc {
-	d := statsDoc{
+// Stats returns the mount's stats.json now.
+func (s *Server) Stats() Stats { return s.m.stats() }
+
+func (m *mount) stats() Stats {
+	now := time.Now()
+	d := Stats{
 		DataServed: m.served[view.Data].Load(), IDsServed: m.served[view.IDs].Load(),
 		OffsetsServed: m.served[view.Offsets].Load(), Reads: m.reads.Load(), ReadErrors: m.errs.Load(),
-		Goroutines: runtime.NumGoroutine(), OpenFDs: openFDs(),
+		ReadsWaited: m.times.waited.Load(), WaitSeconds: seconds(m.times.waitNS.Load()),
+		ReadSeconds: seconds(m.times.readNS.Load()), Uptime: now.Sub(m.start).Seconds(),
+		Goroutines: runtime.NumGoroutine(), OpenFDs: openFDs(), PID: os.Getpid(), RSS: residentBytes(),
+		Readers:    m.times.snapshot(now),
 		CacheStats: m.set.Stats(),
+	}
+	d.ReaderSeconds = seconds(m.times.activeNS.Load())
+	for _, r := range d.Readers {
+		d.ReaderSeconds += r.Active
+	}
+	if d.ReaderSeconds > 0 {
+		d.Stall = min(1, d.WaitSeconds/d.ReaderSeconds)
 	}
 	if m.opt.DiskCache != nil {
 		d.DiskCache = m.opt.DiskCache()
+	}
+	if m.opt.Store != nil {
+		d.Store = m.opt.Store()
 	}
 	if m.opt.Sources != nil {
 		d.Sources = m.opt.Sources()
@@ -227,6 +266,23 @@ func (m *mount) stats() statsDoc {
 func (m *mount) statsJSON() []byte {
 	b, _ := json.MarshalIndent(m.stats(), "", "  ")
 	return append(b, '\n')
+}
+
+// residentBytes returns the process's resident memory (/proc/self/statm), -1 if unknown.
+func residentBytes() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return -1
+	}
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return pages * int64(os.Getpagesize())
 }
 
 // openFDs counts the process's open file descriptors (-1 if /proc is not there).

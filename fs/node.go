@@ -171,7 +171,8 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	if n.kind.Stat() == view.Offsets {
 		ahead = 0
 	}
-	h := &handle{r: view.NewReader(f, ahead), pos: -1, direct: flags&syscall.O_DIRECT != 0}
+	h := &handle{r: view.NewReader(f, ahead), pos: -1, direct: flags&syscall.O_DIRECT != 0,
+		rd: n.m.times.open(ctx, n.Path(nil), f.Size())}
 	if h.direct {
 		// KEEP_CACHE too: without it the kernel drops the file's cached pages at every open,
 		// those of the buffered readers of the same file included.
@@ -185,6 +186,9 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 // pages are dropped from the kernel's cache.
 func (n *fileNode) Release(ctx context.Context, fh gofs.FileHandle) syscall.Errno {
 	h, ok := fh.(*handle)
+	if ok && h.rd != nil {
+		n.m.times.close(h.rd)
+	}
 	if !ok || h.direct || !n.drop.closed(h) {
 		return 0
 	}
@@ -203,6 +207,7 @@ type handle struct {
 	r      *view.Reader
 	pos    int64
 	direct bool
+	rd     *reader // its counters in stats.json's readers
 }
 
 // Read serves [off, off+len(dest)) clamped to the file; reads at or past the end return 0 bytes.
@@ -215,7 +220,13 @@ func (n *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 	}
 	n.m.reads.Add(1)
 	g := view.NewGather()
-	got, err := h.r.Gather(ctx, g, dest, off)
+	var got int
+	var err error
+	start, took, waited := timedRead(ctx, func(ctx context.Context) { got, err = h.r.Gather(ctx, g, dest, off) })
+	n.m.times.read(h.rd, start, took, waited, off+int64(got), got)
+	if n.m.opt.OnRead != nil {
+		n.m.opt.OnRead(took, waited)
+	}
 	if err != nil {
 		g.Release()
 		n.m.errs.Add(1)

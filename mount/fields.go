@@ -42,6 +42,11 @@ func remoteFields(opt Options) (*layout.FieldsManifest, error) {
 	if err != nil {
 		return nil, Usagef("%v", err)
 	}
+	// A plain dataset first: its manifest's errors (no access, no bucket) are the ones to
+	// report, by the plain dataset's opening.
+	if plain, err := st.Exists(s3.ManifestName); plain || err != nil {
+		return nil, nil
+	}
 	raw, err := st.ReadFile(s3.FieldsManifestName, layout.MaxFieldsManifest)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil

@@ -38,6 +38,10 @@ type Options struct {
 	AllowOther    bool       // let other users read the mount (checkAllowOther: data they can read)
 	Debug         bool       // log every FUSE request
 	CPUProfile    string     // write a CPU profile here at unmount
+	// Metrics, if set, is the address (HOST:PORT) of a Prometheus endpoint; MetricsRemote lets
+	// it be other than loopback.
+	Metrics       string
+	MetricsRemote bool
 	// UsersLock, if set, is a file on which the mount's users hold POSIX locks: the mount ends
 	// itself once none does (users.go). RemoveMountpoint then removes the mountpoint too.
 	UsersLock        string

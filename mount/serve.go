@@ -3,6 +3,7 @@ package mount
 import (
 	"fmt"
 	"log"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -45,13 +46,34 @@ func (p *Plan) Serve(ready func()) error {
 	debug.SetMemoryLimit(daemonHeapLimit + set.OrderBytes())
 	sigs := catchSignals()
 	defer signal.Stop(sigs)
-	srv, err := bfs.Mount(p.mnt, set, bfs.Options{
+	fopt := bfs.Options{
 		Epochs: p.opt.Epochs, Readahead: p.readahead, AllowOther: p.opt.AllowOther, Debug: p.opt.Debug,
-		DiskCache: sv.diskStats(), Sources: p.sourceStats(sv), Info: p.info(c, set),
-	})
+		DiskCache: sv.diskStats(), Store: sv.storeStats(), Sources: p.sourceStats(sv), Info: p.info(c, set),
+	}
+	var met *metrics
+	var ml net.Listener
+	if p.opt.Metrics != "" {
+		if ml, err = listenMetrics(p.opt.Metrics); err != nil {
+			c.Close()
+			return err
+		}
+		defer ml.Close()
+		var rs int64
+		if p.ds != nil && p.mix == nil && p.fields == nil {
+			rs = p.ds.RecordSize()
+		}
+		met = newMetrics(rs)
+		fopt.OnRead = met.onRead
+	}
+	srv, err := bfs.Mount(p.mnt, set, fopt)
 	if err != nil {
 		c.Close()
 		return err
+	}
+	if met != nil {
+		met.snapshot = srv.Stats
+		go met.serve(ml)
+		log.Printf("blockfs: metrics at http://%s/metrics", ml.Addr())
 	}
 	if p.opt.CPUProfile != "" {
 		stop, err := startCPUProfile(p.opt.CPUProfile)
@@ -302,6 +324,30 @@ func (s *served) close() {
 
 // diskStats returns what stats.json shows of the disk cache, or nil without one; for a
 // mixture, a list by source index (null for a source without one).
+// storeStats returns what stats.json shows of the object stores: one's counters, or a list
+// by source of a mixture's (null for a local source); nil when no source is in a store.
+func (s *served) storeStats() func() any {
+	any1 := false
+	for _, st := range s.stacks {
+		any1 = any1 || st.store != nil
+	}
+	if !any1 {
+		return nil
+	}
+	if s.mux == nil {
+		return func() any { return s.stacks[0].store() }
+	}
+	return func() any {
+		out := make([]any, len(s.stacks))
+		for i, st := range s.stacks {
+			if st.store != nil {
+				out[i] = st.store()
+			}
+		}
+		return out
+	}
+}
+
 func (s *served) diskStats() func() any {
 	if s.mux == nil {
 		return s.stacks[0].diskStats()

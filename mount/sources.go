@@ -10,15 +10,17 @@ import (
 	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/diskcache"
 	"github.com/blockfs/blockfs/source/local"
+	"github.com/blockfs/blockfs/source/s3"
 )
 
 // stack is the sources below the page cache, bottom up: where the bytes come from (local
 // files, or an object store), the disk cache in front of an object store, and the CRC32C check
 // of --verify above them, so that no unchecked byte reaches the cache.
 type stack struct {
-	src  source.Blocks
-	disk *diskcache.Blocks // nil without a disk cache
-	dir  string            // the disk cache's directory
+	src   source.Blocks
+	disk  *diskcache.Blocks  // nil without a disk cache
+	dir   string             // the disk cache's directory
+	store func() s3.Counters // the object store's counters; nil for local data
 }
 
 // openSources builds the stack of sources the plan asks for. The caller closes it.
@@ -27,6 +29,9 @@ func (p *Plan) openSources() (*stack, error) {
 	switch {
 	case p.loc.Kind == Remote:
 		s.src = p.ds.Source() // the object store, checked by ETag and CRC32C
+		if c, ok := s.src.(interface{ Counters() s3.Counters }); ok {
+			s.store = c.Counters
+		}
 	case p.mem.Direct && p.mem.ResidentBlocks > 0:
 		// The resident set's blocks are read buffered and stay in the kernel's page cache,
 		// the others stream with O_DIRECT.

@@ -128,9 +128,9 @@ type pipeReader struct {
 	ended  bool
 }
 
-// findTables returns the blockfs-tables binary: $BLOCKFS_TABLES_BIN, else beside this
-// program, else on PATH.
-func findTables() (string, error) {
+// FindTables returns the blockfs-tables binary: $BLOCKFS_TABLES_BIN, else beside this
+// program, else on PATH. Besides Parquet and Arrow it draws order --stats --plot (gonum/plot).
+func FindTables() (string, error) {
 	if p := os.Getenv("BLOCKFS_TABLES_BIN"); p != "" {
 		return p, nil
 	}
@@ -143,13 +143,13 @@ func findTables() (string, error) {
 	if p, err := exec.LookPath(TablesBinary); err == nil {
 		return p, nil
 	}
-	return "", fmt.Errorf("reading Parquet and Arrow needs %s beside blockfs (make build makes both; the wheel carries both), or $BLOCKFS_TABLES_BIN", TablesBinary)
+	return "", fmt.Errorf("reading Parquet and Arrow, and drawing plots, needs %s beside blockfs (make build makes both; the wheel carries both), or $BLOCKFS_TABLES_BIN", TablesBinary)
 }
 
 // openPiped runs blockfs-tables read-samples on the inputs and returns its stream as a
 // SampleReader.
 func openPiped(format Format, paths, columns []string) (SampleReader, error) {
-	bin, err := findTables()
+	bin, err := FindTables()
 	if err != nil {
 		return nil, err
 	}

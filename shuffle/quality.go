@@ -59,12 +59,32 @@ func normalized(h, ref float64) float64 {
 
 func batchQuality(s Sample, labels []int32, dist map[int32]float64, size int) BatchQuality {
 	bq := BatchQuality{Size: size, LabelTV: math.NaN()}
-	n := len(s.IDs) / size
-	if n == 0 {
+	blocks, tv := batchSeries(s, labels, dist, size)
+	if len(blocks) == 0 {
 		bq.DistinctBlocks = math.NaN()
 		return bq
 	}
-	var blocks, tv float64
+	bq.DistinctBlocks = mean(blocks)
+	if labels != nil {
+		bq.LabelTV = mean(tv)
+	}
+	return bq
+}
+
+// BatchSeries returns, for each whole batch of size consecutive records of s, the number of
+// distinct blocks it draws from and, with labels (by record id), the total-variation distance
+// of its labels from those of all of s (nil without labels): the figures order --stats
+// averages, batch by batch (order --stats --plot).
+func BatchSeries(s Sample, labels []int32, size int) (blocks, labelTV []float64) {
+	var dist map[int32]float64
+	if labels != nil {
+		dist = labelDist(s.IDs, labels)
+	}
+	return batchSeries(s, labels, dist, size)
+}
+
+func batchSeries(s Sample, labels []int32, dist map[int32]float64, size int) (blocks, tv []float64) {
+	n := len(s.IDs) / size
 	seen := map[uint32]struct{}{}
 	count := map[int32]float64{}
 	for k := 0; k < n; k++ {
@@ -76,20 +96,24 @@ func batchQuality(s Sample, labels []int32, dist map[int32]float64, size int) Ba
 				count[labels[s.IDs[i]]]++
 			}
 		}
-		blocks += float64(len(seen))
+		blocks = append(blocks, float64(len(seen)))
 		if labels != nil {
 			var d float64
 			for c, p := range dist {
 				d += math.Abs(count[c]/float64(size) - p)
 			}
-			tv += d / 2
+			tv = append(tv, d/2)
 		}
 	}
-	bq.DistinctBlocks = blocks / float64(n)
-	if labels != nil {
-		bq.LabelTV = tv / float64(n)
+	return blocks, tv
+}
+
+func mean(v []float64) float64 {
+	var t float64
+	for _, x := range v {
+		t += x
 	}
-	return bq
+	return t / float64(len(v))
 }
 
 func labelDist(ids []uint64, labels []int32) map[int32]float64 {

@@ -315,7 +315,11 @@ func TestPageCacheAcrossEpochs(t *testing.T) {
 	}
 	t.Logf("%d epochs, %d MiB read: the mount's files in the page cache grew by at most %d MiB; the epoch files hold %d MiB of it, at most %d MiB each",
 		epochs-1, read>>20, peak>>20, total>>20, most>>20)
-	assert.Equal(t, read, served, "every epoch byte went through the daemon")
+	// Every epoch byte went through the daemon (none came from an earlier epoch's pages in the
+	// kernel's cache). A page dropped behind a reader while the kernel's readahead had it in
+	// flight is asked for again: under load a few pages of the 1 GiB were (8 KiB, 1 run in 10).
+	assert.GreaterOrEqual(t, served, read, "every epoch byte went through the daemon")
+	assert.LessOrEqual(t, served, read+1<<20, "the daemon served epochs about once")
 	assert.Less(t, peak, read/3, "the page cache keeps a fraction of the epochs read")
 	assert.LessOrEqual(t, most, int64(dropSlack+dropChunk+kernelAhead), "an epoch keeps at most its tail in the page cache")
 

@@ -56,7 +56,7 @@ sequential disk reads and a near-random order with plain file I/O.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usagef("%v (see '%s --help')", err, c.CommandPath())
 	})
-	root.AddCommand(newPack(), newMount(), newUnmount(), newInfo(), newVerify(), newOrder(), newReadSamples())
+	root.AddCommand(newPack(), newMount(), newUnmount(), newInfo(), newVerify(), newOrder(), newStats(), newReadSamples())
 	root.CompletionOptions.DisableDefaultCmd = true
 	return root
 }

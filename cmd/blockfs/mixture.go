@@ -269,6 +269,9 @@ func runOrderMixture(fl *pflag.FlagSet, f orderFlags, data string, pinned []sour
 	if f.labels != "" {
 		return usagef("--labels: %s is a mixture, whose records' ids are their sources'; run order --stats --labels on a source", data)
 	}
+	if f.plot != "" {
+		return usagef("--plot: %s is a mixture; run order --stats --plot on one of its sources", data)
+	}
 	spec, err := mixtureOptions(fl, data, "")
 	if err != nil {
 		return err

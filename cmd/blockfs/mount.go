@@ -35,6 +35,8 @@ type mountFlags struct {
 	verify     bool
 	inPlace    inPlaceFlags
 	cpuProfile string
+	metrics    string
+	metricsAll bool
 	direct     string
 	usersLock  string
 	rmMnt      bool
@@ -105,6 +107,8 @@ func (f *mountFlags) register(fl *pflag.FlagSet) {
 	f.disk.register(fl)
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the daemon (pprof format) to this file at unmount")
 	_ = fl.MarkHidden("cpuprofile")
+	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (ADDR is HOST:PORT, e.g. 127.0.0.1:9560; off by default)")
+	fl.BoolVar(&f.metricsAll, "metrics-allow-remote", false, "with --metrics: allow an address other than loopback (the metrics are then served to the network)")
 }
 
 // options turns the flags into the mount package's options.
@@ -112,9 +116,17 @@ func (f mountFlags) options(fl *pflag.FlagSet, data, mnt string) (mount.Options,
 	if f.unreadable && !f.allowOther {
 		return mount.Options{}, usagef("--allow-other-unreadable goes with --allow-other")
 	}
+	if f.metricsAll && f.metrics == "" {
+		return mount.Options{}, usagef("--metrics-allow-remote goes with --metrics ADDR")
+	}
+	if f.metrics != "" {
+		if err := mount.CheckMetricsAddr(f.metrics, f.metricsAll); err != nil {
+			return mount.Options{}, err
+		}
+	}
 	o := mount.Options{Data: data, Mountpoint: mnt, Epochs: f.epochs, Verify: f.verify, AllowOther: f.allowOther, AllowOtherUnreadable: f.unreadable,
 		Debug: f.debug, CPUProfile: f.cpuProfile, DiskCache: f.disk.dir, Readahead: mount.AutoReadahead,
-		UsersLock: f.usersLock, RemoveMountpoint: f.rmMnt}
+		UsersLock: f.usersLock, RemoveMountpoint: f.rmMnt, Metrics: f.metrics, MetricsRemote: f.metricsAll}
 	var err error
 	if o.Order, err = orderOptions(f.seed, 0, f.shuffle, f.mix); err != nil {
 		return o, err

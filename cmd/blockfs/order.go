@@ -32,6 +32,7 @@ type orderFlags struct {
 	ids     bool
 	stats   bool
 	labels  string
+	plot    string
 	inPlace inPlaceFlags
 }
 
@@ -67,6 +68,7 @@ shuffle (1 = as random); and the correlation of record positions in this epoch a
 	fl.BoolVar(&f.ids, "ids", false, "print the record ids, one per line")
 	fl.BoolVar(&f.stats, "stats", false, "print quality figures")
 	fl.StringVar(&f.labels, "labels", "", "with --stats: a .npy of integer labels, or a file of one per line, by record id")
+	fl.StringVar(&f.plot, "plot", "", "with --stats: draw the figures beside a uniform shuffle into this .png or .svg: blocks per batch, label balance per batch (--labels), where each record of the epoch lands in the next")
 	f.inPlace.register(fl)
 	return c
 }
@@ -77,6 +79,14 @@ func runOrder(fl *pflag.FlagSet, f orderFlags, data string) error {
 	}
 	if f.labels != "" && !f.stats {
 		return usagef("--labels goes with --stats")
+	}
+	if f.plot != "" {
+		if !f.stats {
+			return usagef("--plot goes with --stats")
+		}
+		if err := checkPlotPath(f.plot); err != nil {
+			return err
+		}
 	}
 	if m, ok, err := readMountpoint(data); ok {
 		if err != nil {
@@ -263,6 +273,12 @@ func printStats(ds *layout.Dataset, opt shuffle.Options, lo, hi uint64, f orderF
 	row("record id gap entropy (uniform = 1)", q.IDGapEntropy, ref.IDGapEntropy, "%.3f")
 	row("block id gap entropy (uniform = 1)", q.BlockGapEntropy, ref.BlockGapEntropy, "%.3f")
 	row("position correlation with next epoch", q.EpochCorrelation, ref.EpochCorrelation, "%.3f")
+	if f.plot != "" {
+		if err := plotOrder(f.plot, fmt.Sprintf("distinct blocks per batch: %s", desc), cur, next, cut(uni), cut(uni2), labels); err != nil {
+			return err
+		}
+		fmt.Printf("plot: %s\n", f.plot)
+	}
 	return nil
 }
 

@@ -36,9 +36,17 @@ what is wrong) and exits 1 if there is any, 0 if the dataset is sound.`,
 				if serr != nil {
 					return serr
 				}
-				raw, ferr := st.ReadFile(s3.FieldsManifestName, layout.MaxFieldsManifest)
+				// A plain dataset first (its manifest's errors are the ones to report), then
+				// one with fields.
+				var raw []byte
+				plain, ferr := st.Exists(s3.ManifestName)
+				fields := !plain && ferr == nil
+				if fields {
+					raw, ferr = st.ReadFile(s3.FieldsManifestName, layout.MaxFieldsManifest)
+					fields = !errors.Is(ferr, fs.ErrNotExist)
+				}
 				switch {
-				case errors.Is(ferr, fs.ErrNotExist):
+				case !fields:
 					res, err = layout.VerifyStore(st, report)
 				case ferr != nil:
 					return ferr

@@ -10,7 +10,7 @@ import stat
 import subprocess
 import time
 import warnings
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union, cast
 
 from ._binary import binary
 from ._files import mount_path, read_info
@@ -220,6 +220,15 @@ class Mount:
 
     def __repr__(self) -> str:
         return f"blockfs.Mount({self.data!r} at {self.path!r})"
+
+    def stats(self) -> Dict[str, Any]:
+        """The mount's counters now: its .blockfs/stats.json (docs/USAGE.md, "Is the trainer
+        waiting for data?"): bytes and reads served, "read_wait_seconds" (the time reads waited
+        for the disk or the object store: the data stall) and "stall" (that over the readers'
+        time), the cache's and the source's counters, and "readers", one per open file (its
+        pid, position, bytes, wait_seconds, stall). blockfs stats MOUNTPOINT shows the same live."""
+        with open(os.path.join(self.path, ".blockfs", "stats.json"), "rb") as f:
+            return cast(Dict[str, Any], json.load(f))
 
     def _whom(self) -> Dict[str, Any]:
         """What the users lock file records of a mount: its data and flags (and a mixture

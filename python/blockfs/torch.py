@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import time
 from fractions import Fraction
 import weakref
 from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Sequence, Tuple, Union
@@ -169,6 +170,15 @@ class _Batches(Dataset[Batch]):
             self.shape = tuple(shape) if shape is not None else (self.record_size // self.dtype.itemsize,)
 
     def __getitem__(self, key: Key) -> Batch:
+        """The batch of key, its last item (the position after it) carried with the seconds its
+        reads of the mount took and the seconds the whole batch took (Loader.read_stats)."""
+        self._read_s = 0.0
+        t0 = time.perf_counter()
+        out = self._batch(key)
+        busy = time.perf_counter() - t0
+        return tuple(out[:-1]) + ((out[-1], self._read_s, busy),)
+
+    def _batch(self, key: Key) -> Batch:
         if self.fields is not None:
             return self._field_batch(key)
         epoch, start, end, after = key
@@ -313,11 +323,13 @@ class _Batches(Dataset[Batch]):
             return buf
         fd = self._fd(epoch, suffix)
         view, got = buf.data, 0
+        t0 = time.perf_counter()
         while got < n:
             k = os.preadv(fd, [view[got:]], off + got)
             if k == 0:
                 raise OSError(f"{self._path(epoch, suffix)}: short read at {off} ({got} of {n} bytes)")
             got += k
+        self._read_s = getattr(self, "_read_s", 0.0) + time.perf_counter() - t0
         return buf
 
     def _path(self, epoch: int, suffix: str) -> str:
@@ -521,6 +533,8 @@ class Loader:
                 raise ValueError(f"labels has {len(labels)} entries; the dataset has {self.info['records']} records")
         self.epoch, self.position = int(epoch), 0
         self._lengths: Dict[int, int] = {}  # records of epochs whose length has been read
+        self.num_workers = int(num_workers)
+        self._reads: Dict[str, float] = {"batches": 0.0, "read_seconds": 0.0, "batch_seconds": 0.0, "seconds": 0.0}
         kw: Dict[str, Any] = {}
         if num_workers > 0:
             kw["persistent_workers"] = persistent_workers
@@ -589,6 +603,19 @@ class Loader:
                                       **self._loader_options)
         return self._loader
 
+    def read_stats(self) -> Dict[str, float]:
+        """Where the loader's time went, over its iterations so far: "batches" made,
+        "read_seconds" its workers (or the main process, without workers) spent in reads of the
+        mount, "batch_seconds" they spent making batches (reads, decode and the rest),
+        "seconds" of wall time the loader has been iterating, "workers", and "read_fraction":
+        read_seconds over seconds x workers, the share of the workers' time spent waiting on
+        reads. The mount's own view, per open file, is Mount.stats() (and blockfs stats)."""
+        r = dict(self._reads)
+        workers = max(1, self.num_workers)
+        r["workers"] = float(workers)
+        r["read_fraction"] = r["read_seconds"] / (r["seconds"] * workers) if r["seconds"] > 0 else 0.0
+        return r
+
     def epoch_records(self, epoch: Optional[int] = None) -> int:
         """The records of epoch (the loader's, by default): info.json's "records", except in a
         mixture whose epochs differ in length, where it is read from the mount (once an epoch)."""
@@ -621,10 +648,16 @@ class Loader:
 
     def _iterate(self) -> Generator[Any, None, None]:
         epoch = self.epoch
+        start, before = time.perf_counter(), self._reads["seconds"]
         for batch in self._data_loader():
             if self.epoch != epoch:
                 raise RuntimeError("set_epoch or load_state_dict was called during an iteration")
-            self.position = batch[-1]
+            self.position, read_s, busy_s = batch[-1]
+            r = self._reads
+            r["batches"] += 1
+            r["read_seconds"] += read_s
+            r["batch_seconds"] += busy_s
+            r["seconds"] = before + time.perf_counter() - start
             if self.fields is not None:
                 fout = _tensors(batch[0])
                 yield _pinned(fout) if self.pin_memory else fout

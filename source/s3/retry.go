@@ -290,6 +290,10 @@ func (s *Store) retryFor(ctx context.Context, limit, stall time.Duration, fn fun
 			return err
 		}
 		start := now()
+		s.ctr.requests.Add(1)
+		if try > 0 {
+			s.ctr.retries.Add(1)
+		}
 		a := newAttempt(ctx, &s.h, limit, stall)
 		err := fn(a.ctx, a.progress)
 		why := a.end(ctx)
@@ -309,6 +313,9 @@ func (s *Store) retryFor(ctx context.Context, limit, stall time.Duration, fn fun
 			err = fmt.Errorf("no progress for %v: %w", stall, errTimeout)
 		case errLimit:
 			err = fmt.Errorf("not done within %v: %w", limit, errTimeout)
+		}
+		if ctx.Err() == nil {
+			s.ctr.failed(err)
 		}
 		if ctx.Err() != nil || try >= s.opt.Retries || !retryable(err) {
 			return err

@@ -157,7 +157,8 @@ type Store struct {
 	opt   Options
 	slots *slots // one token per request in flight
 
-	h health // what the store's answers say
+	h   health   // what the store's answers say
+	ctr counters // requests, retries and failures
 
 	listOnce sync.Once
 	listed   map[string]minio.ObjectInfo // the prefix's objects, by key (Stat)
@@ -259,6 +260,15 @@ func (s *Store) ReadManifest() ([]byte, error) {
 		return nil, s.describe(err, "") // layout names the manifest
 	}
 	return data, nil
+}
+
+// Exists reports whether the prefix has the object rel.
+func (s *Store) Exists(rel string) (bool, error) {
+	_, err := s.statObject(context.Background(), s.loc.Key(rel))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // ReadFile returns the object rel of the prefix, up to limit bytes of it; a missing object is

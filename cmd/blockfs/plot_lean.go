@@ -1,0 +1,42 @@
+//go:build !tables
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+
+	"github.com/blockfs/blockfs/pack"
+	"github.com/blockfs/blockfs/shuffle"
+)
+
+// This build does not link gonum/plot, whose packages take megabytes of resident memory in
+// any process that links them (the mount's daemon is this binary): order --stats --plot runs
+// in blockfs-tables, which links it (as it links arrow-go for pack).
+
+// checkPlotPath hands the whole order command to blockfs-tables, which draws the plot, and
+// exits with its status.
+func checkPlotPath(string) error {
+	bin, err := pack.FindTables()
+	if err != nil {
+		return fmt.Errorf("--plot: %w", err)
+	}
+	cmd := exec.Command(bin, os.Args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			os.Exit(exit.ExitCode())
+		}
+		return fmt.Errorf("--plot: cannot run %s: %w", bin, err)
+	}
+	os.Exit(0)
+	return nil
+}
+
+// plotOrder is never reached in this build: checkPlotPath ran blockfs-tables.
+func plotOrder(path, title string, cur, next, uni, uni2 shuffle.Sample, labels []int32) error {
+	return errors.New("--plot is drawn by blockfs-tables")
+}

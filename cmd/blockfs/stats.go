@@ -1,0 +1,208 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	bfs "github.com/blockfs/blockfs/fs"
+)
+
+func newStats() *cobra.Command {
+	var once, asJSON bool
+	var every time.Duration
+	c := &cobra.Command{
+		Use:   "stats MOUNTPOINT",
+		Short: "Watch a mount: throughput, stall, hit rate, disk or store rate, memory, and each reader",
+		Long: `Watch a mount live, refreshed every --interval: its throughput (MB/s, records/s), the data
+stall (the share of readers' time spent waiting for the disk or the object store), the cache's
+hit rate, what is read below the cache (disk or store) per second, the daemon's memory, and a
+line per open file (its reader's pid, position as a share of the file, rate and stall).
+
+On a terminal the view is redrawn in place until Ctrl-C. Otherwise (a pipe, a log) it prints
+one JSON object per interval; --json does so on a terminal too. --once prints one snapshot
+(over one interval) and exits. The figures come from MOUNTPOINT/.blockfs/stats.json, which
+--metrics serves to Prometheus too (docs/USAGE.md).`,
+		Args: exactArgs("MOUNTPOINT"),
+		RunE: func(c *cobra.Command, args []string) error {
+			if every < 100*time.Millisecond {
+				return usagef("--interval %v is too short (at least 100ms)", every)
+			}
+			return runStats(args[0], every, once, asJSON || !term.IsTerminal(int(os.Stdout.Fd())))
+		},
+	}
+	fl := c.Flags()
+	fl.BoolVar(&once, "once", false, "print one snapshot, over one interval, and exit")
+	fl.BoolVar(&asJSON, "json", false, "print one JSON object per interval even on a terminal")
+	fl.DurationVar(&every, "interval", time.Second, "time between snapshots")
+	return c
+}
+
+// statsFile reads a mount's stats.json.
+func statsFile(mnt string) (bfs.Stats, error) {
+	var s bfs.Stats
+	b, err := os.ReadFile(filepath.Join(mnt, ".blockfs", "stats.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return s, usagef("%s is not a blockfs mount (it has no .blockfs/stats.json); give the mountpoint", mnt)
+	}
+	if err != nil {
+		return s, fmt.Errorf("cannot read %s's stats: %w", mnt, err)
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("%s/.blockfs/stats.json: %w", mnt, err)
+	}
+	return s, nil
+}
+
+// View is one interval of a mount: what the live view shows, and the JSON line.
+type View struct {
+	Time          string       `json:"time"`
+	Seconds       float64      `json:"interval_seconds"`
+	MBps          float64      `json:"mb_per_s"`          // bytes served a second / 1e6
+	Records       float64      `json:"records_per_s"`     // -1 when the records vary in size
+	Stall         float64      `json:"stall"`             // waits over readers' time in the interval
+	HitRate       float64      `json:"hit_rate"`          // cache hits over pages asked for; -1 with none asked
+	SourceMBps    float64      `json:"source_mb_per_s"`   // bytes read below the cache a second / 1e6
+	Store         bool         `json:"store"`             // the source is an object store
+	CacheBytes    int64        `json:"cache_bytes"`       // held now
+	CacheCapacity int64        `json:"cache_capacity"`    // the cache's size
+	RSS           int64        `json:"daemon_rss_bytes"`  // the daemon's resident memory
+	WaitSeconds   float64      `json:"read_wait_seconds"` // since the mount, all readers
+	Readers       []ReaderView `json:"readers"`
+}
+
+// ReaderView is one open file in an interval.
+type ReaderView struct {
+	File     string  `json:"file"`
+	PID      uint32  `json:"pid"`
+	Position float64 `json:"position"` // share of the file before its latest read's end
+	MBps     float64 `json:"mb_per_s"`
+	Stall    float64 `json:"stall"` // its waits over its time in the interval
+}
+
+// interval computes the view between two snapshots dt apart; rs is the record size (0: vary).
+func interval(a, b bfs.Stats, dt time.Duration, rs int64) View {
+	sec := dt.Seconds()
+	served := func(s bfs.Stats) uint64 { return s.DataServed + s.IDsServed + s.OffsetsServed + s.SourceServed }
+	v := View{Time: time.Now().Format(time.RFC3339), Seconds: sec, MBps: float64(served(b)-served(a)) / sec / 1e6, Records: -1,
+		SourceMBps: float64(b.DiskBytes-a.DiskBytes) / sec / 1e6, Store: b.Store != nil, CacheBytes: b.CachedBytes,
+		CacheCapacity: b.CapacityBytes, RSS: b.RSS, WaitSeconds: b.WaitSeconds, HitRate: -1, Readers: []ReaderView{}}
+	if rs > 0 {
+		v.Records = float64(b.DataServed-a.DataServed) / float64(rs) / sec
+	}
+	if d := b.ReaderSeconds - a.ReaderSeconds; d > 0 {
+		v.Stall = min(1, (b.WaitSeconds-a.WaitSeconds)/d)
+	}
+	if asked := (b.Hits - a.Hits) + (b.Misses - a.Misses) + (b.Merged - a.Merged); asked > 0 {
+		v.HitRate = float64(b.Hits-a.Hits) / float64(asked)
+	}
+	before := map[uint64]bfs.ReaderStats{}
+	for _, r := range a.Readers {
+		before[r.ID] = r
+	}
+	for _, r := range b.Readers {
+		p := before[r.ID] // zero for a reader opened in the interval
+		rv := ReaderView{File: r.File, PID: r.PID, MBps: float64(r.Bytes-p.Bytes) / sec / 1e6}
+		if r.Size > 0 {
+			rv.Position = float64(r.Position) / float64(r.Size)
+		}
+		if d := r.Active - p.Active; d > 0 {
+			rv.Stall = min(1, (r.WaitSeconds-p.WaitSeconds)/d)
+		}
+		v.Readers = append(v.Readers, rv)
+	}
+	return v
+}
+
+// render draws a view for a terminal.
+func render(mnt string, v View) string {
+	var b strings.Builder
+	pct := func(f float64) string {
+		if f < 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f%%", 100*f)
+	}
+	below := "disk"
+	if v.Store {
+		below = "store"
+	}
+	recs := "-"
+	if v.Records >= 0 {
+		recs = fmt.Sprintf("%.0f", v.Records)
+	}
+	fmt.Fprintf(&b, "blockfs stats %s   %s (every %.1fs)\n\n", mnt, v.Time, v.Seconds)
+	fmt.Fprintf(&b, "  throughput  %9.1f MB/s   %12s records/s\n", v.MBps, recs)
+	fmt.Fprintf(&b, "  stall       %9s        (readers' time waiting for the %s; %.1f s in all)\n", pct(v.Stall), below, v.WaitSeconds)
+	fmt.Fprintf(&b, "  hit rate    %9s\n", pct(v.HitRate))
+	fmt.Fprintf(&b, "  %-5s rate  %9.1f MB/s\n", below, v.SourceMBps)
+	fmt.Fprintf(&b, "  memory      cache %s of %s; daemon RSS %s\n\n", ibytes(uint64(max(0, v.CacheBytes))), ibytes(uint64(max(0, v.CacheCapacity))), ibytes(uint64(max(0, v.RSS))))
+	fmt.Fprintf(&b, "  %-40s %8s %9s %10s %7s\n", "reader (open file)", "pid", "position", "MB/s", "stall")
+	if len(v.Readers) == 0 {
+		fmt.Fprintf(&b, "  (no file open)\n")
+	}
+	for _, r := range v.Readers {
+		fmt.Fprintf(&b, "  %-40s %8d %9s %10.1f %7s\n", r.File, r.PID, pct(r.Position), r.MBps, pct(r.Stall))
+	}
+	return b.String()
+}
+
+// runStats shows the mount at mnt every interval: a view redrawn in place, or JSON lines.
+func runStats(mnt string, every time.Duration, once, asJSON bool) error {
+	var rs int64
+	if b, err := os.ReadFile(filepath.Join(mnt, ".blockfs", "info.json")); err == nil {
+		var info struct {
+			Kind       string `json:"kind"`
+			RecordSize int64  `json:"record_size"`
+		}
+		if json.Unmarshal(b, &info) == nil && info.Kind == "fixed" {
+			rs = info.RecordSize
+		}
+	}
+	prev, err := statsFile(mnt)
+	if err != nil {
+		return err
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-sigs:
+			return nil
+		case <-t.C:
+		}
+		cur, err := statsFile(mnt)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		v := interval(prev, cur, now.Sub(last), rs)
+		prev, last = cur, now
+		if asJSON {
+			line, _ := json.Marshal(v)
+			fmt.Println(string(line))
+		} else {
+			if !once {
+				fmt.Print("\x1b[H\x1b[2J") // home, clear
+			}
+			fmt.Print(render(mnt, v))
+		}
+		if once {
+			return nil
+		}
+	}
+}

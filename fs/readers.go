@@ -1,0 +1,150 @@
+package fs
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/blockfs/blockfs/cache"
+)
+
+// Where the time of reads goes (docs/USAGE.md, "Is the trainer waiting for data?"). Every FUSE
+// read is timed, and so is the part of it spent waiting for pages to load (cache.Waits): a
+// read served from memory waits 0. The waits are the data stall: what a reader would not have
+// waited had the data been in memory. Each open file is a reader, with the process that opened
+// it, its position and its counters; stats.json lists them, and the mount's totals.
+
+// reader is one open file's counters. Immutable fields are set at Open; the rest are atomic.
+type reader struct {
+	id     uint64
+	file   string // the file's path in the mount
+	pid    uint32 // the process that opened it
+	size   int64
+	opened time.Time
+
+	first  atomic.Int64 // unix ns of the first read; 0 before it
+	last   atomic.Int64 // unix ns of the end of the latest read
+	pos    atomic.Int64 // where the latest read ended
+	bytes  atomic.Uint64
+	reads  atomic.Uint64
+	waited atomic.Uint64 // reads that waited for a load
+	waitNS atomic.Int64  // time reads waited for loads
+	readNS atomic.Int64  // time reads took in the daemon
+}
+
+// readTimes are a mount's read totals, over every reader past and present.
+type readTimes struct {
+	waited   atomic.Uint64 // reads that waited for a load
+	waitNS   atomic.Int64  // time reads waited (the stall)
+	readNS   atomic.Int64  // time reads took
+	activeNS atomic.Int64  // closed readers' time from first read to close
+
+	mu      sync.Mutex
+	next    uint64
+	readers map[uint64]*reader // open (guarded by mu)
+}
+
+// open registers a reader of file, opened by the process of ctx's caller.
+func (t *readTimes) open(ctx context.Context, file string, size int64) *reader {
+	r := &reader{file: file, size: size, opened: time.Now()}
+	if c, ok := fuse.FromContext(ctx); ok && c != nil {
+		r.pid = c.Pid
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.readers == nil {
+		t.readers = make(map[uint64]*reader)
+	}
+	t.next++
+	r.id = t.next
+	t.readers[r.id] = r
+	return r
+}
+
+// close forgets r, keeping its active time in the totals.
+func (t *readTimes) close(r *reader) {
+	t.mu.Lock()
+	delete(t.readers, r.id)
+	t.mu.Unlock()
+	if first := r.first.Load(); first != 0 {
+		t.activeNS.Add(time.Now().UnixNano() - first)
+	}
+}
+
+// read accounts one read of r: n bytes ending at end, that took d and waited w of it.
+func (t *readTimes) read(r *reader, start time.Time, d, w time.Duration, end int64, n int) {
+	if r != nil {
+		r.first.CompareAndSwap(0, start.UnixNano())
+		r.last.Store(start.Add(d).UnixNano())
+		r.pos.Store(end)
+		r.bytes.Add(uint64(n))
+		r.reads.Add(1)
+		r.readNS.Add(int64(d))
+		if w > 0 {
+			r.waited.Add(1)
+			r.waitNS.Add(int64(w))
+		}
+	}
+	t.readNS.Add(int64(d))
+	if w > 0 {
+		t.waited.Add(1)
+		t.waitNS.Add(int64(w))
+	}
+}
+
+// ReaderStats is one open file's line in stats.json's "readers".
+type ReaderStats struct {
+	ID          uint64  `json:"id"`             // the mount's number for it, in the order opened
+	File        string  `json:"file"`           // its path in the mount
+	PID         uint32  `json:"pid"`            // the process that opened it
+	Size        int64   `json:"size"`           // bytes
+	Position    int64   `json:"position"`       // where its latest read ended
+	Bytes       uint64  `json:"bytes"`          // bytes read
+	Reads       uint64  `json:"reads"`          // FUSE reads
+	ReadsWaited uint64  `json:"reads_waited"`   // reads that waited for a load
+	WaitSeconds float64 `json:"wait_seconds"`   // time its reads waited for loads: its data stall
+	ReadSeconds float64 `json:"read_seconds"`   // time its reads took in the daemon
+	OpenSeconds float64 `json:"open_seconds"`   // since it was opened
+	Active      float64 `json:"active_seconds"` // since its first read
+	Stall       float64 `json:"stall"`          // wait_seconds / active_seconds (0 before a read)
+}
+
+// snapshot returns the open readers' lines, in the order they were opened.
+func (t *readTimes) snapshot(now time.Time) []ReaderStats {
+	t.mu.Lock()
+	rs := make([]*reader, 0, len(t.readers))
+	for _, r := range t.readers {
+		rs = append(rs, r)
+	}
+	t.mu.Unlock()
+	sort.Slice(rs, func(i, j int) bool { return rs[i].id < rs[j].id })
+	out := make([]ReaderStats, len(rs))
+	for i, r := range rs {
+		s := ReaderStats{ID: r.id, File: r.file, PID: r.pid, Size: r.size, Position: r.pos.Load(), Bytes: r.bytes.Load(),
+			Reads: r.reads.Load(), ReadsWaited: r.waited.Load(), WaitSeconds: seconds(r.waitNS.Load()),
+			ReadSeconds: seconds(r.readNS.Load()), OpenSeconds: now.Sub(r.opened).Seconds()}
+		if first := r.first.Load(); first != 0 {
+			s.Active = seconds(now.UnixNano() - first)
+			if s.Active > 0 {
+				s.Stall = min(1, s.WaitSeconds/s.Active)
+			}
+		}
+		out[i] = s
+	}
+	return out
+}
+
+func seconds(ns int64) float64 { return float64(ns) / 1e9 }
+
+// timedRead runs read under a context that counts its waits, and returns how long it took and
+// waited.
+func timedRead(ctx context.Context, read func(ctx context.Context)) (start time.Time, took, waited time.Duration) {
+	var w cache.Waits
+	start = time.Now()
+	read(cache.WithWaits(ctx, &w))
+	return start, time.Since(start), w.Duration()
+}

@@ -1,0 +1,241 @@
+package mount
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	bfs "github.com/blockfs/blockfs/fs"
+	"github.com/blockfs/blockfs/source/diskcache"
+	"github.com/blockfs/blockfs/source/s3"
+)
+
+// --metrics ADDR serves the mount's counters at http://ADDR/metrics in Prometheus' text format
+// (client_golang, the Prometheus project's own Go client, with its process and Go collectors):
+// docs/USAGE.md, "Metrics", says what each metric means. The counters are read from the same
+// snapshot as stats.json at each scrape; only the two histograms cost the read path anything
+// (an observation per FUSE read), and only with --metrics.
+
+// CheckMetricsAddr checks --metrics ADDR: host:port, with a loopback host (127.0.0.1,
+// localhost, [::1]) unless remote is set (--metrics-allow-remote).
+func CheckMetricsAddr(addr string, remote bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return Usagef("--metrics %q: want HOST:PORT, e.g. 127.0.0.1:9560 (%v)", addr, err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return Usagef("--metrics %q: port %q is not a number from 0 to 65535", addr, port)
+	}
+	if remote {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return Usagef("--metrics %q would serve the metrics beyond this machine; give a loopback address (127.0.0.1:%s), or add --metrics-allow-remote to mean it", addr, port)
+	}
+	return nil
+}
+
+// metrics is a mount's Prometheus registry.
+type metrics struct {
+	reg      *prometheus.Registry
+	latency  prometheus.Histogram // every read's time in the daemon
+	wait     prometheus.Histogram // the time waited, of reads that waited
+	snapshot func() bfs.Stats     // set once the mount is up
+	record   int64                // bytes a record, 0 when records vary
+}
+
+func newMetrics(recordSize int64) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry(), record: recordSize}
+	buckets := prometheus.ExponentialBuckets(10e-6, 4, 10) // 10 us to 2.6 s
+	m.latency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "blockfs_read_duration_seconds",
+		Help: "Time a FUSE read took in the daemon, waits included.", Buckets: buckets})
+	m.wait = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "blockfs_read_wait_duration_seconds",
+		Help: "Time a FUSE read that waited for a load (disk or object store) waited.", Buckets: buckets})
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.latency, m.wait, (*statsCollector)(m))
+	return m
+}
+
+// onRead is fs.Options.OnRead.
+func (m *metrics) onRead(took, waited time.Duration) {
+	m.latency.Observe(took.Seconds())
+	if waited > 0 {
+		m.wait.Observe(waited.Seconds())
+	}
+}
+
+// serve serves the registry on l until the listener is closed.
+func (m *metrics) serve(l net.Listener) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: log.Default()}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "blockfs: the metrics are at /metrics", http.StatusNotFound)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if err := srv.Serve(l); err != nil && !errors.Is(err, net.ErrClosed) {
+		log.Printf("blockfs: --metrics: %v", err)
+	}
+}
+
+// metric is one counter or gauge of the stats snapshot.
+type metric struct {
+	name, help string
+	kind       prometheus.ValueType
+	labels     []string
+	desc       *prometheus.Desc
+}
+
+func counter(name, help string, labels ...string) *metric {
+	return &metric{name: name, help: help, kind: prometheus.CounterValue, labels: labels}
+}
+
+func gauge(name, help string, labels ...string) *metric {
+	return &metric{name: name, help: help, kind: prometheus.GaugeValue, labels: labels}
+}
+
+// The metrics of a stats snapshot (docs/USAGE.md, "Metrics").
+var (
+	mReadBytes    = counter("blockfs_read_bytes_total", "Bytes served to readers, by file: data (epoch and shard files, fields' values), ids, offsets, source.", "file")
+	mReadRecords  = counter("blockfs_read_records_total", "Records served (data bytes over the record size; datasets of fixed-size records only).")
+	mReads        = counter("blockfs_read_requests_total", "FUSE read requests answered.")
+	mReadErrors   = counter("blockfs_read_errors_total", "FUSE read requests answered with an error (EIO).")
+	mReadsWaited  = counter("blockfs_read_waits_total", "FUSE reads that waited for a load from the disk or the object store.")
+	mWaitSeconds  = counter("blockfs_read_wait_seconds_total", "Seconds reads waited for loads, summed over readers: the data stall.")
+	mReadSeconds  = counter("blockfs_read_seconds_total", "Seconds reads took in the daemon, waits included, summed over readers.")
+	mReaderSecs   = counter("blockfs_reader_seconds_total", "Seconds readers have been reading (from each one's first read), summed: the stall fraction is read_wait_seconds over it.")
+	mReaders      = gauge("blockfs_open_readers", "Files open for reading now.")
+	mHits         = counter("blockfs_cache_hits_total", "Cache pages found loaded.")
+	mMisses       = counter("blockfs_cache_misses_total", "Cache pages a reader had to load.")
+	mMerged       = counter("blockfs_cache_merged_misses_total", "Cache pages a reader found loading and waited for.")
+	mEvictions    = counter("blockfs_cache_evictions_total", "Cache pages dropped to make room.")
+	mUncached     = counter("blockfs_cache_uncached_pages_total", "Pages served without a cache slot (every slot pinned).")
+	mRAHits       = counter("blockfs_readahead_hits_total", "Prefetched pages later read.")
+	mRAWasted     = counter("blockfs_readahead_wasted_total", "Prefetched pages evicted unread.")
+	mRADropped    = counter("blockfs_readahead_dropped_total", "Readahead requests dropped (queue full, or every slot pinned).")
+	mDiskReads    = counter("blockfs_source_reads_total", "Reads issued below the cache (to local disk or to the object store).")
+	mDiskBytes    = counter("blockfs_source_read_bytes_total", "Bytes read below the cache (from local disk or the object store).")
+	mDiskErrors   = counter("blockfs_source_errors_total", "Failed reads below the cache.")
+	mCacheBytes   = gauge("blockfs_cache_bytes", "Bytes of loaded pages the cache holds now.")
+	mCacheCap     = gauge("blockfs_cache_capacity_bytes", "The cache's size, in whole pages.")
+	mStoreReqs    = counter("blockfs_store_requests_total", "Object store requests tried, retries included.", "source")
+	mStoreRetries = counter("blockfs_store_retries_total", "Object store tries after a failed one.", "source")
+	mStoreErrors  = counter("blockfs_store_errors_total", "Failed object store tries, by kind: throttled, server, timeout, network, client, other.", "source", "kind")
+	mDCHits       = counter("blockfs_disk_cache_hits_total", "Reads served from a --disk-cache file.", "source")
+	mDCFetches    = counter("blockfs_disk_cache_fetches_total", "Files fetched from the object store through the --disk-cache.", "source")
+	mDCFetchBytes = counter("blockfs_disk_cache_fetched_bytes_total", "Bytes fetched from the object store through the --disk-cache.", "source")
+	mDCEvicted    = counter("blockfs_disk_cache_evictions_total", "--disk-cache files deleted to stay within its size.", "source")
+	mDCBytes      = gauge("blockfs_disk_cache_bytes", "Bytes of --disk-cache files now.", "source")
+	mGoroutines   = gauge("blockfs_goroutines", "The daemon's goroutines.")
+
+	allMetrics = []*metric{mReadBytes, mReadRecords, mReads, mReadErrors, mReadsWaited, mWaitSeconds, mReadSeconds,
+		mReaderSecs, mReaders, mHits, mMisses, mMerged, mEvictions, mUncached, mRAHits, mRAWasted, mRADropped,
+		mDiskReads, mDiskBytes, mDiskErrors, mCacheBytes, mCacheCap, mStoreReqs, mStoreRetries, mStoreErrors,
+		mDCHits, mDCFetches, mDCFetchBytes, mDCEvicted, mDCBytes, mGoroutines}
+)
+
+func init() {
+	for _, m := range allMetrics {
+		m.desc = prometheus.NewDesc(m.name, m.help, m.labels, nil)
+	}
+}
+
+// statsCollector is the metrics of the stats snapshot, read at each scrape.
+type statsCollector metrics
+
+func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range allMetrics {
+		ch <- m.desc
+	}
+}
+
+func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.snapshot == nil {
+		return
+	}
+	s := c.snapshot()
+	put := func(m *metric, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, v, labels...)
+	}
+	put(mReadBytes, float64(s.DataServed), "data")
+	put(mReadBytes, float64(s.IDsServed), "ids")
+	put(mReadBytes, float64(s.OffsetsServed), "offsets")
+	put(mReadBytes, float64(s.SourceServed), "source")
+	if c.record > 0 {
+		put(mReadRecords, float64(s.DataServed/uint64(c.record)))
+	}
+	put(mReads, float64(s.Reads))
+	put(mReadErrors, float64(s.ReadErrors))
+	put(mReadsWaited, float64(s.ReadsWaited))
+	put(mWaitSeconds, s.WaitSeconds)
+	put(mReadSeconds, s.ReadSeconds)
+	put(mReaderSecs, s.ReaderSeconds)
+	put(mReaders, float64(len(s.Readers)))
+	put(mHits, float64(s.Hits))
+	put(mMisses, float64(s.Misses))
+	put(mMerged, float64(s.Merged))
+	put(mEvictions, float64(s.Evictions))
+	put(mUncached, float64(s.Overflow))
+	put(mRAHits, float64(s.ReadaheadHits))
+	put(mRAWasted, float64(s.ReadaheadWasted))
+	put(mRADropped, float64(s.PrefetchDropped))
+	put(mDiskReads, float64(s.DiskReads))
+	put(mDiskBytes, float64(s.DiskBytes))
+	put(mDiskErrors, float64(s.DiskErrors))
+	put(mCacheBytes, float64(s.CachedBytes))
+	put(mCacheCap, float64(s.CapacityBytes))
+	put(mGoroutines, float64(s.Goroutines))
+	for i, st := range bySource[s3.Counters](s.Store) {
+		src := strconv.Itoa(i)
+		put(mStoreReqs, float64(st.Requests), src)
+		put(mStoreRetries, float64(st.Retries), src)
+		for kind, n := range st.Errors {
+			put(mStoreErrors, float64(n), src, kind)
+		}
+	}
+	for i, st := range bySource[diskcache.Stats](s.DiskCache) {
+		src := strconv.Itoa(i)
+		put(mDCHits, float64(st.Hits), src)
+		put(mDCFetches, float64(st.Fetches), src)
+		put(mDCFetchBytes, float64(st.FetchedBytes), src)
+		put(mDCEvicted, float64(st.Evicted), src)
+		put(mDCBytes, float64(st.Used), src)
+	}
+}
+
+// bySource returns the per-source values of stats.json's "store" or "disk_cache": one value
+// (source 0), or a mixture's or fields' list, by source index (nil for a source without).
+func bySource[T any](v any) map[int]T {
+	out := map[int]T{}
+	switch v := v.(type) {
+	case T:
+		out[0] = v
+	case []any:
+		for i, x := range v {
+			if t, ok := x.(T); ok {
+				out[i] = t
+			}
+		}
+	}
+	return out
+}
+
+// listenMetrics binds --metrics ADDR before the mount is made, so that an address in use is
+// an error at once.
+func listenMetrics(addr string) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics %s: cannot listen there: %w", addr, err)
+	}
+	return l, nil
+}
