@@ -2,7 +2,11 @@ package fs
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,7 +56,7 @@ type readTimes struct {
 func (t *readTimes) open(ctx context.Context, file string, size int64) *reader {
 	r := &reader{file: file, size: size, opened: time.Now()}
 	if c, ok := fuse.FromContext(ctx); ok && c != nil {
-		r.pid = c.Pid
+		r.pid = tgid(c.Pid)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -139,6 +143,23 @@ func (t *readTimes) snapshot(now time.Time) []ReaderStats {
 }
 
 func seconds(ns int64) float64 { return float64(ns) / 1e9 }
+
+// tgid returns the process of thread tid (FUSE names the calling thread), or tid when /proc
+// cannot say.
+func tgid(tid uint32) uint32 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return tid
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			if n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32); err == nil {
+				return uint32(n)
+			}
+		}
+	}
+	return tid
+}
 
 // timedRead runs read under a context that counts its waits, and returns how long it took and
 // waited.
