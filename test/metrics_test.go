@@ -126,6 +126,21 @@ func TestStallAndMetrics(t *testing.T) {
 		assert.InDelta(t, 1, r.Position, 1e-9, "%s read to its end", r.File)
 	}
 
+	// Without --once and off a terminal: a JSON object per interval, until stopped.
+	live := exec.Command(bin, "stats", "--interval", "200ms", m.dir)
+	pipe, err := live.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, live.Start())
+	lines := bufio.NewScanner(pipe)
+	for i := range 3 {
+		require.True(t, lines.Scan(), "line %d of blockfs stats", i)
+		var v map[string]any
+		require.NoError(t, json.Unmarshal(lines.Bytes(), &v), "line %d: %s", i, lines.Text())
+		assert.Contains(t, v, "readers")
+	}
+	require.NoError(t, live.Process.Signal(os.Interrupt))
+	assert.NoError(t, live.Wait(), "blockfs stats ends cleanly on Ctrl-C")
+
 	// /metrics parses, and has every metric docs/USAGE.md documents.
 	fams := scrape(t, addr)
 	for _, name := range documentedMetrics(t) {
