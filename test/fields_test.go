@@ -183,6 +183,16 @@ func TestFieldsWebDataset(t *testing.T) {
 			require.Equal(t, samples[sids[p]]["json"], v)
 		}
 	}
+	// blockfs stats names each field's source.
+	var view struct {
+		Sources []struct{ Name string } `json:"sources"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(mustRun(t, "stats", "--once", "--interval", "200ms", m.dir)), &view))
+	var srcs []string
+	for _, s := range view.Sources {
+		srcs = append(srcs, s.Name)
+	}
+	assert.Equal(t, []string{"jpg", "cls", "json"}, srcs)
 	// dd reads a field like any file.
 	ddOut, err := exec.Command("dd", "if="+m.path("epoch-0003.jpg"), "of=/dev/null", "bs=1M").CombinedOutput()
 	require.NoError(t, err, "%s", ddOut)

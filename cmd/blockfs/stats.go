@@ -78,7 +78,15 @@ type View struct {
 	CacheCapacity int64        `json:"cache_capacity"`    // the cache's size
 	RSS           int64        `json:"daemon_rss_bytes"`  // the daemon's resident memory
 	WaitSeconds   float64      `json:"read_wait_seconds"` // since the mount, all readers
+	Sources       []SourceView `json:"sources,omitempty"` // a mixture's sources, a dataset's fields
 	Readers       []ReaderView `json:"readers"`
+}
+
+// SourceView is one source of a mixture, or field of a dataset with fields, in an interval:
+// what it gave the cache.
+type SourceView struct {
+	Name string  `json:"name"`
+	MBps float64 `json:"mb_per_s"` // bytes it gave the cache a second / 1e6
 }
 
 // ReaderView is one open file in an interval.
@@ -106,6 +114,13 @@ func interval(a, b bfs.Stats, dt time.Duration, rs int64) View {
 	if asked := (b.Hits - a.Hits) + (b.Misses - a.Misses) + (b.Merged - a.Merged); asked > 0 {
 		v.HitRate = float64(b.Hits-a.Hits) / float64(asked)
 	}
+	prevSrc := map[string]float64{}
+	for _, src := range sourcesOf(a) {
+		prevSrc[src.name] = src.bytes
+	}
+	for _, src := range sourcesOf(b) {
+		v.Sources = append(v.Sources, SourceView{Name: src.name, MBps: (src.bytes - prevSrc[src.name]) / sec / 1e6})
+	}
 	before := map[uint64]bfs.ReaderStats{}
 	for _, r := range a.Readers {
 		before[r.ID] = r
@@ -122,6 +137,25 @@ func interval(a, b bfs.Stats, dt time.Duration, rs int64) View {
 		v.Readers = append(v.Readers, rv)
 	}
 	return v
+}
+
+type sourceBytes struct {
+	name  string
+	bytes float64
+}
+
+// sourcesOf returns stats.json's "sources" (a mixture's or a fields dataset's): each one's
+// name and bytes read into the cache.
+func sourcesOf(s bfs.Stats) []sourceBytes {
+	list, _ := s.Sources.([]any)
+	var out []sourceBytes
+	for _, x := range list {
+		m, _ := x.(map[string]any)
+		name, _ := m["name"].(string)
+		n, _ := m["bytes_read"].(float64)
+		out = append(out, sourceBytes{name, n})
+	}
+	return out
 }
 
 // render draws a view for a terminal.
@@ -146,7 +180,11 @@ func render(mnt string, v View) string {
 	fmt.Fprintf(&b, "  stall       %9s        (readers' time waiting for the %s; %.1f s in all)\n", pct(v.Stall), below, v.WaitSeconds)
 	fmt.Fprintf(&b, "  hit rate    %9s\n", pct(v.HitRate))
 	fmt.Fprintf(&b, "  %-5s rate  %9.1f MB/s\n", below, v.SourceMBps)
-	fmt.Fprintf(&b, "  memory      cache %s of %s; daemon RSS %s\n\n", ibytes(uint64(max(0, v.CacheBytes))), ibytes(uint64(max(0, v.CacheCapacity))), ibytes(uint64(max(0, v.RSS))))
+	fmt.Fprintf(&b, "  memory      cache %s of %s; daemon RSS %s\n", ibytes(uint64(max(0, v.CacheBytes))), ibytes(uint64(max(0, v.CacheCapacity))), ibytes(uint64(max(0, v.RSS))))
+	for _, s := range v.Sources {
+		fmt.Fprintf(&b, "  source      %9.1f MB/s into the cache: %s\n", s.MBps, s.Name)
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "  %-40s %8s %9s %10s %7s\n", "reader (open file)", "pid", "position", "MB/s", "stall")
 	if len(v.Readers) == 0 {
 		fmt.Fprintf(&b, "  (no file open)\n")
