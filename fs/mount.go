@@ -232,17 +232,17 @@ type Stats struct {
 func (s *Server) Stats() Stats { return s.m.stats() }
 
 func (m *mount) stats() Stats {
-	now := time.Now()
+	now, readers, closedNS := m.times.snapshot()
 	d := Stats{
 		DataServed: m.served[view.Data].Load(), IDsServed: m.served[view.IDs].Load(),
 		OffsetsServed: m.served[view.Offsets].Load(), Reads: m.reads.Load(), ReadErrors: m.errs.Load(),
 		ReadsWaited: m.times.waited.Load(), WaitSeconds: seconds(m.times.waitNS.Load()),
 		ReadSeconds: seconds(m.times.readNS.Load()), Uptime: now.Sub(m.start).Seconds(),
 		Goroutines: runtime.NumGoroutine(), OpenFDs: openFDs(), PID: os.Getpid(), RSS: residentBytes(),
-		Readers:    m.times.snapshot(now),
+		Readers:    readers,
 		CacheStats: m.set.Stats(),
 	}
-	d.ReaderSeconds = seconds(m.times.activeNS.Load())
+	d.ReaderSeconds = seconds(closedNS)
 	for _, r := range d.Readers {
 		d.ReaderSeconds += r.Active
 	}

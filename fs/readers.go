@@ -45,7 +45,7 @@ type readTimes struct {
 	waited   atomic.Uint64 // reads that waited for a load
 	waitNS   atomic.Int64  // time reads waited (the stall)
 	readNS   atomic.Int64  // time reads took
-	activeNS atomic.Int64  // closed readers' time from first read to close
+	activeNS atomic.Int64  // closed readers' time from first read to close (added under mu)
 
 	mu      sync.Mutex
 	next    uint64
@@ -69,11 +69,12 @@ func (t *readTimes) open(ctx context.Context, file string, size int64) *reader {
 	return r
 }
 
-// close forgets r, keeping its active time in the totals.
+// close forgets r, keeping its active time in the totals: under the lock, so that a snapshot
+// counts a reader's time once, open or closed (reader_seconds never goes back).
 func (t *readTimes) close(r *reader) {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	delete(t.readers, r.id)
-	t.mu.Unlock()
 	if first := r.first.Load(); first != 0 {
 		t.activeNS.Add(time.Now().UnixNano() - first)
 	}
@@ -117,16 +118,19 @@ type ReaderStats struct {
 	Stall       float64 `json:"stall"`          // wait_seconds / active_seconds (0 before a read)
 }
 
-// snapshot returns the open readers' lines, in the order they were opened.
-func (t *readTimes) snapshot(now time.Time) []ReaderStats {
+// snapshot returns the open readers' lines, in the order they were opened, and the closed
+// readers' active time, at now, taken together.
+func (t *readTimes) snapshot() (now time.Time, out []ReaderStats, closedNS int64) {
 	t.mu.Lock()
+	now = time.Now()
+	closedNS = t.activeNS.Load()
 	rs := make([]*reader, 0, len(t.readers))
 	for _, r := range t.readers {
 		rs = append(rs, r)
 	}
 	t.mu.Unlock()
 	sort.Slice(rs, func(i, j int) bool { return rs[i].id < rs[j].id })
-	out := make([]ReaderStats, len(rs))
+	out = make([]ReaderStats, len(rs))
 	for i, r := range rs {
 		s := ReaderStats{ID: r.id, File: r.file, PID: r.pid, Size: r.size, Position: r.pos.Load(), Bytes: r.bytes.Load(),
 			Reads: r.reads.Load(), ReadsWaited: r.waited.Load(), WaitSeconds: seconds(r.waitNS.Load()),
@@ -139,7 +143,7 @@ func (t *readTimes) snapshot(now time.Time) []ReaderStats {
 		}
 		out[i] = s
 	}
-	return out
+	return now, out, closedNS
 }
 
 func seconds(ns int64) float64 { return float64(ns) / 1e9 }

@@ -345,6 +345,14 @@ func (w *FieldWriter) cut() error {
 			for _, k := range small {
 				w.m.Fields[k].Blocks = OwnBlocks
 				w.own[k] = int64(uint64(w.m.Fields[k].RecordSize) * w.m.Records)
+				// Already a block's worth (the other fields' values take almost nothing):
+				// its first block closes here too, as it would at its next value's check.
+				if w.own[k] >= w.block {
+					w.own[k] = 0
+					if err := w.ws[k].Cut(); err != nil {
+						return fmt.Errorf("field %q: %w", w.m.Fields[k].Name, err)
+					}
+				}
 			}
 		}
 	}

@@ -163,3 +163,37 @@ func TestFieldWriterColumns(t *testing.T) {
 	require.Error(t, bad.AppendColumns(1, [][]byte{{1}, make([]byte, 7), make([]byte, 64), nil}, [][]uint64{{1}, nil, nil, {0}}))
 	require.Error(t, bad.AppendColumns(1, [][]byte{{1}, make([]byte, 8), make([]byte, 64), nil}, [][]uint64{{2}, nil, nil, {0}}))
 }
+
+// The other fields' values take nothing: the label's values reach a block's worth by the
+// first cut, and both ways of writing close its first block there.
+func TestFieldWriterColumnsEmptyValues(t *testing.T) {
+	dir := t.TempDir()
+	fields := []Field{{Name: "txt", Kind: Variable}, {Name: "label", Kind: Fixed, RecordSize: 8}}
+	const n = 3000
+	write := func(name string, columns bool) string {
+		w, err := CreateFields(filepath.Join(dir, name), fields, 4096, "test", false)
+		require.NoError(t, err)
+		if columns {
+			var labels []byte
+			for i := range n {
+				labels = append(labels, fmt.Sprintf("%08d", i)...)
+			}
+			require.NoError(t, w.AppendColumns(n, [][]byte{nil, labels}, [][]uint64{make([]uint64, n), nil}))
+		} else {
+			for i := range n {
+				require.NoError(t, w.Append([][]byte{nil, []byte(fmt.Sprintf("%08d", i))}))
+			}
+		}
+		m, err := w.Commit()
+		require.NoError(t, err)
+		require.True(t, m.Fields[1].Own())
+		raw, err := os.ReadFile(filepath.Join(dir, name, "fields", "label", ManifestName))
+		require.NoError(t, err)
+		return string(raw)
+	}
+	one, cols := write("one", false), write("cols", true)
+	require.Equal(t, one, cols)
+	man, err := ParseManifest("label", []byte(one))
+	require.NoError(t, err)
+	require.EqualValues(t, 512, man.Blocks[0].Records, "a block of 4096 B of labels")
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/source/diskcache"
 	"github.com/blockfs/blockfs/source/s3"
 	"github.com/blockfs/blockfs/view"
 )
@@ -108,6 +109,9 @@ func newFields(opt Options, man *layout.FieldsManifest) (*Plan, error) {
 		}
 		f.srcs = append(f.srcs, sub)
 	}
+	if opt.DiskCache != "" {
+		splitDiskCache(f.srcs, opt)
+	}
 	var dss []*layout.Dataset
 	for _, sub := range f.srcs {
 		dss = append(dss, sub.ds)
@@ -176,6 +180,31 @@ func largestField(man *layout.FieldsManifest, dss []*layout.Dataset) int {
 		}
 	}
 	return largest
+}
+
+// splitDiskCache gives each field's disk cache (in DIR/fields/NAME) its part of one bound, by
+// its files' bytes: --disk-cache-size, or (auto) what the filesystem has free plus what the
+// fields' caches hold already, at most the dataset.
+func splitDiskCache(srcs []*Plan, opt Options) {
+	files := make([]int64, len(srcs))
+	var total int64
+	for i, sub := range srcs {
+		for id := layout.FileID(0); id <= layout.NamesFile(sub.ds.Blocks()); id++ {
+			files[i] += sub.ds.Size(id)
+		}
+		total += files[i]
+	}
+	bound := opt.DiskCacheSize
+	if bound == 0 {
+		room := diskcache.Free(opt.DiskCache)
+		for _, sub := range srcs {
+			room += diskcache.Cached(sub.opt.DiskCache)
+		}
+		bound = min(total, room)
+	}
+	for i, sub := range srcs {
+		sub.opt.DiskCacheSize = max(1, int64(float64(bound)*float64(files[i])/float64(max(total, 1))))
+	}
 }
 
 // checkOwn checks that a field cut at blocks of its own is what the view reads by storage

@@ -283,7 +283,11 @@ func (p *Plan) build() (*served, error) {
 	}
 	var sets []*view.Set
 	for i, sub := range plans {
-		set, err := view.NewSetWithin(sub.ds, c.Namespace(i), sub.opt.Order, sub.mem.CacheSize)
+		share := sub.mem.CacheSize
+		if sub.byIndex {
+			share = 0 // read in the anchor's order: no windows of its own to keep
+		}
+		set, err := view.NewSetWithin(sub.ds, c.Namespace(i), sub.opt.Order, share)
 		if err != nil {
 			c.Close()
 			sv.close()

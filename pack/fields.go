@@ -369,13 +369,16 @@ func (o *oneField) AppendColumns(rows int, cols [][]byte, lens [][]uint64) error
 	}
 	var at uint64
 	for _, l := range lens[0] {
-		if at+l > uint64(len(cols[0])) {
+		if l > uint64(len(cols[0]))-at {
 			return fmt.Errorf("samples %d on: the lengths pass the column's %d bytes", o.n, len(cols[0]))
 		}
 		if err := o.Append([][]byte{cols[0][at : at+l]}); err != nil {
 			return err
 		}
 		at += l
+	}
+	if at != uint64(len(cols[0])) {
+		return fmt.Errorf("samples %d on: %d bytes past the values' lengths", o.n, uint64(len(cols[0]))-at)
 	}
 	return nil
 }

@@ -301,7 +301,7 @@ func (p *pipeReader) Next() ([][]byte, error) {
 		if c.Lens[k] != nil {
 			n = c.Lens[k][p.row]
 		}
-		if p.at[k]+n > uint64(len(c.Data[k])) {
+		if n > uint64(len(c.Data[k]))-p.at[k] {
 			return nil, p.fail(fmt.Errorf("a damaged stream (a batch's values pass its bytes)"))
 		}
 		p.vals[k] = c.Data[k][p.at[k] : p.at[k]+n]

@@ -80,11 +80,11 @@ func NewFields(sets []*Set, names []string, own []bool, c *cache.Cache, dir stri
 			return nil, fmt.Errorf("view: field %q has blocks of its own but is not fixed-size in stored order", names[i])
 		case !own[i] && f.anchor < 0:
 			f.anchor = i
-		case !own[i] && !slices.Equal(s.counts, sets[f.anchor].counts):
-			return nil, fmt.Errorf("view: field %q is not cut at the samples field %q is", names[i], names[f.anchor])
+		case !own[i] && (!slices.Equal(s.counts, sets[f.anchor].counts) || s.Opt != sets[f.anchor].Opt):
+			return nil, fmt.Errorf("view: field %q is not cut at the samples field %q is, or not in its order", names[i], names[f.anchor])
 		}
-		if s.DS.Records() != sets[0].DS.Records() || s.Opt != sets[0].Opt {
-			return nil, fmt.Errorf("view: field %q has %d records and order %+v; field %q %d and %+v", names[i], s.DS.Records(), s.Opt, names[0], sets[0].DS.Records(), sets[0].Opt)
+		if s.DS.Records() != sets[0].DS.Records() {
+			return nil, fmt.Errorf("view: field %q has %d records; field %q %d", names[i], s.DS.Records(), names[0], sets[0].DS.Records())
 		}
 		f.kinds = append(f.kinds, FieldKind(i, false))
 		if s.Variable() {
@@ -190,44 +190,50 @@ func (f *ownFile) gather(ctx context.Context, g *Gather, buf []byte, off int64) 
 	first := uint64(off) / rs
 	count := (uint64(off)+uint64(n)-1)/rs - first + 1
 	raw := make([]byte, count*rs)
-	blocks := map[int][]byte{} // an anchor block's samples' values, read once per read
+	// Each value is copied from the pinned cache page it is in: a read costs its values, not
+	// their blocks'.
+	var ps cache.Pins
+	defer ps.Release()
+	type pageKey struct {
+		block int
+		page  int64
+	}
+	pages := map[pageKey][]byte{}
+	pgs := int64(f.c.PageSize())
+	page := func(b int, p int64) ([]byte, error) {
+		k := pageKey{b, p}
+		if v, ok := pages[k]; ok {
+			return v, nil
+		}
+		id := layout.DataFile(b)
+		run, err := f.c.PinPage(ctx, &ps, id, p)
+		if err != nil {
+			return nil, err
+		}
+		v := run.Append(nil, p*pgs, min(pgs, f.ds.Size(id)-p*pgs))[0]
+		pages[k] = v
+		return v, nil
+	}
 	ord := f.e.ord
 	for i := uint64(0); i < count; {
 		pos := f.rg.Start + first + i
 		win := ord.Window(ord.WindowOf(pos))
 		for j := pos - win.Start; j < win.Count && i < count; j, i = j+1, i+1 {
 			b, local := win.At(j)
-			vals, ok := blocks[b]
-			if !ok {
-				var err error
-				if vals, err = f.blockValues(ctx, b); err != nil {
+			fb, fl := f.ds.BlockOf(f.e.ds.FirstRecord(b) + local)
+			at := int64(fl * rs)
+			for k := int64(0); k < int64(rs); {
+				v, err := page(fb, (at+k)/pgs)
+				if err != nil {
 					return 0, err
 				}
-				blocks[b] = vals
+				k += int64(copy(raw[int64(i*rs)+k:int64((i+1)*rs)], v[(at+k)%pgs:]))
 			}
-			copy(raw[i*rs:(i+1)*rs], vals[local*rs:])
 		}
 	}
 	copy(buf[:n], raw[uint64(off)-first*rs:])
 	g.Vecs = append(g.Vecs, buf[:n])
 	return n, nil
-}
-
-// blockValues reads the field's values of the samples of the anchor's block b: its records
-// from the block's first sample on, through as many of the field's blocks as they span.
-func (f *ownFile) blockValues(ctx context.Context, b int) ([]byte, error) {
-	rs := uint64(f.ds.RecordSize())
-	id, left := f.e.ds.FirstRecord(b), f.e.ds.BlockRecords(b)
-	out := make([]byte, left*rs)
-	for at := uint64(0); left > 0; {
-		fb, local := f.ds.BlockOf(id)
-		k := min(left, f.ds.BlockRecords(fb)-local)
-		if err := f.c.Fill(ctx, layout.DataFile(fb), int64(local*rs), out[at*rs:(at+k)*rs]); err != nil {
-			return nil, err
-		}
-		id, left, at = id+k, left-k, at+k
-	}
-	return out, nil
 }
 
 // Dir returns the dataset's directory.

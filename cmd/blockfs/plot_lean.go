@@ -19,12 +19,16 @@ import (
 // checkPlotPath hands the whole order command to blockfs-tables, which draws the plot, and
 // exits with its status.
 func checkPlotPath(string) error {
+	if os.Getenv(plotChild) != "" {
+		return fmt.Errorf("--plot: %s does not draw plots (it is a blockfs without gonum/plot); make build makes the one that does", pack.TablesBinary)
+	}
 	bin, err := pack.FindTables()
 	if err != nil {
 		return fmt.Errorf("--plot: %w", err)
 	}
 	cmd := exec.Command(bin, os.Args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), plotChild+"=1") // a blockfs-tables that is this build again must not run itself
 	if err := cmd.Run(); err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
@@ -35,6 +39,9 @@ func checkPlotPath(string) error {
 	os.Exit(0)
 	return nil
 }
+
+// plotChild marks the blockfs-tables run for a plot.
+const plotChild = "BLOCKFS_PLOT_CHILD"
 
 // plotOrder is never reached in this build: checkPlotPath ran blockfs-tables.
 func plotOrder(path, title string, cur, next, uni, uni2 shuffle.Sample, labels []int32) error {

@@ -228,6 +228,11 @@ func runStats(mnt string, every time.Duration, once, asJSON bool) error {
 			return err
 		}
 		now := time.Now()
+		if cur.PID != prev.PID || cur.Uptime < prev.Uptime {
+			// Mounted again since: its counters start over, and so does the interval.
+			prev, last = cur, now
+			continue
+		}
 		v := interval(prev, cur, now.Sub(last), rs)
 		prev, last = cur, now
 		if asJSON {

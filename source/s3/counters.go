@@ -50,7 +50,11 @@ func (b *Blocks) Counters() Counters { return b.s.Counters() }
 // failed counts a failed try by kind.
 func (c *counters) failed(err error) {
 	k := errOther
-	code := minio.ToErrorResponse(err).StatusCode
+	resp := minio.ToErrorResponse(err)
+	if resp.Code == "NoSuchKey" {
+		return // an answer (the object is not there), not a failure: an existence check
+	}
+	code := resp.StatusCode
 	switch {
 	case errors.Is(err, errTimeout):
 		k = errTimedOut
