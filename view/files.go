@@ -139,8 +139,9 @@ func (f *idsFile) gather(ctx context.Context, g *Gather, buf []byte, off int64) 
 
 // readTable serves a read of a file of little-endian values of width bytes (8: uint64, 2:
 // uint16) into buf: it asks fill for the values overlapping [off, off+len(buf)) clamped to
-// size (the first one's index, and a slice to fill) and copies their bytes out. It returns how
-// many bytes it filled.
+// size, a run of at most tableChunk at a time (the first one's index, and a slice to fill),
+// and copies their bytes out. It returns how many bytes it filled. Its memory is a chunk's,
+// whatever the read's size.
 func readTable(buf []byte, off, size int64, width int, fill func(first uint64, vals []uint64) error) (int, error) {
 	n := clamp(buf, off, size)
 	if n == 0 {
@@ -149,21 +150,31 @@ func readTable(buf []byte, off, size int64, width int, fill func(first uint64, v
 	w := uint64(width)
 	first := uint64(off) / w
 	last := (uint64(off) + uint64(n) - 1) / w
-	vals := make([]uint64, last-first+1)
-	if err := fill(first, vals); err != nil {
-		return 0, err
-	}
+	vals := make([]uint64, min(tableChunk, last-first+1))
 	raw := make([]byte, width*len(vals))
-	for i, v := range vals {
-		if width == 2 {
-			binary.LittleEndian.PutUint16(raw[2*i:], uint16(v))
-		} else {
-			binary.LittleEndian.PutUint64(raw[8*i:], v)
+	skip := uint64(off) - w*first // bytes of the first value before off
+	at := 0
+	for i := first; i <= last; {
+		k := min(uint64(len(vals)), last-i+1)
+		if err := fill(i, vals[:k]); err != nil {
+			return 0, err
 		}
+		for j, v := range vals[:k] {
+			if width == 2 {
+				binary.LittleEndian.PutUint16(raw[2*j:], uint16(v))
+			} else {
+				binary.LittleEndian.PutUint64(raw[8*j:], v)
+			}
+		}
+		at += copy(buf[at:n], raw[skip:uint64(k)*w])
+		skip = 0
+		i += k
 	}
-	copy(buf[:n], raw[uint64(off)-w*first:])
 	return n, nil
 }
+
+// tableChunk is how many values readTable asks fill for at once.
+const tableChunk = 4096
 
 // offsetsFile is the byte offsets of a range of a variable-length epoch's records.
 type offsetsFile struct {
