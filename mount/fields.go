@@ -32,14 +32,13 @@ type fieldsPlan struct {
 	fp   string
 }
 
-// remoteFields returns the fields manifest of the dataset in an object store at opt.Data, or
-// nil when the prefix holds none (a plain dataset, or nothing).
-func remoteFields(opt Options) (*layout.FieldsManifest, error) {
-	so := opt.S3
-	if err := so.Validate(); err != nil {
+// RemoteFields returns the fields manifest of the dataset in an object store at url, or nil
+// when the prefix holds none (a plain dataset, or nothing: its opening says which).
+func RemoteFields(url string, s3opt s3.Options) (*layout.FieldsManifest, error) {
+	if err := s3opt.Validate(); err != nil {
 		return nil, Usagef("%v", err)
 	}
-	st, err := s3.Open(opt.Data, so)
+	st, err := s3.Open(url, s3opt)
 	if err != nil {
 		return nil, Usagef("%v", err)
 	}
@@ -281,7 +280,7 @@ func FieldsDatasets(data string, s3opt s3.Options) (*layout.FieldsManifest, []*l
 		if err := s3opt.Validate(); err != nil {
 			return nil, nil, 0, Usagef("%v", err)
 		}
-		man, err = remoteFields(Options{Data: data, S3: s3opt})
+		man, err = RemoteFields(data, s3opt)
 		if man == nil {
 			return nil, nil, 0, err
 		}

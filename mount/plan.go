@@ -102,7 +102,7 @@ func New(opt Options) (*Plan, error) {
 	case FieldsDir:
 		return newFields(opt, nil)
 	case Remote:
-		man, err := remoteFields(opt)
+		man, err := RemoteFields(opt.Data, opt.S3)
 		if err != nil {
 			return nil, err
 		}

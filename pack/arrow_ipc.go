@@ -27,12 +27,12 @@ var arrowMagic = []byte("ARROW1")
 // file detected by its magic: every column, or only columns, as OpenParquet. Columns map to
 // fields as arrow_types.go says; the files must have the same schema. Progress counts the
 // files' bytes.
-func OpenArrow(paths []string, columns []string) (SampleReader, error) {
+func OpenArrow(paths []string, columns []string) (ColumnReader, error) {
 	return openArrow(paths, columns, memory.DefaultAllocator)
 }
 
 // openArrow is OpenArrow allocating Arrow's buffers from mem.
-func openArrow(paths []string, columns []string, mem memory.Allocator) (SampleReader, error) {
+func openArrow(paths []string, columns []string, mem memory.Allocator) (ColumnReader, error) {
 	format := tableFormat{
 		name: "Arrow",
 		schema: func(path string) (*arrow.Schema, error) {

@@ -307,23 +307,9 @@ func leafValue(arr arrow.Array) valueFunc {
 			return values(a.GetValueIndex(i))
 		}
 	case *array.BinaryView:
-		var scratch []byte
-		return func(i int) ([]byte, error) {
-			if a.IsNull(i) {
-				return nil, errNullValue
-			}
-			scratch = append(scratch[:0], a.Value(i)...)
-			return scratch, nil
-		}
+		return viewValue(a)
 	case *array.StringView:
-		var scratch []byte
-		return func(i int) ([]byte, error) {
-			if a.IsNull(i) {
-				return nil, errNullValue
-			}
-			scratch = append(scratch[:0], a.Value(i)...)
-			return scratch, nil
-		}
+		return viewValue(a)
 	}
 	d := arr.Data()
 	switch t := storageType(arr.DataType()).(type) {
@@ -356,6 +342,24 @@ func leafValue(arr arrow.Array) valueFunc {
 			return nil, errNullValue
 		}
 		return elements(d, int64(i), int64(i)+1, &scratch)
+	}
+}
+
+// viewArray is a binary or string view array: its values are not one run of bytes.
+type viewArray[V ~string | ~[]byte] interface {
+	IsNull(i int) bool
+	Value(i int) V
+}
+
+// viewValue is the value function of a view array: each value copied into a scratch buffer.
+func viewValue[V ~string | ~[]byte](a viewArray[V]) valueFunc {
+	var scratch []byte
+	return func(i int) ([]byte, error) {
+		if a.IsNull(i) {
+			return nil, errNullValue
+		}
+		scratch = append(scratch[:0], a.Value(i)...)
+		return scratch, nil
 	}
 }
 

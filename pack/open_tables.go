@@ -8,7 +8,7 @@ import "fmt"
 // Arrow itself.
 
 // ReadTable opens Parquet or Arrow inputs in this process.
-func ReadTable(format Format, paths, columns []string) (SampleReader, error) {
+func ReadTable(format Format, paths, columns []string) (ColumnReader, error) {
 	switch format {
 	case Parquet:
 		return OpenParquet(paths, columns)

@@ -8,7 +8,7 @@ import "fmt"
 // running blockfs-tables.
 
 // ReadTable opens Parquet or Arrow inputs in this process: only blockfs-tables can.
-func ReadTable(format Format, paths, columns []string) (SampleReader, error) {
+func ReadTable(format Format, paths, columns []string) (ColumnReader, error) {
 	return nil, fmt.Errorf("this blockfs does not read %s itself; %s does (blockfs pack runs it)", format, TablesBinary)
 }
 

@@ -38,13 +38,13 @@ const (
 // struct's leaf, "image.bytes"). Columns map to fields as arrow_types.go says; the files must
 // have the same schema (the columns chosen, if columns is given). Memory is bounded by a batch
 // (parquetBatchBytes), whatever the files' size; Progress counts the files' bytes.
-func OpenParquet(paths []string, columns []string) (SampleReader, error) {
+func OpenParquet(paths []string, columns []string) (ColumnReader, error) {
 	return openParquet(paths, columns, memory.DefaultAllocator)
 }
 
 // openParquet is OpenParquet allocating Arrow's buffers from mem (tests check that every
 // buffer is released).
-func openParquet(paths []string, columns []string, mem memory.Allocator) (SampleReader, error) {
+func openParquet(paths []string, columns []string, mem memory.Allocator) (ColumnReader, error) {
 	format := tableFormat{
 		name: "Parquet",
 		schema: func(path string) (*arrow.Schema, error) {

@@ -22,11 +22,10 @@ import (
 // pack runs it to read a table: the child writes the samples to a pipe in the stream below,
 // and the parent's SampleReader reads them from there.
 //
-// The stream: one line of JSON (pipeHeader), then frames: 'S' uvarint(input bytes read so far)
-// and, per field, uvarint(length) and the value's bytes (one sample); 'C' uvarint(input bytes
-// read so far), uvarint(rows) and, per field, for a variable one rows uint64 little-endian
-// lengths, then uvarint(length) and the column's bytes (a batch, from a ColumnReader); 'E' at
-// the end; 'X' uvarint(length) and an error message, the child's error.
+// The stream: one line of JSON (pipeHeader), then frames: 'C' uvarint(input bytes read so far),
+// uvarint(rows) and, per field, for a variable one rows uint64 little-endian lengths, then
+// uvarint(length) and the column's bytes (a batch of samples, from a ColumnReader); 'E' at the
+// end; 'X' uvarint(length) and an error message, the child's error.
 
 // TablesBinary is the name of the binary that reads Parquet and Arrow.
 const TablesBinary = "blockfs-tables"
@@ -39,7 +38,7 @@ type pipeHeader struct {
 
 // WriteSamples writes r's samples to w as the stream above (blockfs-tables read-samples). An
 // error of r's is written into the stream for the reader to return, and returned.
-func WriteSamples(w io.Writer, r SampleReader) error {
+func WriteSamples(w io.Writer, r ColumnReader) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	_, total := r.Progress()
 	hdr, err := json.Marshal(pipeHeader{Fields: r.Fields(), Total: total})
@@ -49,60 +48,35 @@ func WriteSamples(w io.Writer, r SampleReader) error {
 	bw.Write(append(hdr, '\n'))
 	var num [binary.MaxVarintLen64]byte
 	uv := func(v uint64) { bw.Write(num[:binary.PutUvarint(num[:], v)]) }
-	fail := func(err error) error {
-		msg := err.Error()
-		bw.WriteByte('X')
-		uv(uint64(len(msg)))
-		bw.WriteString(msg)
-		bw.Flush()
-		return err
-	}
-	if cr, ok := r.(ColumnReader); ok {
-		var lens []byte
-		for {
-			c, err := cr.NextColumns()
-			if err == io.EOF {
-				bw.WriteByte('E')
-				return bw.Flush()
-			}
-			if err != nil {
-				return fail(err)
-			}
-			done, _ := r.Progress()
-			bw.WriteByte('C')
-			uv(uint64(done))
-			uv(uint64(c.Rows))
-			for k, data := range c.Data {
-				if c.Lens[k] != nil {
-					lens = lens[:0]
-					for _, l := range c.Lens[k] {
-						lens = binary.LittleEndian.AppendUint64(lens, l)
-					}
-					bw.Write(lens)
-				}
-				uv(uint64(len(data)))
-				bw.Write(data)
-			}
-			if _, err := bw.Write(nil); err != nil {
-				return err
-			}
-		}
-	}
+	var lens []byte
 	for {
-		values, err := r.Next()
+		c, err := r.NextColumns()
 		if err == io.EOF {
 			bw.WriteByte('E')
 			return bw.Flush()
 		}
 		if err != nil {
-			return fail(err)
+			msg := err.Error()
+			bw.WriteByte('X')
+			uv(uint64(len(msg)))
+			bw.WriteString(msg)
+			bw.Flush()
+			return err
 		}
 		done, _ := r.Progress()
-		bw.WriteByte('S')
+		bw.WriteByte('C')
 		uv(uint64(done))
-		for _, v := range values {
-			uv(uint64(len(v)))
-			bw.Write(v)
+		uv(uint64(c.Rows))
+		for k, data := range c.Data {
+			if c.Lens[k] != nil {
+				lens = lens[:0]
+				for _, l := range c.Lens[k] {
+					lens = binary.LittleEndian.AppendUint64(lens, l)
+				}
+				bw.Write(lens)
+			}
+			uv(uint64(len(data)))
+			bw.Write(data)
 		}
 		if _, err := bw.Write(nil); err != nil {
 			return err
@@ -203,45 +177,45 @@ func (p *pipeReader) Fields() []FieldSpec { return p.hdr.Fields }
 
 func (p *pipeReader) Progress() (int64, int64) { return p.done, p.hdr.Total }
 
-// head reads a frame's kind and, for a sample or a batch ('S', 'C'), the progress after it;
+// head reads a frame's kind and, for a batch, the progress after it: nil when a batch follows,
 // io.EOF at the stream's end, the child's error at its.
-func (p *pipeReader) head() (byte, error) {
+func (p *pipeReader) head() error {
 	if p.ended {
-		return 0, io.EOF
+		return io.EOF
 	}
 	kind, err := p.br.ReadByte()
 	if err != nil {
-		return 0, p.fail(err)
+		return p.fail(err)
 	}
 	switch kind {
 	case 'E':
 		p.ended = true
 		p.in.Close()
 		if err := p.cmd.Wait(); err != nil {
-			return 0, fmt.Errorf("%s: %v: %s", TablesBinary, err, strings.TrimSpace(p.stderr.String()))
+			return fmt.Errorf("%s: %v: %s", TablesBinary, err, strings.TrimSpace(p.stderr.String()))
 		}
-		return 0, io.EOF
+		return io.EOF
 	case 'X':
 		n, err := binary.ReadUvarint(p.br)
 		if err != nil || n > 1<<20 {
-			return 0, p.fail(fmt.Errorf("a damaged stream"))
+			return p.fail(fmt.Errorf("a damaged stream"))
 		}
 		msg := make([]byte, n)
 		io.ReadFull(p.br, msg)
 		p.ended = true
 		p.in.Close()
 		p.cmd.Wait()
-		return 0, errors.New(string(msg))
-	case 'S', 'C':
+		return errors.New(string(msg))
+	case 'C':
 	default:
-		return 0, p.fail(fmt.Errorf("a damaged stream (frame %q)", kind))
+		return p.fail(fmt.Errorf("a damaged stream (frame %q)", kind))
 	}
 	done, err := binary.ReadUvarint(p.br)
 	if err != nil {
-		return 0, p.fail(err)
+		return p.fail(err)
 	}
 	p.done = int64(done)
-	return kind, nil
+	return nil
 }
 
 // Limits on a batch frame, against a damaged stream asking for any allocation.
@@ -265,31 +239,10 @@ func (p *pipeReader) bytes(k int, n uint64) ([]byte, error) {
 	return b, nil
 }
 
-// sample reads an 'S' frame's values.
-func (p *pipeReader) sample() ([][]byte, error) {
-	for k := range p.vals {
-		n, err := binary.ReadUvarint(p.br)
-		if err != nil {
-			return nil, p.fail(err)
-		}
-		if p.vals[k], err = p.bytes(k, n); err != nil {
-			return nil, err
-		}
-	}
-	return p.vals, nil
-}
-
-// Next returns the next sample: an 'S' frame's, or the next row of a 'C' frame's batch.
+// Next returns the next sample: the next row of the current batch, or of the next.
 func (p *pipeReader) Next() ([][]byte, error) {
 	for p.row >= p.cols.Rows {
-		kind, err := p.head()
-		if err != nil {
-			return nil, err
-		}
-		if kind == 'S' {
-			return p.sample()
-		}
-		if _, err := p.columns(); err != nil {
+		if _, err := p.NextColumns(); err != nil {
 			return nil, err
 		}
 		p.row = 0
@@ -311,34 +264,15 @@ func (p *pipeReader) Next() ([][]byte, error) {
 	return p.vals, nil
 }
 
-// NextColumns returns the next batch: a 'C' frame, or an 'S' frame as a batch of one.
+// NextColumns returns the next batch.
 func (p *pipeReader) NextColumns() (*Columns, error) {
-	kind, err := p.head()
-	if err != nil {
+	if err := p.head(); err != nil {
 		return nil, err
 	}
-	if kind == 'C' {
-		return p.columns()
-	}
-	c := &p.cols
-	if c.Data == nil {
-		c.Data, c.Lens, p.lens = make([][]byte, len(p.vals)), make([][]uint64, len(p.vals)), make([][]uint64, len(p.vals))
-	}
-	vals, err := p.sample()
-	if err != nil {
-		return nil, err
-	}
-	c.Rows = 1
-	for k, v := range vals {
-		c.Data[k], c.Lens[k] = v, nil
-		if p.hdr.Fields[k].Kind == VariableField {
-			c.Lens[k] = append(p.lens[k][:0], uint64(len(v)))
-		}
-	}
-	return c, nil
+	return p.columns()
 }
 
-// columns reads a 'C' frame's batch (after head).
+// columns reads a batch frame's samples (after head).
 func (p *pipeReader) columns() (*Columns, error) {
 	c := &p.cols
 	if c.Data == nil {

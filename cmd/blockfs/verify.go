@@ -1,9 +1,7 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,7 +12,6 @@ import (
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/mount"
 	"github.com/blockfs/blockfs/source/local"
-	"github.com/blockfs/blockfs/source/s3"
 )
 
 func newVerify() *cobra.Command {
@@ -32,42 +29,34 @@ what is wrong) and exits 1 if there is any, 0 if the dataset is sound.`,
 			var err error
 			switch {
 			case mount.IsRemote(args[0]):
-				st, serr := s3f.openStore(args[0])
-				if serr != nil {
-					return serr
+				s3opt, oerr := s3f.options()
+				if oerr != nil {
+					return oerr
 				}
-				// A plain dataset first (its manifest's errors are the ones to report), then
-				// one with fields.
-				var raw []byte
-				plain, ferr := st.Exists(s3.ManifestName)
-				fields := !plain && ferr == nil
-				if fields {
-					raw, ferr = st.ReadFile(s3.FieldsManifestName, layout.MaxFieldsManifest)
-					fields = !errors.Is(ferr, fs.ErrNotExist)
-				}
-				switch {
-				case !fields:
-					res, err = layout.VerifyStore(st, report)
-				case ferr != nil:
+				man, ferr := mount.RemoteFields(args[0], s3opt)
+				if ferr != nil {
 					return ferr
-				default:
-					man, perr := layout.ParseFieldsManifest(st.Path(s3.FieldsManifestName), raw)
-					if perr != nil {
-						return perr
-					}
-					res, err = verifyFields(args[0], man, report, func(data string) (layout.VerifyResult, *layout.Dataset, error) {
-						fst, err := s3f.openStore(data)
-						if err != nil {
-							return layout.VerifyResult{}, nil, err
-						}
-						res, err := layout.VerifyStore(fst, report)
-						if err != nil || res.Problems > 0 {
-							return res, nil, err
-						}
-						ds, err := layout.OpenStore(fst)
-						return res, ds, err
-					})
 				}
+				if man == nil {
+					st, serr := s3f.openStore(args[0])
+					if serr != nil {
+						return serr
+					}
+					res, err = layout.VerifyStore(st, report)
+					break
+				}
+				res, err = verifyFields(args[0], man, report, func(data string) (layout.VerifyResult, *layout.Dataset, error) {
+					fst, err := s3f.openStore(data)
+					if err != nil {
+						return layout.VerifyResult{}, nil, err
+					}
+					res, err := layout.VerifyStore(fst, report)
+					if err != nil || res.Problems > 0 {
+						return res, nil, err
+					}
+					ds, err := layout.OpenStore(fst)
+					return res, ds, err
+				})
 			case layout.IsFields(args[0]):
 				man, merr := layout.ReadFieldsManifest(args[0])
 				if merr != nil {
