@@ -256,7 +256,7 @@ func (p *Plan) planSources(srcs []*Plan, shares []float64, name, data, fp string
 	var need int64
 	for i, sub := range srcs {
 		rai := int64(float64(ra) * shares[i])
-		if sub.loc.Kind == Remote {
+		if sub.loc.Kind == Remote && p.nodes == nil {
 			rai = max(rai, sub.opt.S3.PartSize)
 		}
 		if fit {

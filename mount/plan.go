@@ -50,6 +50,8 @@ type Options struct {
 	// Mixture, when set, makes the mount a mixture of its sources (Data names the mixture
 	// file; InPlace must be empty: each source has its own).
 	Mixture *Mixture
+	// Nodes, when Nodes.Nodes > 0, serves this node's canonical parts of the data (nodes.go).
+	Nodes Nodes
 
 	// AllowOtherUnreadable lets AllowOther serve data whose files other users cannot read
 	// themselves (or data in an object store); without it such a mount is refused.
@@ -81,6 +83,7 @@ type Plan struct {
 	order     OrderChoice        // opt.Order.Mix, resolved, and why
 	mix       *mixPlan           // a mixture's sources and order; nil for one dataset (ds)
 	fields    *fieldsPlan        // a dataset with fields: a source per field; nil otherwise
+	nodes     *nodesPlan         // a node-aware mount: a source per part of this node; nil otherwise
 	// byIndex: a field with blocks of its own, read a block's samples at a time by storage
 	// index, with no window or readahead of its own
 	byIndex bool
@@ -114,6 +117,9 @@ func New(opt Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opt.Nodes.Nodes == 0 && (opt.Nodes.Node != 0 || opt.Nodes.Parts != 0) {
+		return nil, Usagef("--node and --parts go with --nodes N (the job's node count)")
+	}
 	if p.mnt, err = CheckMountpoint(opt.Mountpoint, p.ds.Where()); err != nil {
 		return nil, err
 	}
@@ -126,7 +132,12 @@ func New(opt Options) (*Plan, error) {
 	if err := p.checkUsers(); err != nil {
 		return nil, err
 	}
-	if err := p.planCache(); err != nil {
+	if opt.Nodes.Nodes > 0 {
+		err = p.planNodes(opt.Order)
+	} else {
+		err = p.planCache()
+	}
+	if err != nil {
 		return nil, err
 	}
 	if err := p.finish(); err != nil {

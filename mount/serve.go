@@ -59,7 +59,7 @@ func (p *Plan) Serve(ready func()) error {
 		}
 		defer ml.Close()
 		var rs int64
-		if p.ds != nil && p.mix == nil && p.fields == nil {
+		if p.ds != nil && p.mix == nil && p.fields == nil && p.nodes == nil {
 			rs = p.ds.RecordSize()
 		}
 		met = newMetrics(rs)
@@ -214,6 +214,10 @@ func startCPUProfile(path string) (func(), error) {
 // logServing logs what the mount serves and its order.
 func (p *Plan) logServing() {
 	o := p.opt.Order
+	if p.nodes != nil {
+		p.nodes.logServing(p)
+		return
+	}
 	if p.fields != nil {
 		log.Printf("blockfs: serving %s (%d records with fields %v) at %s; shuffle %s, mix %d (%s), seed %d",
 			p.fields.dir, p.fields.man.Records, p.fields.names(), p.mnt, o.Mode, max(1, o.Mix), p.order.Why, o.Seed)
@@ -244,6 +248,13 @@ type served struct {
 // build opens the sources, the cache and the tree: one dataset's epochs, or a mixture's over
 // one cache whose namespaces are its sources (source.Mux).
 func (p *Plan) build() (*served, error) {
+	if p.nodes != nil {
+		st, err := p.openSources()
+		if err != nil {
+			return nil, err
+		}
+		return p.nodes.build(p, st)
+	}
 	sv := &served{}
 	plans := []*Plan{p}
 	switch {
@@ -380,7 +391,7 @@ func (s *served) diskStats() func() any {
 // the reads and bytes each gave the cache (from disk, the disk cache or the store); nil for
 // one dataset.
 func (p *Plan) sourceStats(sv *served) func() any {
-	if sv.mux == nil {
+	if sv.mux == nil || p.nodes != nil {
 		return nil
 	}
 	var names []string

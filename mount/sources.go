@@ -122,7 +122,11 @@ func (p *Plan) diskOptions() (*diskcache.Options, error) {
 		return nil, Usagef("--disk-cache-size %s is smaller than the dataset's largest file (%s)%s; raise it, or free space under %s",
 			ibytes(size), ibytes(largest), why, o.DiskCache)
 	}
-	return &diskcache.Options{Dir: dir, Size: size, Namespace: p.ds.Manifest.Fingerprint(), Files: layout.NamesFile(p.ds.Blocks()) + 1}, nil
+	do := &diskcache.Options{Dir: dir, Size: size, Namespace: p.ds.Manifest.Fingerprint(), Files: layout.NamesFile(p.ds.Blocks()) + 1}
+	if p.nodes != nil {
+		do.Keep = p.nodes.keep()
+	}
+	return do, nil
 }
 
 // inside reports whether path is dir or below it.

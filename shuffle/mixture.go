@@ -3,6 +3,7 @@ package shuffle
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"math/bits"
 	"regexp"
@@ -128,6 +129,7 @@ type Mixture struct {
 	// constant[i] reports whether source i gives the same count every epoch (all but a
 	// repeat with r*N fractional).
 	constant []bool
+	rr       bool // the sources are a node's parts: a round-robin interleave (NewNodeMixture)
 }
 
 // ErrMixture marks a mixture that cannot be served (its message says why).
@@ -320,7 +322,7 @@ type MixEpoch struct {
 // Epoch returns epoch e's counts, first draws and interleave. It fails when a source's pass
 // passes 2^64 (an epoch number far beyond any training run).
 func (m *Mixture) Epoch(e uint64) (*MixEpoch, error) {
-	me := &MixEpoch{Interleave: Interleave{c: make([]uint64, len(m.src))}, first: make([]Draw, len(m.src)), n: make([]uint64, len(m.src))}
+	me := &MixEpoch{Interleave: Interleave{c: make([]uint64, len(m.src)), rr: m.rr}, first: make([]Draw, len(m.src)), n: make([]uint64, len(m.src))}
 	for i, s := range m.src {
 		k := m.drawsBefore(i, e)
 		if m.constant[i] {
@@ -348,9 +350,14 @@ func (me *MixEpoch) DrawOf(i int, j uint64) Draw {
 
 // Interleave places the draws of the sources of one epoch (counts c) by the Sainte-Laguë key:
 // draw j of source i has key (2j+1)/(2c_i); positions follow keys, ties by source index.
+//
+// A round-robin interleave (NewRoundRobin, the parts of a node-aware mount) places them by the
+// key (j, i) instead: round j takes draw j of every source with more than j draws, in source
+// order.
 type Interleave struct {
-	c []uint64
-	t uint64
+	c  []uint64
+	t  uint64
+	rr bool
 }
 
 // NewInterleave returns the interleave of counts c.
@@ -361,6 +368,16 @@ func NewInterleave(c []uint64) Interleave {
 	}
 	return il
 }
+
+// NewRoundRobin returns the round-robin interleave of counts c.
+func NewRoundRobin(c []uint64) Interleave {
+	il := NewInterleave(c)
+	il.rr = true
+	return il
+}
+
+// RoundRobin reports whether the interleave is a round-robin one.
+func (il *Interleave) RoundRobin() bool { return il.rr }
 
 // Len returns the epoch's records.
 func (il *Interleave) Len() uint64 { return il.t }
@@ -375,6 +392,12 @@ func (il *Interleave) Counts() []uint64 { return il.c }
 func (il *Interleave) before(k, i int, j uint64) uint64 {
 	if k == i {
 		return j
+	}
+	if il.rr {
+		if k < i {
+			return min(il.c[k], j+1)
+		}
+		return min(il.c[k], j)
 	}
 	ck, ci := il.c[k], il.c[i]
 	if ck == 0 {
@@ -430,8 +453,11 @@ func (il *Interleave) Iter(p uint64) *Iter {
 		return it
 	}
 	var m uint64
+	if il.rr {
+		m = il.roundsBelow(p, it.n)
+	}
 	for k, ck := range il.c {
-		if ck == 0 {
+		if ck == 0 || il.rr {
 			continue
 		}
 		// draws j with (2j+1)*T < (2p+1)*c_k: 2j+1 <= floor((X-1)/T), X = (2p+1)*c_k < 2*T*c_k
@@ -585,6 +611,9 @@ func (il *Interleave) Next(n []uint64) int {
 // keyLess reports whether draw a of source i has a smaller key than draw b of source k (ties:
 // the lower source first).
 func (il *Interleave) keyLess(i int, a uint64, k int, b uint64) bool {
+	if il.rr {
+		return a < b || a == b && i < k
+	}
 	h1, l1 := bits.Mul64(2*a+1, il.c[k])
 	h2, l2 := bits.Mul64(2*b+1, il.c[i])
 	if h1 != h2 {
@@ -594,4 +623,29 @@ func (il *Interleave) keyLess(i int, a uint64, k int, b uint64) bool {
 		return l1 < l2
 	}
 	return i < k
+}
+
+// roundsBelow sets n to each source's draws in the whole rounds that end at or before
+// position p of a round-robin interleave, and returns their sum (at most p, and within a
+// round of it).
+func (il *Interleave) roundsBelow(p uint64, n []uint64) uint64 {
+	var most uint64
+	for _, ck := range il.c {
+		most = max(most, ck)
+	}
+	through := func(j uint64) uint64 { // positions in rounds 0..j-1
+		var t uint64
+		for _, ck := range il.c {
+			t += min(ck, j)
+		}
+		return t
+	}
+	// the most rounds j whose positions fit in p
+	j := uint64(sort.Search(int(min(most, uint64(math.MaxInt-1)))+1, func(j int) bool { return through(uint64(j)) > p })) - 1
+	var m uint64
+	for k, ck := range il.c {
+		n[k] = min(ck, j)
+		m += n[k]
+	}
+	return m
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/source"
 )
 
@@ -40,8 +41,10 @@ func (s *Set) Stats() CacheStats { return s.Cache.Stats() }
 
 // Facts returns what a mount's .blockfs/info.json says of the dataset, its order and the
 // tree's names: enough for a reader to configure itself.
-func (s *Set) Facts() map[string]any {
-	ds := s.DS
+func (s *Set) Facts() map[string]any { return DatasetFacts(s.DS, s.Opt) }
+
+// DatasetFacts returns what info.json says of dataset ds served in order opt (Set.Facts).
+func DatasetFacts(ds *layout.Dataset, opt shuffle.Options) map[string]any {
 	man := ds.Manifest
 	f := map[string]any{
 		"dataset":        ds.Dir,
@@ -49,9 +52,9 @@ func (s *Set) Facts() map[string]any {
 		"records":        ds.Records(),
 		"bytes":          ds.Bytes(),
 		"blocks":         ds.Blocks(),
-		"seed":           s.Opt.Seed,
-		"shuffle":        s.Opt.Mode.String(),
-		"mix":            max(1, s.Opt.Mix),
+		"seed":           opt.Seed,
+		"shuffle":        opt.Mode.String(),
+		"mix":            max(1, opt.Mix),
 		"ids":            "uint64 little-endian source index per record (epoch-NNNN.ids)",
 		"ids_dtype":      "<u8",
 		"preshuffled":    man.PreShuffle.Shuffled,

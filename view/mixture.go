@@ -30,6 +30,10 @@ type Mixture struct {
 	facts map[string]any
 
 	recent *lru.Cache[uint64, *shuffle.MixEpoch]
+
+	// node: the epochs of a node of a node-aware mount (NewNode), its parts the sources:
+	// served as one dataset's epochs, with no .source file.
+	node bool
 }
 
 // NewMixture returns the mixture of sets (source i is sets[i]) in order. name is the mixture
@@ -68,6 +72,19 @@ func NewMixture(sets []*Set, order *shuffle.Mixture, c *cache.Cache, name string
 	return m, nil
 }
 
+// NewNode returns the epochs of a node of a node-aware mount (docs/SHUFFLE.md, "Many nodes"):
+// the round-robin mixture (order, shuffle.NewNodeMixture) of its parts (sets, each a part of
+// one dataset), served as that dataset's epochs: the same files as a mount of it, with no
+// .source file. facts are info.json's (the dataset's and the nodes').
+func NewNode(sets []*Set, order *shuffle.Mixture, c *cache.Cache, name string, facts map[string]any) (*Mixture, error) {
+	m, err := NewMixture(sets, order, c, name, facts)
+	if err != nil {
+		return nil, err
+	}
+	m.node = true
+	return m, nil
+}
+
 // MaxEpochBytes bounds the bytes of a mixture's epoch (its files' sizes are int64).
 const MaxEpochBytes = 1 << 62
 
@@ -95,6 +112,12 @@ func (m *Mixture) Records(n uint64) (uint64, error) {
 
 // Kinds returns an epoch's files: data, ids, offsets (records of several sizes) and source.
 func (m *Mixture) Kinds() []Kind {
+	if m.node && m.rs == 0 {
+		return []Kind{Data, IDs, Offsets}
+	}
+	if m.node {
+		return []Kind{Data, IDs}
+	}
 	if m.rs == 0 {
 		return []Kind{Data, IDs, Offsets, Sources}
 	}
@@ -140,6 +163,9 @@ func (m *Mixture) Facts() map[string]any {
 	}
 	e0, _ := m.epoch(0)
 	f["records"] = e0.Len()
+	if m.node {
+		return f
+	}
 	f["epoch_records_vary"] = m.Order.Varies()
 	tree := Tree()
 	tree["source"] = SourceSuffix

@@ -42,6 +42,9 @@ type mountFlags struct {
 	rmMnt      bool
 	s3         s3Flags
 	disk       diskCacheFlags
+	nodes      int
+	node       int
+	parts      int
 }
 
 func newMount() *cobra.Command {
@@ -105,6 +108,9 @@ func (f *mountFlags) register(fl *pflag.FlagSet) {
 	f.inPlace.register(fl)
 	f.s3.register(fl)
 	f.disk.register(fl)
+	fl.IntVar(&f.nodes, "nodes", 0, "the job's node count (torchrun's --nnodes): serve only this node's canonical parts of the data, the same every epoch, so a node's disk and page caches keep what it reads (docs/SHUFFLE.md, \"Many nodes\"); 0: the whole data")
+	fl.IntVar(&f.node, "node", 0, "with --nodes: this node, 0 to nodes-1 (torchrun's --node_rank, Slurm's $SLURM_NODEID)")
+	fl.IntVar(&f.parts, "parts", 0, "with --nodes: the canonical parts the blocks are dealt to, a multiple of every node count the job may run at (default: 48, or fewer for data of fewer blocks)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the daemon (pprof format) to this file at unmount")
 	_ = fl.MarkHidden("cpuprofile")
 	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (ADDR is HOST:PORT, e.g. 127.0.0.1:9560; off by default)")
@@ -147,7 +153,14 @@ func (f mountFlags) options(fl *pflag.FlagSet, data, mnt string) (mount.Options,
 			return o, err
 		}
 	}
+	o.Nodes = mount.Nodes{Nodes: f.nodes, Node: f.node, Parts: f.parts}
+	if f.nodes < 0 || f.parts < 0 {
+		return o, usagef("--nodes %d --parts %d: need positive counts", f.nodes, f.parts)
+	}
 	kind := mount.Locate(data).Kind
+	if f.nodes > 0 && (kind == mount.MixtureFile || kind == mount.FieldsDir) {
+		return o, usagef("--nodes is for one dataset; %s is a mixture or a dataset with fields, which are not node-aware yet: mount it whole on each node", data)
+	}
 	if kind == mount.MixtureFile {
 		o.Mixture, err = mixtureOptions(fl, data, mnt)
 		o.Info = map[string]any{}

@@ -87,6 +87,10 @@ type Options struct {
 	// Files is how many FileIDs the table has (0 to Files-1); the fixed set kept on disk is
 	// chosen among them. 0: no fixed set, every file is kept (least recently used go).
 	Files source.FileID
+	// Keep, when set, lists the FileIDs (below Files) the fixed set is chosen among, in the
+	// order it takes them: a node-aware mount's own blocks first (its parts), so a node keeps
+	// what it reads. Nil: every FileID, in FileID order.
+	Keep []source.FileID
 	// Logf logs a damaged file, a failed write and the like; default log.Printf.
 	Logf func(format string, args ...any)
 }
@@ -136,9 +140,10 @@ type Blocks struct {
 	logf    func(string, ...any)
 	claim   io.Closer // the lock's name (claimName); nil without one
 	streams func(source.FileID) bool
-	// keepBelow: files with a smaller FileID are kept on disk, the others fetched each time
-	// (the fixed set); all files when the set is not in use.
-	keepBelow source.FileID
+	// kept is the fixed set: a bit per FileID of the files kept on disk, the others fetched
+	// each time; nil when the set is not in use (every file is kept). nkept counts its files.
+	kept  []uint64
+	nkept int64
 	// direct: read with O_DIRECT (Options.Direct; cleared if the filesystem refuses it).
 	direct atomic.Bool
 	chunk  chan []byte // free chunk buffers (maxChunkBufs)
@@ -213,7 +218,8 @@ func Open(inner source.Blocks, t source.Table, opt Options) (*Blocks, error) {
 	}
 	b := &Blocks{inner: inner, t: t, dir: opt.Dir, sub: sub, ns: opt.Namespace, limit: opt.Size, logf: opt.Logf,
 		claim: claim, root: fd, chunk: make(chan []byte, maxChunkBufs), ents: map[string]*list.Element{}, lru: list.New(),
-		streams: opt.Streams, keepBelow: keepBelow(t, opt)}
+		streams: opt.Streams}
+	b.kept, b.nkept = fixedSet(t, opt)
 	b.direct.Store(opt.Direct)
 	for range maxChunkBufs {
 		b.chunk <- nil // allocated on first use
@@ -234,34 +240,48 @@ func Open(inner source.Blocks, t source.Table, opt Options) (*Blocks, error) {
 	return b, nil
 }
 
-// keepBelow returns the first FileID outside the fixed set: the files before it that can be
-// cached (a checksum, one extent) fit in opt.Size together. Without opt.Files, every FileID.
-func keepBelow(t source.Table, opt Options) source.FileID {
+// fixedSet returns the fixed set: the files of opt.Keep (or every FileID below opt.Files, in
+// order) that can be cached (a checksum, one extent), taken in order while they fit in
+// opt.Size together, as a bit per FileID, and their count. Without opt.Files, nil: every file.
+func fixedSet(t source.Table, opt Options) ([]uint64, int64) {
 	if opt.Files == 0 {
-		return ^source.FileID(0)
+		return nil, -1
 	}
-	var used int64
-	for id := source.FileID(0); id < opt.Files; id++ {
+	ids := opt.Keep
+	if ids == nil {
+		ids = make([]source.FileID, opt.Files)
+		for i := range ids {
+			ids[i] = source.FileID(i)
+		}
+	}
+	set := make([]uint64, (opt.Files+63)/64)
+	var used, n int64
+	for _, id := range ids {
 		e, ok := t.Extent(id)
-		if !ok || !e.Ident.HasCRC || len(e.Parts) > 0 {
+		if id >= opt.Files || !ok || !e.Ident.HasCRC || len(e.Parts) > 0 {
 			continue
 		}
 		if used+e.Size > opt.Size {
-			return id
+			break
 		}
 		used += e.Size
+		set[id/64] |= 1 << (id % 64)
+		n++
 	}
-	return opt.Files
+	return set, n
 }
 
-// KeptFiles returns how many of the table's FileIDs are in the fixed set kept on disk (the
-// first ones), or -1 when every file is kept.
-func (b *Blocks) KeptFiles() int64 {
-	if b.keepBelow == ^source.FileID(0) {
-		return -1
+// keeps reports whether file id is in the fixed set (every file when there is none).
+func (b *Blocks) keeps(id source.FileID) bool {
+	if b.kept == nil {
+		return true
 	}
-	return int64(b.keepBelow)
+	return id/64 < source.FileID(len(b.kept)) && b.kept[id/64]&(1<<(id%64)) != 0
 }
+
+// KeptFiles returns how many of the table's FileIDs are in the fixed set kept on disk, or -1
+// when every file is kept.
+func (b *Blocks) KeptFiles() int64 { return b.nkept }
 
 // Close releases the directory's lock. Fills must have finished.
 func (b *Blocks) Close() error {

@@ -137,7 +137,7 @@ func (b *Blocks) keep(f file, write func(io.Writer) error) error {
 				b.used -= old.Value.(*entry).size
 				b.lru.Remove(old)
 			}
-			b.ents[f.rel] = b.lru.PushFront(&entry{rel: f.rel, size: f.size, keep: f.id < b.keepBelow})
+			b.ents[f.rel] = b.lru.PushFront(&entry{rel: f.rel, size: f.size, keep: b.keeps(f.id)})
 			b.mu.Unlock()
 			return nil
 		}

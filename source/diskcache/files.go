@@ -74,7 +74,7 @@ func (b *Blocks) inSet(rel string) bool {
 		return false
 	}
 	var id source.FileID
-	if _, err := fmt.Sscanf(name, "%d-", &id); err != nil || id >= b.keepBelow {
+	if _, err := fmt.Sscanf(name, "%d-", &id); err != nil || !b.keeps(id) {
 		return false
 	}
 	e, ok := b.t.Extent(id)

@@ -43,7 +43,7 @@ func (b *Blocks) Fill(ctx context.Context, id source.FileID, off int64, bufs [][
 			b.bad.Add(1)
 			b.logf("blockfs: disk cache: %v; deleted, fetching it again", err)
 		}
-		if id >= b.keepBelow {
+		if !b.keeps(id) {
 			// Outside the fixed set: served from the source, not kept (it would only push
 			// out a file of the set, or be pushed out before the next epoch needs it).
 			if !errors.Is(err, errMiss) {

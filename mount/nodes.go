@@ -1,0 +1,168 @@
+package mount
+
+import (
+	"fmt"
+	"log"
+
+	"github.com/blockfs/blockfs/cache"
+	"github.com/blockfs/blockfs/internal/sysmem"
+	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/shuffle"
+	"github.com/blockfs/blockfs/source"
+	"github.com/blockfs/blockfs/view"
+)
+
+// Nodes makes a mount node-aware (docs/SHUFFLE.md, "Many nodes"): node Node of Nodes serves
+// its canonical parts of the data, the same ones every epoch. Nodes 0: a mount of the whole
+// data (today's order).
+type Nodes struct {
+	Nodes int // --nodes: the job's node count; 0 for none
+	Node  int // --node: this node, 0 <= Node < Nodes
+	Parts int // --parts: the canonical parts; 0: shuffle.ChooseParts
+}
+
+// nodesPlan is the part of a Plan that a node-aware mount adds: the parts, a plan per part
+// of this node (each a layout.Dataset.Sub of the whole) and the node's order over them.
+type nodesPlan struct {
+	at      shuffle.Nodes
+	mine    []int    // this node's parts
+	blocks  [][]int  // every part's blocks (shuffle.PartBlocks)
+	records []uint64 // every part's records
+	srcs    []*Plan  // a plan per part of mine
+	order   *shuffle.Mixture
+}
+
+// planNodes plans a node-aware mount of p's dataset (opened, its mount point checked): its
+// parts, each ordered as a dataset of its own with its own seed and window (auto: chosen from
+// the part and fitted to a P-th of the memory, the same at every node count), and the memory
+// of this node's parts under one cache. req is the order asked for (Mix 0: auto).
+func (p *Plan) planNodes(req shuffle.Options) error {
+	o, ds := p.opt.Nodes, p.ds
+	np := &nodesPlan{at: shuffle.Nodes{Parts: shuffle.ChooseParts(o.Parts, ds.Blocks()), Nodes: o.Nodes, Node: o.Node}}
+	if err := np.at.Validate(ds.Blocks()); err != nil {
+		return Usagef("%v", err)
+	}
+	np.mine = np.at.PartsOf()
+	np.blocks = shuffle.PartBlocks(ds.Blocks(), np.at.Parts, req.Seed)
+	np.records = make([]uint64, np.at.Parts)
+	for q, bs := range np.blocks {
+		for _, b := range bs {
+			np.records[q] += ds.BlockRecords(b)
+		}
+	}
+	cs, mem := p.opt.CacheSize, sysmem.Read()
+	ra, _ := p.planReadahead()
+	var counts []uint64
+	shares := make([]float64, len(np.mine))
+	for i, q := range np.mine {
+		sub := &Plan{opt: p.opt, loc: p.loc, ds: ds.Sub(np.blocks[q]), mnt: p.mnt}
+		so := req
+		so.Seed = shuffle.PartSeed(req.Seed, q)
+		sub.opt.Order, sub.order = ChooseOrder(sub.ds, so)
+		sub.fitWindow(cs, ra/int64(np.at.Parts), mem, 1/float64(np.at.Parts), 0)
+		if err := sub.opt.Order.Validate(); err != nil {
+			return Usagef("--mix %d: %v", sub.opt.Order.Mix, err)
+		}
+		np.srcs = append(np.srcs, sub)
+		counts = append(counts, sub.ds.Records())
+		shares[i] = float64(sub.ds.Bytes()) / float64(max(1, ds.Bytes()))
+	}
+	var total float64
+	for _, s := range shares {
+		total += s
+	}
+	for i := range shares {
+		shares[i] /= max(total, 1e-12)
+	}
+	var err error
+	if np.order, err = shuffle.NewNodeMixture(counts); err != nil {
+		return Usagef("%v", err)
+	}
+	p.nodes = np
+	p.order = np.srcs[0].order // every part's choice is alike; info.json lists each
+	if p.opt.Readahead == AutoReadahead {
+		// Every part reads at once: a part's readahead is its next block, however many
+		// parts the node has.
+		p.opt.Readahead = NeedCache(ds, 1, 0, cache.DefaultPageSize).InCache * int64(len(np.mine))
+	}
+	return p.planSources(np.srcs, shares, p.opt.Data, p.loc.Abs, ds.Manifest.Fingerprint(), false)
+}
+
+// keep returns the FileIDs of the node's parts, part by part, for the disk cache's fixed set:
+// a node keeps what it reads.
+func (np *nodesPlan) keep() []source.FileID {
+	var out []source.FileID
+	for _, q := range np.mine {
+		for _, b := range np.blocks[q] {
+			for r := layout.RoleData; r <= layout.RoleOffsets; r++ {
+				out = append(out, layout.RoleFile(b, r))
+			}
+		}
+	}
+	return out
+}
+
+// build opens the node's tree over the whole dataset's stack st: a cache namespace per part
+// (layout.SubBlocks of st's source), and the node's epochs over them.
+func (np *nodesPlan) build(p *Plan, st *stack) (*served, error) {
+	sv := &served{stacks: []*stack{st}}
+	parts := make([]source.Blocks, len(np.srcs))
+	for i, sub := range np.srcs {
+		parts[i] = layout.SubBlocks(st.src, sub.ds)
+	}
+	sv.mux = source.NewMux(parts)
+	c, err := cache.New(sv.mux, p.cacheOpt)
+	if err != nil {
+		sv.close()
+		return nil, err
+	}
+	sv.cache = c
+	sets := make([]*view.Set, len(np.srcs))
+	for i, sub := range np.srcs {
+		if sets[i], err = view.NewSetWithin(sub.ds, c.Namespace(i), sub.opt.Order, sub.mem.CacheSize); err != nil {
+			c.Close()
+			sv.close()
+			return nil, fmt.Errorf("part %d: %w", np.mine[i], err)
+		}
+	}
+	if sv.tree, err = view.NewNode(sets, np.order, c, p.ds.Dir, np.facts(p)); err != nil {
+		c.Close()
+		sv.close()
+		return nil, err
+	}
+	return sv, nil
+}
+
+// facts returns info.json's facts of a node's mount: the dataset's, in the order asked for,
+// and "nodes": the parts, which are this node's, and every part's records, so that a reader
+// can find where each node's epoch resumes (NodeShare).
+func (np *nodesPlan) facts(p *Plan) map[string]any {
+	f := view.DatasetFacts(p.ds, np.srcs[0].opt.Order)
+	f["seed"] = p.opt.Order.Seed
+	f["dataset_records"] = p.ds.Records()
+	var parts []map[string]any
+	for i, sub := range np.srcs {
+		parts = append(parts, map[string]any{"part": np.mine[i], "blocks": sub.ds.Blocks(), "records": sub.ds.Records(),
+			"seed": sub.opt.Order.Seed, "mix": max(1, sub.opt.Order.Mix), "order": sub.order, "memory": sub.mem.Facts(), "readahead": sub.readahead})
+	}
+	nodeRecords := make([]uint64, np.at.Nodes)
+	for q, n := range np.records {
+		nodeRecords[q%np.at.Nodes] += n
+	}
+	f["nodes"] = map[string]any{
+		"nodes": np.at.Nodes, "node": np.at.Node, "parts": np.at.Parts, "part_records": np.records,
+		"node_records": nodeRecords, "own_parts": parts, "part_seed_domain": shuffle.DomainPart,
+	}
+	return f
+}
+
+// logServing logs what a node serves.
+func (np *nodesPlan) logServing(p *Plan) {
+	var n uint64
+	for _, sub := range np.srcs {
+		n += sub.ds.Records()
+	}
+	log.Printf("blockfs: serving node %d of %d of %s (%d of its %d records: parts %v of %d) at %s; shuffle %s, mix %d a part (%s), seed %d",
+		np.at.Node, np.at.Nodes, p.ds.Dir, n, p.ds.Records(), np.mine, np.at.Parts, p.mnt, p.opt.Order.Mode,
+		max(1, np.srcs[0].opt.Order.Mix), np.srcs[0].order.Why, p.opt.Order.Seed)
+}

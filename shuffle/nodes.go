@@ -1,0 +1,122 @@
+package shuffle
+
+import (
+	"fmt"
+	"math/big"
+)
+
+// A node-aware order (docs/SHUFFLE.md, "Many nodes"): the blocks are dealt once, for every
+// epoch, to P canonical parts; node I of N keeps the parts p with p mod N == I in every
+// epoch, so a node reads the same blocks epoch after epoch; each part has its own
+// block-shuffled order, new each epoch; and every epoch is the round-robin interleave of the
+// parts (round j takes record j of every part with more than j records, parts in index
+// order), of which a node's epoch is its own parts' positions. A prefix of the interleave is
+// a prefix of every node's epoch at any node count that divides P, so a position in it is a
+// resume point for any such count.
+
+const (
+	// DomainParts deals the blocks to the parts: the canonical block permutation.
+	DomainParts = 7
+	// DomainPart seeds each part's own order: seed_p = Derive(seed, DomainPart, 0, p).
+	DomainPart = 8
+)
+
+// DefaultParts is the canonical part count when none is given and the data has as many
+// blocks: divisible by 1, 2, 3, 4, 6, 8, 12, 16, 24 and 48 nodes.
+const DefaultParts = 48
+
+// MaxParts bounds the parts (a mixture's sources are bounded alike).
+const MaxParts = MaxSources
+
+// ChooseParts returns the parts of a dataset of blocks blocks: parts when given (> 0), else
+// the largest of 48, 24, 12, 6, 4, 3, 2 and 1 with a block for each part. It depends on the
+// data alone, never on the node count, so a job keeps its order at any node count.
+func ChooseParts(parts, blocks int) int {
+	if parts > 0 {
+		return parts
+	}
+	for _, p := range []int{DefaultParts, 24, 12, 6, 4, 3, 2} {
+		if p <= blocks {
+			return p
+		}
+	}
+	return 1
+}
+
+// Nodes is where a node stands among the nodes of a node-aware mount.
+type Nodes struct {
+	Parts int // canonical parts, P
+	Nodes int // nodes, N (divides P)
+	Node  int // this node, I (< N)
+}
+
+// Validate checks the node options against a dataset of blocks blocks.
+func (n Nodes) Validate(blocks int) error {
+	switch {
+	case n.Nodes < 1:
+		return fmt.Errorf("--nodes %d: need at least 1", n.Nodes)
+	case n.Node < 0 || n.Node >= n.Nodes:
+		return fmt.Errorf("--node %d of --nodes %d: need 0 <= node < nodes", n.Node, n.Nodes)
+	case n.Parts < 1 || n.Parts > MaxParts:
+		return fmt.Errorf("--parts %d is out of range (1 to %d)", n.Parts, MaxParts)
+	case n.Parts > blocks:
+		return fmt.Errorf("--parts %d is more than the dataset's %d blocks: each part holds whole blocks; lower --parts (it must stay a multiple of --nodes)", n.Parts, blocks)
+	case n.Parts%n.Nodes != 0:
+		return fmt.Errorf("--nodes %d does not divide the %d canonical parts: a node keeps whole parts; run on a node count that divides %d, or give --parts a multiple of %d (another order: start a new job, not a resume)", n.Nodes, n.Parts, n.Parts, n.Nodes)
+	}
+	return nil
+}
+
+// PartsOf returns the node's parts, ascending.
+func (n Nodes) PartsOf() []int {
+	var out []int
+	for p := n.Node; p < n.Parts; p += n.Nodes {
+		out = append(out, p)
+	}
+	return out
+}
+
+// PartBlocks deals blocks stored blocks to parts parts with seed: the canonical permutation
+// pi = permutation(blocks, RNG(derive(seed, DomainParts, 0, 0))) puts block pi[k] in part
+// k mod parts; out[p] lists part p's blocks in k order. O(blocks).
+func PartBlocks(blocks, parts int, seed uint64) [][]int {
+	pi := Permutation(blocks, NewRNG(Derive(seed, DomainParts, 0, 0)))
+	out := make([][]int, parts)
+	for k, b := range pi {
+		out[k%parts] = append(out[k%parts], int(b))
+	}
+	return out
+}
+
+// PartSeed returns part p's seed in a mount seeded with seed.
+func PartSeed(seed uint64, p int) uint64 { return Derive(seed, DomainPart, 0, uint64(p)) }
+
+// NewNodeMixture returns the order of a node's epochs over its parts, whose own epochs have
+// records[i] records: each epoch takes every part's epoch of the same number once, in the
+// round-robin interleave.
+func NewNodeMixture(records []uint64) (*Mixture, error) {
+	srcs := make([]MixSource, len(records))
+	for i, n := range records {
+		srcs[i] = MixSource{N: n, Rule: Rule{Kind: Repeat, Value: big.NewRat(1, 1), Text: "1"}}
+	}
+	m, err := NewMixture(srcs, 0)
+	if err != nil {
+		return nil, err
+	}
+	m.rr = true
+	return m, nil
+}
+
+// NodeShare returns node's positions among the first x positions of the round-robin
+// interleave of all the parts (records[p], every part's records), for nodes that divide the
+// parts: where that node's epoch resumes when x positions of the whole epoch are done.
+func NodeShare(records []uint64, nodes, node int, x uint64) uint64 {
+	il := NewRoundRobin(records)
+	n := make([]uint64, len(records))
+	il.Before(min(x, il.Len()), n)
+	var s uint64
+	for p := node; p < len(records); p += nodes {
+		s += n[p]
+	}
+	return s
+}
