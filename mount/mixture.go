@@ -267,8 +267,16 @@ func (p *Plan) planSources(srcs []*Plan, shares []float64, name, data, fp string
 			mix, rai = 1, 0
 		}
 		sub.need = NeedCache(sub.ds, mix, rai, cache.DefaultPageSize)
+		if p.nodes != nil {
+			// A node's parts are read one record of each at a time, so the pages a read
+			// holds while its reply is written are the node's, not each part's.
+			sub.need.Need = sub.need.Window
+		}
 		sub.readahead = rai
 		need += sub.need.Need
+	}
+	if p.nodes != nil {
+		need = max(need, int64(cache.MinPages)*cache.DefaultPageSize)
 	}
 	p.readahead = ra
 	if cs > 0 && cs < need {

@@ -12,6 +12,7 @@ import time
 import warnings
 from typing import Any, Dict, List, Optional, Union, cast
 
+from ._nodes import node_options
 from ._binary import binary
 from ._files import mount_path, read_info
 from ._types import Info, MountPath
@@ -186,12 +187,18 @@ class Mount:
     left behind by a killed trainer do not keep the mount. Mount installs no signal handler:
     SIGTERM keeps its meaning for the trainer (and for torchrun or Lightning, which set their
     own).
+
+    nodes=N (or "auto": Slurm's $SLURM_NNODES, or torchrun's $WORLD_SIZE / $LOCAL_WORLD_SIZE)
+    mounts node-aware (docs/USAGE.md, "Many nodes"): this node serves only its canonical parts
+    of the data, the same every epoch; node= defaults to torchrun's $GROUP_RANK, $NODE_RANK or
+    Slurm's $SLURM_NODEID, and parts= to the data's default.
     """
 
     def __init__(self, data: Union[str, "os.PathLike[str]"], mountpoint: Optional[Union[str, "os.PathLike[str]"]] = None,
                  **options: Any) -> None:
         self.data: str = str(data) if "://" in str(data) else os.path.abspath(os.fspath(data))
         self.options = dict(options)
+        node_options(self.options)
         self._mixture = _mixture_digest(self.data)
         if mountpoint is None:
             parts: List[object] = [self.data, _flags(self.options)] + ([self._mixture] if self._mixture else [])

@@ -36,6 +36,7 @@ import numpy.typing as npt
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from ._nodes import Nodes, check_world, node_batches, node_keys
 from ._files import Field, Tree, fields_of, is_fields, is_mixture, load_labels, mount_path, names_of, read_info, records_of
 from ._types import Info, MountPath
 
@@ -497,6 +498,15 @@ class Loader:
     a process hop and a copy (9x slower on 512 B records, 2 cores); with such a decode, about
     as many workers as spare cores (docs/USAGE.md, bench/workers_bench.py).
 
+    On a node-aware mount (blockfs.Mount(..., nodes=N), docs/USAGE.md "Many nodes") each node
+    reads its own epoch file, and the loader's position is in the whole epoch: a step takes
+    batch_size x world_size of its positions, of which this node's are a run of its own epoch
+    cut among its local_world_size ranks (default $LOCAL_WORLD_SIZE, else world_size / N;
+    local rank = rank mod local_world_size). While every canonical part has records left, every
+    rank gets batch_size records a step; past that (the last records of the larger parts) a
+    rank's batches may be smaller or absent. A state saved at N nodes resumes at any node count
+    that divides the parts, each record of the epoch once.
+
     The loader holds the epoch and the position in it (records of the epoch consumed by all
     ranks together). Iterating yields the rest of the epoch from the position; once an epoch is
     done, the loader moves to the next one at position 0. set_epoch(e) selects epoch e from
@@ -512,7 +522,8 @@ class Loader:
                  decode: Optional[Callable[..., Any]] = None, drop_last: bool = False, pin_memory: bool = False,
                  prefetch_factor: Optional[int] = None, timeout: float = 0,
                  worker_init_fn: Optional[Callable[[int], None]] = None, multiprocessing_context: Any = None,
-                 decode_ids: bool = False, fields: Optional[Sequence[str]] = None) -> None:
+                 decode_ids: bool = False, fields: Optional[Sequence[str]] = None,
+                 local_world_size: Optional[int] = None) -> None:
         self.path = mount_path(path)
         self.info = read_info(self.path)
         self.fields = self._choose_fields(fields, labels, decode, decode_ids)
@@ -522,6 +533,16 @@ class Loader:
         self.rank, self.world_size = _dist_defaults(rank, world_size)
         if not 0 <= self.rank < self.world_size:
             raise ValueError(f"rank {self.rank} of world size {self.world_size}: need 0 <= rank < world_size")
+        self._nodes: Optional[Nodes] = None
+        if "nodes" in self.info:
+            self._nodes = Nodes(self.info["nodes"])
+            lw = local_world_size if local_world_size is not None else os.environ.get("LOCAL_WORLD_SIZE")
+            self.local_world_size = check_world(self._nodes, self.world_size, None if lw is None else int(lw))
+            self.local_rank = self.rank % self.local_world_size
+            if self.rank // self.local_world_size != self._nodes.node:
+                raise ValueError(f"rank {self.rank} of {self.world_size} ({self.local_world_size} a node) is on node "
+                                 f"{self.rank // self.local_world_size}, but this mount is node {self._nodes.node} of "
+                                 f"{self._nodes.nodes}: mount each node with its own node= (torchrun's $GROUP_RANK)")
         self.drop_last = bool(drop_last)
         if labels is not None and is_mixture(self.info):
             raise ValueError("labels= is not for a mixture: a record id names a record only within its source, so one "
@@ -620,6 +641,8 @@ class Loader:
         """The records of epoch (the loader's, by default): info.json's "records", except in a
         mixture whose epochs differ in length, where it is read from the mount (once an epoch)."""
         e = self.epoch if epoch is None else int(epoch)
+        if self._nodes is not None:
+            return self._nodes.total  # positions of the whole epoch, every node's
         n = self._lengths.get(e)
         if n is None:
             n = records_of(self.info, self.path, e)
@@ -629,11 +652,17 @@ class Loader:
         return n
 
     def _keys(self) -> Iterator[Key]:
+        if self._nodes is not None:
+            return node_keys(self.epoch, self._nodes, self.position, self.batch_size, self.local_rank,
+                             self.local_world_size, self.world_size, self.drop_last)
         return batch_keys(self.epoch, self.epoch_records(), self.position, self.batch_size, self.rank, self.world_size,
                           self.drop_last)
 
     def __len__(self) -> int:
         """Batches this rank has left in the current epoch."""
+        if self._nodes is not None:
+            return node_batches(self._nodes, self.position, self.batch_size, self.local_rank, self.local_world_size,
+                                self.world_size, self.drop_last)
         n, step = self.epoch_records() - self.position, self.batch_size * self.world_size
         full = n // step
         if self.drop_last or n % step == 0:
@@ -693,6 +722,9 @@ class Loader:
         for a mixture, also each source's data, rule and order options and the mixture's
         epoch_records."""
         fp = {k: self.info[k] for k in FINGERPRINT_KEYS if k in self.info}
+        if "nodes" in self.info:  # the same at every node count: the whole data, the parts
+            fp["records"] = self.info["dataset_records"]
+            fp["parts"] = self.info["nodes"]["parts"]
         if is_mixture(self.info):
             fp["sources"] = [_source_fingerprint(s) for s in self.info["sources"]]
             fp["epoch_records"] = (self.info.get("mixture") or {}).get("epoch_records")
