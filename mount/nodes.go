@@ -5,7 +5,6 @@ import (
 	"log"
 
 	"github.com/blockfs/blockfs/cache"
-	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/source"
@@ -50,16 +49,18 @@ func (p *Plan) planNodes(req shuffle.Options) error {
 			np.records[q] += ds.BlockRecords(b)
 		}
 	}
-	cs, mem := p.opt.CacheSize, sysmem.Read()
-	ra, _ := p.planReadahead()
+	k, why := nodeMix(ds, req, np.at.Parts)
 	var counts []uint64
 	shares := make([]float64, len(np.mine))
 	for i, q := range np.mine {
 		sub := &Plan{opt: p.opt, loc: p.loc, ds: ds.Sub(np.blocks[q]), mnt: p.mnt}
 		so := req
-		so.Seed = shuffle.PartSeed(req.Seed, q)
+		so.Seed, so.Mix = shuffle.PartSeed(req.Seed, q), k
 		sub.opt.Order, sub.order = ChooseOrder(sub.ds, so)
-		sub.fitWindow(cs, ra/int64(np.at.Parts), mem, 1/float64(np.at.Parts), 0)
+		sub.order.Auto, sub.order.Warning = req.Mix == 0, "" // the part's spread is not the epoch's
+		if sub.order.Auto {
+			sub.order.Why = why
+		}
 		if err := sub.opt.Order.Validate(); err != nil {
 			return Usagef("--mix %d: %v", sub.opt.Order.Mix, err)
 		}
@@ -81,12 +82,35 @@ func (p *Plan) planNodes(req shuffle.Options) error {
 	p.nodes = np
 	p.order = np.srcs[0].order // every part's choice is alike; info.json lists each
 	if p.opt.Readahead == AutoReadahead {
-		// Every part reads at once: a part's readahead is its next block, however many
+		// Every part reads at once: a part's readahead is its next window, however many
 		// parts the node has.
-		p.opt.Readahead = NeedCache(ds, 1, 0, cache.DefaultPageSize).InCache * int64(len(np.mine))
+		p.opt.Readahead = NeedCache(ds, k, 0, cache.DefaultPageSize).Window * int64(len(np.mine))
 	}
 	return p.planSources(np.srcs, shares, p.opt.Data, p.loc.Abs, ds.Manifest.Fingerprint(), false)
 }
+
+// nodeMix returns the window of every part of a node-aware mount and why: --mix when given;
+// otherwise (full shuffle) enough blocks that a batch of QualityBatch whole-epoch positions,
+// QualityBatch/P records of each part, draws them from distinct blocks (1.5 x QualityBatch / P
+// blocks a window), at most 64 MiB of a part's average block a window, and at most the
+// smallest part's blocks. It depends on the data and the parts alone (never on the node count
+// or the memory): every node and every resume at another node count orders a part alike.
+func nodeMix(ds *layout.Dataset, req shuffle.Options, parts int) (int, string) {
+	if req.Mix != 0 {
+		return req.Mix, "--mix given"
+	}
+	if req.Mode != shuffle.Full {
+		return 1, fmt.Sprintf("--shuffle %s has no windows", req.Mode)
+	}
+	avg := max(1, storedBytes(ds)/int64(ds.Blocks()))
+	k := min(int64(3*QualityBatch+2*parts-1)/int64(2*parts), max(1, nodeWindowBytes/avg), int64(ds.Blocks()/parts))
+	k = max(1, k)
+	return int(k), fmt.Sprintf("node-aware: windows of %d blocks in each of the %d parts, so that a global batch of %d draws from about as many blocks as a uniform shuffle's", k, parts, QualityBatch)
+}
+
+// nodeWindowBytes bounds an automatic window of a part of a node-aware mount: a node reads
+// its parts at once, so its cache holds a window of each.
+const nodeWindowBytes = 64 << 20
 
 // keep returns the FileIDs of the node's parts, part by part, for the disk cache's fixed set:
 // a node keeps what it reads.

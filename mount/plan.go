@@ -98,6 +98,9 @@ func New(opt Options) (*Plan, error) {
 	if opt.Epochs > bfs.MaxEpochs {
 		return nil, Usagef("--epochs %d is out of range (1 to %d; it is how many epochs ls lists, and any epoch can be opened by name)", opt.Epochs, bfs.MaxEpochs)
 	}
+	if opt.Nodes.Nodes > 0 && (opt.Mixture != nil || Locate(opt.Data).Kind == FieldsDir) {
+		return nil, Usagef("--nodes is for one dataset; %s is a mixture or a dataset with fields, which are not node-aware yet: mount it whole on each node", opt.Data)
+	}
 	if opt.Mixture != nil {
 		return newMixture(opt)
 	}
@@ -108,6 +111,9 @@ func New(opt Options) (*Plan, error) {
 		man, err := RemoteFields(opt.Data, opt.S3)
 		if err != nil {
 			return nil, err
+		}
+		if man != nil && opt.Nodes.Nodes > 0 {
+			return nil, Usagef("--nodes is for one dataset; %s is a dataset with fields, which is not node-aware yet: mount it whole on each node", opt.Data)
 		}
 		if man != nil {
 			return newFields(opt, man)

@@ -1,6 +1,7 @@
 package shuffle
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -133,4 +134,70 @@ func TestPartBlocks(t *testing.T) {
 	require.Error(t, Nodes{Parts: 48, Nodes: 4, Node: 4}.Validate(256))
 	require.Error(t, Nodes{Parts: 300, Nodes: 4}.Validate(256))
 	require.NoError(t, Nodes{Parts: 48, Nodes: 16, Node: 15}.Validate(256))
+}
+
+// wholeEpochBlocks returns the stored block at each position of the whole epoch of a
+// node-aware order: the round-robin interleave of the parts' own epochs.
+func wholeEpochBlocks(t *testing.T, counts []uint64, parts, mix int, seed, epoch uint64) []int {
+	pb := PartBlocks(len(counts), parts, seed)
+	orders := make([]*Order, parts)
+	recs := make([]uint64, parts)
+	for q, bs := range pb {
+		c := make([]uint64, len(bs))
+		for i, b := range bs {
+			c[i] = counts[b]
+			recs[q] += c[i]
+		}
+		o, err := New(c, Options{Seed: PartSeed(seed, q), Epoch: epoch, Mode: Full, Mix: mix})
+		require.NoError(t, err)
+		orders[q] = o
+	}
+	il := NewRoundRobin(recs)
+	it := il.Iter(0)
+	var out []int
+	for {
+		q := it.Next()
+		if q < 0 {
+			return out
+		}
+		lb, _ := orders[q].At(it.Drawn()[q] - 1)
+		out = append(out, pb[q][lb])
+	}
+}
+
+// TestNodeBatchQuality: with the default window (1.5 x 256 / P blocks), a global batch (a run
+// of the whole epoch) of 32 or 256 records draws from at least 0.7 x the distinct blocks a
+// uniform shuffle's does (1024 is logged: it draws from about P x K blocks, the windows open at
+// once, and needs a larger --mix for the same).
+func TestNodeBatchQuality(t *testing.T) {
+	for _, tc := range []struct {
+		blocks, per, parts int
+	}{{1024, 32, 48}, {256, 256, 48}, {4096, 16, 48}, {256, 256, 24}} {
+		counts := make([]uint64, tc.blocks)
+		for i := range counts {
+			counts[i] = uint64(tc.per)
+		}
+		mix := max(1, min((3*256+2*tc.parts-1)/(2*tc.parts), tc.blocks/tc.parts))
+		blocks := wholeEpochBlocks(t, counts, tc.parts, mix, 3, 1)
+		require.Len(t, blocks, tc.blocks*tc.per)
+		for _, s := range []int{32, 256, 1024} {
+			var sum float64
+			n := 0
+			for at := 0; at+s <= len(blocks); at += s {
+				seen := map[int]bool{}
+				for _, b := range blocks[at : at+s] {
+					seen[b] = true
+				}
+				sum += float64(len(seen))
+				n++
+			}
+			got := sum / float64(n)
+			b := float64(tc.blocks)
+			uniform := b * (1 - math.Pow(1-1/b, float64(s)))
+			t.Logf("%d blocks of %d, %d parts, mix %d: batch %d draws from %.1f blocks, a uniform shuffle's %.1f (%.2fx)", tc.blocks, tc.per, tc.parts, mix, s, got, uniform, got/uniform)
+			if s <= 256 {
+				require.GreaterOrEqual(t, got/uniform, 0.7, "batch %d", s)
+			}
+		}
+	}
 }

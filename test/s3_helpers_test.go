@@ -170,6 +170,7 @@ type faultProxy struct {
 	// Faults: each counter is how many of the next requests get it (-1: all of them).
 	err503, reset, truncate, flip, shift, hang, deny atomic.Int64
 	delay                                            atomic.Int64 // nanoseconds added before each request
+	sent                                             atomic.Int64 // bytes of successful GET bodies forwarded
 
 	mu    sync.Mutex
 	log   []string // "METHOD path" of every request, in order
@@ -318,6 +319,9 @@ func (p *faultProxy) forward(c net.Conn, req *http.Request, body []byte) bool {
 		return false
 	}
 	get := req.Method == http.MethodGet && resp.StatusCode/100 == 2 && len(data) > 1
+	if req.Method == http.MethodGet && resp.StatusCode/100 == 2 {
+		p.sent.Add(int64(len(data)))
+	}
 	cut := get && take(&p.truncate)
 	if get && take(&p.flip) {
 		data[len(data)/2] ^= 0x5a

@@ -1,0 +1,276 @@
+package test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The simulated cluster of TestNodesCluster: nodes x local ranks over one dataset in MinIO,
+// each node a mount of its own with its own disk cache and its own counting relay (a
+// faultProxy) to the store.
+const (
+	clusterNodes   = 4
+	clusterLocal   = 2
+	clusterRecord  = 4096
+	clusterRecords = 32768 // 128 MiB
+	clusterBatch   = 32
+)
+
+// cluster is one run of the simulated cluster: its mounts, relays and disk caches.
+type cluster struct {
+	t       *testing.T
+	py, raw string
+	url     string
+	minio   string // MinIO's host:port
+	dir     string
+	nodes   int
+	mounts  []*mounted
+	relays  []*faultProxy
+	disks   []string
+	args    []string // mount flags beyond the node's own
+}
+
+// start mounts node i (its relay to MinIO, its disk cache).
+func (c *cluster) start(i int) {
+	c.relays[i] = startProxy(c.t, c.minio)
+	mnt := filepath.Join(c.dir, fmt.Sprintf("n%d-of-%d-%d", i, c.nodes, time.Now().UnixNano()))
+	require.NoError(c.t, os.Mkdir(mnt, 0o755))
+	args := append([]string{"--endpoint=" + c.relays[i].endpoint(), "--nodes", strconv.Itoa(c.nodes), "--node", strconv.Itoa(i),
+		"--disk-cache", c.disks[i]}, c.args...)
+	c.mounts[i] = mountAt(c.t, c.url, mnt, args...)
+}
+
+func newCluster(t *testing.T, py, raw, url, minio string, nodes int, disks []string, args ...string) *cluster {
+	c := &cluster{t: t, py: py, raw: raw, url: url, minio: minio, dir: t.TempDir(), nodes: nodes,
+		mounts: make([]*mounted, nodes), relays: make([]*faultProxy, nodes), disks: disks, args: args}
+	for i := range nodes {
+		c.start(i)
+	}
+	return c
+}
+
+func (c *cluster) stop() {
+	for _, m := range c.mounts {
+		m.stop()
+	}
+}
+
+// ranks runs a Python process per rank (nodes_rank.py, torchrun's environment) with extra
+// flags, and, with the barrier, calls between(e) once every rank is done with epoch e (before
+// letting them on). It returns once every rank has exited 0.
+func (c *cluster) ranks(out string, epochs [2]int, barrier bool, between func(e int), extra ...string) {
+	t := c.t
+	world := c.nodes * clusterLocal
+	var procs []*exec.Cmd
+	var outs []*bytes.Buffer
+	for node := range c.nodes {
+		for lr := range clusterLocal {
+			rank := node*clusterLocal + lr
+			args := append([]string{"testdata/nodes_rank.py", c.mounts[node].dir, "--raw", c.raw, "--record-size", strconv.Itoa(clusterRecord),
+				"--epochs", fmt.Sprintf("%d:%d", epochs[0], epochs[1]), "--batch", strconv.Itoa(clusterBatch), "--out", out}, extra...)
+			if barrier {
+				args = append(args, "--barrier")
+			}
+			cmd := exec.Command(c.py, args...)
+			cmd.Env = append(os.Environ(), "PYTHONPATH=../python", "RANK="+strconv.Itoa(rank), "WORLD_SIZE="+strconv.Itoa(world),
+				"LOCAL_RANK="+strconv.Itoa(lr), "LOCAL_WORLD_SIZE="+strconv.Itoa(clusterLocal), "GROUP_RANK="+strconv.Itoa(node))
+			var b bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &b, &b
+			require.NoError(t, cmd.Start())
+			procs, outs = append(procs, cmd), append(outs, &b)
+		}
+	}
+	defer func() {
+		for _, p := range procs {
+			if p.ProcessState == nil {
+				_ = p.Process.Kill()
+				_ = p.Wait()
+			}
+		}
+	}()
+	if barrier {
+		for e := epochs[0]; e <= epochs[1]; e++ {
+			deadline := time.Now().Add(5 * time.Minute)
+			for r := 0; r < world; {
+				if _, err := os.Stat(filepath.Join(out, fmt.Sprintf("done-%d-%d", e, r))); err == nil {
+					r++
+					continue
+				}
+				for i, p := range procs {
+					if p.ProcessState != nil && p.ProcessState.ExitCode() != 0 {
+						t.Fatalf("rank %d failed: %s", i, outs[i])
+					}
+				}
+				require.True(t, time.Now().Before(deadline), "epoch %d: rank %d not done after 5 minutes", e, r)
+				time.Sleep(20 * time.Millisecond)
+			}
+			between(e)
+			require.NoError(t, os.WriteFile(filepath.Join(out, fmt.Sprintf("go-%d", e)), nil, 0o644))
+		}
+	}
+	for i, p := range procs {
+		require.NoError(t, p.Wait(), "rank %d: %s", i, outs[i])
+	}
+}
+
+// sent returns the bytes each node's relay has sent it from the store so far.
+func (c *cluster) sent() []int64 {
+	out := make([]int64, c.nodes)
+	for i, r := range c.relays {
+		out[i] = r.sent.Load()
+	}
+	return out
+}
+
+// nodeShare returns what node i's ranks read of an epoch from the store's objects: its
+// records, and their ids files when the pack stored ids.
+func nodeShare(t *testing.T, m *mounted) int64 {
+	var info struct {
+		Records     int64 `json:"records"`
+		Preshuffled bool  `json:"preshuffled"`
+	}
+	b, err := os.ReadFile(m.path(".blockfs/info.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &info))
+	n := info.Records * clusterRecord
+	if info.Preshuffled {
+		n += info.Records * 8
+	}
+	return n
+}
+
+// epochIDs returns the ids the ranks wrote for epoch e (files ids-E-RANK*.npy in out).
+func epochIDs(t *testing.T, out string, e int) []int64 {
+	files, err := filepath.Glob(filepath.Join(out, fmt.Sprintf("ids-%d-*.npy", e)))
+	require.NoError(t, err)
+	var all []int64
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		hl := int(binary.LittleEndian.Uint16(b[8:10]))
+		body := b[10+hl:]
+		for i := 0; i+8 <= len(body); i += 8 {
+			all = append(all, int64(binary.LittleEndian.Uint64(body[i:])))
+		}
+	}
+	return all
+}
+
+// requireExact fails unless ids are every record id once.
+func requireExact(t *testing.T, ids []int64, what string) {
+	t.Helper()
+	require.Len(t, ids, clusterRecords, "%s: records read", what)
+	s := append([]int64(nil), ids...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	for i, v := range s {
+		if int64(i) != v {
+			t.Fatalf("%s: record %d missing or read twice (sorted position %d holds %d)", what, i, i, v)
+		}
+	}
+}
+
+// TestNodesCluster is the simulated 4-node cluster of issue 35: one dataset in MinIO (128 MiB
+// of 4 KiB records in 128 KiB blocks), packed pre-shuffled and --no-shuffle; 4 node-aware
+// mounts, each with its own disk cache and relay to the store and a 24 MiB memory cache (less
+// than its share); 2 Python ranks per node with torchrun's environment, reading epochs 0-3
+// with blockfs.torch.Loader and checking every record against the raw file. Every epoch's
+// union is every record once; the store sends a node at most 1.1x its share in epoch 0, and in
+// epochs 1-3 at most 0.05 of it with a disk cache of the share (plus 12%) and at most 0.55 with
+// half. Then, on the pre-shuffled data, epoch 4 is cut twice: a checkpoint after 20 steps, node
+// 1's daemon killed (kill -9) and remounted, a resume at 4 nodes for 20 more steps, and a resume
+// at 2 nodes to the end; the epoch is every record once.
+func TestNodesCluster(t *testing.T) {
+	requireFUSE(t)
+	py := systemPython(t)
+	srv := startMinio(t)
+	srv.bucket("data")
+	dir := t.TempDir()
+	raw := filepath.Join(dir, "records.bin")
+	r := rand.New(rand.NewPCG(35, 1))
+	data := make([]byte, clusterRecords*clusterRecord)
+	for i := 0; i < len(data); i += 8 {
+		binary.LittleEndian.PutUint64(data[i:], r.Uint64())
+	}
+	require.NoError(t, os.WriteFile(raw, data, 0o644))
+	data = nil
+	ep := "--endpoint=" + srv.endpoint()
+	for _, lay := range []struct {
+		name  string
+		flags []string
+	}{{"preshuffled", nil}, {"in-order", []string{"--no-shuffle"}}} {
+		url := "s3://data/" + lay.name
+		mustRun(t, append(append([]string{"pack", "--quiet", ep, "--format", "raw", "--record-size", "4KiB", "--block-size", "128KiB"}, lay.flags...), raw, url)...)
+		for _, frac := range []float64{1.12, 0.5} {
+			t.Run(fmt.Sprintf("%s/disk-%.2f", lay.name, frac), func(t *testing.T) {
+				// The disk cache bound: the share (32 MiB of records, and their ids) times frac.
+				share := int64(clusterRecords / clusterNodes * clusterRecord)
+				if lay.name == "preshuffled" {
+					share += clusterRecords / clusterNodes * 8
+				}
+				var disks []string
+				for i := range clusterNodes {
+					disks = append(disks, filepath.Join(dir, fmt.Sprintf("dc-%s-%.2f-%d", lay.name, frac, i)))
+				}
+				c := newCluster(t, py, raw, url, srv.addr, clusterNodes, disks, "--cache-size", "24MiB",
+					"--disk-cache-size", strconv.FormatInt(int64(float64(share)*frac), 10), "--seed", "5")
+				defer c.stop()
+				for i, m := range c.mounts {
+					require.Equal(t, share, nodeShare(t, m), "node %d's share", i)
+				}
+				out := t.TempDir()
+				prev := make([]int64, clusterNodes)
+				c.ranks(out, [2]int{0, 3}, true, func(e int) {
+					now := c.sent()
+					for i := range now {
+						ratio := float64(now[i]-prev[i]) / float64(share)
+						t.Logf("%s, disk cache %.2f x share: epoch %d: the store sent node %d %.3f x its share", lay.name, frac, e, i, ratio)
+						switch {
+						case e == 0:
+							require.LessOrEqual(t, ratio, 1.1, "epoch 0, node %d", i)
+						case frac >= 1:
+							require.LessOrEqual(t, ratio, 0.05, "epoch %d, node %d, a disk cache of its share", e, i)
+						default:
+							require.LessOrEqual(t, ratio, 0.55, "epoch %d, node %d, a disk cache of half its share", e, i)
+						}
+					}
+					prev = now
+					requireExact(t, epochIDs(t, out, e), fmt.Sprintf("epoch %d", e))
+				})
+				if lay.name != "preshuffled" || frac < 1 {
+					return
+				}
+				// Epoch 4, cut twice.
+				state := filepath.Join(out, "state.json")
+				c.ranks(out, [2]int{4, 4}, false, nil, "--stop-after", "20", "--state-out", state)
+				m := c.mounts[1]
+				require.NoError(t, m.cmd.Process.Kill())
+				<-m.exited
+				require.NoError(t, syscall.Unmount(m.dir, syscall.MNT_DETACH))
+				c.start(1)
+				state2 := filepath.Join(out, "state2.json")
+				t.Setenv("BLOCKFS_TEST_TAG", "-b")
+				c.ranks(out, [2]int{4, 4}, false, nil, "--state-in", state, "--stop-after", "20", "--state-out", state2)
+				c.stop()
+				two := newCluster(t, py, raw, url, srv.addr, 2, disks[:2], "--cache-size", "48MiB",
+					"--disk-cache-size", strconv.FormatInt(2*share, 10), "--seed", "5")
+				defer two.stop()
+				t.Setenv("BLOCKFS_TEST_TAG", "-c")
+				two.ranks(out, [2]int{4, 4}, false, nil, "--state-in", state2)
+				requireExact(t, epochIDs(t, out, 4), "epoch 4, resumed after a killed node and at 2 nodes")
+			})
+		}
+	}
+}
