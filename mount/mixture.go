@@ -269,8 +269,12 @@ func (p *Plan) planSources(srcs []*Plan, shares []float64, name, data, fp string
 		sub.need = NeedCache(sub.ds, mix, rai, cache.DefaultPageSize)
 		if p.nodes != nil {
 			// A node's parts are read one record of each at a time, so the pages a read
-			// holds while its reply is written are the node's, not each part's.
+			// holds while its reply is written are the node's, not each part's; and a
+			// reader of .ids holds a page of each block of the window too.
 			sub.need.Need = sub.need.Window
+			if sub.ds.HasIDs() {
+				sub.need.Need += int64(sub.need.Mix) * cache.DefaultPageSize
+			}
 		}
 		sub.readahead = rai
 		need += sub.need.Need

@@ -143,7 +143,9 @@ func (np *nodesPlan) build(p *Plan, st *stack) (*served, error) {
 	sv.cache = c
 	sets := make([]*view.Set, len(np.srcs))
 	for i, sub := range np.srcs {
-		if sets[i], err = view.NewSetWithin(sub.ds, c.Namespace(i), sub.opt.Order, sub.mem.CacheSize); err != nil {
+		// Room for four windows of the part (OrderBudget's readers), without its 4 MiB floor.
+		order := max(4*int64(shuffle.MaxWindowBytes(sub.ds.BlockCounts(), sub.opt.Order)), 64<<10)
+		if sets[i], err = view.NewSetOrder(sub.ds, c.Namespace(i), sub.opt.Order, order); err != nil {
 			c.Close()
 			sv.close()
 			return nil, fmt.Errorf("part %d: %w", np.mine[i], err)

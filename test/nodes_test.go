@@ -25,7 +25,7 @@ const (
 	clusterNodes   = 4
 	clusterLocal   = 2
 	clusterRecord  = 4096
-	clusterRecords = 32768 // 128 MiB
+	clusterRecords = 65536 // 256 MiB
 	clusterBatch   = 32
 )
 
@@ -76,6 +76,7 @@ func (c *cluster) ranks(out string, epochs [2]int, barrier bool, between func(e 
 	world := c.nodes * clusterLocal
 	var procs []*exec.Cmd
 	var outs []*bytes.Buffer
+	port := freeAddr(t)[len("127.0.0.1:"):]
 	for node := range c.nodes {
 		for lr := range clusterLocal {
 			rank := node*clusterLocal + lr
@@ -86,7 +87,8 @@ func (c *cluster) ranks(out string, epochs [2]int, barrier bool, between func(e 
 			}
 			cmd := exec.Command(c.py, args...)
 			cmd.Env = append(os.Environ(), "PYTHONPATH=../python", "RANK="+strconv.Itoa(rank), "WORLD_SIZE="+strconv.Itoa(world),
-				"LOCAL_RANK="+strconv.Itoa(lr), "LOCAL_WORLD_SIZE="+strconv.Itoa(clusterLocal), "GROUP_RANK="+strconv.Itoa(node))
+				"LOCAL_RANK="+strconv.Itoa(lr), "LOCAL_WORLD_SIZE="+strconv.Itoa(clusterLocal), "GROUP_RANK="+strconv.Itoa(node),
+				"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+port)
 			var b bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &b, &b
 			require.NoError(t, cmd.Start())
@@ -182,10 +184,10 @@ func requireExact(t *testing.T, ids []int64, what string) {
 	}
 }
 
-// TestNodesCluster is the simulated 4-node cluster of issue 35: one dataset in MinIO (128 MiB
-// of 4 KiB records in 128 KiB blocks), packed pre-shuffled and --no-shuffle; 4 node-aware
-// mounts, each with its own disk cache and relay to the store and a 24 MiB memory cache (less
-// than its share); 2 Python ranks per node with torchrun's environment, reading epochs 0-3
+// TestNodesCluster is the simulated 4-node cluster of issue 35: one dataset in MinIO (256 MiB
+// of 4 KiB records in 1 MiB blocks), packed pre-shuffled and --no-shuffle; 4 node-aware
+// mounts (24 parts, windows of 2 blocks), each with its own disk cache and relay to the store
+// and a 24 MiB memory cache (less than its 64 MiB share); 2 Python ranks per node with torchrun's environment, reading epochs 0-3
 // with blockfs.torch.Loader and checking every record against the raw file. Every epoch's
 // union is every record once; the store sends a node at most 1.1x its share in epoch 0, and in
 // epochs 1-3 at most 0.05 of it with a disk cache of the share (plus 12%) and at most 0.55 with
@@ -212,10 +214,10 @@ func TestNodesCluster(t *testing.T) {
 		flags []string
 	}{{"preshuffled", nil}, {"in-order", []string{"--no-shuffle"}}} {
 		url := "s3://data/" + lay.name
-		mustRun(t, append(append([]string{"pack", "--quiet", ep, "--format", "raw", "--record-size", "4KiB", "--block-size", "128KiB"}, lay.flags...), raw, url)...)
+		mustRun(t, append(append([]string{"pack", "--quiet", ep, "--format", "raw", "--record-size", "4KiB", "--block-size", "1MiB"}, lay.flags...), raw, url)...)
 		for _, frac := range []float64{1.12, 0.5} {
 			t.Run(fmt.Sprintf("%s/disk-%.2f", lay.name, frac), func(t *testing.T) {
-				// The disk cache bound: the share (32 MiB of records, and their ids) times frac.
+				// The disk cache bound: the share (64 MiB of records, and their ids) times frac.
 				share := int64(clusterRecords / clusterNodes * clusterRecord)
 				if lay.name == "preshuffled" {
 					share += clusterRecords / clusterNodes * 8
@@ -224,7 +226,7 @@ func TestNodesCluster(t *testing.T) {
 				for i := range clusterNodes {
 					disks = append(disks, filepath.Join(dir, fmt.Sprintf("dc-%s-%.2f-%d", lay.name, frac, i)))
 				}
-				c := newCluster(t, py, raw, url, srv.addr, clusterNodes, disks, "--cache-size", "24MiB",
+				c := newCluster(t, py, raw, url, srv.addr, clusterNodes, disks, "--cache-size", "48MiB", "--readahead", "6MiB", "--parts", "24", "--mix", "2",
 					"--disk-cache-size", strconv.FormatInt(int64(float64(share)*frac), 10), "--seed", "5")
 				defer c.stop()
 				for i, m := range c.mounts {
@@ -232,8 +234,18 @@ func TestNodesCluster(t *testing.T) {
 				}
 				out := t.TempDir()
 				prev := make([]int64, clusterNodes)
+				logged := make([]int, clusterNodes)
 				c.ranks(out, [2]int{0, 3}, true, func(e int) {
 					now := c.sent()
+					for i, rl := range c.relays {
+						reqs := rl.requests()
+						count := map[string]int{}
+						for _, r := range reqs[logged[i]:] {
+							count[r]++
+						}
+						t.Logf("node %d, epoch %d: %d requests to the store, for %d objects", i, e, len(reqs)-logged[i], len(count))
+						logged[i] = len(reqs)
+					}
 					for i := range now {
 						ratio := float64(now[i]-prev[i]) / float64(share)
 						t.Logf("%s, disk cache %.2f x share: epoch %d: the store sent node %d %.3f x its share", lay.name, frac, e, i, ratio)
@@ -264,7 +276,7 @@ func TestNodesCluster(t *testing.T) {
 				t.Setenv("BLOCKFS_TEST_TAG", "-b")
 				c.ranks(out, [2]int{4, 4}, false, nil, "--state-in", state, "--stop-after", "20", "--state-out", state2)
 				c.stop()
-				two := newCluster(t, py, raw, url, srv.addr, 2, disks[:2], "--cache-size", "48MiB",
+				two := newCluster(t, py, raw, url, srv.addr, 2, disks[:2], "--cache-size", "96MiB", "--readahead", "12MiB", "--parts", "24", "--mix", "2",
 					"--disk-cache-size", strconv.FormatInt(2*share, 10), "--seed", "5")
 				defer two.stop()
 				t.Setenv("BLOCKFS_TEST_TAG", "-c")

@@ -48,6 +48,19 @@ func NewSetWithin(ds *layout.Dataset, c *cache.Cache, opt shuffle.Options, share
 	return s, nil
 }
 
+// NewSetOrder is NewSet with an order state budget of exactly order bytes (a part of a
+// node-aware mount, whose windows are small and many: OrderBudget's floor of 4 MiB for each of
+// dozens of parts would take the cache's room).
+func NewSetOrder(ds *layout.Dataset, c *cache.Cache, opt shuffle.Options, order int64) (*Set, error) {
+	s := &Set{DS: ds, Cache: c, Opt: opt, counts: ds.BlockCounts(), recent: lru.New[uint64, *Epoch](0, epochCacheSize)}
+	s.order = c.Reserve(order)
+	s.windows = shuffle.NewWindowCache(uint64(s.order))
+	if _, err := s.Epoch(0); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // Epoch returns epoch n.
 func (s *Set) Epoch(n uint64) (*Epoch, error) {
 	if e, ok := s.recent.Get(n); ok {

@@ -346,6 +346,12 @@ class _Batches(Dataset[Batch]):
                 for k in [k for k in self._fds if k[0] != epoch]:
                     os.close(self._fds.pop(k))
             fd = self._fds[key] = os.open(self._path(epoch, suffix), os.O_RDONLY | os.O_CLOEXEC)
+            if suffix:
+                # A sidecar is read a batch's values at a time; the kernel's readahead would
+                # ask for thousands of records' values at once, which on a node-aware mount
+                # are in the id files of every block of every part the node reads. The
+                # daemon's own readahead knows the order.
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
         return fd
 
     def __getstate__(self) -> Dict[str, Any]:

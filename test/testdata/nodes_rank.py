@@ -1,6 +1,8 @@
 """One rank of a simulated multi-node job over a node-aware mount (test/nodes_test.go).
 
-torchrun-style environment: RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK. Reads the epochs
+torchrun-style environment: RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, and MASTER_ADDR and
+MASTER_PORT for a gloo process group whose all_reduce of each batch's size keeps the ranks in
+step, as a training step's gradient all_reduce does. Reads the epochs
 given with blockfs.torch.Loader from MOUNT, checks every record against the raw file (record
 id i is bytes [i*size, (i+1)*size) of it), and writes each epoch's ids to OUT/ids-E-RANK.npy.
 After each epoch it writes OUT/done-E-RANK and waits for OUT/go-E, so the test can read the
@@ -14,6 +16,8 @@ import sys
 import time
 
 import numpy as np
+import torch
+import torch.distributed as dist
 
 import blockfs.torch
 
@@ -32,6 +36,7 @@ def main() -> None:
     ap.add_argument("--barrier", action="store_true")
     a = ap.parse_args()
     rank = int(os.environ["RANK"])
+    dist.init_process_group("gloo", rank=rank, world_size=int(os.environ["WORLD_SIZE"]))
     raw = np.memmap(a.raw, dtype=np.uint8, mode="r").reshape(-1, a.record_size)
     loader = blockfs.torch.Loader(a.mount, batch_size=a.batch)
     first, last = (int(x) for x in a.epochs.split(":"))
@@ -50,6 +55,8 @@ def main() -> None:
                 sys.exit(f"rank {rank} epoch {e}: records differ from the raw file at ids {ids[:4]}...")
             got.append(ids)
             n += 1
+            step = torch.tensor([len(ids)])
+            dist.all_reduce(step)  # the training step: every rank in it, each with a batch
             if a.stop_after is not None and n == a.stop_after:
                 break
         if a.stop_after is None and n != expect:
@@ -68,6 +75,7 @@ def main() -> None:
                 if time.time() > deadline:
                     sys.exit(f"rank {rank}: no go-{e} after 300 s")
                 time.sleep(0.02)
+    dist.destroy_process_group()
     print("ok", rank)
 
 
