@@ -8,11 +8,15 @@ from memory). It reports test accuracy (mean over seeds) next to blockfs order -
 
     order_experiment.py [--seeds 3] [--epochs 5] [--short] [--json FILE] [--markdown FILE]
 
---short is the version make test runs: 2 seeds, 3 epochs, three configurations. Needs root
+The node-aware rows mount 4 nodes (--nodes 4, one rank each, a batch of 32 a rank) and train on
+their global batches of 128, one batch from every rank a step, as DDP does.
+
+--short is the version make test runs: 2 seeds, 3 epochs, four configurations. Needs root
 (mounts), Debian's dataset-fashion-mnist, python3-torch and python3-numpy.
 """
 import argparse
 import gzip
+import itertools
 import json
 import os
 import re
@@ -40,8 +44,12 @@ CONFIGS = [
     ("full --mix 16, class-sorted", "sorted", ["--shuffle", "full", "--mix", "16"]),
     ("full, pre-shuffled (the defaults)", "pre", ["--shuffle", "full"]),
     ("in place, class-sorted .npy (the defaults)", "npy", []),
+    ("4 nodes (--nodes 4), class-sorted", "sorted", ["--nodes", "4"]),
+    ("4 nodes (--nodes 4), pre-shuffled", "pre", ["--nodes", "4"]),
 ]
-SHORT = ["none, class-sorted", "full, pre-shuffled (the defaults)", "in place, class-sorted .npy (the defaults)"]
+SHORT = ["none, class-sorted", "full, pre-shuffled (the defaults)", "in place, class-sorted .npy (the defaults)",
+         "4 nodes (--nodes 4), class-sorted"]
+NODES = 4
 
 
 def idx(path):
@@ -114,6 +122,24 @@ def from_mount(mnt):
     return batches
 
 
+def from_nodes(mnts, epochs):
+    """The global batches of len(mnts) nodes of one rank each (batch 128 / nodes a rank): each
+    training step takes one batch from every rank, as a DDP step averages their gradients."""
+    n = len(mnts)
+    loaders = [blockfs.torch.Loader(m, batch_size=128 // n, rank=i, world_size=n) for i, m in enumerate(mnts)]
+
+    def batches(epoch):
+        for ld in loaders:
+            ld.set_epoch(epoch)
+        for step in itertools.zip_longest(*loaders):
+            rows = torch.cat([b[1] for b in step if b is not None])
+            yield rows[:, 1:].float() / 255, rows[:, 0].long()
+        if epoch == epochs - 1:
+            for ld in loaders:
+                ld.close()  # its files, so the mounts can go
+    return batches
+
+
 def uniform(rows, seed):
     x = torch.from_numpy(rows[:, 1:].copy()).float() / 255
     y = torch.from_numpy(rows[:, 0].copy()).long()
@@ -127,9 +153,11 @@ def stats(blockfs, ds, flags, labels, seed):
     def pick(name, col):
         m = re.search(re.escape(name) + r"\s+(\S+)\s+(\S+)", out)
         return m.group(col) if m else "-"
-    keys = ["distinct blocks per batch of 256", "label TV distance, batch of 256",
-            "record id gap entropy (uniform = 1)", "position correlation with next epoch"]
-    return {k: pick(k, 1) for k in keys}, {k: pick(k, 2) for k in keys}
+    return {k: pick(k, 1) for k in STAT_KEYS}, {k: pick(k, 2) for k in STAT_KEYS}
+
+
+STAT_KEYS = ["distinct blocks per batch of 256", "label TV distance, batch of 256",
+             "record id gap entropy (uniform = 1)", "position correlation with next epoch"]
 
 
 def main():
@@ -155,14 +183,24 @@ def main():
     for name, which, flags in configs:
         accs = []
         for seed in range(a.seeds):
-            sh(a.blockfs, "mount", "--daemon", "--seed", seed, "--cache-size", "64MiB", "--readahead", "8MiB",
-               *flags, sets[which], mnt)
+            nodes = "--nodes" in flags
+            mnts = [os.path.join(mnt, str(i)) for i in range(NODES if nodes else 1)]
+            for i, m in enumerate(mnts):
+                os.makedirs(m, exist_ok=True)
+                sh(a.blockfs, "mount", "--daemon", "--seed", seed, "--cache-size", "64MiB", "--readahead", "8MiB",
+                   *flags, *(["--node", i] if nodes else []), sets[which], m)
             try:
                 net = model(seed)
-                train(net, from_mount(mnt), a.epochs)
+                train(net, from_nodes(mnts, a.epochs) if nodes else from_mount(mnts[0]), a.epochs)
                 accs.append(evaluate(net, xte, yte))
             finally:
-                sh(a.blockfs, "unmount", mnt)
+                for m in mnts:
+                    sh(a.blockfs, "unmount", m)
+        if "--nodes" in flags:
+            results.append({"config": name, "accuracy": float(np.mean(accs)), "runs": accs,
+                            **{k: "-" for k in STAT_KEYS}})
+            print("%-36s %6.2f%%  %s" % (name, results[-1]["accuracy"], accs), flush=True)
+            continue
         q, uni_stats = stats(a.blockfs, sets[which], flags, labels, 0)
         results.append({"config": name, "accuracy": float(np.mean(accs)), "runs": accs, **q})
         print("%-36s %6.2f%%  %s" % (name, results[-1]["accuracy"], accs), flush=True)

@@ -14,7 +14,8 @@ import (
 // TestOrderExperimentShort is the short version of bench/order_experiment.py: Fashion-MNIST
 // stored sorted by class, a 2-layer MLP trained from the mount (2 seeds, 3 epochs). It fails if
 // the defaults (full shuffle of pre-shuffled data; the sorted .npy served in place with no
-// flags) fall more than 1 point of accuracy below a true uniform shuffle, or if no shuffle on class-sorted data does not fall clearly below it
+// flags; the global batches of 4 node-aware mounts of the class-sorted pack) fall more than 1
+// point of accuracy below a true uniform shuffle, or if no shuffle on class-sorted data does not fall clearly below it
 // (so the experiment can tell a good order from a bad one).
 func TestOrderExperimentShort(t *testing.T) {
 	requireFUSE(t)
@@ -47,8 +48,10 @@ func TestOrderExperimentShort(t *testing.T) {
 	defaults := acc["full, pre-shuffled (the defaults)"]
 	inPlace := acc["in place, class-sorted .npy (the defaults)"]
 	none := acc["none, class-sorted"]
+	nodes := acc["4 nodes (--nodes 4), class-sorted"]
 	require.Positive(t, uniform)
 	assert.GreaterOrEqual(t, defaults, uniform-1, "the defaults are within 1 point of a uniform shuffle")
 	assert.GreaterOrEqual(t, inPlace, uniform-1, "a class-sorted .npy served in place with default flags is within 1 point of a uniform shuffle")
+	assert.GreaterOrEqual(t, nodes, uniform-1, "class-sorted data trained on the global batches of 4 node-aware mounts is within 1 point of a uniform shuffle")
 	assert.LessOrEqual(t, none, uniform-10, "no shuffle on class-sorted data falls clearly below")
 }

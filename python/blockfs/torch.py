@@ -354,6 +354,13 @@ class _Batches(Dataset[Batch]):
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
         return fd
 
+    def close_files(self) -> None:
+        """Closes the files this process opened (the main process's, with num_workers=0)."""
+        if self._pid == os.getpid():
+            for fd in self._fds.values():
+                os.close(fd)
+        self._fds = {}
+
     def __getstate__(self) -> Dict[str, Any]:
         s = dict(self.__dict__)
         s["_fds"], s["_pid"] = {}, None
@@ -706,10 +713,12 @@ class Loader:
     def close(self) -> None:
         """Stops persistent workers now (they otherwise stop when the loader is collected): the
         loader ends its iterations in progress and lets go of its DataLoader, whose iterator torch
-        shuts down, workers and all, when it is collected; a later iteration starts a new one."""
+        shuts down, workers and all, when it is collected; a later iteration starts a new one.
+        It also closes the files it read with num_workers=0, so the mount can go."""
         for it in list(self._running):
             it.close()
         self._loader = None
+        self._batches.close_files()
 
     def __enter__(self) -> Loader:
         return self
