@@ -12,9 +12,11 @@ at once.
 - first epoch: the store's bytes over the wall time of the four reads, against the cap (floor
   0.9); then epochs 1-3: each node's store bytes over its share, with a disk cache of the
   share plus 12% (floor 0.05) and of half of it (floor 0.55);
-- CPU: the four daemons' CPU seconds per GiB the store sent them in epoch 0, beside bin/s3get
-  whole's (a bare client that GETs every block object whole, through the same relay, no cap),
-  alternated --runs times; the floor is 1.5x.
+- CPU: a node-aware daemon's CPU seconds per GiB the store sent it in its epoch 0, read with dd
+  with no cap (--nodes 1, so that it fetches the whole GiB: a node's share of a quarter GiB
+  leaves the per-run constant a large part of the figure), beside a mount of the whole data's
+  and bin/s3get whole's (a bare client that GETs every block object whole), all through the
+  relay, alternated --runs times (the floor is 1.5x the bare client's).
 
     nodes_bench.py [--cap 100] [--runs 3] [--markdown FILE]
 
@@ -89,7 +91,7 @@ def share_bytes(mnt):
     return info["records"] * 4096 + (info["records"] * 8 if info["preshuffled"] else 0)
 
 
-def cluster(minio, url, work, cap, frac, share):
+def cluster(minio, url, work, cap, frac, share, epochs=3):
     """One run of the four nodes: epoch 0 rate, and each node's store bytes over its share in
     epochs 1-3, with a disk cache of frac x the share. Also the daemons' CPU seconds per GiB
     of epoch 0."""
@@ -109,7 +111,7 @@ def cluster(minio, url, work, cap, frac, share):
             first = {"rate_mbs": sum(sent) / secs / 1e6, "cap_mbs": cap, "sent": sent,
                      "cpu_s_per_gib": cpu / (sum(sent) / (1 << 30))}
             later = []
-            for e in (1, 2, 3):
+            for e in range(1, epochs + 1):
                 drop_caches()
                 before = relay.sent()
                 read_all(mounts, e)
@@ -121,8 +123,14 @@ def cluster(minio, url, work, cap, frac, share):
                 m.__exit__()
 
 
-def s3get_cpu(minio, relay, prefix):
+def s3get_cpu(minio, prefix):
     """bin/s3get whole of every block object through the relay (no cap): CPU s per GiB."""
+    with Relay(minio.addr, 0, os.path.join(minio.dir, "..", "relay-get.json")) as relay:
+        drop_caches()
+        return get_cpu(relay, prefix)
+
+
+def get_cpu(relay, prefix):
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run([S3GET, "-endpoint", "http://" + relay.addrs[0], "-bucket", "bench", "-prefix", prefix,
                           "-workers", "8", "whole"], check=True, capture_output=True, text=True).stdout.split()
@@ -131,20 +139,35 @@ def s3get_cpu(minio, relay, prefix):
     return cpu / (int(out[0]) / (1 << 30))
 
 
+def one_cpu(minio, url, work, flags):
+    """One mount (of the whole data, or with flags one node's), its disk cache empty, epoch 0
+    read with dd through the relay with no cap: the daemon's CPU seconds per GiB fetched."""
+    shutil.rmtree(os.path.join(work, "dc-whole"), ignore_errors=True)
+    with Relay(minio.addr, 0, os.path.join(work, "relay-whole.json")) as relay:
+        argv = [BIN, "mount", "--endpoint", "http://" + relay.addrs[0], "--disk-cache", os.path.join(work, "dc-whole"),
+                "--cache-size", "320MiB", "--seed", "3"] + flags + [url, os.path.join(work, "mnt-whole")]
+        with bench.Daemon(argv, os.path.join(work, "mnt-whole"), wait=60) as m:
+            drop_caches()
+            c0 = m.cpu_seconds()
+            read_all([m], 0)
+            return (m.cpu_seconds() - c0) / (relay.sent()[0] / (1 << 30))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cap", type=float, default=100, help="the store's bandwidth, MB/s, all nodes together")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--work", default=os.path.join(ROOT, "build", "bench", "nodes"))
     ap.add_argument("--markdown")
+    ap.add_argument("--cpu-only", action="store_true", help="only the CPU rows")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     sh("cd %s && go build -o bin/caprelay ./bench/caprelay && go build -o bin/s3get ./bench/s3get" % ROOT)
     raw = os.path.join(a.work, "records.bin")
     if not os.path.exists(raw) or os.path.getsize(raw) != RECORDS * 4096:
         sh("head -c %d /dev/urandom > %s" % (RECORDS * 4096, raw))
-    t0 = time.time()
-    rows = []
+    t0 = time.time()  # after the raw file is made
+    rows, cpu = [], {"nodes": [], "whole": [], "get": []}
     with Minio(a.work) as minio:
         ep = ["--endpoint", minio.endpoint]
         for name, flags in (("pre-shuffled", []), ("--no-shuffle", ["--no-shuffle"])):
@@ -152,32 +175,35 @@ def main():
             sh(" ".join([BIN, "pack", "--quiet", "--force"] + ep + ["--format", "raw", "--record-size", "4KiB",
                                                                "--block-size", "4MiB"] + flags + [raw, "s3://bench/" + prefix]))
             share = RECORDS // NODES * 4096 + (RECORDS // NODES * 8 if not flags else 0)
-            for frac in (1.12, 0.5):
-                runs = []
-                cpus, gets = [], []
-                for r in range(a.runs if frac > 1 else 1):
-                    first, later = cluster(minio, "s3://bench/" + prefix, a.work, a.cap, frac, share)
-                    runs.append((first, later))
-                    cpus.append(first["cpu_s_per_gib"])
-                    with Relay(minio.addr, 0, os.path.join(a.work, "relay-get.json")) as relay:
-                        drop_caches()
-                        gets.append(s3get_cpu(minio, relay, prefix))
-                    print(name, frac, first, later, "s3get cpu/GiB %.2f" % gets[-1], flush=True)
-                rows.append({"layout": name, "disk": frac,
-                             "first_rate": [f["rate_mbs"] / a.cap for f, _ in runs],
-                             "later_max": max(max(max(e) for e in l) for _, l in runs),
-                             "later_min": min(min(min(e) for e in l) for _, l in runs),
-                             "cpu": cpus, "get_cpu": gets})
+            for frac in (1.12, 0.5) if not a.cpu_only else ():
+                first, later = cluster(minio, "s3://bench/" + prefix, a.work, a.cap, frac, share)
+                print(name, frac, first, later, flush=True)
+                rows.append({"layout": name, "disk": frac, "first": first["rate_mbs"] / a.cap,
+                             "later_max": max(max(e) for e in later), "later_min": min(min(e) for e in later)})
+            if flags:
+                continue
+            for r in range(a.runs):  # CPU, no cap, each of the three first in turn
+                node = ["--nodes", "1", "--node", "0"] + MOUNT_FLAGS[:4]
+                runs = [("nodes", lambda: one_cpu(minio, "s3://bench/" + prefix, a.work, node)),
+                        ("whole", lambda: one_cpu(minio, "s3://bench/" + prefix, a.work, [])),
+                        ("get", lambda: s3get_cpu(minio, prefix))]
+                for k, f in runs[r % 3:] + runs[:r % 3]:
+                    cpu[k].append(f())
+                print("cpu s/GiB", {k: v[-1] for k, v in cpu.items()}, flush=True)
+    med = {k: statistics.median(v) for k, v in cpu.items()}
     lines = ["4 nodes (node-aware mounts, --parts 24 --mix 1, 96 MiB memory cache each) over MinIO behind a relay "
              "capped at %.0f MB/s; 1 GiB of 4 KiB records in 4 MiB blocks; %.0f s" % (a.cap, time.time() - t0), "",
-             "| layout | disk cache a node | first epoch, the 4 nodes together / the cap | store bytes a node, epochs 1-3 / its share | daemon CPU s per GiB fetched / bare GET client's |",
-             "|---|---|---|---|---|"]
+             "| layout | disk cache a node | first epoch, the 4 nodes together / the cap | store bytes a node, epochs 1-3 / its share |",
+             "|---|---|---|---|"]
     for r in rows:
-        ratio = [c / g for c, g in zip(r["cpu"], r["get_cpu"])]
-        lines.append("| %s | %s | %s | %.3f-%.3f | %s |" % (
-            r["layout"], "its share + 12%" if r["disk"] > 1 else "half its share",
-            ", ".join("%.2f" % v for v in r["first_rate"]), r["later_min"], r["later_max"],
-            ", ".join("%.2f (%.2f/%.2f)" % (x, c, g) for x, c, g in zip(ratio, r["cpu"], r["get_cpu"]))))
+        lines.append("| %s | %s | %.2f | %.3f-%.3f |" % (
+            r["layout"], "its share + 12%" if r["disk"] > 1 else "half its share", r["first"], r["later_min"], r["later_max"]))
+    lines += ["", "CPU seconds per GiB fetched from the store, epoch 0 with no cap (median of %d, alternated): "
+              "a node-aware daemon (--nodes 1, 320 MiB cache) %.2f, one mount of the whole data (320 MiB) %.2f, bin/s3get whole %.2f; the node-aware one "
+              "at %.2fx the bare client (runs: %s; %s; %s)" % (
+                  a.runs, med["nodes"], med["whole"], med["get"], med["nodes"] / med["get"],
+                  ", ".join("%.2f" % v for v in cpu["nodes"]), ", ".join("%.2f" % v for v in cpu["whole"]),
+                  ", ".join("%.2f" % v for v in cpu["get"]))]
     text = "\n".join(lines)
     print()
     print(text)

@@ -129,7 +129,7 @@ func (np *nodesPlan) keep() []source.FileID {
 // build opens the node's tree over the whole dataset's stack st: a cache namespace per part
 // (layout.SubBlocks of st's source), and the node's epochs over them.
 func (np *nodesPlan) build(p *Plan, st *stack) (*served, error) {
-	sv := &served{stacks: []*stack{st}}
+	sv := &served{stacks: []*stack{st}, node: true}
 	parts := make([]source.Blocks, len(np.srcs))
 	for i, sub := range np.srcs {
 		parts[i] = layout.SubBlocks(st.src, sub.ds)

@@ -243,6 +243,7 @@ type served struct {
 	cache  *cache.Cache
 	stacks []*stack
 	mux    *source.Mux // a mixture's sources under the cache
+	node   bool        // a node-aware mount: its parts under mux, one dataset's stack
 }
 
 // build opens the sources, the cache and the tree: one dataset's epochs, or a mixture's over
@@ -349,7 +350,7 @@ func (s *served) storeStats() func() any {
 	if !any1 {
 		return nil
 	}
-	if s.mux == nil {
+	if s.mux == nil || s.node {
 		return func() any { return s.stacks[0].store() }
 	}
 	return func() any {
@@ -364,7 +365,7 @@ func (s *served) storeStats() func() any {
 }
 
 func (s *served) diskStats() func() any {
-	if s.mux == nil {
+	if s.mux == nil || s.node {
 		return s.stacks[0].diskStats()
 	}
 	fns := make([]func() any, len(s.stacks))

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -171,17 +172,10 @@ func epochIDs(t *testing.T, out string, e int) []int64 {
 	return all
 }
 
-// requireExact fails unless ids are every record id once.
+// requireExact fails unless ids are every record id of the cluster's data once.
 func requireExact(t *testing.T, ids []int64, what string) {
 	t.Helper()
-	require.Len(t, ids, clusterRecords, "%s: records read", what)
-	s := append([]int64(nil), ids...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	for i, v := range s {
-		if int64(i) != v {
-			t.Fatalf("%s: record %d missing or read twice (sorted position %d holds %d)", what, i, i, v)
-		}
-	}
+	requireExactN(t, ids, clusterRecords, what)
 }
 
 // TestNodesCluster is the simulated 4-node cluster of issue 35: one dataset in MinIO (256 MiB
@@ -284,5 +278,110 @@ func TestNodesCluster(t *testing.T) {
 				requireExact(t, epochIDs(t, out, 4), "epoch 4, resumed after a killed node and at 2 nodes")
 			})
 		}
+	}
+}
+
+// TestNodesLocal: a node-aware mount of a dataset on a (shared) filesystem reads only its own
+// parts' block files, epoch after epoch, so the node's page cache keeps its part: after two
+// epochs of node 0 read with --direct off, every page of its block files is resident and none
+// of the other nodes'; each node's records are the data's, its epochs' ids are its parts' records, and the four nodes' are every
+// record once. Then the refusals, each one line and exit 2.
+func TestNodesLocal(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	raw := filepath.Join(dir, "records.bin")
+	data := make([]byte, 16384*1024)
+	r := rand.New(rand.NewPCG(35, 2))
+	for i := 0; i < len(data); i += 8 {
+		binary.LittleEndian.PutUint64(data[i:], r.Uint64())
+	}
+	require.NoError(t, os.WriteFile(raw, data, 0o644))
+	ds := filepath.Join(dir, "ds")
+	mustRun(t, "pack", "--quiet", "--format", "raw", "--record-size", "1KiB", "--block-size", "256KiB", "--no-shuffle", raw, ds)
+	blocks, err := filepath.Glob(filepath.Join(ds, "blocks", "*.bin"))
+	require.NoError(t, err)
+	require.Len(t, blocks, 64)
+	evictBlocks(t, blocks)
+	var all []int64
+	for node := range 4 {
+		m := mount(t, ds, "--nodes", "4", "--node", strconv.Itoa(node), "--direct", "off", "--cache-size", "32MiB", "--mix", "1", "--seed", "9")
+		for e := range 2 {
+			b, err := os.ReadFile(m.path(fmt.Sprintf("epoch-%04d", e)))
+			require.NoError(t, err)
+			ids := idsOf(t, m.path(fmt.Sprintf("epoch-%04d.ids", e)))
+			for i, id := range ids {
+				require.Equal(t, data[id*1024:(id+1)*1024], b[i*1024:(i+1)*1024], "node %d epoch %d position %d", node, e, i)
+			}
+			if e == 0 {
+				all = append(all, ids...)
+			}
+		}
+		if node == 0 {
+			// Node 0's files are in the page cache, whole; the others are not.
+			var info struct {
+				Nodes struct {
+					Own []struct {
+						Part int `json:"part"`
+					} `json:"own_parts"`
+				} `json:"nodes"`
+			}
+			b, err := os.ReadFile(m.path(".blockfs/info.json"))
+			require.NoError(t, err)
+			require.NoError(t, json.Unmarshal(b, &info))
+			mine := map[int64]bool{}
+			for _, id := range all[len(all)-len(idsOf(t, m.path("epoch-0000.ids"))):] {
+				mine[id/256] = true // 256 records of 1 KiB a block, stored in order
+			}
+			require.Len(t, info.Nodes.Own, 12)
+			require.Len(t, mine, 16, "node 0 reads 16 of the 64 blocks")
+			for i, f := range blocks {
+				pages := residentPages(t, f, 0, 256<<10)
+				if mine[int64(i)] {
+					require.EqualValues(t, 64, pages, "node 0's block %d is resident", i)
+				} else {
+					require.Zero(t, pages, "block %d is another node's", i)
+				}
+			}
+		}
+		m.stop()
+	}
+	requireExactN(t, all, 16384, "the 4 nodes' epoch 0")
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nodes", "5"}, "--nodes 5 does not divide the 48 canonical parts"},
+		{[]string{"--nodes", "4", "--node", "4"}, "--node 4 of --nodes 4: need 0 <= node < nodes"},
+		{[]string{"--nodes", "4", "--parts", "96"}, "--parts 96 is more than the dataset's 64 blocks"},
+		{[]string{"--node", "1"}, "--node and --parts go with --nodes N"},
+		{[]string{"--nodes", "-1"}, "need positive counts"},
+	} {
+		_, errs, code := run(t, append([]string{"mount"}, append(tc.args, ds, t.TempDir())...)...)
+		require.Equal(t, 2, code, "%v: %s", tc.args, errs)
+		require.Contains(t, errs, tc.want, "%v", tc.args)
+		require.Equal(t, 1, strings.Count(strings.TrimSpace(errs), "\n")+1, "one line: %s", errs)
+	}
+}
+
+// idsOf reads an .ids file.
+func idsOf(t *testing.T, path string) []int64 {
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	out := make([]int64, len(b)/8)
+	for i := range out {
+		out[i] = int64(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return out
+}
+
+// requireExactN fails unless ids are 0..n-1, each once.
+func requireExactN(t *testing.T, ids []int64, n int, what string) {
+	t.Helper()
+	require.Len(t, ids, n, what)
+	s := append([]int64(nil), ids...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	for i, v := range s {
+		require.EqualValues(t, i, v, "%s: record %d missing or twice", what, i)
 	}
 }
