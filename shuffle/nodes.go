@@ -29,14 +29,16 @@ const DefaultParts = 48
 const MaxParts = MaxSources
 
 // ChooseParts returns the parts of a dataset of blocks blocks: parts when given (> 0), else
-// the largest of 48, 24, 12, 6, 4, 3, 2 and 1 with a block for each part. It depends on the
-// data alone, never on the node count, so a job keeps its order at any node count.
+// the largest of 48, 24, 12, 6, 4, 3, 2 and 1 with at least 4 blocks for each part (so that
+// a part's own order still shuffles blocks, and a small dataset does not hold a cache page
+// for each of dozens of parts). It depends on the data alone, never on the node count, so a
+// job keeps its order at any node count.
 func ChooseParts(parts, blocks int) int {
 	if parts > 0 {
 		return parts
 	}
 	for _, p := range []int{DefaultParts, 24, 12, 6, 4, 3, 2} {
-		if p <= blocks {
+		if 4*p <= blocks {
 			return p
 		}
 	}

@@ -127,7 +127,8 @@ func TestPartBlocks(t *testing.T) {
 		require.NotEqual(t, pb, PartBlocks(tc.blocks, tc.parts, 8))
 	}
 	require.Equal(t, 48, ChooseParts(0, 256))
-	require.Equal(t, 24, ChooseParts(0, 47))
+	require.Equal(t, 6, ChooseParts(0, 47))
+	require.Equal(t, 24, ChooseParts(0, 191))
 	require.Equal(t, 1, ChooseParts(0, 1))
 	require.Equal(t, 96, ChooseParts(96, 256))
 	require.Error(t, Nodes{Parts: 48, Nodes: 5}.Validate(256))

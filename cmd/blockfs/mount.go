@@ -110,7 +110,7 @@ func (f *mountFlags) register(fl *pflag.FlagSet) {
 	f.disk.register(fl)
 	fl.IntVar(&f.nodes, "nodes", 0, "the job's node count (torchrun's --nnodes): serve only this node's canonical parts of the data, the same every epoch, so a node's disk and page caches keep what it reads (docs/SHUFFLE.md, \"Many nodes\"); 0: the whole data")
 	fl.IntVar(&f.node, "node", 0, "with --nodes: this node, 0 to nodes-1 (torchrun's --node_rank, Slurm's $SLURM_NODEID)")
-	fl.IntVar(&f.parts, "parts", 0, "with --nodes: the canonical parts the blocks are dealt to, a multiple of every node count the job may run at (default: 48, or fewer for data of fewer blocks)")
+	fl.IntVar(&f.parts, "parts", 0, "with --nodes: the canonical parts the blocks are dealt to, a multiple of every node count the job may run at (default: 48, or fewer for data of fewer than 192 blocks: at least 4 blocks a part)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the daemon (pprof format) to this file at unmount")
 	_ = fl.MarkHidden("cpuprofile")
 	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (ADDR is HOST:PORT, e.g. 127.0.0.1:9560; off by default)")
