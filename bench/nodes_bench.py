@@ -204,12 +204,7 @@ def main():
                   a.runs, med["nodes"], med["whole"], med["get"], med["nodes"] / med["get"],
                   ", ".join("%.2f" % v for v in cpu["nodes"]), ", ".join("%.2f" % v for v in cpu["whole"]),
                   ", ".join("%.2f" % v for v in cpu["get"]))]
-    text = "\n".join(lines)
-    print()
-    print(text)
-    if a.markdown:
-        with open(a.markdown, "w") as f:
-            f.write(text + "\n")
+    bench.emit(lines, a.markdown)
 
 
 if __name__ == "__main__":
