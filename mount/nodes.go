@@ -28,12 +28,13 @@ type nodesPlan struct {
 	blocks  [][]int  // every part's blocks (shuffle.PartBlocks)
 	records []uint64 // every part's records
 	srcs    []*Plan  // a plan per part of mine
+	mix     int      // the window K (nodeMix); each part's is shuffle.PartWindow of it
 	order   *shuffle.Mixture
 }
 
 // planNodes plans a node-aware mount of p's dataset (opened, its mount point checked): its
-// parts, each ordered as a dataset of its own with its own seed and window (auto: chosen from
-// the part and fitted to a P-th of the memory, the same at every node count), and the memory
+// parts, each ordered as a dataset of its own with its own seed and window (nodeMix: from the
+// data and the parts alone, the same at every node count), and the memory
 // of this node's parts under one cache. req is the order asked for (Mix 0: auto).
 func (p *Plan) planNodes(req shuffle.Options) error {
 	o, ds := p.opt.Nodes, p.ds
@@ -50,12 +51,13 @@ func (p *Plan) planNodes(req shuffle.Options) error {
 		}
 	}
 	k, why := nodeMix(ds, req, np.at.Parts)
+	np.mix = k
 	var counts []uint64
 	shares := make([]float64, len(np.mine))
 	for i, q := range np.mine {
 		sub := &Plan{opt: p.opt, loc: p.loc, ds: ds.Sub(np.blocks[q]), mnt: p.mnt}
 		so := req
-		so.Seed, so.Mix = shuffle.PartSeed(req.Seed, q), k
+		so.Seed, so.Mix = shuffle.PartSeed(req.Seed, q), shuffle.PartWindow(k, len(np.blocks[q]))
 		sub.opt.Order, sub.order = ChooseOrder(sub.ds, so)
 		sub.order.Auto, sub.order.Warning = req.Mix == 0, "" // the part's spread is not the epoch's
 		if sub.order.Auto {
@@ -164,7 +166,7 @@ func (np *nodesPlan) build(p *Plan, st *stack) (*served, error) {
 // can find where each node's epoch resumes (NodeShare).
 func (np *nodesPlan) facts(p *Plan) map[string]any {
 	f := view.DatasetFacts(p.ds, np.srcs[0].opt.Order)
-	f["seed"] = p.opt.Order.Seed
+	f["seed"], f["mix"] = p.opt.Order.Seed, np.mix // the same on every node (a part's own window varies)
 	f["dataset_records"] = p.ds.Records()
 	var parts []map[string]any
 	for i, sub := range np.srcs {

@@ -90,6 +90,18 @@ func PartBlocks(blocks, parts int, seed uint64) [][]int {
 	return out
 }
 
+// PartWindow returns the window of a part of blocks blocks in a node-aware mount whose window
+// is k: the part's blocks cut into ceil(blocks / k) windows as even as the count allows,
+// ceil(blocks / ceil(blocks / k)) blocks each (the last one fewer), so that no part ends its
+// epoch on a short window of a block or two (on data stored in order, a batch of one class).
+func PartWindow(k, blocks int) int {
+	if k <= 1 || blocks <= 1 {
+		return 1
+	}
+	w := (blocks + k - 1) / k
+	return (blocks + w - 1) / w
+}
+
 // PartSeed returns part p's seed in a mount seeded with seed.
 func PartSeed(seed uint64, p int) uint64 { return Derive(seed, DomainPart, 0, uint64(p)) }
 

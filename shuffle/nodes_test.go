@@ -126,6 +126,9 @@ func TestPartBlocks(t *testing.T) {
 		require.Equal(t, pb, PartBlocks(tc.blocks, tc.parts, 7))
 		require.NotEqual(t, pb, PartBlocks(tc.blocks, tc.parts, 8))
 	}
+	for _, tc := range [][3]int{{7, 8, 4}, {7, 7, 7}, {5, 6, 3}, {8, 21, 7}, {8, 22, 8}, {1, 9, 1}, {3, 1, 1}, {16, 4, 4}} {
+		require.Equal(t, tc[2], PartWindow(tc[0], tc[1]), "window %d over %d blocks", tc[0], tc[1])
+	}
 	require.Equal(t, 48, ChooseParts(0, 256))
 	require.Equal(t, 6, ChooseParts(0, 47))
 	require.Equal(t, 24, ChooseParts(0, 191))
@@ -149,7 +152,7 @@ func wholeEpochBlocks(t *testing.T, counts []uint64, parts, mix int, seed, epoch
 			c[i] = counts[b]
 			recs[q] += c[i]
 		}
-		o, err := New(c, Options{Seed: PartSeed(seed, q), Epoch: epoch, Mode: Full, Mix: mix})
+		o, err := New(c, Options{Seed: PartSeed(seed, q), Epoch: epoch, Mode: Full, Mix: PartWindow(mix, len(bs))})
 		require.NoError(t, err)
 		orders[q] = o
 	}
