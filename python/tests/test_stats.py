@@ -2,6 +2,7 @@
 and a line per open file) and Loader.read_stats() (the share of the workers' time spent in
 reads of the mount)."""
 import os
+import time
 import unittest
 
 import blockfs
@@ -30,6 +31,10 @@ class StatsTest(Scratch):
                 self.assertGreater(r["bytes"], 0)
                 self.assertGreaterEqual(r["wait_seconds"], 0.0)
                 self.assertLessEqual(r["stall"], 1.0)
+            # The kernel sends FUSE's RELEASE after close() returns, asynchronously: wait for it.
+            deadline = time.monotonic() + 5
+            while m.stats()["readers"] and time.monotonic() < deadline:
+                time.sleep(0.01)
             self.assertEqual(m.stats()["readers"], [], "a closed file is no reader")
 
     def test_loader_read_stats(self):
