@@ -42,6 +42,9 @@ func OffsetsFile(block int) FileID { return FileID(block)*numRoles + FileID(Role
 // the number of blocks (one past the last).
 func BlockOfFile(id FileID) int { return int(id / numRoles) }
 
+// RoleOfFile returns the role of a block's file (data, ids or offsets).
+func RoleOfFile(id FileID) Role { return Role(id % numRoles) }
+
 // NamesFile returns the FileID of the names file of a dataset of the given number of blocks.
 func NamesFile(blocks int) FileID { return FileID(blocks) * numRoles }
 

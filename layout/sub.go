@@ -42,7 +42,7 @@ func (d *Dataset) ParentFile(id FileID) FileID {
 	if !ok {
 		return id
 	}
-	return RoleFile(s.blocks[BlockOfFile(id)], Role(id%numRoles))
+	return RoleFile(s.blocks[BlockOfFile(id)], RoleOfFile(id))
 }
 
 // subShape is a Sub dataset's shape: its parent's, block by block.
@@ -56,7 +56,7 @@ func (s *subShape) file(id FileID) (File, bool) {
 	if b >= len(s.blocks) {
 		return File{Block: -1}, false
 	}
-	f, ok := s.parent.File(RoleFile(s.blocks[b], Role(id%numRoles)))
+	f, ok := s.parent.File(RoleFile(s.blocks[b], RoleOfFile(id)))
 	f.Block = b
 	return f, ok
 }

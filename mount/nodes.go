@@ -88,7 +88,32 @@ func (p *Plan) planNodes(req shuffle.Options) error {
 		// parts the node has.
 		p.opt.Readahead = NeedCache(ds, k, 0, cache.DefaultPageSize).Window * int64(len(np.mine))
 	}
-	return p.planSources(np.srcs, shares, p.opt.Data, p.loc.Abs, ds.Manifest.Fingerprint(), false)
+	if err := p.planSources(np.srcs, shares, p.opt.Data, p.loc.Abs, ds.Manifest.Fingerprint(), false); err != nil {
+		return err
+	}
+	for _, sub := range np.srcs {
+		p.mem.ResidentBlocks += sub.mem.ResidentBlocks
+	}
+	return nil
+}
+
+// streams returns which of the dataset's files are read with O_DIRECT: each part's plan says
+// for its blocks (its resident set is read buffered, kept by the kernel), and the files of
+// other nodes' parts, never read here, stream.
+func (np *nodesPlan) streams() func(source.FileID) bool {
+	at := map[int][2]int{} // the dataset's block -> (part of mine, the part's block)
+	for i, q := range np.mine {
+		for k, b := range np.blocks[q] {
+			at[b] = [2]int{i, k}
+		}
+	}
+	return func(id source.FileID) bool {
+		e, ok := at[layout.BlockOfFile(id)]
+		if !ok {
+			return true
+		}
+		return np.srcs[e[0]].mem.Streams(layout.RoleFile(e[1], layout.RoleOfFile(id)))
+	}
 }
 
 // nodeMix returns the window of every part of a node-aware mount and why: --mix when given;
@@ -116,8 +141,11 @@ const nodeWindowBytes = 64 << 20
 
 // keep returns the FileIDs of the node's parts, part by part, for the disk cache's fixed set:
 // a node keeps what it reads.
-func (np *nodesPlan) keep() []source.FileID {
+func (np *nodesPlan) keep(ds *layout.Dataset) []source.FileID {
 	var out []source.FileID
+	if id, ok := ds.Names(); ok {
+		out = append(out, id) // small, and every node's
+	}
 	for _, q := range np.mine {
 		for _, b := range np.blocks[q] {
 			for r := layout.RoleData; r <= layout.RoleOffsets; r++ {
@@ -132,10 +160,12 @@ func (np *nodesPlan) keep() []source.FileID {
 // (layout.SubBlocks of st's source), and the node's epochs over them.
 func (np *nodesPlan) build(p *Plan, st *stack) (*served, error) {
 	sv := &served{stacks: []*stack{st}, node: true}
-	parts := make([]source.Blocks, len(np.srcs))
+	// A namespace per part, and the last one the whole dataset's (its names file).
+	parts := make([]source.Blocks, len(np.srcs)+1)
 	for i, sub := range np.srcs {
 		parts[i] = layout.SubBlocks(st.src, sub.ds)
 	}
+	parts[len(np.srcs)] = st.src
 	sv.mux = source.NewMux(parts)
 	c, err := cache.New(sv.mux, p.cacheOpt)
 	if err != nil {
@@ -153,11 +183,15 @@ func (np *nodesPlan) build(p *Plan, st *stack) (*served, error) {
 			return nil, fmt.Errorf("part %d: %w", np.mine[i], err)
 		}
 	}
-	if sv.tree, err = view.NewNode(sets, np.order, c, p.ds.Dir, np.facts(p)); err != nil {
+	m, err := view.NewNode(sets, np.order, c, p.ds.Dir, np.facts(p))
+	if err != nil {
 		c.Close()
 		sv.close()
 		return nil, err
 	}
+	whole := c.Namespace(len(np.srcs))
+	m.Names = func() (view.File, bool) { return view.OpenNames(p.ds, whole) }
+	sv.tree = m
 	return sv, nil
 }
 

@@ -98,6 +98,9 @@ func New(opt Options) (*Plan, error) {
 	if opt.Epochs > bfs.MaxEpochs {
 		return nil, Usagef("--epochs %d is out of range (1 to %d; it is how many epochs ls lists, and any epoch can be opened by name)", opt.Epochs, bfs.MaxEpochs)
 	}
+	if opt.Nodes.Nodes == 0 && (opt.Nodes.Node != 0 || opt.Nodes.Parts != 0) {
+		return nil, Usagef("--node and --parts go with --nodes N (the job's node count)")
+	}
 	if opt.Nodes.Nodes > 0 && (opt.Mixture != nil || Locate(opt.Data).Kind == FieldsDir) {
 		return nil, Usagef("--nodes is for one dataset; %s is a mixture or a dataset with fields, which are not node-aware yet: mount it whole on each node", opt.Data)
 	}
@@ -123,9 +126,7 @@ func New(opt Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opt.Nodes.Nodes == 0 && (opt.Nodes.Node != 0 || opt.Nodes.Parts != 0) {
-		return nil, Usagef("--node and --parts go with --nodes N (the job's node count)")
-	}
+
 	if p.mnt, err = CheckMountpoint(opt.Mountpoint, p.ds.Where()); err != nil {
 		return nil, err
 	}
@@ -199,7 +200,7 @@ func (p *Plan) finish() error {
 		return err
 	}
 	if p.disk != nil {
-		p.disk.Direct, p.disk.Streams = p.mem.Direct, p.mem.Streams
+		p.disk.Direct, p.disk.Streams = p.mem.Direct, p.streams()
 	}
 	if p.opt.Verify {
 		if _, err := layout.NewVerified(p.ds, nil); err != nil {
@@ -207,6 +208,15 @@ func (p *Plan) finish() error {
 		}
 	}
 	return nil
+}
+
+// streams returns which of the dataset's files are read with O_DIRECT (MemoryPlan.Streams; a
+// node-aware mount's parts each say for theirs).
+func (p *Plan) streams() func(layout.FileID) bool {
+	if p.nodes != nil {
+		return p.nodes.streams()
+	}
+	return p.mem.Streams
 }
 
 // Dataset returns the dataset the mount serves (nil for a mixture or a dataset with fields).

@@ -35,7 +35,7 @@ func (p *Plan) openSources() (*stack, error) {
 	case p.mem.Direct && p.mem.ResidentBlocks > 0:
 		// The resident set's blocks are read buffered and stay in the kernel's page cache,
 		// the others stream with O_DIRECT.
-		s.src = local.NewStreaming(p.ds, p.mem.Streams)
+		s.src = local.NewStreaming(p.ds, p.streams())
 	default:
 		// Direct I/O: block data goes from the disk straight into the page-aligned cache,
 		// cached once; buffered: the kernel keeps the block files too.
@@ -48,7 +48,7 @@ func (p *Plan) openSources() (*stack, error) {
 		}
 		s.src, s.disk, s.dir = dc, dc, p.disk.Dir
 		st := dc.Stats()
-		log.Printf("blockfs: disk cache %s: %s in %d files, bound %s; keeps the first %d of the dataset's files",
+		log.Printf("blockfs: disk cache %s: %s in %d files, bound %s; keeps %d of the dataset's files (a fixed set)",
 			p.disk.Dir, ibytes(st.Used), st.Files, ibytes(dc.Limit()), dc.KeptFiles())
 	}
 	if p.opt.Verify {
@@ -124,7 +124,7 @@ func (p *Plan) diskOptions() (*diskcache.Options, error) {
 	}
 	do := &diskcache.Options{Dir: dir, Size: size, Namespace: p.ds.Manifest.Fingerprint(), Files: layout.NamesFile(p.ds.Blocks()) + 1}
 	if p.nodes != nil {
-		do.Keep = p.nodes.keep()
+		do.Keep = p.nodes.keep(p.ds)
 	}
 	return do, nil
 }

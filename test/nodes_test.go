@@ -347,6 +347,24 @@ func TestNodesLocal(t *testing.T) {
 	}
 	requireExactN(t, all, 16384, "the 4 nodes' epoch 0")
 
+	// A dataset packed from a folder: a node's mount serves the dataset's names file.
+	folder := filepath.Join(dir, "folder")
+	for i := range 40 {
+		require.NoError(t, os.MkdirAll(filepath.Join(folder, fmt.Sprintf("c%d", i%3)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(folder, fmt.Sprintf("c%d", i%3), fmt.Sprintf("f%02d.bin", i)), data[i*20000:(i+1)*20000], 0o644))
+	}
+	named := filepath.Join(dir, "named")
+	mustRun(t, "pack", "--quiet", "--block-size", "64KiB", folder, named)
+	whole := mount(t, named)
+	want, err := os.ReadFile(whole.path(".blockfs/names.txt"))
+	require.NoError(t, err)
+	nm := mount(t, named, "--nodes", "3", "--node", "2")
+	got, err := os.ReadFile(nm.path(".blockfs/names.txt"))
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(got))
+	nm.stop()
+	whole.stop()
+
 	for _, tc := range []struct {
 		args []string
 		want string

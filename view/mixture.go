@@ -34,6 +34,8 @@ type Mixture struct {
 	// node: the epochs of a node of a node-aware mount (NewNode), its parts the sources:
 	// served as one dataset's epochs, with no .source file.
 	node bool
+	// Names, when set, opens the names file of the dataset a node's parts are of.
+	Names func() (File, bool)
 }
 
 // NewMixture returns the mixture of sets (source i is sets[i]) in order. name is the mixture
@@ -139,8 +141,14 @@ func (m *Mixture) Dir() string { return m.name }
 // Stamp returns the mixture file.
 func (m *Mixture) Stamp() string { return m.name }
 
-// OpenNames reports false: a mixture's records are named by their sources' files.
-func (m *Mixture) OpenNames() (File, bool) { return nil, false }
+// OpenNames reports false: a mixture's records are named by their sources' files; a node's
+// mount opens its dataset's names file (Names).
+func (m *Mixture) OpenNames() (File, bool) {
+	if m.Names != nil {
+		return m.Names()
+	}
+	return nil, false
+}
 
 // Stats returns the shared cache's counters.
 func (m *Mixture) Stats() CacheStats { return m.Cache.Stats() }

@@ -39,8 +39,9 @@ class Nodes:
         k = int(np.searchsorted(self.sorted, j, side="left"))  # parts with fewer than j records
         return int(self.cum[k]) + j * (self.parts - k)
 
-    def share(self, x: int) -> int:
-        """This node's positions among the first x positions of the whole epoch."""
+    def share(self, x: int, node: Optional[int] = None) -> int:
+        """Node's positions (this node's by default) among the first x positions of the whole
+        epoch."""
         x = min(max(int(x), 0), self.total)
         lo, hi = 0, int(self.sorted[-1])
         while lo < hi:  # the most rounds j whose positions fit in x
@@ -54,7 +55,28 @@ class Nodes:
         drawn = np.minimum(self.records, j)
         active = np.flatnonzero(self.records > j)[:rest]
         drawn[active] += 1
-        return int(drawn[self.mine].sum())
+        mine = self.mine if node is None else np.arange(self.parts) % self.nodes == node
+        return int(drawn[mine].sum())
+
+    def step_end(self, pos: int, step: int, most: int) -> int:
+        """Where a step from position pos of the whole epoch ends: pos + step while every part
+        has records left (every node then has step / N of them); past that, the furthest
+        position within pos + step at which no node has more than most records of the step."""
+        end = min(pos + step, self.total)
+        if end <= self.balanced:
+            return end
+        before = [self.share(pos, i) for i in range(self.nodes)]
+
+        def fits(x: int) -> bool:
+            return all(self.share(x, i) - before[i] <= most for i in range(self.nodes))
+        lo, hi = pos + 1, end  # one record always fits
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if fits(mid):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
 
 
 def env_nodes() -> Optional[int]:
@@ -101,37 +123,43 @@ def node_options(options: Dict[str, Any]) -> None:
 def node_keys(epoch: int, nodes: Nodes, position: int, batch_size: int, local_rank: int, local_world: int,
               world: int, drop_last: bool) -> Any:
     """The batch keys (epoch, start, end, after) of local rank local_rank of local_world on a
-    node-aware mount: each step takes S = batch_size x world positions of the whole epoch,
-    this node's share of them being a run of its own epoch, split among its local ranks as
-    batch_keys splits a step among ranks; after is the whole epoch's position after the step."""
-    step = batch_size * world
+    node-aware mount. Each step takes positions of the whole epoch (Nodes.step_end: S =
+    batch_size x world of them while every part has records left, so that every node has
+    batch_size x local_world; past that as many as keep every node within that); this node's
+    records of the step are a run of its own epoch, cut among its local ranks as batch_keys
+    cuts a step among ranks; after is the whole epoch's position after the step. With
+    drop_last the epoch ends where the first part runs out (the larger parts' last records,
+    at most a block of each, are left out), so every rank gets batch_size every step."""
+    step, most = batch_size * world, batch_size * local_world
+    end = nodes.total
+    if drop_last:
+        end = position + max(0, nodes.balanced - position) // step * step
     pos = position
     a = nodes.share(pos)
-    while pos < nodes.total:
-        nxt = min(pos + step, nodes.total)
-        if nxt - pos < step and drop_last:
-            return
-        b = nodes.share(nxt) if nxt > nodes.balanced or pos >= nodes.balanced else a + (nxt - pos) // nodes.nodes
+    while pos < end:
+        nxt = nodes.step_end(pos, step, most)
+        b = a + (nxt - pos) // nodes.nodes if nxt - pos == step and nxt <= nodes.balanced else nodes.share(nxt)
         n = b - a
-        if n == batch_size * local_world:
+        if n == most:
             start = a + local_rank * batch_size
-            end = start + batch_size
+            stop = start + batch_size
         else:
-            start, end = a + local_rank * n // local_world, a + (local_rank + 1) * n // local_world
+            start, stop = a + local_rank * n // local_world, a + (local_rank + 1) * n // local_world
         pos, a = nxt, b
-        if end > start:
-            yield epoch, start, end, pos
+        if stop > start:
+            yield epoch, start, stop, pos
 
 
 def node_batches(nodes: Nodes, position: int, batch_size: int, local_rank: int, local_world: int, world: int,
                  drop_last: bool) -> int:
-    """How many batches node_keys yields (one per step in the balanced part of the epoch,
-    the steps of the rest counted one by one)."""
+    """How many batches node_keys yields (a step each in the balanced part of the epoch, the
+    steps of the rest counted one by one)."""
     step = batch_size * world
-    steps_balanced = max(0, (nodes.balanced - position) // step) if position < nodes.balanced else 0
-    n = steps_balanced
-    rest = position + steps_balanced * step
-    for _ in node_keys(0, nodes, rest, batch_size, local_rank, local_world, world, drop_last):
+    full = max(0, nodes.balanced - position) // step
+    if drop_last:
+        return full
+    n, rest = full, position + full * step
+    for _ in node_keys(0, nodes, rest, batch_size, local_rank, local_world, world, False):
         n += 1
     return n
 

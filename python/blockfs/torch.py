@@ -186,7 +186,8 @@ class Loader:
     local rank = rank mod local_world_size). While every canonical part has records left, every
     rank gets batch_size records a step; past that (the last records of the larger parts) a
     rank's batches may be smaller or absent. A state saved at N nodes resumes at any node count
-    that divides the parts, each record of the epoch once.
+    that divides the parts, each record of the epoch once. With drop_last the epoch ends where
+    the first part runs out, so every rank gets batch_size every step (DDP needs as much).
 
     The loader holds the epoch and the position in it (records of the epoch consumed by all
     ranks together). Iterating yields the rest of the epoch from the position; once an epoch is
@@ -231,8 +232,9 @@ class Loader:
                              "(ids, source, records), or in decode with decode_ids=True (decode(records, ids, source))")
         if labels is not None:
             labels = load_labels(labels)
-            if len(labels) < self.info["records"] and "window" not in self.info:
-                raise ValueError(f"labels has {len(labels)} entries; the dataset has {self.info['records']} records")
+            records = self.info.get("dataset_records", self.info["records"])  # a node's mount: the whole data's
+            if len(labels) < records and "window" not in self.info:
+                raise ValueError(f"labels has {len(labels)} entries; the dataset has {records} records")
         self.epoch, self.position = int(epoch), 0
         self._lengths: Dict[int, int] = {}  # records of epochs whose length has been read
         self.num_workers = int(num_workers)

@@ -39,26 +39,47 @@ class ShareTest(unittest.TestCase):
 
     def test_steps_cover_the_epoch_once(self):
         # Every rank's keys together are every position of every node's epoch once, at any
-        # position to resume from; in the balanced part each rank gets its batch size.
-        records = [40, 41, 40, 42, 40, 40]
-        for nodes, local, batch in ((2, 3, 4), (3, 1, 5), (6, 2, 1), (1, 4, 7)):
+        # position to resume from; a batch is never larger than the batch size, and is the
+        # batch size on every rank in the balanced part (all of the epoch with drop_last,
+        # which then leaves out only what is past the balanced part, and gives every rank the
+        # same number of batches).
+        cases = [([40, 41, 40, 42, 40, 40], (2, 3, 4), (0, 17, 95)),
+                 ([40, 41, 40, 42, 40, 40], (3, 1, 5), (0, 17, 95)),
+                 ([40, 41, 40, 42, 40, 40], (6, 2, 1), (0, 17, 95)),
+                 ([40, 41, 40, 42, 40, 40], (1, 4, 7), (0, 17, 95)),
+                 ([6, 6, 6, 6], (4, 1, 3), (0, 6, 7)),           # a resume at 4 nodes of a state saved at 2
+                 ([500, 500] + [400] * 10, (4, 1, 4), (0, 1000)),  # 50 blocks of 100 in 12 parts
+                 ([500, 500] + [400] * 10, (2, 2, 8), (0, 4790))]
+        for records, (nodes, local, batch), starts in cases:
             world = nodes * local
-            for start in (0, 17, 95):
-                got = {n: [] for n in range(nodes)}
-                counts = set()
-                for node in range(nodes):
-                    nd = Nodes(facts(records, nodes, node))
-                    for lr in range(local):
-                        keys = list(node_keys(0, nd, start, batch, lr, local, world, False))
-                        self.assertEqual(len(keys), node_batches(nd, start, batch, lr, local, world, False))
-                        for _, s, e, after in keys:
-                            got[node] += list(range(s, e))
-                            if after <= nd.balanced:
-                                counts.add(e - s)
-                for node in range(nodes):
-                    nd = Nodes(facts(records, nodes, node))
-                    self.assertEqual(sorted(got[node]), list(range(nd.share(start), sum(records[node::nodes]))))
-                self.assertEqual(counts, {batch})
+            for start in starts:
+                for drop in (False, True):
+                    got = {n: [] for n in range(nodes)}
+                    counts = []
+                    for node in range(nodes):
+                        nd = Nodes(facts(records, nodes, node))
+                        for lr in range(local):
+                            keys = list(node_keys(0, nd, start, batch, lr, local, world, drop))
+                            self.assertEqual(len(keys), node_batches(nd, start, batch, lr, local, world, drop))
+                            counts.append(len(keys))
+                            prev = start
+                            for _, s, e, after in keys:
+                                self.assertLessEqual(e - s, batch, (records, nodes, start, drop))
+                                if drop or (after <= nd.balanced and after - prev == batch * world):
+                                    self.assertEqual(e - s, batch, (records, nodes, start, drop))
+                                got[node] += list(range(s, e))
+                                prev = after
+                    ctx = (records, nodes, local, batch, start, drop)
+                    for node in range(nodes):
+                        nd = Nodes(facts(records, nodes, node))
+                        mine = sorted(got[node])
+                        self.assertEqual(len(mine), len(set(mine)), ctx)
+                        if not drop:
+                            self.assertEqual(mine, list(range(nd.share(start), sum(records[node::nodes]))), ctx)
+                    if drop:
+                        self.assertEqual(len(set(counts)), 1, ctx)
+                        nd = Nodes(facts(records, nodes, 0))
+                        self.assertGreaterEqual(sum(len(v) for v in got.values()), nd.balanced - start - batch * world, ctx)
 
 
 class EnvTest(unittest.TestCase):
