@@ -255,29 +255,7 @@ func (p *Plan) planSources(srcs []*Plan, shares []float64, name, data, fp string
 	ra, _ := p.planReadahead()
 	var need int64
 	for i, sub := range srcs {
-		rai := int64(float64(ra) * shares[i])
-		if sub.loc.Kind == Remote && p.nodes == nil {
-			rai = max(rai, sub.opt.S3.PartSize)
-		}
-		if fit {
-			sub.fitWindow(cs, rai, mem, shares[i], 0)
-		}
-		mix := sub.opt.Order.Mix
-		if sub.byIndex {
-			mix, rai = 1, 0
-		}
-		sub.need = NeedCache(sub.ds, mix, rai, cache.DefaultPageSize)
-		if p.nodes != nil {
-			// A node's parts are read one record of each at a time, so the pages a read
-			// holds while its reply is written are the node's, not each part's; and a
-			// reader of .ids holds a page of each block of the window too.
-			sub.need.Need = sub.need.Window
-			if sub.ds.HasIDs() {
-				sub.need.Need += int64(sub.need.Mix) * cache.DefaultPageSize
-			}
-		}
-		sub.readahead = rai
-		need += sub.need.Need
+		need += p.planSource(sub, int64(float64(ra)*shares[i]), cs, mem, shares[i], fit)
 	}
 	if p.nodes != nil {
 		need = max(need, int64(cache.MinPages)*cache.DefaultPageSize)
@@ -342,6 +320,33 @@ func (p *Plan) planSources(srcs []*Plan, shares []float64, name, data, fp string
 		return Usagef("--cache-size: %v", err)
 	}
 	return nil
+}
+
+// planSource sets a source's readahead (rai, its share of the mount's), window (with fit) and
+// need of the cache, and returns that need.
+func (p *Plan) planSource(sub *Plan, rai, cs int64, mem sysmem.Memory, share float64, fit bool) int64 {
+	if sub.loc.Kind == Remote && p.nodes == nil {
+		rai = max(rai, sub.opt.S3.PartSize)
+	}
+	if fit {
+		sub.fitWindow(cs, rai, mem, share, 0)
+	}
+	mix := sub.opt.Order.Mix
+	if sub.byIndex {
+		mix, rai = 1, 0
+	}
+	sub.need = NeedCache(sub.ds, mix, rai, cache.DefaultPageSize)
+	if p.nodes != nil {
+		// A node's parts are read one record of each at a time, so the pages a read holds
+		// while its reply is written are the node's (planSources counts them once), not each
+		// part's; and a reader of .ids holds a page of each block of the window too.
+		sub.need.Need = sub.need.Window
+		if sub.ds.HasIDs() {
+			sub.need.Need += int64(sub.need.Mix) * cache.DefaultPageSize
+		}
+	}
+	sub.readahead = rai
+	return sub.need.Need
 }
 
 // byteShares returns each source's share of an epoch's bytes, from its records an epoch on

@@ -54,7 +54,7 @@ func (p *Plan) planNodes(req shuffle.Options) error {
 	np.mix = k
 	var counts []uint64
 	shares := make([]float64, len(np.mine))
-	for i, q := range np.mine {
+	for _, q := range np.mine {
 		sub := &Plan{opt: p.opt, loc: p.loc, ds: ds.Sub(np.blocks[q]), mnt: p.mnt}
 		so := req
 		so.Seed, so.Mix = shuffle.PartSeed(req.Seed, q), shuffle.PartWindow(k, len(np.blocks[q]))
@@ -68,14 +68,13 @@ func (p *Plan) planNodes(req shuffle.Options) error {
 		}
 		np.srcs = append(np.srcs, sub)
 		counts = append(counts, sub.ds.Records())
-		shares[i] = float64(sub.ds.Bytes()) / float64(max(1, ds.Bytes()))
 	}
-	var total float64
-	for _, s := range shares {
-		total += s
+	var mine uint64 // the node's bytes: each part's share of the budget is of them
+	for _, sub := range np.srcs {
+		mine += sub.ds.Bytes()
 	}
-	for i := range shares {
-		shares[i] /= max(total, 1e-12)
+	for i, sub := range np.srcs {
+		shares[i] = float64(sub.ds.Bytes()) / float64(max(1, mine))
 	}
 	var err error
 	if np.order, err = shuffle.NewNodeMixture(counts); err != nil {

@@ -246,16 +246,22 @@ type served struct {
 	node   bool        // a node-aware mount: its parts under mux, one dataset's stack
 }
 
-// build opens the sources, the cache and the tree: one dataset's epochs, or a mixture's over
-// one cache whose namespaces are its sources (source.Mux).
+// build opens the sources, the cache and the tree: one dataset's epochs, a mixture's or a
+// dataset with fields' over one cache whose namespaces are its sources (source.Mux), or a
+// node's parts (nodesPlan.build).
 func (p *Plan) build() (*served, error) {
-	if p.nodes != nil {
-		st, err := p.openSources()
-		if err != nil {
-			return nil, err
-		}
-		return p.nodes.build(p, st)
+	if p.nodes == nil {
+		return p.buildSources()
 	}
+	st, err := p.openSources()
+	if err != nil {
+		return nil, err
+	}
+	return p.nodes.build(p, st)
+}
+
+// buildSources is build for a plan of one or several sources, each with its stack.
+func (p *Plan) buildSources() (*served, error) {
 	sv := &served{}
 	plans := []*Plan{p}
 	switch {
