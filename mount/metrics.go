@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	bfs "github.com/blockfs/blockfs/fs"
+	"github.com/blockfs/blockfs/internal/connlimit"
+	"github.com/blockfs/blockfs/internal/fdlimit"
 	"github.com/blockfs/blockfs/source/diskcache"
 	"github.com/blockfs/blockfs/source/s3"
 )
@@ -75,6 +77,24 @@ func (m *metrics) onRead(took, waited time.Duration) {
 	}
 }
 
+// The metrics server's bounds: anyone on the machine can connect to it, and must not be able
+// to take the descriptors, memory or goroutines the mount's reads need. Connections are
+// capped at a share of the open-file limit (metricsConns); a client has metricsHeaderTime to
+// send its request's headers and metricsReadTime for the whole request, a scrape is written
+// within metricsWriteTime, and a kept-alive connection idle for metricsIdleTime is closed.
+const (
+	metricsHeaderTime = 5 * time.Second
+	metricsReadTime   = 10 * time.Second
+	metricsWriteTime  = 30 * time.Second
+	metricsIdleTime   = 60 * time.Second
+	metricsHeaderMax  = 8 << 10 // bytes of request headers; a scrape sends a few hundred
+)
+
+// metricsConns is how many connections the metrics server holds at once: 1/16 of the
+// open-file limit, 4 to 32 (16 at ulimit -n 256, 32 from 512 up; Prometheus needs one). A
+// connection past it closes the oldest idle one, or itself (connlimit).
+func metricsConns() int { return fdlimit.Share(16, 4, 32) }
+
 // serve serves the registry on l until the listener is closed.
 func (m *metrics) serve(l net.Listener) {
 	mux := http.NewServeMux()
@@ -82,8 +102,11 @@ func (m *metrics) serve(l net.Listener) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "blockfs: the metrics are at /metrics", http.StatusNotFound)
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	if err := srv.Serve(l); err != nil && !errors.Is(err, net.ErrClosed) {
+	capped := connlimit.New(l, metricsConns())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: metricsHeaderTime, ReadTimeout: metricsReadTime,
+		WriteTimeout: metricsWriteTime, IdleTimeout: metricsIdleTime, MaxHeaderBytes: metricsHeaderMax,
+		ConnState: capped.ConnState}
+	if err := srv.Serve(capped); err != nil && !errors.Is(err, net.ErrClosed) {
 		log.Printf("blockfs: --metrics: %v", err)
 	}
 }

@@ -25,3 +25,19 @@ func init() {
 	fmt.Fprintf(os.Stderr, "blockfs: the open-file limit is %d (ulimit -n); blockfs needs at least %d: raise it (ulimit -n 1024) and run again\n", lim.Cur, Min)
 	os.Exit(1)
 }
+
+// Current returns the process's open-file limit (the soft one, which Go has raised to the
+// hard one at startup), or Min when it cannot be read.
+func Current() uint64 {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return Min
+	}
+	return lim.Cur
+}
+
+// Share returns a part of the open-file limit for one use that must never starve the rest of
+// the process (connections a server accepts): one in div of the limit, within [lo, hi].
+func Share(div, lo, hi uint64) int {
+	return int(min(hi, max(lo, Current()/div)))
+}
