@@ -49,7 +49,7 @@ type Location struct {
 }
 
 // Locate returns the location data names. A path that does not exist is a Dir: opening it
-// then says what is missing.
+// then says what is missing (a file, when flags of a file in place are given: missing).
 func Locate(data string) Location {
 	if s3.IsURL(data) {
 		return Location{Kind: Remote, Name: data, Abs: data}
@@ -151,6 +151,9 @@ func Open(l Location, in InPlace, s3opt s3.Options) (*layout.Dataset, error) {
 	case Dir:
 		for _, fl := range flat {
 			if fl.set {
+				if err := missing(l.Name, fl.name); err != nil {
+					return nil, err
+				}
 				return nil, Usagef("%s is for a file served in place; %s is a dataset directory", fl.name, l.Name)
 			}
 		}

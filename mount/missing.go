@@ -1,0 +1,107 @@
+package mount
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// notExist is the error for data that names nothing: one line saying so; it wraps
+// fs.ErrNotExist.
+type notExist struct{ msg string }
+
+func (e notExist) Error() string { return e.msg }
+func (e notExist) Unwrap() error { return fs.ErrNotExist }
+
+// missing returns the error for a file in place, asked for with flag (--record-size), that
+// does not exist, naming it and a near name where one exists; nil when path exists (it is
+// then a directory).
+func missing(path, flag string) error {
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return notExist{fmt.Sprintf("%s does not exist: %s serves an existing file in place; check the path%s", path, flag, nearHint(path))}
+}
+
+// maxNearEntries bounds the entries of a folder read for a near name.
+const maxNearEntries = 4096
+
+// nearHint returns " (did you mean X?)" for the name nearest to path's in its folder (the
+// same but for case, an extension, or two letters), " (FOLDER does not exist either)" when its
+// folder is missing too, else "".
+func nearHint(path string) string {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Sprintf(" (%s does not exist either)", filepath.Clean(dir))
+		}
+		return ""
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(maxNearEntries)
+	best, bestScore := "", 3
+	for _, name := range names {
+		if s := nearness(base, name); s < bestScore {
+			best, bestScore = name, s
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s?)", filepath.Join(filepath.Dir(path), best))
+}
+
+// nearness scores how near name is to the base name asked for: 0 the same but for case, 1
+// the same stem with another extension (or none), 2 one or two letters apart (names of 4 or
+// more); 3 not near.
+func nearness(base, name string) int {
+	switch {
+	case strings.EqualFold(base, name):
+		return 0
+	case stem(base) == stem(name):
+		return 1
+	case len(base) >= 4 && editDistance(base, name, 2) <= 2:
+		return 2
+	}
+	return 3
+}
+
+// stem is a file name without its extension.
+func stem(name string) string { return strings.TrimSuffix(name, filepath.Ext(name)) }
+
+// editDistance is the Levenshtein distance of a and b (bytes), or limit+1 when it is over
+// limit.
+func editDistance(a, b string, limit int) int {
+	if d := len(a) - len(b); d > limit || -d > limit {
+		return limit + 1
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		low := cur[0]
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			low = min(low, cur[j])
+		}
+		if low > limit {
+			return limit + 1
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
