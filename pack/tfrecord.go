@@ -153,7 +153,8 @@ func (t *tfrecordReader) Next() ([][]byte, error) {
 			t.nextFile()
 			continue
 		case errors.Is(err, io.ErrUnexpectedEOF):
-			return nil, t.damaged("the file ends %d bytes into the record's 12-byte header (it is truncated)", n)
+			return nil, t.damaged("a record needs at least %d bytes (a %d-byte header, its data, a %d-byte data CRC) but the file has %d from there, in the header (it is truncated)",
+				tfrHeader+tfrTrailer, tfrHeader, tfrTrailer, n)
 		default:
 			return nil, fmt.Errorf("cannot read %s: %w", t.paths[t.i], unwrap(err))
 		}
@@ -161,8 +162,8 @@ func (t *tfrecordReader) Next() ([][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if left := t.sizes[t.i] - t.off - tfrHeader; int64(length)+tfrTrailer > left {
-			return nil, t.damaged("its length is %d bytes, but the file ends %d bytes after its header (it is truncated)", length, max(left, 0))
+		if need, have := tfrHeader+int64(length)+tfrTrailer, t.sizes[t.i]-t.off; need > have {
+			return nil, t.truncated(length, need, have)
 		}
 		if uint64(cap(t.buf)) < length {
 			t.buf = make([]byte, length)
@@ -198,11 +199,18 @@ func (t *tfrecordReader) checkHeader(h []byte) (uint64, error) {
 	return length, nil
 }
 
+// truncated is the error for a record, its header read, that the file ends in: need is the
+// bytes from t.off the record's length asks for, have those the file has.
+func (t *tfrecordReader) truncated(length uint64, need, have int64) error {
+	return t.damaged("it needs %d bytes (a %d-byte header, %d bytes of data, a %d-byte data CRC) but the file has %d from there, %d short (it is truncated)",
+		need, tfrHeader, length, tfrTrailer, have, need-have)
+}
+
 // read reads all of p, part (for messages) of the record at t.off.
 func (t *tfrecordReader) read(p []byte, part string) error {
 	if _, err := io.ReadFull(t.r, p); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return t.damaged("the file ends in the record's %s (it is truncated)", part)
+			return t.damaged("the file ends in the record's %s, short of the %d bytes it had when the pack began (did it change while being packed?)", part, t.sizes[t.i])
 		}
 		return fmt.Errorf("cannot read %s: %w", t.paths[t.i], unwrap(err))
 	}

@@ -256,11 +256,11 @@ func TestTFRecordDamage(t *testing.T) {
 			return b
 		}), k, "its length is 3.0 GiB (3221225472 bytes), over the 2.0 GiB a record may have"},
 		{"truncated in the data", b[:offset(k)+12+40], k,
-			"its length is 100 bytes, but the file ends 40 bytes after its header (it is truncated)"},
+			"it needs 116 bytes (a 12-byte header, 100 bytes of data, a 4-byte data CRC) but the file has 52 from there, 64 short (it is truncated)"},
 		{"truncated in the data CRC", b[:offset(k+1)-2], k,
-			"its length is 100 bytes, but the file ends 102 bytes after its header (it is truncated)"},
+			"it needs 116 bytes (a 12-byte header, 100 bytes of data, a 4-byte data CRC) but the file has 114 from there, 2 short (it is truncated)"},
 		{"truncated in the header", b[:offset(k)+5], k,
-			"the file ends 5 bytes into the record's 12-byte header (it is truncated)"},
+			"a record needs at least 16 bytes (a 12-byte header, its data, a 4-byte data CRC) but the file has 5 from there, in the header (it is truncated)"},
 		{"trailing garbage", append(bytes.Clone(b), "garbage!garbage!"...), len(recs),
 			"the length's CRC32C (masked) is"},
 	} {
