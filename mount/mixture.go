@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -116,7 +117,7 @@ func openMixture(opt Options) (*mixPlan, error) {
 	}
 	var err error
 	if m.order, err = shuffle.NewMixture(srcs, spec.EpochRecords); err != nil {
-		return nil, Usagef("%s: %s", spec.name(), strings.TrimPrefix(err.Error(), shuffle.ErrMixture.Error()+": "))
+		return nil, mixtureErr(spec, err)
 	}
 	m.fp = m.fingerprint(opt.Order.Seed)
 	return m, nil
@@ -153,7 +154,7 @@ func OpenMixture(opt Options) (mix *view.Mixture, close func(), err error) {
 	mix, err = view.NewMixture(sets, m.order, c, m.spec.File, m.facts(opt.Order.Seed))
 	if err != nil {
 		c.Close()
-		return nil, nil, err
+		return nil, nil, mixtureErr(m.spec, err)
 	}
 	return mix, func() { c.Close() }, nil
 }
@@ -171,6 +172,15 @@ func (spec *Mixture) name() string {
 		return spec.Name
 	}
 	return spec.File
+}
+
+// mixtureErr returns a refusal of the mixture spec (shuffle.ErrMixture: its message says
+// why) as a usage error naming the file, and any other error as it is.
+func mixtureErr(spec *Mixture, err error) error {
+	if !errors.Is(err, shuffle.ErrMixture) {
+		return err
+	}
+	return Usagef("%s: %s", spec.name(), strings.TrimPrefix(err.Error(), shuffle.ErrMixture.Error()+": "))
 }
 
 // sourceErr names source i in err, keeping its ErrUsage.

@@ -332,7 +332,7 @@ func (p *Plan) buildSources() (*served, error) {
 	if sv.tree, err = view.NewMixture(sets, p.mix.order, c, p.mix.spec.File, p.mix.facts(p.opt.Order.Seed)); err != nil {
 		c.Close()
 		sv.close()
-		return nil, err
+		return nil, mixtureErr(p.mix.spec, err)
 	}
 	return sv, nil
 }

@@ -1,6 +1,10 @@
 package shuffle
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/blockfs/blockfs/internal/lru"
+)
 
 // Window is a run of consecutive blocks of the epoch's block order whose records are
 // permuted together. Immutable.
@@ -45,9 +49,14 @@ func (w *Window) buildBuckets() {
 	}
 }
 
+// windowOverhead is what a window takes beyond its slices' elements: the struct, its slices'
+// allocation rounding and its WindowCache entry. It dominates for the tiny windows of a small
+// source of a mixture, which a cache holds by the ten thousand.
+const windowOverhead = 128 + 4*16 + lru.EntryBytes
+
 // Bytes returns the memory the window's order state takes.
 func (w *Window) Bytes() uint64 {
-	return uint64(4*len(w.perm)+4*len(w.bucket)) + uint64(8*len(w.prefix)+8*len(w.Blocks)) + 128
+	return uint64(4*len(w.perm)+4*len(w.bucket)) + uint64(8*len(w.prefix)+8*len(w.Blocks)) + windowOverhead
 }
 
 // At returns the stored block and index within it of the window's i-th record (i < Count).

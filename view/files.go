@@ -3,6 +3,7 @@ package view
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 
 	"github.com/blockfs/blockfs/cache"
@@ -46,6 +47,23 @@ func readAt(f File, p []byte, off int64) (int, error) {
 		g.CopyTo(p)
 	}
 	return n, eofIf(n, len(p))
+}
+
+// readFull fills p from f at off under ctx, or fails.
+func readFull(ctx context.Context, f File, p []byte, off int64) error {
+	g := NewGather()
+	defer g.Release()
+	n, err := f.gather(ctx, g, p, off)
+	if err != nil {
+		return err
+	}
+	if n != len(p) {
+		return fmt.Errorf("view: read %d of %d bytes at %d", n, len(p), off)
+	}
+	if !g.InBuf(p) {
+		g.CopyTo(p)
+	}
+	return nil
 }
 
 // clamp applies the ReaderAt bounds: it returns how many bytes of p a read at off may fill.

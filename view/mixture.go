@@ -30,6 +30,7 @@ type Mixture struct {
 	facts map[string]any
 
 	recent *lru.Cache[uint64, *shuffle.MixEpoch]
+	tiny   []*tiny // per source: its records, held when it is small and drawn many times
 
 	// node: the epochs of a node of a node-aware mount (NewNode), its parts the sources:
 	// served as one dataset's epochs, with no .source file.
@@ -67,6 +68,9 @@ func NewMixture(sets []*Set, order *shuffle.Mixture, c *cache.Cache, name string
 	}
 	if most.Cmp(big.NewInt(MaxEpochBytes)) > 0 {
 		return nil, fmt.Errorf("%w: an epoch of the mixture could hold %s bytes; at most %d: lower the records an epoch takes", shuffle.ErrMixture, most, int64(MaxEpochBytes))
+	}
+	if err := m.holdTiny(); err != nil {
+		return nil, err
 	}
 	if _, err := m.epoch(0); err != nil {
 		return nil, err
@@ -263,34 +267,56 @@ func (me *mixEpoch) segments(i int, j0, j1 uint64, out []segment) []segment {
 	return out
 }
 
-// drawBytes returns the bytes of source i's draws [0, j) of the epoch.
+// drawBytes returns the bytes of source i's draws [0, j) of the epoch: the rest of the pass
+// the first draw is in, the whole passes after it (each the source's bytes), and the start of
+// the pass the last draw ends in. It builds at most two passes' orders, however many passes
+// the draws cover (a small source drawn millions of times an epoch).
 func (me *mixEpoch) drawBytes(ctx context.Context, i int, j uint64) (uint64, error) {
 	s := me.m.Sets[i]
 	if rs := s.DS.RecordSize(); rs > 0 {
 		return j * uint64(rs), nil
 	}
-	var total uint64
-	var segs [4]segment
-	for _, sg := range me.segments(i, 0, j, segs[:0]) {
-		if sg.Start == 0 && sg.End == s.DS.Records() {
-			total += s.DS.Bytes()
-			continue
-		}
-		e, err := s.Epoch(sg.pass)
-		if err != nil {
-			return 0, err
-		}
-		a, err := e.byteOf(ctx, sg.Start)
-		if err != nil {
-			return 0, err
-		}
-		b, err := e.byteOf(ctx, sg.End)
-		if err != nil {
-			return 0, err
-		}
-		total += b - a
+	if j == 0 {
+		return 0, nil
 	}
-	return total, nil
+	first, end := me.e.DrawOf(i, 0), me.e.DrawOf(i, j)
+	if first.Pass == end.Pass {
+		return me.passBytes(ctx, i, first.Pass, first.Pos, end.Pos)
+	}
+	head, err := me.passBytes(ctx, i, first.Pass, first.Pos, s.DS.Records())
+	if err != nil {
+		return 0, err
+	}
+	tail, err := me.passBytes(ctx, i, end.Pass, 0, end.Pos)
+	if err != nil {
+		return 0, err
+	}
+	return head + (end.Pass-first.Pass-1)*s.DS.Bytes() + tail, nil
+}
+
+// passBytes returns the bytes of positions [a, b) of pass (its own epoch) of a source s with
+// records of varying size, building the pass's order only when the range is not all or none
+// of it.
+func (me *mixEpoch) passBytes(ctx context.Context, i int, pass, a, b uint64) (uint64, error) {
+	s := me.m.Sets[i]
+	switch {
+	case a == b:
+		return 0, nil
+	case a == 0 && b == s.DS.Records():
+		return s.DS.Bytes(), nil
+	case me.m.tiny[i] != nil:
+		return me.m.tiny[i].bytes(pass, a, b)
+	}
+	e, err := s.Epoch(pass)
+	if err != nil {
+		return 0, err
+	}
+	x, err := e.byteOf(ctx, a)
+	if err != nil {
+		return 0, err
+	}
+	y, err := e.byteOf(ctx, b)
+	return y - x, err
 }
 
 // byteOf returns the epoch byte offset of position p (p may equal the epoch's records).
@@ -339,6 +365,9 @@ func (me *mixEpoch) lengths(ctx context.Context, sg segment) ([]uint64, error) {
 	if s.DS.RecordSize() > 0 {
 		return nil, nil
 	}
+	if t := me.m.tiny[sg.src]; t != nil {
+		return t.values(sg, Offsets)
+	}
 	e, err := s.Epoch(sg.pass)
 	if err != nil {
 		return nil, err
@@ -348,7 +377,7 @@ func (me *mixEpoch) lengths(ctx context.Context, sg segment) ([]uint64, error) {
 		return nil, err
 	}
 	raw := make([]byte, f.Size())
-	if _, err := f.ReadAt(raw, 0); err != nil {
+	if err := readFull(ctx, f, raw, 0); err != nil {
 		return nil, err
 	}
 	out := make([]uint64, sg.Len())
@@ -381,8 +410,9 @@ type sourceRead struct {
 	rs      uint64   // record size, or 0: lens
 	lens    []uint64 // variable: each record's length, over the source's segments in order
 	vecs    [][]byte
-	vi, at  int // cursor: vecs[vi][at:]
-	records int // records taken
+	bytes   []byte // the source's bytes, copied (a read of many records)
+	vi, at  int    // cursor: vecs[vi][at:]
+	records int    // records taken
 }
 
 // take appends the next n bytes of the source's bytes to out as slices.
@@ -420,6 +450,10 @@ func (f *mixData) gather(ctx context.Context, g *Gather, buf []byte, off int64) 
 	n1 := make([]uint64, ns)
 	me.e.Before(pl+1, n1)
 	last, _ := me.e.At(pl)
+	// A read of many records (tiny ones, a small source drawn many times) is copied into buf:
+	// fs would copy more than MaxVecs slices anyway, and a Gather per segment would hold a pin
+	// of the source's pages for each of thousands of passes.
+	copied := pl-p0+1 > MaxVecs
 	reads := make([]sourceRead, ns)
 	var segs []segment
 	for i := range ns {
@@ -441,13 +475,23 @@ func (f *mixData) gather(ctx context.Context, g *Gather, buf []byte, off int64) 
 			if i == last && k == len(segs)-1 {
 				lastWant = lastAt + 1
 			}
-			if err := f.readSegment(ctx, g, sg, r, from, lastWant); err != nil {
+			if err := f.readSegment(ctx, g, sg, r, from, lastWant, copied); err != nil {
 				return 0, err
 			}
 		}
+		if copied {
+			r.vecs = [][]byte{r.bytes}
+		}
 	}
-	// Lay the records out in the mixture's order.
-	want := uint64(n)
+	layOut(it, reads, skip, uint64(n), g, buf, copied)
+	return n, nil
+}
+
+// layOut lays the records of a read out in the mixture's order (it, from the read's first
+// record, skip bytes into it): as slices of the sources' bytes, or copied into buf.
+func layOut(it *shuffle.Iter, reads []sourceRead, skip, want uint64, g *Gather, buf []byte, copied bool) {
+	out, vecs := buf[:0], g.Vecs
+	var tmp [][]byte
 	for want > 0 {
 		i := it.Next()
 		r := &reads[i]
@@ -458,16 +502,30 @@ func (f *mixData) gather(ctx context.Context, g *Gather, buf []byte, off int64) 
 		r.records++
 		length = min(length-skip, want)
 		skip = 0
-		g.Vecs = r.take(length, g.Vecs)
+		if !copied {
+			vecs = r.take(length, vecs)
+		} else {
+			tmp = r.take(length, tmp[:0])
+			for _, v := range tmp {
+				out = append(out, v...)
+			}
+		}
 		want -= length
 	}
-	return n, nil
+	if copied {
+		vecs = append(vecs, out)
+	}
+	g.Vecs = vecs
 }
 
 // readSegment reads a source's segment, from byte from of its first record to byte lastWant
 // (exclusive) of its last (all of it when lastWant is past its end), as slices held by a
-// Gather of its own that g releases; and the lengths of its records, variable-length.
-func (f *mixData) readSegment(ctx context.Context, g *Gather, sg segment, r *sourceRead, from, lastWant uint64) error {
+// Gather of its own that g releases, or copied onto r.bytes; and the lengths of its records,
+// variable-length.
+func (f *mixData) readSegment(ctx context.Context, g *Gather, sg segment, r *sourceRead, from, lastWant uint64, copied bool) error {
+	if t := f.me.m.tiny[sg.src]; t != nil {
+		return t.appendSegment(sg, r, from, lastWant, copied)
+	}
 	s := f.me.m.Sets[sg.src]
 	e, err := s.Epoch(sg.pass)
 	if err != nil {
@@ -490,6 +548,11 @@ func (f *mixData) readSegment(ctx context.Context, g *Gather, sg segment, r *sou
 	if lastWant < lastLen {
 		end -= lastLen - lastWant
 	}
+	if copied {
+		at := len(r.bytes)
+		r.bytes = append(r.bytes, make([]byte, end-from)...)
+		return readFull(ctx, file, r.bytes[at:], int64(from))
+	}
 	sub := NewGather()
 	g.subs = append(g.subs, sub)
 	k, err := file.gather(ctx, sub, g.scratch(int(end-from)), int64(from))
@@ -506,7 +569,7 @@ func (f *mixData) readSegment(ctx context.Context, g *Gather, sg segment, r *sou
 // prefetch moves source i's readahead to its segments' first and asks for what comes next, in
 // the source's bytes: the handle's readahead in proportion to the source's share of the epoch.
 func (f *mixData) prefetch(i int, segs []segment) {
-	if f.ahead <= 0 || len(segs) == 0 {
+	if f.ahead <= 0 || len(segs) == 0 || f.me.m.tiny[i] != nil {
 		return
 	}
 	f.mu.Lock()

@@ -102,6 +102,9 @@ func (f *mixTable) sourceValues(ctx context.Context, sg segment) ([]uint64, erro
 		}
 		return f.me.lengths(ctx, sg)
 	}
+	if t := f.me.m.tiny[sg.src]; t != nil {
+		return t.values(sg, IDs)
+	}
 	e, err := s.Epoch(sg.pass)
 	if err != nil {
 		return nil, err
@@ -111,7 +114,7 @@ func (f *mixTable) sourceValues(ctx context.Context, sg segment) ([]uint64, erro
 		return nil, err
 	}
 	raw := make([]byte, file.Size())
-	if _, err := file.ReadAt(raw, 0); err != nil {
+	if err := readFull(ctx, file, raw, 0); err != nil {
 		return nil, err
 	}
 	out := make([]uint64, sg.Len())

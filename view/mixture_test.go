@@ -25,6 +25,17 @@ type mixFixture struct {
 
 func newMixFixture(t *testing.T, dss []*dstest.Dataset, rules []shuffle.Rule, epochRecords uint64, cacheBytes int64) *mixFixture {
 	t.Helper()
+	f, err := openMixFixture(t, dss, rules, epochRecords, cacheBytes)
+	require.NoError(t, err)
+	return f
+}
+
+// newMixtureErr is newMixFixture for a mixture NewMixture may refuse.
+func newMixtureErr(t *testing.T, dss []*dstest.Dataset, rules []shuffle.Rule) (*mixFixture, error) {
+	return openMixFixture(t, dss, rules, 0, 8<<20)
+}
+
+func openMixFixture(t *testing.T, dss []*dstest.Dataset, rules []shuffle.Rule, epochRecords uint64, cacheBytes int64) (*mixFixture, error) {
 	var parts []source.Blocks
 	var opened []*layout.Dataset
 	var srcs []shuffle.MixSource
@@ -35,7 +46,7 @@ func newMixFixture(t *testing.T, dss []*dstest.Dataset, rules []shuffle.Rule, ep
 		parts = append(parts, local.New(ds, false))
 		srcs = append(srcs, shuffle.MixSource{N: ds.Records(), Rule: rules[i]})
 	}
-	c, err := cache.New(source.NewMux(parts), cache.Options{Size: cacheBytes, PageSize: 4096, MaxRead: 16384})
+	c, err := cache.New(source.NewMux(parts), cache.Options{Size: cacheBytes, PageSize: pageSizeForTest, MaxRead: max(16384, pageSizeForTest)})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	order, err := shuffle.NewMixture(srcs, epochRecords)
@@ -50,8 +61,7 @@ func newMixFixture(t *testing.T, dss []*dstest.Dataset, rules []shuffle.Rule, ep
 		f.opts = append(f.opts, opt)
 	}
 	f.m, err = NewMixture(sets, order, c, "mix.json", nil)
-	require.NoError(t, err)
-	return f
+	return f, err
 }
 
 // expect builds epoch e naively: each source's draws by sorting keys, each draw's record
@@ -123,11 +133,25 @@ func TestMixtureVariable(t *testing.T) {
 	}
 	a := dstest.Variable(t, filepath.Join(dir, "a"), lengths, 4096, true)
 	b := dstest.Fixed(t, filepath.Join(dir, "b"), 40, 100, 1000, false)
-	f := newMixFixture(t, []*dstest.Dataset{a, b}, []shuffle.Rule{mustRule(t, shuffle.Repeat, "1/3"), mustRule(t, shuffle.Repeat, "2.5")}, 0, 1<<20)
-	require.Equal(t, []Kind{Data, IDs, Offsets, Sources}, f.m.Kinds())
-	for e := uint64(0); e < 4; e++ {
-		data, ids, srcs, offs := f.expect(e)
-		checkMix(t, f.m, e, data, ids, srcs, offs, r)
+	for _, held := range []bool{true, false} { // b is small and drawn 2.5 times: held, or read through its Set
+		withTiny(t, held)
+		f := newMixFixture(t, []*dstest.Dataset{a, b}, []shuffle.Rule{mustRule(t, shuffle.Repeat, "1/3"), mustRule(t, shuffle.Repeat, "2.5")}, 0, 1<<20)
+		require.Equal(t, []Kind{Data, IDs, Offsets, Sources}, f.m.Kinds())
+		require.Equal(t, held, f.m.tiny[1] != nil)
+		for e := uint64(0); e < 4; e++ {
+			data, ids, srcs, offs := f.expect(e)
+			checkMix(t, f.m, e, data, ids, srcs, offs, r)
+		}
+	}
+}
+
+// withTiny lets a test's mixtures hold their small sources (tinyTotal), or not.
+func withTiny(t *testing.T, held bool) {
+	old := tinyTotal
+	t.Cleanup(func() { tinyTotal = old })
+	tinyTotal = 0
+	if held {
+		tinyTotal = old
 	}
 }
 
@@ -249,3 +273,5 @@ func BenchmarkMixtureGather(b *testing.B) {
 		})
 	}
 }
+
+var pageSizeForTest = 4096
