@@ -2,12 +2,14 @@ package layout
 
 import (
 	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
 	"path"
 	"strings"
+
+	"github.com/blockfs/blockfs/internal/strictjson"
 )
 
 // ManifestName is the manifest's file name inside a dataset directory. Writers create it last,
@@ -87,13 +89,12 @@ func ParseManifest(name string, data []byte) (*Manifest, error) {
 		return nil, errorf(ErrFormat, name, -1, "manifest is empty (an interrupted pack? pack the dataset again)")
 	}
 	var m Manifest
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := dec.Decode(&m); err != nil {
+	if err := strictjson.Decode(data, &m); err != nil {
+		if se := (*strictjson.Error)(nil); errors.As(err, &se) {
+			// Trailing data, or a key twice: encoding/json would take the last silently.
+			return nil, errorf(ErrFormat, name, -1, "manifest has %v; pack the dataset again", se)
+		}
 		return nil, errorf(ErrFormat, name, -1, "manifest is not valid JSON (%v); pack the dataset again", err)
-	}
-	if dec.More() {
-		return nil, errorf(ErrFormat, name, -1, "manifest has trailing data after the JSON object")
 	}
 	if err := m.Validate(name); err != nil {
 		return nil, err

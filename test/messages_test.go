@@ -3,18 +3,31 @@ package test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // refusedInOneLine runs blockfs with args and checks it exits code with one line on stderr
-// that holds every want, and no panic trace.
+// that holds every want, and no panic trace. A mount (args[0] "mount", its mountpoint last)
+// runs with --daemon, so that one not refused returns, and is unmounted.
 func refusedInOneLine(t *testing.T, code int, args []string, want ...string) {
 	t.Helper()
-	_, errs, got := run(t, args...)
+	if args[0] == "mount" {
+		args = append([]string{"mount", "--daemon"}, args[1:]...)
+		mnt := args[len(args)-1]
+		defer func() {
+			if isMounted(mnt) {
+				run(t, "unmount", mnt)
+				t.Errorf("blockfs %v mounted", args)
+			}
+		}()
+	}
+	_, errs, got, _ := runWithin(t, 20*time.Second, args...)
 	assert.Equal(t, code, got, "exit code of blockfs %v; stderr: %s", args, errs)
 	assert.Equal(t, 1, strings.Count(errs, "\n"), "one line: %q", errs)
 	assert.True(t, strings.HasPrefix(errs, "blockfs: "), errs)
@@ -59,4 +72,46 @@ func TestMissingFileInPlace(t *testing.T) {
 		})
 	}
 	refusedInOneLine(t, 2, []string{"info", p.dir, "--record-size", "8"}, "--record-size is for a file served in place; "+p.dir+" is a dataset directory")
+}
+
+// TestMixtureFileStrict: a mixture file is read as strictly as a dataset's manifest: a key
+// twice (a second "sources" had served the other dataset), anywhere, or anything after the
+// object (a second mixture pasted below the first) is refused by mount, info and order, in
+// one line naming the key and where it is, and nothing is mounted; unknown keys stay refused.
+// A manifest with a key twice is refused the same way.
+func TestMixtureFileStrict(t *testing.T) {
+	a, b := packRaw(t, 8, "64KiB"), packRaw(t, 8, "64KiB")
+	dir := t.TempDir()
+	mnt := t.TempDir()
+	src := func(d string) string { return `{"data": "` + d + `", "weight": 1}` }
+	good := `{"sources": [` + src(a.dir) + `]}`
+	for _, c := range []struct{ name, doc, want string }{
+		{"sources twice", `{"sources": [` + src(a.dir) + `], "sources": [` + src(b.dir) + `]}`,
+			`has key "sources" twice in the top-level object (at byte `},
+		{"data twice", `{"sources": [{"data": "` + a.dir + `", "weight": 1, "data": "` + b.dir + `"}]}`,
+			`has key "data" twice in sources[0] (at byte `},
+		{"an option twice", `{"sources": [{"data": "` + a.dir + `", "weight": 1, "options": {"seed": 1, "seed": 2}}]}`,
+			`has key "seed" twice in sources[0].options (at byte `},
+		{"a key twice but for case", `{"sources": [` + src(a.dir) + `], "Sources": [` + src(b.dir) + `]}`,
+			`has key "Sources" twice in the top-level object`},
+		{"a second object", good + "\n" + `{"sources": [` + src(b.dir) + `]}`,
+			"has trailing data after the JSON value (at byte " + strconv.Itoa(len(good)+1) + "): a mixture file is one JSON object; remove what follows it"},
+		{"unknown key", `{"sources": [` + src(a.dir) + `], "epochs": 3}`, `is not a mixture file: json: unknown field "epochs"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mix := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".json")
+			require.NoError(t, os.WriteFile(mix, []byte(c.doc), 0o644))
+			for _, args := range [][]string{{"mount", mix, mnt}, {"info", mix}, {"order", "--ids", mix}} {
+				refusedInOneLine(t, 2, args, "blockfs: "+mix+" "+c.want)
+			}
+			assert.False(t, isMounted(mnt))
+		})
+	}
+	manifest := filepath.Join(a.dir, "blockfs.json")
+	m, err := os.ReadFile(manifest)
+	require.NoError(t, err)
+	twice := strings.Replace(string(m), `"records": 8,`, `"records": 8, "records": 9,`, 1)
+	require.NotEqual(t, string(m), twice)
+	require.NoError(t, os.WriteFile(manifest, []byte(twice), 0o644))
+	refusedInOneLine(t, 1, []string{"info", a.dir}, manifest+`: manifest has key "records" twice in the top-level object (at byte `, "; pack the dataset again")
 }

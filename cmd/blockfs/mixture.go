@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/blockfs/blockfs/internal/strictjson"
 	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/mount"
 	"github.com/blockfs/blockfs/shuffle"
@@ -76,11 +78,8 @@ func mixtureOptions(fl *pflag.FlagSet, path, mnt string) (*mount.Mixture, error)
 		return nil, usagef("cannot read the mixture %s: %v", path, err)
 	}
 	var doc mixtureDoc
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
-		return nil, usagef("%s is not a mixture file: %v (want {\"epoch_records\": N, \"sources\": [{\"data\": DATA, \"weight\": W, \"options\": {...}}, ...]}; docs/SHUFFLE.md)", path, err)
+	if err := strictjson.DecodeKnown(raw, &doc); err != nil {
+		return nil, mixtureSyntax(path, err)
 	}
 	mix := &mount.Mixture{Name: path, File: abs}
 	if doc.EpochRecords != "" {
@@ -108,6 +107,21 @@ func mixtureOptions(fl *pflag.FlagSet, path, mnt string) (*mount.Mixture, error)
 		mix.Sources = append(mix.Sources, src)
 	}
 	return mix, nil
+}
+
+// mixtureSyntax is the error for a mixture file that strictjson refuses: a key given twice or
+// data after the object (which encoding/json alone would take silently: the last of two
+// "sources", say), or JSON that is invalid or not a mixture's.
+func mixtureSyntax(path string, err error) error {
+	var se *strictjson.Error
+	switch {
+	case !errors.As(err, &se):
+		return usagef("%s is not a mixture file: %v (want {\"epoch_records\": N, \"sources\": [{\"data\": DATA, \"weight\": W, \"options\": {...}}, ...]}; docs/SHUFFLE.md)", path, err)
+	case se.Kind == strictjson.Duplicate:
+		return usagef("%s has %v: give each key once (a mixture file is read strictly, as a dataset's manifest)", path, se)
+	default:
+		return usagef("%s has %v: a mixture file is one JSON object; remove what follows it (or merge its sources into the first)", path, se)
+	}
 }
 
 // sourceOptions turns one source of a mixture file into its mount options.
