@@ -128,11 +128,14 @@ func (m *FieldsManifest) Anchor() int {
 }
 
 // FieldWriter writes a dataset with fields: one Writer per field, each cut at the same
-// records, the block closed once the sample's values in it pass the block size. Commit writes
+// records, the block closed once the samples' bytes in it pass the block size: their values
+// and, for a variable field, the 8-byte offset of each (as a plain dataset counts them), so a
+// block of empty values is bounded too. Commit writes
 // the fields' datasets, then the manifest, and renames the whole into place. Not safe for
 // concurrent use.
 type FieldWriter struct {
 	dst, tmp string
+	td       *tempDir // tmp's lock
 	block    int64
 	ws       []*Writer
 	m        FieldsManifest
@@ -168,11 +171,12 @@ func CreateFieldsWith(dst string, fields []Field, opt FieldsOptions) (*FieldWrit
 	if _, err := os.Lstat(dst); err == nil && !force {
 		return nil, errorf(ErrExists, dst, -1, "already exists (use --force to replace it)")
 	}
-	tmp, err := mkdirTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-")
+	td, err := newTempDir(dst)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create a temporary directory next to %s: %w", dst, err)
 	}
-	w := &FieldWriter{dst: dst, tmp: tmp, block: blockSize, m: FieldsManifest{Format: FieldsFormat, Version: FieldsVersion, Source: source}}
+	tmp := td.path
+	w := &FieldWriter{dst: dst, tmp: tmp, td: td, block: blockSize, m: FieldsManifest{Format: FieldsFormat, Version: FieldsVersion, Source: source}}
 	if err := os.Mkdir(filepath.Join(tmp, "fields"), 0o755); err != nil {
 		w.Abort()
 		return nil, err
@@ -186,7 +190,7 @@ func CreateFieldsWith(dst string, fields []Field, opt FieldsOptions) (*FieldWrit
 		}
 		fw, err := Create(filepath.Join(tmp, filepath.FromSlash(f.Dir)), WriterOptions{Kind: f.Kind, RecordSize: f.RecordSize,
 			BlockSize: max(blockSize, f.RecordSize), DType: f.DType, Shape: f.Shape, Source: source + " (field " + f.Name + ")", ManualBlocks: true,
-			BlockDone: done}, false)
+			BlockDone: done, nested: true}, false)
 		if err != nil {
 			w.Abort()
 			return nil, fmt.Errorf("field %q: %w", f.Name, err)
@@ -208,7 +212,7 @@ func (w *FieldWriter) Append(values [][]byte) error {
 		if err := w.ws[k].Append(id, v); err != nil {
 			return fmt.Errorf("sample %d, field %q: %w", id, w.m.Fields[k].Name, err)
 		}
-		w.pending += int64(len(v))
+		w.pending += int64(len(v)) + indexBytes(w.m.Fields[k].Kind)
 		if w.own[k] >= 0 {
 			if w.own[k] += int64(len(v)); w.own[k] >= w.block {
 				w.own[k] = 0
@@ -233,8 +237,9 @@ func (w *FieldWriter) AppendColumns(rows int, cols [][]byte, lens [][]uint64) er
 	if len(cols) != len(w.ws) || len(lens) != len(w.ws) {
 		return fmt.Errorf("samples %d on: %d columns for %d fields", w.m.Records, len(cols), len(w.ws))
 	}
-	var fixed int64 // a sample's bytes in its fixed fields
+	var fixed int64 // a sample's bytes in its fixed fields and its variable fields' offsets
 	for k, f := range w.m.Fields {
+		fixed += indexBytes(f.Kind)
 		if f.Kind == Fixed {
 			if lens[k] != nil || int64(len(cols[k])) != int64(rows)*f.RecordSize {
 				return fmt.Errorf("samples %d on, field %q: %d bytes for %d values of %d bytes", w.m.Records, f.Name, len(cols[k]), rows, f.RecordSize)
@@ -328,6 +333,15 @@ func (w *FieldWriter) AppendColumns(rows int, cols [][]byte, lens [][]uint64) er
 	return nil
 }
 
+// indexBytes is what a value of a field of kind takes in its block beside its bytes: a
+// variable value's 8-byte offset.
+func indexBytes(kind Kind) int64 {
+	if kind == Variable {
+		return 8
+	}
+	return 0
+}
+
 // cut closes the block of every field cut at the samples at the same record. The first cut
 // first chooses the fields cut at blocks of their own: the fixed ones whose values in this
 // block take fewer than ownBelow bytes, unless that is every field.
@@ -387,9 +401,14 @@ func (w *FieldWriter) Commit() (*FieldsManifest, error) {
 		}
 	}
 	w.done = true
-	b, err := json.MarshalIndent(&w.m, "", "  ")
+	// One syncfs makes every field's files durable (the fields' writers sync nothing), before
+	// the manifest that vouches for them.
+	err := syncFS(w.tmp)
 	if err == nil {
-		err = writeFile(filepath.Join(w.tmp, FieldsManifestName), append(b, '\n'))
+		var b []byte
+		if b, err = json.MarshalIndent(&w.m, "", "  "); err == nil {
+			err = writeFileSync(filepath.Join(w.tmp, FieldsManifestName), append(b, '\n'))
+		}
 	}
 	for _, d := range []string{filepath.Join(w.tmp, "fields"), w.tmp} {
 		if err == nil {
@@ -399,12 +418,15 @@ func (w *FieldWriter) Commit() (*FieldsManifest, error) {
 	if err == nil {
 		err = replaceDir(w.tmp, w.dst)
 	}
-	if err == nil {
-		err = syncDir(filepath.Dir(w.dst))
-	}
 	if err != nil {
-		os.RemoveAll(w.tmp)
+		w.td.release()
 		return nil, err
+	}
+	if err := w.td.release(); err != nil {
+		return nil, err
+	}
+	if err := syncDir(filepath.Dir(w.dst)); err != nil {
+		return &w.m, err
 	}
 	return &w.m, nil
 }
@@ -415,5 +437,5 @@ func (w *FieldWriter) Abort() {
 	for _, fw := range w.ws {
 		fw.Abort()
 	}
-	os.RemoveAll(w.tmp)
+	w.td.release()
 }

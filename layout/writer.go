@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 
 	"github.com/blockfs/blockfs/internal/background"
 	"github.com/blockfs/blockfs/internal/crc32c"
@@ -49,6 +46,11 @@ type WriterOptions struct {
 	// dataset with fields (FieldWriter) are cut at the same records. BlockSize then bounds
 	// only a record's size. Default: false.
 	ManualBlocks bool
+
+	// nested: the dataset is a part of another writer's temporary directory (a field of a
+	// FieldWriter): written at dst itself, which must not exist, and not synced or renamed at
+	// Commit (the other writer syncs and renames the whole).
+	nested bool
 }
 
 // Writer creates a dataset in a temporary directory next to its destination; Commit writes
@@ -56,6 +58,7 @@ type WriterOptions struct {
 // always complete. Not safe for concurrent use.
 type Writer struct {
 	dst, tmp string
+	td       *tempDir // tmp's lock; nil when nested
 	opt      WriterOptions
 	m        Manifest
 	perBlock uint64 // fixed: records per full block
@@ -120,12 +123,18 @@ func Create(dst string, opt WriterOptions, force bool) (*Writer, error) {
 	if _, err := os.Lstat(w.dst); err == nil && !force {
 		return nil, errorf(ErrExists, w.dst, -1, "already exists (use --force to replace it)")
 	}
-	parent := filepath.Dir(w.dst)
-	tmp, err := mkdirTemp(parent, "."+filepath.Base(w.dst)+".tmp-")
+	var err error
+	if opt.nested {
+		// Inside another writer's temporary directory: written in place, no lock of its own.
+		err = os.Mkdir(w.dst, 0o777)
+		w.tmp = w.dst
+	} else if w.td, err = newTempDir(w.dst); err == nil {
+		w.tmp = w.td.path
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot create a temporary directory next to %s: %w", w.dst, err)
 	}
-	w.tmp = tmp
+	tmp := w.tmp
 	if err := os.Mkdir(filepath.Join(tmp, "blocks"), 0o755); err != nil {
 		w.Abort()
 		return nil, err
@@ -412,17 +421,4 @@ func (w *Writer) writable() error {
 		return errors.New("writer is closed")
 	}
 	return w.bg.Err()
-}
-
-// mkdirTemp creates a new directory in parent named prefix and a random suffix, as
-// os.MkdirTemp does, but with mode 0777 less the umask, as mkdir(1) would: the dataset it
-// becomes is readable by whoever the user's umask lets read it (os.MkdirTemp makes it 0700).
-func mkdirTemp(parent, prefix string) (string, error) {
-	for try := 0; ; try++ {
-		p := filepath.Join(parent, prefix+strconv.FormatUint(uint64(rand.Uint32()), 36))
-		err := os.Mkdir(p, 0o777)
-		if err == nil || !errors.Is(err, fs.ErrExist) || try == 100 {
-			return p, err
-		}
-	}
 }

@@ -13,17 +13,19 @@ import (
 )
 
 // Commit closes the last block, writes and syncs the manifest, and renames the temporary
-// directory to the destination (replacing it only if Create was given force). If a step fails
-// before the rename, Commit removes everything the writer wrote and leaves the destination as
-// it was. Two errors come after it, with the new dataset in place: failing to remove the
-// replaced one (nil manifest) and failing to sync the parent directory (non-nil manifest).
-// Either way the writer is finished.
+// directory to the destination (replacing it only if Create was given force: in one
+// exchange of the two where the filesystem can, so the destination is never missing). If a
+// step fails before the rename, Commit removes everything the writer wrote and leaves the
+// destination as it was. Two errors come after it, with the new dataset in place: failing to
+// remove the replaced one (nil manifest) and failing to sync the parent directory (non-nil
+// manifest). Either way the writer is finished. A nested writer (a field's) only writes its
+// manifest: its owner syncs and renames the whole.
 func (w *Writer) Commit() (*Manifest, error) {
 	if w.done {
 		return nil, errors.New("writer is closed")
 	}
 	w.done = true
-	for _, step := range []func() error{
+	steps := []func() error{
 		w.flush, // the last block, partly filled
 		w.collectBlocks,
 		w.validate,
@@ -32,11 +34,20 @@ func (w *Writer) Commit() (*Manifest, error) {
 		w.writeManifest,
 		w.syncTempDirs,
 		w.replace,
-	} {
+	}
+	if w.opt.nested {
+		steps = []func() error{w.flush, w.collectBlocks, w.validate, w.closeNames,
+			func() error { return writeFile(filepath.Join(w.tmp, ManifestName), ManifestJSON(&w.m)) }}
+	}
+	for _, step := range steps {
 		if err := step(); err != nil {
 			w.Abort()
 			return nil, err
 		}
+	}
+	if w.opt.nested {
+		w.tmp = "" // the owner's now: Abort must not remove it
+		return &w.m, nil
 	}
 	return &w.m, syncDir(filepath.Dir(w.dst))
 }
@@ -83,30 +94,46 @@ func (w *Writer) syncTempDirs() error {
 	return nil
 }
 
-// replace moves the finished directory to dst. An existing dst is first renamed aside and
-// removed only once the new dataset is in place.
-func (w *Writer) replace() error { return replaceDir(w.tmp, w.dst) }
-
-// replaceDir moves the finished directory tmp to dst, an existing dst first renamed aside and
-// removed only once the new one is in place.
-func replaceDir(tmp, dst string) error {
-	old := ""
-	if _, err := os.Lstat(dst); err == nil {
-		old = tmp + ".old"
-		if err := os.Rename(dst, old); err != nil {
-			return fmt.Errorf("cannot move the existing %s aside: %w", dst, err)
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
+// replace moves the finished directory to dst (replaceDir), then removes the dataset it
+// replaced and lets go of the temporary directory's lock.
+func (w *Writer) replace() error {
+	if err := replaceDir(w.tmp, w.dst); err != nil {
 		return err
+	}
+	return w.td.release()
+}
+
+// renameExchange swaps a and b in one rename (renameat2 RENAME_EXCHANGE); a variable so that
+// tests can refuse it, as some filesystems do.
+var renameExchange = func(a, b string) error {
+	return unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
+}
+
+// replaceDir moves the finished directory tmp to dst. An existing dst is exchanged with tmp
+// in one rename, so that dst is never missing, and tmp then holds the replaced dataset for
+// the caller to remove (tempDir.release). Where the filesystem cannot exchange (EINVAL,
+// ENOSYS, EOPNOTSUPP), dst is first renamed aside to tmp.old, which release removes too, and
+// for a moment dst is missing.
+func replaceDir(tmp, dst string) error {
+	if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
+		return os.Rename(tmp, dst)
+	} else if err != nil {
+		return err
+	}
+	err := renameExchange(tmp, dst)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP) {
+		return fmt.Errorf("cannot replace %s: %w", dst, err)
+	}
+	old := tmp + oldSuffix
+	if err := os.Rename(dst, old); err != nil {
+		return fmt.Errorf("cannot move the existing %s aside: %w", dst, err)
 	}
 	if err := os.Rename(tmp, dst); err != nil {
-		if old != "" {
-			_ = os.Rename(old, dst)
-		}
+		_ = os.Rename(old, dst)
 		return err
-	}
-	if old != "" {
-		return os.RemoveAll(old)
 	}
 	return nil
 }
@@ -118,7 +145,9 @@ func (w *Writer) Abort() {
 	if w.names != nil {
 		w.names.Close()
 	}
-	if w.tmp != "" {
+	if w.td != nil {
+		_ = w.td.release()
+	} else if w.tmp != "" {
 		_ = os.RemoveAll(w.tmp)
 	}
 }
