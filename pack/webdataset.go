@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -16,11 +17,13 @@ import (
 // WebDataset input: tar shards (POSIX, ustar or GNU, as Python's tarfile and webdataset's
 // TarWriter write them; not compressed) whose members sharing a key form one sample, one
 // field per extension. The rules are webdataset's (tariterators.py: tar_file_iterator,
-// base_plus_ext, group_by_keys), with one exception, marked (*):
+// base_plus_ext, group_by_keys), with two exceptions, marked (*):
 //
 //   - Members that are not regular files (folders, links) are skipped, and so is metadata:
 //     a member whose first path component is __NAME__ (webdataset's "__[^/]*__($|/)"), or a
-//     top-level name that starts and ends with "__".
+//     top-level name that starts and ends with "__". (*) A link or a device named like a file
+//     of a sample that has regular files stands where a value was meant, and is refused,
+//     named (webdataset_links.go).
 //   - A member "dir/0001.seg.jpg" is key "dir/0001" (the path up to the first '.' of the
 //     base name) and field "seg.jpg" (the rest, lower-cased: "0001.JPG" is field "jpg"). A
 //     member whose base name has no '.' ("README") is skipped, as webdataset does.
@@ -103,6 +106,9 @@ func OpenWebDataset(paths []string, fillMissing bool) (SampleReader, error) {
 	}
 	if err := CheckFieldNames(fields); err != nil {
 		return nil, err
+	}
+	if sc.hole != nil {
+		return nil, sc.hole.holeError()
 	}
 	if !fillMissing {
 		for j, name := range sc.names {
@@ -275,7 +281,11 @@ func wdsClassify(h *tar.Header) (kind wdsKind, key, field string) {
 	default:
 		return wdsNotRegular, "", ""
 	}
-	name := h.Name
+	return wdsClassifyName(h.Name)
+}
+
+// wdsClassifyName is wdsClassify of a regular file named name.
+func wdsClassifyName(name string) (kind wdsKind, key, field string) {
 	first, _, nested := strings.Cut(name, "/")
 	if len(first) >= 4 && strings.HasPrefix(first, "__") && strings.HasSuffix(first, "__") ||
 		!nested && strings.HasPrefix(name, "__") && strings.HasSuffix(name, "__") {
@@ -405,7 +415,10 @@ type wdsScan struct {
 	// The sample being scanned.
 	open bool
 	cur  wdsPlace
-	have []bool // by field
+	have []bool         // by field
+	irr  []wdsIrregular // members not regular files named like this sample's or the next's
+
+	hole *wdsIrregular // the first member not a regular file where its sample lacks the field
 }
 
 // wdsPlace is where a sample or member is, for messages.
@@ -435,6 +448,9 @@ func (sc *wdsScan) shard(name string) error {
 			if sc.skipped[kind]++; sc.skipped[kind] == 1 {
 				sc.skippedEx[kind] = wdsPlace{shard: name, member: h.Name}
 			}
+			if kind == wdsNotRegular {
+				sc.irregular(name, h)
+			}
 			continue
 		}
 		if err := wdsCheckSize(name, h); err != nil {
@@ -445,6 +461,7 @@ func (sc *wdsScan) shard(name string) error {
 		}
 	}
 	sc.end() // a sample ends with its shard
+	sc.irr = sc.irr[:0]
 	return nil
 }
 
@@ -477,6 +494,7 @@ func (sc *wdsScan) member(shard, name, key, field string) error {
 		if sc.samples == 0 {
 			sc.first = sc.cur
 		}
+		sc.irr = slices.DeleteFunc(sc.irr, func(m wdsIrregular) bool { return m.key != key })
 	}
 	j, ok := sc.index[field]
 	if !ok {
@@ -503,6 +521,11 @@ func (sc *wdsScan) member(shard, name, key, field string) error {
 func (sc *wdsScan) end() {
 	if !sc.open {
 		return
+	}
+	for _, m := range sc.irr {
+		if j, ok := sc.index[m.field]; m.key == sc.cur.key && (!ok || !sc.have[j]) && sc.hole == nil {
+			sc.hole = &m
+		}
 	}
 	for j := range sc.names {
 		if sc.have[j] {

@@ -115,3 +115,23 @@ func TestMixtureFileStrict(t *testing.T) {
 	require.NoError(t, os.WriteFile(manifest, []byte(twice), 0o644))
 	refusedInOneLine(t, 1, []string{"info", a.dir}, manifest+`: manifest has key "records" twice in the top-level object (at byte `, "; pack the dataset again")
 }
+
+// TestPackWebDatasetLink: blockfs pack of a WebDataset shard whose sample's jpg is a symbolic
+// link (written by Python's tarfile) exits 1 in one line naming the member and what it is,
+// and leaves nothing behind.
+func TestPackWebDatasetLink(t *testing.T) {
+	dir := t.TempDir()
+	shard := filepath.Join(dir, "s.tar")
+	sh(t, `cd `+dir+` && /usr/bin/python3 -c '
+import io, tarfile
+with tarfile.open("s.tar", "w") as tf:
+    for n, d in [("0.cls", b"0"), ("0.jpg", b"j"), ("1.cls", b"1")]:
+        ti = tarfile.TarInfo(n); ti.size = len(d); tf.addfile(ti, io.BytesIO(d))
+    ti = tarfile.TarInfo("1.jpg"); ti.type = tarfile.SYMTYPE; ti.linkname = "/data/1.jpg"; tf.addfile(ti)
+'`)
+	out := filepath.Join(dir, "out")
+	refusedInOneLine(t, 1, []string{"pack", "--format", "webdataset", shard, out},
+		shard+`: sample "1": member "1.jpg" is a symbolic link (to "/data/1.jpg"); WebDataset members must be regular files: store the file it links to (tar --dereference), or remove the member`)
+	_, err := os.Stat(out)
+	assert.True(t, os.IsNotExist(err), "a failed pack leaves nothing")
+}

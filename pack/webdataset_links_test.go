@@ -1,0 +1,96 @@
+package pack
+
+import (
+	"archive/tar"
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// tarMember is a member to write with archive/tar: a regular file of data, or a header of
+// another type.
+type tarMember struct {
+	name string
+	typ  byte
+	data string
+	link string
+}
+
+// writeTar writes members to a tar file in dir and returns its path.
+func writeTar(t *testing.T, dir string, members []tarMember) string {
+	t.Helper()
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, m := range members {
+		h := &tar.Header{Name: m.name, Typeflag: m.typ, Mode: 0o644, Linkname: m.link, Size: int64(len(m.data)), Format: tar.FormatPAX}
+		if m.typ != tar.TypeReg {
+			h.Size = 0
+		}
+		require.NoError(t, tw.WriteHeader(h))
+		if h.Size > 0 {
+			_, err := tw.Write([]byte(m.data))
+			require.NoError(t, err)
+		}
+	}
+	require.NoError(t, tw.Close())
+	p := filepath.Join(dir, "shard.tar")
+	require.NoError(t, os.WriteFile(p, b.Bytes(), 0o644))
+	return p
+}
+
+// TestWebDatasetMemberNotRegular: a sample whose jpg is a symbolic link, a hard link, a FIFO
+// or a device is refused naming that member and what it is, not "sample has no jpg member",
+// with or without --fill-missing, wherever the member lies in the sample and also where no
+// sample has a regular jpg; a link no sample's regular files name stays skipped.
+func TestWebDatasetMemberNotRegular(t *testing.T) {
+	reg := func(name, data string) tarMember { return tarMember{name: name, typ: tar.TypeReg, data: data} }
+	for _, c := range []struct {
+		name   string
+		member tarMember
+		what   string
+	}{
+		{"symlink", tarMember{name: "d/0001.jpg", typ: tar.TypeSymlink, link: "../images/0001.jpg"},
+			`is a symbolic link (to "../images/0001.jpg"); WebDataset members must be regular files: store the file it links to (tar --dereference), or remove the member`},
+		{"hard link", tarMember{name: "d/0001.jpg", typ: tar.TypeLink, link: "d/0000.jpg"},
+			`is a hard link (to "d/0000.jpg"); WebDataset members must be regular files: store the file itself (tar --hard-dereference), or remove the member`},
+		{"fifo", tarMember{name: "d/0001.jpg", typ: tar.TypeFifo},
+			`is a named pipe (FIFO); WebDataset members must be regular files: put the sample's value there as a regular file, or remove the member`},
+		{"char device", tarMember{name: "d/0001.jpg", typ: tar.TypeChar},
+			`is a character device; WebDataset members must be regular files: put the sample's value there as a regular file, or remove the member`},
+		{"block device", tarMember{name: "d/0001.jpg", typ: tar.TypeBlock},
+			`is a block device; WebDataset members must be regular files: put the sample's value there as a regular file, or remove the member`},
+	} {
+		for _, layout := range []struct {
+			name    string
+			members []tarMember
+		}{
+			{"after the sample's files", []tarMember{reg("d/0000.cls", "0"), reg("d/0000.jpg", "j0"), reg("d/0001.cls", "1"), c.member, reg("d/0002.cls", "2"), reg("d/0002.jpg", "j2")}},
+			{"before the sample's files", []tarMember{reg("d/0000.cls", "0"), reg("d/0000.jpg", "j0"), c.member, reg("d/0001.cls", "1"), reg("d/0002.cls", "2"), reg("d/0002.jpg", "j2")}},
+			{"no regular jpg at all", []tarMember{reg("d/0000.cls", "0"), reg("d/0001.cls", "1"), c.member}},
+		} {
+			for _, fill := range []bool{false, true} {
+				t.Run(c.name+", "+layout.name, func(t *testing.T) {
+					p := writeTar(t, t.TempDir(), layout.members)
+					r, err := OpenWebDataset([]string{p}, fill)
+					if err == nil {
+						r.Close()
+					}
+					require.Error(t, err, "fill %v", fill)
+					assert.Equal(t, p+`: sample "d/0001": member "d/0001.jpg" `+c.what, err.Error())
+				})
+			}
+		}
+	}
+	// A link of its own key, beside no sample's regular file, is skipped as before.
+	p := writeTar(t, t.TempDir(), []tarMember{reg("0000.cls", "0"), {name: "latest.cls", typ: tar.TypeSymlink, link: "0000.cls"}, reg("0001.cls", "1")})
+	r, err := OpenWebDataset([]string{p}, false)
+	require.NoError(t, err)
+	defer r.Close()
+	got, err := readSamples(t, r)
+	require.NoError(t, err)
+	assert.Len(t, got, 2)
+}
