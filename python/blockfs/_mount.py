@@ -1,6 +1,7 @@
 """Mount a dataset from Python: one mount per node, shared by every local process using it."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -10,7 +11,7 @@ import stat
 import subprocess
 import time
 import warnings
-from typing import Any, Dict, List, Optional, Union, cast
+from typing import Any, Dict, Iterator, List, Optional, Union, cast
 
 from ._nodes import node_options
 from ._binary import binary
@@ -37,7 +38,8 @@ def runtime_dir() -> str:
         xdg = os.environ.get("XDG_RUNTIME_DIR")
         d = os.path.join(xdg, "blockfs") if xdg and not _unsafe(xdg) else os.path.join("/tmp", f"blockfs-{os.getuid()}")
     try:
-        os.mkdir(d, 0o700)
+        with _room(d):
+            os.mkdir(d, 0o700)
     except FileExistsError:
         pass
     why = _unsafe(d)
@@ -45,6 +47,26 @@ def runtime_dir() -> str:
         raise MountError(f"{d} cannot hold blockfs.Mount's lock files: {why}; remove it (another user may have made it) "
                          f"or set BLOCKFS_RUNTIME_DIR to a directory of yours that only you can write (mode 0700)")
     return d
+
+
+# Why a directory cannot take a new file or a write: its filesystem's state, not blockfs's.
+_NO_ROOM = {errno.ENOSPC: "its filesystem is full (ENOSPC: no space left on device)",
+            errno.EDQUOT: "your disk quota there is used up (EDQUOT)",
+            errno.EROFS: "its filesystem is read-only (EROFS)"}
+
+
+@contextlib.contextmanager
+def _room(d: str, what: str = "blockfs.Mount's lock files",
+          fix: str = "set BLOCKFS_RUNTIME_DIR to a private directory of yours elsewhere (mode 0700)") -> Iterator[None]:
+    """Turns an OSError of a full or read-only filesystem, met writing what in directory d,
+    into a MountError naming d, the cause and what to do (fix); other errors pass."""
+    try:
+        yield
+    except OSError as e:
+        why = _NO_ROOM.get(e.errno or 0)
+        if why is None:
+            raise
+        raise MountError(f"cannot write {what} in {d}: {why}; free space there, or {fix}") from e
 
 
 def _unsafe(d: str) -> str:
@@ -127,7 +149,8 @@ class _Lock:
     def __enter__(self) -> _Lock:
         deadline = time.monotonic() + LOCK_WAIT
         while True:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            with _room(os.path.dirname(self.path)):
+                self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
             while True:
                 try:
                     fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -251,7 +274,10 @@ class Mount:
             return self
         with _Lock(self._setup_lock):
             # Under the lock: a daemon ending an unused mount removes the mountpoint under it.
-            os.makedirs(self.path, exist_ok=True)
+            parent = os.path.dirname(self.path)
+            with (_room(parent, "the mountpoint") if self._made_dir else
+                  _room(parent, f"the mountpoint {os.path.basename(self.path)}", "give a mountpoint elsewhere")):
+                os.makedirs(self.path, exist_ok=True)
             h = _held(self._lock)
             if h is not None:  # this process already uses the mount
                 self._check_same(h[1])
@@ -260,8 +286,9 @@ class Mount:
                 self._open, self._pid = True, os.getpid()
                 return self
             try:
-                users = os.open(self._lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-            except OSError:
+                with _room(os.path.dirname(self._lock)):
+                    users = os.open(self._lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            except (OSError, MountError):
                 self._forget(None)  # (a symlink planted there: nothing is written through it)
                 raise
             try:
@@ -277,8 +304,9 @@ class Mount:
                 if not is_mounted(self.path):
                     self._mount()
                     self.owner = True
-                    os.ftruncate(users, 0)
-                    os.pwrite(users, json.dumps(self._whom()).encode(), 0)
+                    with _room(os.path.dirname(self._lock)):
+                        os.ftruncate(users, 0)
+                        os.pwrite(users, json.dumps(self._whom()).encode(), 0)
                 fcntl.lockf(users, fcntl.LOCK_SH)
                 self.info = read_info(self.path)
             except BaseException:
