@@ -275,7 +275,7 @@ func (p *Plan) planSources(srcs []*Plan, shares []float64, name, data, fp string
 		return Usagef("--cache-size %s is too small for %s: its sources' windows and readahead need %s; raise --cache-size or lower --readahead, or the sources' mix",
 			ibytes(cs), name, ibytes(need))
 	}
-	p.mem = MemoryPlan{Memory: mem, Total: mem.Total(), Claimed: Claimed(mem, data, fp, claimsTimeout)}
+	p.mem = MemoryPlan{Memory: mem, Total: mem.Total(), Claimed: Claimed(mem, data, fp)}
 	p.mem.Headroom = Headroom(p.mem.Total)
 	p.mem.Budget, p.mem.BudgetReason = memoryBudget(cs, need, mem, p.mem.Headroom, p.mem.Claimed)
 	// Each source's share of the budget: by the bytes it gives an epoch, never less than its

@@ -262,7 +262,7 @@ func (p *Plan) planCache() error {
 		return Usagef("--cache-size %s is too small: it needs %s, the larger of a window of --mix %d blocks of up to %s%s plus --readahead %s (%s) and %d pages of %s (a read holds its pages while the reply is written, and readahead needs room beside it); raise --cache-size or lower --mix or --readahead",
 			ibytes(cs), ibytes(upTo), need.Mix, ibytes(need.MaxBlock), inPages(need), ibytes(ra), ibytes(need.Window), cache.MinPages, ibytes(cache.DefaultPageSize))
 	}
-	claimed := Claimed(mem, p.loc.Abs, p.ds.Manifest.Fingerprint(), claimsTimeout)
+	claimed := Claimed(mem, p.loc.Abs, p.ds.Manifest.Fingerprint())
 	p.mem = PlanMemory(p.ds, cache.DefaultPageSize, cs, p.need.Window, p.opt.Direct, mem, claimed)
 	// The order state's share of the budget (view.NewSet reserves it) never leaves the pages
 	// less than the windows and readahead need.

@@ -25,9 +25,6 @@ const daemonHeapLimit = 40 << 20
 // before it exits anyway; the kernel then fails their reads (ENOTCONN) instead of hanging.
 const drainTime = 5 * time.Second
 
-// claimsTimeout bounds the wait for the other mounts' info.json when planning memory.
-const claimsTimeout = time.Second
-
 // Serve mounts the plan and serves it until the mount goes away (blockfs unmount, fusermount
 // -u) or a signal asks for it; it calls ready once the mount is up. It returns an error only
 // when the mount could not be made.
@@ -70,6 +67,7 @@ func (p *Plan) Serve(ready func()) error {
 		c.Close()
 		return err
 	}
+	defer register(p.mnt, infoFacts(set, fopt.Info))()
 	if met != nil {
 		met.snapshot = srv.Stats
 		go met.serve(ml)

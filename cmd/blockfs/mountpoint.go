@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,9 +13,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/blockfs/blockfs/internal/fuseread"
 	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/mount"
@@ -46,22 +49,41 @@ type sourceOrder struct {
 // maxInfoBytes bounds a mountpoint's .blockfs/info.json (a few KiB).
 const maxInfoBytes = 4 << 20
 
+// mountAnswerTime is how long a command waits for a mount's daemon to answer one request (a
+// look-up, an open, a read of info.json, stats.json or an .ids file) before it gives up on the
+// mount, saying so: a daemon that is stopped, hung or deadlocked never answers.
+const mountAnswerTime = 5 * time.Second
+
 // readMountpoint reads the facts of the blockfs mount at dir; ok is false when dir is not one
 // (no .blockfs/info.json). A directory with an info.json that is not a live blockfs mount (a
 // fuse.blockfs mount at dir in /proc/self/mountinfo) is refused: anyone can write such a file,
 // and its open_data and open_flags would name what order and info open (a FIFO, /dev/zero).
-// The file itself must be a regular file of at most maxInfoBytes.
+// The file itself must be a regular file of at most maxInfoBytes. Everything under dir is
+// touched through internal/fuseread: a mount that does not answer within mountAnswerTime is
+// an error naming it, and never holds up Ctrl-C.
 func readMountpoint(dir string) (m *mountFacts, ok bool, err error) {
-	path := filepath.Join(dir, view.MetaDir, view.InfoName)
-	if _, err := os.Lstat(path); err != nil {
-		return nil, false, nil
+	ctx := context.Background()
+	mnt, err := blockfsMountAt(ctx, dir)
+	if err != nil {
+		return nil, true, err
 	}
-	if !mount.IsBlockfsMount(dir) {
+	if mnt == "" {
+		path := filepath.Join(dir, view.MetaDir, view.InfoName)
+		var has bool
+		if err := fuseread.Do(ctx, mountAnswerTime, func() error { _, err := os.Lstat(path); has = err == nil; return nil }); err != nil {
+			return nil, true, noAnswer(dir, "a look-up of "+path, err)
+		}
+		if !has {
+			return nil, false, nil
+		}
 		return nil, true, fmt.Errorf("%s has a %s/%s but is not a blockfs mount (no fuse.blockfs mount there in /proc/self/mountinfo); name the dataset, or the mount point of a live mount",
 			dir, view.MetaDir, view.InfoName)
 	}
-	data, err := userfile.ReadFile(path, maxInfoBytes)
+	data, err := fuseread.ReadFile(ctx, filepath.Join(mnt, view.MetaDir, view.InfoName), maxInfoBytes, mountAnswerTime)
 	if err != nil {
+		if errors.Is(err, fuseread.ErrTimeout) {
+			return nil, true, noAnswer(mnt, "a read of its "+view.MetaDir+"/"+view.InfoName, err)
+		}
 		return nil, true, fmt.Errorf("%s: cannot read its %s/%s: %v", dir, view.MetaDir, view.InfoName, unwrapPath(err))
 	}
 	m = &mountFacts{Dir: dir}
@@ -72,6 +94,52 @@ func readMountpoint(dir string) (m *mountFacts, ok bool, err error) {
 		return nil, true, fmt.Errorf("%s is mounted by an older blockfs that does not say how it opened its data; name the dataset instead", dir)
 	}
 	return m, true, nil
+}
+
+// blockfsMountAt returns where the blockfs mount at dir is (absolute, symlinks resolved), or
+// "" when dir is not one: the topmost mount there is a fuse.blockfs one in
+// /proc/self/mountinfo. A mount point named as it is needs no look-up under it; a path with
+// symlinks is resolved through fuseread (it may pass through a mount that does not answer).
+func blockfsMountAt(ctx context.Context, dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if mount.IsBlockfsMountpoint(abs) {
+		return abs, nil
+	}
+	var real string
+	err = fuseread.Do(ctx, mountAnswerTime, func() error {
+		var err error
+		real, err = filepath.EvalSymlinks(abs)
+		return err
+	})
+	if errors.Is(err, fuseread.ErrTimeout) || ctx.Err() != nil {
+		return "", noAnswer(dir, "a look-up of "+abs, err)
+	}
+	if err != nil || !mount.IsBlockfsMountpoint(real) {
+		return "", nil
+	}
+	return real, nil
+}
+
+// noAnswer returns the error for a request to the mount at mnt (what) that has not answered:
+// err is fuseread's. It names the mount and, where the registry knows it, its daemon and
+// whether it is stopped. It returns err as it is when err is not one of not answering, and
+// nil for nil.
+func noAnswer(mnt, what string, err error) error {
+	if !errors.Is(err, fuseread.ErrTimeout) {
+		return err
+	}
+	daemon, hint := "its daemon", fmt.Sprintf("if it stays so, detach it: blockfs unmount --lazy %s", mnt)
+	if pid, stopped := mount.Daemon(mnt); pid > 0 {
+		daemon = fmt.Sprintf("its daemon (pid %d)", pid)
+		if stopped {
+			daemon += ", which is stopped,"
+			hint = fmt.Sprintf("resume it (kill -CONT %d), or detach the mount (blockfs unmount --lazy %s)", pid, mnt)
+		}
+	}
+	return fmt.Errorf("%s does not answer: %s gave no answer to %s in %v; %s", mnt, daemon, what, mountAnswerTime, hint)
 }
 
 // unwrapPath returns the cause of an *fs.PathError, whose path the caller has said.
@@ -107,7 +175,8 @@ func (m *mountFacts) refuseOrderFlags(fl *pflag.FlagSet) error {
 }
 
 // copyMountIDs prints the ids of an epoch (or of shard "R/W" of it) of the mount at dir, one
-// per line, read from the mount's own .ids file.
+// per line, read from the mount's own .ids file through fuseread (each read bounded by
+// mountAnswerTime).
 func copyMountIDs(dir string, epoch uint64, shard string) error {
 	name := view.EpochFile(epoch, view.IDs)
 	if shard != "" {
@@ -117,15 +186,24 @@ func copyMountIDs(dir string, epoch uint64, shard string) error {
 		}
 		name = filepath.Join(view.ShardDir(r, w), name)
 	}
-	f, err := os.Open(filepath.Join(dir, name))
+	f, err := openUnder(dir, name)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	if err := printIDStream(f); err != nil {
-		return fmt.Errorf("%s: %w", f.Name(), err)
+		return noAnswer(dir, "a read of its "+name, fmt.Errorf("%s: %w", filepath.Join(dir, name), err))
 	}
 	return nil
+}
+
+// openUnder opens file name of the mount at dir through fuseread.
+func openUnder(dir, name string) (*fuseread.Reader, error) {
+	f, err := fuseread.Open(context.Background(), filepath.Join(dir, name), mountAnswerTime)
+	if err != nil {
+		return nil, noAnswer(dir, "an open of its "+name, err)
+	}
+	return f, nil
 }
 
 // copyMixtureIDs prints "SOURCE ID" for each record of an epoch (or shard) of the mixture
@@ -139,17 +217,17 @@ func copyMixtureIDs(dir string, epoch uint64, shard string) error {
 		}
 		base = view.ShardDir(r, w)
 	}
-	srcs, err := os.Open(filepath.Join(dir, base, view.EpochFile(epoch, view.Sources)))
+	srcs, err := openUnder(dir, filepath.Join(base, view.EpochFile(epoch, view.Sources)))
 	if err != nil {
 		return err
 	}
 	defer srcs.Close()
-	ids, err := os.Open(filepath.Join(dir, base, view.EpochFile(epoch, view.IDs)))
+	ids, err := openUnder(dir, filepath.Join(base, view.EpochFile(epoch, view.IDs)))
 	if err != nil {
 		return err
 	}
 	defer ids.Close()
-	return printSourceIDs(srcs, ids)
+	return noAnswer(dir, "a read of its "+view.EpochFile(epoch, view.IDs)+" or .source", printSourceIDs(srcs, ids))
 }
 
 // args returns the flags that open data as f does, for a mount's info.json (open_flags):

@@ -1,10 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -16,6 +16,8 @@ import (
 	"golang.org/x/term"
 
 	bfs "github.com/blockfs/blockfs/fs"
+	"github.com/blockfs/blockfs/internal/fuseread"
+	"github.com/blockfs/blockfs/view"
 )
 
 func newStats() *cobra.Command {
@@ -48,20 +50,42 @@ one JSON object per interval; --json does so on a terminal too. --once prints on
 	return c
 }
 
-// statsFile reads a mount's stats.json.
-func statsFile(mnt string) (bfs.Stats, error) {
+// maxStatsBytes bounds a mount's stats.json (a line per open file: a few MiB for thousands).
+const maxStatsBytes = 64 << 20
+
+// statsFile reads the stats.json of the mount at mnt through fuseread: a daemon that does not
+// answer within mountAnswerTime is an error naming the mount, and ctx (Ctrl-C) ends the wait.
+func statsFile(ctx context.Context, mnt string) (bfs.Stats, error) {
 	var s bfs.Stats
-	b, err := os.ReadFile(filepath.Join(mnt, ".blockfs", "stats.json"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return s, usagef("%s is not a blockfs mount (it has no .blockfs/stats.json); give the mountpoint", mnt)
-	}
+	name := filepath.Join(view.MetaDir, view.StatsName)
+	b, err := fuseread.ReadFile(ctx, filepath.Join(mnt, name), maxStatsBytes, mountAnswerTime)
 	if err != nil {
+		if errors.Is(err, fuseread.ErrTimeout) || ctx.Err() != nil {
+			return s, noAnswer(mnt, "a read of its "+name, err)
+		}
 		return s, fmt.Errorf("cannot read %s's stats: %w", mnt, err)
 	}
 	if err := json.Unmarshal(b, &s); err != nil {
-		return s, fmt.Errorf("%s/.blockfs/stats.json: %w", mnt, err)
+		return s, fmt.Errorf("%s/%s: %w", mnt, name, err)
 	}
 	return s, nil
+}
+
+// recordSize returns the record size of the mount at mnt from its info.json, 0 when records
+// vary (or it does not say).
+func recordSize(ctx context.Context, mnt string) (int64, error) {
+	b, err := fuseread.ReadFile(ctx, filepath.Join(mnt, view.MetaDir, view.InfoName), maxInfoBytes, mountAnswerTime)
+	if errors.Is(err, fuseread.ErrTimeout) || ctx.Err() != nil {
+		return 0, noAnswer(mnt, "a read of its "+view.MetaDir+"/"+view.InfoName, err)
+	}
+	var info struct {
+		Kind       string `json:"kind"`
+		RecordSize int64  `json:"record_size"`
+	}
+	if err != nil || json.Unmarshal(b, &info) != nil || info.Kind != "fixed" {
+		return 0, nil
+	}
+	return info.RecordSize, nil
 }
 
 // View is one interval of a mount: what the live view shows, and the JSON line.
@@ -196,36 +220,38 @@ func render(mnt string, v View) string {
 }
 
 // runStats shows the mount at mnt every interval: a view redrawn in place, or JSON lines.
-func runStats(mnt string, every time.Duration, once, asJSON bool) error {
-	var rs int64
-	if b, err := os.ReadFile(filepath.Join(mnt, ".blockfs", "info.json")); err == nil {
-		var info struct {
-			Kind       string `json:"kind"`
-			RecordSize int64  `json:"record_size"`
-		}
-		if json.Unmarshal(b, &info) == nil && info.Kind == "fixed" {
-			rs = info.RecordSize
-		}
+// Ctrl-C and SIGTERM end it at once, even while it waits for the mount (exit 0); a mount that
+// does not answer within mountAnswerTime ends it with one line naming the mount (exit 1).
+func runStats(dir string, every time.Duration, once, asJSON bool) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	mnt, err := blockfsMountAt(ctx, dir)
+	if err != nil || ctx.Err() != nil {
+		return quit(ctx, err)
 	}
-	prev, err := statsFile(mnt)
+	if mnt == "" {
+		return usagef("%s is not a blockfs mount (no fuse.blockfs mount there in /proc/self/mountinfo); give the mountpoint", dir)
+	}
+	rs, err := recordSize(ctx, mnt)
 	if err != nil {
-		return err
+		return quit(ctx, err)
 	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	prev, err := statsFile(ctx, mnt)
+	if err != nil {
+		return quit(ctx, err)
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	last := time.Now()
 	for {
 		select {
-		case <-sigs:
+		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
-		cur, err := statsFile(mnt)
+		cur, err := statsFile(ctx, mnt)
 		if err != nil {
-			return err
+			return quit(ctx, err)
 		}
 		now := time.Now()
 		if cur.PID != prev.PID || cur.Uptime < prev.Uptime {
@@ -248,4 +274,12 @@ func runStats(mnt string, every time.Duration, once, asJSON bool) error {
 			return nil
 		}
 	}
+}
+
+// quit returns err, or nil once Ctrl-C or SIGTERM (ctx) has asked stats to end.
+func quit(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
 }
