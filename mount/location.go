@@ -151,10 +151,15 @@ func Open(l Location, in InPlace, s3opt s3.Options) (*layout.Dataset, error) {
 	case Dir:
 		for _, fl := range flat {
 			if fl.set {
-				if err := missing(l.Name, fl.name); err != nil {
+				if err := missing(l.Name, fl.name+" serves an existing file in place"); err != nil {
 					return nil, err
 				}
 				return nil, Usagef("%s is for a file served in place; %s is a dataset directory", fl.name, l.Name)
+			}
+		}
+		if in.Window != 0 {
+			if err := missing(l.Name, "--window reads an existing file (.npy, raw) or dataset directory"); err != nil {
+				return nil, err
 			}
 		}
 		ds, err := local.Open(l.Name)

@@ -16,14 +16,14 @@ type notExist struct{ msg string }
 func (e notExist) Error() string { return e.msg }
 func (e notExist) Unwrap() error { return fs.ErrNotExist }
 
-// missing returns the error for a file in place, asked for with flag (--record-size), that
-// does not exist, naming it and a near name where one exists; nil when path exists (it is
-// then a directory).
-func missing(path, flag string) error {
+// missing returns the error for data that does not exist, asked for with flags that need
+// it (why: "--record-size serves an existing file in place"), naming it and a near name where
+// one exists; nil when path exists.
+func missing(path, why string) error {
 	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	return notExist{fmt.Sprintf("%s does not exist: %s serves an existing file in place; check the path%s", path, flag, nearHint(path))}
+	return notExist{fmt.Sprintf("%s does not exist: %s; check the path%s", path, why, nearHint(path))}
 }
 
 // maxNearEntries bounds the entries of a folder read for a near name.

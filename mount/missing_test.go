@@ -28,7 +28,7 @@ func TestMissingNearName(t *testing.T) {
 		{"validation.bin", ""},
 		{"y", ""},
 	} {
-		err := missing(filepath.Join(dir, c.name), "--record-size")
+		err := missing(filepath.Join(dir, c.name), "--record-size serves an existing file in place")
 		require.Error(t, err, c.name)
 		assert.True(t, errors.Is(err, fs.ErrNotExist), c.name)
 		if c.hint == "" {
@@ -37,7 +37,7 @@ func TestMissingNearName(t *testing.T) {
 			assert.Contains(t, err.Error(), "(did you mean "+filepath.Join(dir, c.hint)+"?)", c.name)
 		}
 	}
-	assert.NoError(t, missing(dir, "--record-size"), "it exists")
+	assert.NoError(t, missing(dir, "--record-size serves an existing file in place"), "it exists")
 	assert.Equal(t, 2, editDistance("trian", "train", 5))
 	assert.Equal(t, 3, editDistance("abcdef", "a", 2), "over the limit")
 }

@@ -64,6 +64,7 @@ func TestMissingFileInPlace(t *testing.T) {
 		{[]string{"info", gone, "--record-size", "8"}, []string{gone + notThere + " (" + filepath.Dir(gone) + " does not exist either)"}},
 		{[]string{"info", filepath.Join(dir, "TRAIN.bin"), "--dtype", "f4"}, []string{"TRAIN.bin does not exist: --dtype serves", "(did you mean " + raw + "?)"}},
 		{[]string{"info", mix}, []string{"mix.json: source 1 (trian.bin): " + typo + notThere + " (did you mean " + raw + "?)"}},
+		{[]string{"info", typo, "--window", "4"}, []string{typo + " does not exist: --window reads an existing file (.npy, raw) or dataset directory; check the path (did you mean " + raw + "?)"}},
 		{[]string{"mount", mix, mnt}, []string{"mix.json: source 1 (trian.bin): " + typo + notThere}},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
