@@ -29,7 +29,11 @@ func TestHungMountCommands(t *testing.T) {
 	hung := mount(t, p.dir, "--cache-size", "4MiB", "--readahead", "0")
 	pid := hung.cmd.Process.Pid
 	if os.Geteuid() == 0 {
-		require.FileExists(t, fmt.Sprintf("/run/blockfs/mounts/%d.json", pid), "the daemon registered its claim: %s", hung.stderr.String())
+		// Written once the mount is up, before the daemon says it is ready (the test sees the
+		// mount table first).
+		reg := fmt.Sprintf("/run/blockfs/mounts/%d.json", pid)
+		require.Eventually(t, func() bool { _, err := os.Stat(reg); return err == nil }, 5*time.Second, 10*time.Millisecond,
+			"the daemon registered its claim: %s", hung.stderr.String())
 	}
 	require.NotContains(t, hung.stderr.String(), "cannot record")
 	require.NoError(t, hung.cmd.Process.Signal(syscall.SIGSTOP))
