@@ -171,10 +171,10 @@ func TestSIGQUIT(t *testing.T) {
 
 // TestSigtermBesideAHungMount: another blockfs mount on the machine whose daemon has stopped
 // answering (SIGSTOP here; a deadlock or a frozen container alike) must not make a new mount
-// deaf to SIGTERM. Planning memory reads every blockfs mount's info.json; the read from the hung
-// one waits uninterruptibly, and before its thread blocked signals, the kernel could hand it
-// the SIGTERM, which then waited for the other daemon (the mount outlived a 20 s stop in one
-// run of five).
+// deaf to SIGTERM. Planning memory once read every blockfs mount's info.json (now the
+// registry the daemons keep, TestHungMountCommands); the read from the hung one waited
+// uninterruptibly, and before its thread blocked signals, the kernel could hand it the SIGTERM,
+// which then waited for the other daemon (the mount outlived a 20 s stop in one run of five).
 func TestSigtermBesideAHungMount(t *testing.T) {
 	p := packRaw(t, 16, "64KiB")
 	hung := mount(t, p.dir, "--cache-size", "4MiB", "--readahead", "0")
