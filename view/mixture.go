@@ -31,6 +31,7 @@ type Mixture struct {
 
 	recent *lru.Cache[uint64, *shuffle.MixEpoch]
 	tiny   []*tiny // per source: its records, held when it is small and drawn many times
+	held   int64   // the bytes the held sources take
 
 	// node: the epochs of a node of a node-aware mount (NewNode), its parts the sources:
 	// served as one dataset's epochs, with no .source file.
@@ -157,9 +158,9 @@ func (m *Mixture) OpenNames() (File, bool) {
 // Stats returns the shared cache's counters.
 func (m *Mixture) Stats() CacheStats { return m.Cache.Stats() }
 
-// OrderBytes returns the order state the sources' Sets hold, together.
+// OrderBytes returns the order state the sources' Sets hold, together, and the held sources.
 func (m *Mixture) OrderBytes() int64 {
-	var n int64
+	n := m.held
 	for _, s := range m.Sets {
 		n += s.OrderBytes()
 	}

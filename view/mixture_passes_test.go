@@ -113,6 +113,7 @@ func TestMixturePassesRefused(t *testing.T) {
 	a := dstest.Variable(t, filepath.Join(dir, "a"), []int{100, 50, 200, 80}, 4096, false)
 	one := dstest.Variable(t, filepath.Join(dir, "one"), []int{1}, 4096, false)
 	v := dstest.Variable(t, filepath.Join(dir, "v"), []int{2, 2, 2}, 4096, false)
+	big := dstest.Variable(t, filepath.Join(dir, "big"), []int{1<<20 + 1}, 4096, false)
 	for _, c := range []struct {
 		src  *dstest.Dataset
 		held bool
@@ -120,6 +121,8 @@ func TestMixturePassesRefused(t *testing.T) {
 	}{
 		{one, true, "could cross 1048578 passes of its order (at most 1048576)"},
 		{v, false, "could cross 174764 passes of its order (at most 65536)"},
+		// Too large to hold: a 1 MiB read of the epoch's .ids crosses 131072 of its passes.
+		{big, true, "could cross 131074 passes of its order (at most 65536)"},
 	} {
 		withTiny(t, c.held)
 		_, err := newMixtureErr(t, []*dstest.Dataset{a, c.src}, []shuffle.Rule{mustRule(t, shuffle.Repeat, "1"), mustRule(t, shuffle.Repeat, "10000000")})

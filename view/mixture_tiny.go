@@ -14,20 +14,21 @@ import (
 // microseconds, and garbage); a Mixture holds such a source's records instead (tiny), and
 // orders each pass with its own small window cache: a pass then costs its permutation.
 const (
-	tinyBytes   = 16 << 10 // a source of at most this many bytes...
+	tinyBytes   = 1 << 20  // a source of at most this many bytes...
 	tinyRecords = 2048     // ...and records is held when drawn more than twice an epoch
 	tinyWindows = 64 << 10 // each held source's window cache
 
 	// MaxReadBytes is the largest read of an epoch (the FUSE mount's max_read).
 	MaxReadBytes = 1 << 20
-	// A read of MaxReadBytes may cross at most this many passes of a held source's order, or
-	// of another source's: bounds on a read's time, whatever a source's repeat.
+	// A read of MaxReadBytes of an epoch's data, ids or offsets may cross at most this many
+	// passes of a held source's order, or of another source's: bounds on a read's time,
+	// whatever a source's repeat.
 	maxTinyPasses = 1 << 20
 	maxSetPasses  = 1 << 16
 )
 
-// tinyTotal is the most the held sources of a mixture may take together (a variable: tests
-// set it to 0 to read every source through its Set).
+// tinyTotal is the most the held sources of a mixture may take together, their window caches
+// included (a variable: tests set it to 0 to read every source through its Set).
 var tinyTotal int64 = 16 << 20
 
 // tiny is a source's records in memory, by stored index (block by block), and its order.
@@ -48,18 +49,24 @@ func (m *Mixture) holdTiny() error {
 	var held int64
 	for i, s := range m.Sets {
 		n, bytes := s.DS.Records(), s.DS.Bytes()
-		size := int64(bytes + 16*n)
+		size := int64(bytes+16*n) + tinyWindows
 		if m.Order.MaxCount(i) > 2*n && bytes <= tinyBytes && n <= tinyRecords && held+size <= tinyTotal {
 			t, err := loadTiny(s)
 			if err != nil {
 				return err
 			}
 			m.tiny[i], held = t, held+size
+			m.held = held
 		}
-		passes, most := m.Order.MaxCount(i)/n+2, uint64(maxSetPasses)
-		if bytes > 0 {
-			passes = min(passes, MaxReadBytes/bytes+2)
+		// A read of data crosses a pass per source's bytes; one of ids or offsets, a pass per
+		// n records of 8 bytes.
+		passes, most := MaxReadBytes/8/n+2, uint64(maxSetPasses)
+		if bytes == 0 {
+			passes = m.Order.MaxCount(i)/n + 2
+		} else {
+			passes = max(passes, MaxReadBytes/bytes+2)
 		}
+		passes = min(passes, m.Order.MaxCount(i)/n+2)
 		if m.tiny[i] != nil {
 			most = maxTinyPasses
 		}
