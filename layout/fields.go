@@ -102,7 +102,10 @@ func ParseFieldsManifest(path string, raw []byte) (*FieldsManifest, error) {
 	}
 	seen := map[string]bool{}
 	for _, fl := range m.Fields {
-		if fl.Name == "" || seen[fl.Name] || fl.Dir != FieldDir(fl.Name) {
+		if err := checkFieldName(fl.Name); err != nil {
+			return nil, errorf(ErrFormat, path, -1, "%v", err)
+		}
+		if seen[fl.Name] || fl.Dir != FieldDir(fl.Name) {
 			return nil, errorf(ErrFormat, path, -1, "field %q: a name must be unique and its dir %q must be %q", fl.Name, fl.Dir, FieldDir(fl.Name))
 		}
 		seen[fl.Name] = true

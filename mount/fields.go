@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/blockfs/blockfs/cache"
@@ -57,13 +56,25 @@ func RemoteFields(url string, s3opt s3.Options) (*layout.FieldsManifest, error) 
 	return layout.ParseFieldsManifest(st.Path(s3.FieldsManifestName), raw)
 }
 
-// fieldData returns where field fl of the dataset with fields at loc is: a directory under
-// it, or a prefix under its URL.
-func fieldData(loc Location, fl layout.Field) string {
+// FieldData returns where field fl of the dataset with fields at data (a directory or an
+// s3:// URL) is: a directory under it, refused if it resolves outside it (a symlinked fields/
+// or fields/NAME, layout.FieldPath), or a prefix under its URL.
+func FieldData(data string, fl layout.Field) (string, error) {
+	loc := Locate(data)
 	if loc.Kind == Remote {
-		return strings.TrimSuffix(loc.Abs, "/") + "/" + fl.Dir
+		return strings.TrimSuffix(loc.Abs, "/") + "/" + fl.Dir, nil
 	}
-	return filepath.Join(loc.Abs, filepath.FromSlash(fl.Dir))
+	return layout.FieldPath(loc.Abs, fl)
+}
+
+// openedField checks field i's dataset ds against the manifest (layout.FieldsManifest.CheckField):
+// dss are the fields' datasets opened before it.
+func openedField(man *layout.FieldsManifest, i int, ds *layout.Dataset, dss []*layout.Dataset) error {
+	var anchor *layout.Dataset
+	if a := man.Anchor(); a < i {
+		anchor = dss[a]
+	}
+	return man.CheckField(i, ds, anchor)
 }
 
 // newFields checks and plans a mount of the dataset with fields at opt.Data, whose manifest is
@@ -84,7 +95,10 @@ func newFields(opt Options, man *layout.FieldsManifest) (*Plan, error) {
 	p.fields = f
 	for i, fl := range man.Fields {
 		so := opt
-		so.Data = fieldData(loc, fl)
+		var err error
+		if so.Data, err = FieldData(opt.Data, fl); err != nil {
+			return nil, err
+		}
 		if opt.DiskCache != "" {
 			// Each field's block files in a directory of their own (a disk cache is one
 			// dataset's).
@@ -94,28 +108,16 @@ func newFields(opt Options, man *layout.FieldsManifest) (*Plan, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: field %q: %w", opt.Data, fl.Name, err)
 		}
-		if sub.ds.Records() != man.Records {
-			return nil, &layout.Error{Path: sub.ds.Dir, Block: -1, Kind: layout.ErrCorrupt,
-				Msg: fmt.Sprintf("field %q has %d records; the dataset says %d", fl.Name, sub.ds.Records(), man.Records)}
-		}
-		if err := checkOwn(fl, sub.ds); err != nil {
+		if err := openedField(man, i, sub.ds, f.datasets()); err != nil {
 			return nil, err
 		}
 		sub.byIndex = fl.Own()
-		if a := man.Anchor(); i > a && !fl.Own() && !slices.Equal(sub.ds.BlockCounts(), f.srcs[a].ds.BlockCounts()) {
-			return nil, &layout.Error{Path: sub.ds.Dir, Block: -1, Kind: layout.ErrCorrupt,
-				Msg: fmt.Sprintf("field %q's blocks hold other records than field %q's: the fields must be cut at the same records (pack it again)", fl.Name, man.Fields[a].Name)}
-		}
 		f.srcs = append(f.srcs, sub)
 	}
 	if opt.DiskCache != "" {
 		splitDiskCache(f.srcs, opt)
 	}
-	var dss []*layout.Dataset
-	for _, sub := range f.srcs {
-		dss = append(dss, sub.ds)
-	}
-	largest := largestField(man, dss)
+	largest := largestField(man, f.datasets())
 	var err error
 	if p.mnt, err = CheckMountpoint(opt.Mountpoint, loc.Abs); err != nil {
 		return nil, err
@@ -206,14 +208,13 @@ func splitDiskCache(srcs []*Plan, opt Options) {
 	}
 }
 
-// checkOwn checks that a field cut at blocks of its own is what the view reads by storage
-// index: fixed-size records in stored order.
-func checkOwn(fl layout.Field, ds *layout.Dataset) error {
-	if fl.Own() && (ds.Kind() != layout.Fixed || ds.HasIDs() || ds.RecordSize() != fl.RecordSize) {
-		return &layout.Error{Path: ds.Dir, Block: -1, Kind: layout.ErrCorrupt,
-			Msg: fmt.Sprintf("field %q has blocks of its own but is not %d-byte records in stored order (pack it again)", fl.Name, fl.RecordSize)}
+// datasets returns the fields' datasets opened so far, by field.
+func (f *fieldsPlan) datasets() []*layout.Dataset {
+	out := make([]*layout.Dataset, len(f.srcs))
+	for i, sub := range f.srcs {
+		out[i] = sub.ds
 	}
-	return nil
+	return out
 }
 
 // own returns, by field, whether it is cut at blocks of its own.
@@ -288,12 +289,16 @@ func FieldsDatasets(data string, s3opt s3.Options) (*layout.FieldsManifest, []*l
 		return nil, nil, 0, err
 	}
 	var dss []*layout.Dataset
-	for _, fl := range man.Fields {
-		ds, err := Open(Locate(fieldData(loc, fl)), InPlace{}, s3opt)
+	for i, fl := range man.Fields {
+		at, err := FieldData(data, fl)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		ds, err := Open(Locate(at), InPlace{}, s3opt)
 		if err != nil {
 			return nil, nil, 0, fmt.Errorf("%s: field %q: %w", data, fl.Name, err)
 		}
-		if err := checkOwn(fl, ds); err != nil {
+		if err := openedField(man, i, ds, dss); err != nil {
 			return nil, nil, 0, err
 		}
 		dss = append(dss, ds)

@@ -3,9 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -89,13 +86,18 @@ what is wrong) and exits 1 if there is any, 0 if the dataset is sound.`,
 
 // verifyFields verifies every field of the dataset with fields at data (a directory or an
 // s3:// URL) whose manifest is man, with verify (which verifies the dataset at a field's place
-// and opens it when it has no problem), and that they are cut alike: the fields cut at the
-// samples at the same samples, those with blocks of their own fixed-size in stored order.
+// and opens it when it has no problem), and that each is what the manifest says of it
+// (layout.FieldsManifest.CheckField): its kind, record size, dtype, shape and records, and
+// cut at the same samples as the others.
 func verifyFields(data string, man *layout.FieldsManifest, report func(error), verify func(data string) (layout.VerifyResult, *layout.Dataset, error)) (layout.VerifyResult, error) {
 	var all layout.VerifyResult
-	var counts []uint64
-	for _, fl := range man.Fields {
-		res, ds, err := verify(fieldPlace(data, fl))
+	dss := make([]*layout.Dataset, len(man.Fields))
+	for i, fl := range man.Fields {
+		at, err := mount.FieldData(data, fl)
+		if err != nil {
+			return all, err
+		}
+		res, ds, err := verify(at)
 		if err != nil {
 			return all, fmt.Errorf("field %q: %w", fl.Name, err)
 		}
@@ -105,31 +107,15 @@ func verifyFields(data string, man *layout.FieldsManifest, report func(error), v
 		if res.Problems > 0 {
 			continue
 		}
-		if ds.Records() != man.Records {
-			report(fmt.Errorf("%s: field %q has %d records; the dataset says %d", data, fl.Name, ds.Records(), man.Records))
-			all.Problems++
+		dss[i] = ds
+		var anchor *layout.Dataset
+		if a := man.Anchor(); a < i {
+			anchor = dss[a] // nil if it had problems
 		}
-		if fl.Own() {
-			if ds.Kind() != layout.Fixed || ds.HasIDs() || ds.RecordSize() != fl.RecordSize {
-				report(fmt.Errorf("%s: field %q has blocks of its own but is not %d-byte records in stored order", data, fl.Name, fl.RecordSize))
-				all.Problems++
-			}
-			continue
-		}
-		if c := ds.BlockCounts(); counts == nil {
-			counts = c
-		} else if !slices.Equal(c, counts) {
-			report(fmt.Errorf("%s: field %q's blocks hold other records than field %q's: the fields must be cut at the same samples", data, fl.Name, man.Fields[man.Anchor()].Name))
+		if err := man.CheckField(i, ds, anchor); err != nil {
+			report(err)
 			all.Problems++
 		}
 	}
 	return all, nil
-}
-
-// fieldPlace returns where field fl of the dataset with fields at data is.
-func fieldPlace(data string, fl layout.Field) string {
-	if mount.IsRemote(data) {
-		return strings.TrimSuffix(data, "/") + "/" + fl.Dir
-	}
-	return filepath.Join(data, filepath.FromSlash(fl.Dir))
 }
