@@ -48,7 +48,7 @@ func claims() []Claim {
 		return nil
 	}
 	var out []Claim
-	for _, e := range readEntries(RegistryDir(), mounts) {
+	for _, e := range readRegistry(mounts) {
 		out = append(out, e.Claim)
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log"
 	"os"
@@ -12,22 +13,26 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	bfs "github.com/blockfs/blockfs/fs"
 	"github.com/blockfs/blockfs/internal/mountinfo"
-	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/view"
 )
 
 // The registry: each daemon writes what it claimed of memory (its Claim), its pid and where it
-// is mounted to a small regular file, PID.json in RegistryDir, once its mount is up, and
-// removes it when it ends. A new mount plans its memory from these files, never from the
+// is mounted to a small regular file, NS-PID.json in RegistryDir (NS: the inode of its pid
+// namespace, as daemons in containers may share a directory and a uid but not pids), once its
+// mount is up, and removes it when it ends. A new mount plans its memory from these files, never from the
 // other mounts' own .blockfs/info.json: a read there waits for that mount's daemon, and one
 // that is stopped or hung never answers (the reading thread, and the lookups of every other
 // process after it on the same name, waited in the kernel, some unkillably, until it did).
 //
 // An entry counts while its daemon lives (the pid with the start time it wrote) and its FUSE
 // connection is mounted as fuse.blockfs in this mount namespace; an entry whose daemon is gone
-// (killed before it could remove it) is removed by the next mount that reads it. The
+// (killed before it could remove it) is removed by the next mount that reads it, unless a new
+// daemon with its pid wrote its own entry meanwhile (removeStale). Entries of other pid
+// namespaces are skipped, never removed: their pids mean nothing here. The
 // directory is private to the user (mode 0700, owned, not a symlink), as each user's mounts
 // were private before (another user's info.json could not be read either).
 
@@ -36,6 +41,7 @@ const registryMax = 64 << 10
 
 // entry is one daemon's file in the registry.
 type entry struct {
+	NS         uint64 `json:"pidns"` // the inode of its pid namespace (/proc/self/ns/pid); 0 when unknown
 	PID        int    `json:"pid"`
 	Start      uint64 `json:"start"`      // the daemon's start time, /proc/PID/stat field 22
 	Mountpoint string `json:"mountpoint"` // where it is mounted ("" when unknown: /dev/fd/N on an older kernel)
@@ -43,20 +49,35 @@ type entry struct {
 	Claim      Claim  `json:"claim"`
 }
 
-// RegistryDir returns the directory of the registry: /run/blockfs/mounts for root, else
-// /run/user/UID/blockfs-mounts where the user has a runtime directory, else
-// /tmp/blockfs-mounts-UID. It depends on nothing in the environment, so every daemon and
-// command of a user finds the same one.
-func RegistryDir() string {
+// registryDirs returns the directories the registry may be in, the one a daemon writes to
+// first when it can: /run/blockfs/mounts for root; else /run/user/UID/blockfs-mounts, and
+// /tmp/blockfs-mounts-UID for a daemon that runs while the user has no runtime directory
+// (logind makes /run/user/UID at a user's first login and deletes it at the last logout, so a
+// daemon from cron or a batch job may find none while an interactive one finds it). They
+// depend on nothing in the environment, so every daemon and command of a user knows the same
+// ones. A variable for tests.
+var registryDirs = func() []string {
 	uid := os.Geteuid()
 	if uid == 0 {
-		return "/run/blockfs/mounts"
+		return []string{"/run/blockfs/mounts"}
 	}
-	run := fmt.Sprintf("/run/user/%d", uid)
-	if st, err := os.Lstat(run); err == nil && st.IsDir() && owner(st) == uid {
-		return filepath.Join(run, "blockfs-mounts")
+	return []string{fmt.Sprintf("/run/user/%d/blockfs-mounts", uid), fmt.Sprintf("/tmp/blockfs-mounts-%d", uid)}
+}
+
+// RegistryDir returns the directory a daemon writes its entry to: the first of registryDirs
+// whose parent is a directory of this user (for root, the only one), else the last. Readers
+// read them all (readRegistry).
+func RegistryDir() string {
+	dirs := registryDirs()
+	if os.Geteuid() == 0 {
+		return dirs[0]
 	}
-	return fmt.Sprintf("/tmp/blockfs-mounts-%d", uid)
+	for _, d := range dirs[:len(dirs)-1] {
+		if st, err := os.Lstat(filepath.Dir(d)); err == nil && st.IsDir() && owner(st) == os.Geteuid() {
+			return d
+		}
+	}
+	return dirs[len(dirs)-1]
 }
 
 // privateDir makes dir (and, for /run/blockfs, its parent) and checks it is a directory of
@@ -102,7 +123,7 @@ func owner(st fs.FileInfo) int {
 func register(mnt string, facts map[string]any) (remove func()) {
 	c, err := claimOf(facts)
 	if err == nil {
-		e := entry{PID: os.Getpid(), Start: startTime(os.Getpid()), Claim: c}
+		e := entry{NS: pidNS(), PID: os.Getpid(), Start: startTime(os.Getpid()), Claim: c}
 		e.Mountpoint, e.Dev = connection(mnt)
 		err = writeEntry(RegistryDir(), e)
 	}
@@ -110,7 +131,7 @@ func register(mnt string, facts map[string]any) (remove func()) {
 		log.Printf("blockfs: cannot record this mount's memory in %s (%v); mounts made while it is up plan as if it took none", RegistryDir(), err)
 		return func() {}
 	}
-	path := entryPath(RegistryDir(), os.Getpid())
+	path := entryPath(RegistryDir(), pidNS(), os.Getpid())
 	return func() { os.Remove(path) }
 }
 
@@ -161,9 +182,35 @@ func connection(mnt string) (mountpoint, dev string) {
 	return mountpoint, dev
 }
 
-func entryPath(dir string, pid int) string { return filepath.Join(dir, strconv.Itoa(pid)+".json") }
+// entryPath returns the path of the entry of process pid of pid namespace ns in dir.
+func entryPath(dir string, ns uint64, pid int) string {
+	return filepath.Join(dir, fmt.Sprintf("%d-%d.json", ns, pid))
+}
 
-// writeEntry writes e to dir atomically (a temporary file renamed over PID.json).
+// parseName returns the pid namespace and the pid an entry's file name NS-PID.json says, and
+// false for any other name.
+func parseName(name string) (ns uint64, pid int, ok bool) {
+	n, p, found := strings.Cut(strings.TrimSuffix(name, ".json"), "-")
+	if !found || !strings.HasSuffix(name, ".json") {
+		return 0, 0, false
+	}
+	ns, err1 := strconv.ParseUint(n, 10, 64)
+	pid, err2 := strconv.Atoi(p)
+	return ns, pid, err1 == nil && err2 == nil && pid > 0
+}
+
+// pidNS returns the inode of this process's pid namespace (readlink /proc/self/ns/pid says
+// "pid:[INODE]"), or 0 where it cannot be read.
+func pidNS() uint64 {
+	l, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return 0
+	}
+	v, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(l, "pid:["), "]"), 10, 64)
+	return v
+}
+
+// writeEntry writes e to dir atomically (a temporary file renamed over NS-PID.json).
 func writeEntry(dir string, e entry) error {
 	if err := privateDir(dir); err != nil {
 		return err
@@ -181,7 +228,7 @@ func writeEntry(dir string, e entry) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), entryPath(dir, e.PID))
+		err = os.Rename(tmp.Name(), entryPath(dir, e.NS, e.PID))
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
@@ -189,9 +236,20 @@ func writeEntry(dir string, e entry) error {
 	return err
 }
 
-// readEntries returns the live entries of the registry in dir, but this process's: those whose
-// daemon lives and whose connection is a fuse.blockfs mount in mounts. It removes the files of
-// daemons that are gone. Only regular files are read, each at most registryMax bytes.
+// readRegistry returns the live entries of every registry directory (registryDirs): a daemon
+// writes to the one it found, which need not be the one this process would write to.
+func readRegistry(mounts []mountinfo.Mount) []entry {
+	var out []entry
+	for _, d := range registryDirs() {
+		out = append(out, readEntries(d, mounts)...)
+	}
+	return out
+}
+
+// readEntries returns the live entries of the registry in dir, but this process's: those of
+// this pid namespace whose daemon lives and whose connection is a fuse.blockfs mount in mounts.
+// It removes the files of daemons that are gone. Only regular files are read (not through a
+// symlink), each at most registryMax bytes.
 func readEntries(dir string, mounts []mountinfo.Mount) []entry {
 	if checkPrivate(dir) != nil {
 		return nil
@@ -200,20 +258,20 @@ func readEntries(dir string, mounts []mountinfo.Mount) []entry {
 	if err != nil {
 		return nil
 	}
+	self := pidNS()
 	var out []entry
 	for _, de := range names {
-		pid, err := strconv.Atoi(strings.TrimSuffix(de.Name(), ".json"))
-		if err != nil || !strings.HasSuffix(de.Name(), ".json") || pid <= 0 || pid == os.Getpid() {
+		ns, pid, ok := parseName(de.Name())
+		if !ok || ns != self || pid == os.Getpid() || !de.Type().IsRegular() {
 			continue
 		}
 		path := filepath.Join(dir, de.Name())
-		b, err := userfile.ReadFile(path, registryMax)
-		var e entry
-		if err != nil || json.Unmarshal(b, &e) != nil || e.PID != pid {
+		e, err := readEntryFile(path)
+		if err != nil || e.PID != pid || e.NS != ns {
 			continue
 		}
 		if e.Start == 0 || startTime(pid) != e.Start {
-			os.Remove(path) // its daemon is gone (the pid may be another process's now)
+			removeStale(path) // its daemon is gone (the pid may be another process's now)
 			continue
 		}
 		if mounted(mounts, e) {
@@ -221,6 +279,45 @@ func readEntries(dir string, mounts []mountinfo.Mount) []entry {
 		}
 	}
 	return out
+}
+
+// readEntryFile reads the entry in the regular file at path, which it opens without following
+// a symlink or waiting (a FIFO), refusing one of more than registryMax bytes.
+func readEntryFile(path string) (entry, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return entry{}, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return entry{}, err
+	}
+	if !st.Mode().IsRegular() || st.Size() > registryMax {
+		return entry{}, fmt.Errorf("%s: not a regular file of at most %d bytes", path, registryMax)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, registryMax))
+	var e entry
+	if err == nil {
+		err = json.Unmarshal(b, &e)
+	}
+	return e, err
+}
+
+// removeStale removes the entry at path, read as one whose daemon is gone, unless it is no
+// longer stale: a new daemon that got the same pid may have written its own there since it was
+// read. It takes the file away first (a rename, atomic), then checks what it took: a live
+// daemon's entry goes back (a link, which never replaces one written meanwhile).
+func removeStale(path string) {
+	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".stale-%d-%s", os.Getpid(), filepath.Base(path)))
+	if os.Rename(path, tmp) != nil {
+		return
+	}
+	if e, err := readEntryFile(tmp); err == nil && e.Start != 0 && startTime(e.PID) == e.Start {
+		_ = os.Link(tmp, path)
+	}
+	os.Remove(tmp)
 }
 
 // mounted reports whether e's connection is a fuse.blockfs mount in mounts (at its
@@ -261,7 +358,7 @@ func startTime(pid int) uint64 {
 // registry, and whether it is stopped (SIGSTOP, a debugger); 0 when none is registered there.
 func Daemon(mnt string) (pid int, stopped bool) {
 	mounts, _ := mountinfo.Read("/proc/self/mountinfo")
-	for _, e := range readEntries(RegistryDir(), mounts) {
+	for _, e := range readRegistry(mounts) {
 		if e.Mountpoint == mnt {
 			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", e.PID))
 			st := string(b[strings.LastIndexByte(string(b), ')')+1:]) // " T ..." after the name

@@ -29,6 +29,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -114,18 +115,43 @@ func (r *Reader) Close() error {
 	return Do(r.ctx, r.timeout, r.f.Close)
 }
 
+// openFile opens a file for Open: userfile.Open, a variable for tests.
+var openFile = userfile.Open
+
 // Open opens the regular file at path (internal/userfile.Open, no size limit) through Do and
-// returns a Reader of it.
+// returns a Reader of it. An open that answers after Do has given up is closed where it was
+// made, on its signal-blocked thread: on FUSE a close asks the daemon too (FLUSH), and the
+// file's finalizer would make that request later on an ordinary thread, which a daemon that
+// does not answer would then hold.
 func Open(ctx context.Context, path string, timeout time.Duration) (*Reader, error) {
-	var f *os.File
+	var (
+		mu     sync.Mutex
+		f      *os.File // the file opened, once handed over
+		gaveUp bool     // Do returned without it
+	)
 	err := Do(ctx, timeout, func() error {
-		var err error
-		f, _, err = userfile.Open(path, -1)
-		return err
+		g, _, err := openFile(path, -1)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if gaveUp {
+			return g.Close() // on this thread: it blocks every signal and may wait
+		}
+		f = g
+		return nil
 	})
-	if err != nil {
+	mu.Lock()
+	defer mu.Unlock()
+	if f == nil {
+		gaveUp = true
+		if err == nil {
+			err = ErrTimeout // (never: fn returned nil only after handing f over)
+		}
 		return nil, err
 	}
+	// Opened: even when Do gave up a moment after, the file is the caller's now.
 	return NewReader(ctx, f, timeout), nil
 }
 

@@ -84,3 +84,37 @@ func TestReaderSticks(t *testing.T) {
 	assert.Less(t, time.Since(start), 50*time.Millisecond)
 	w.Write([]byte("x")) // lets the stuck read end
 }
+
+// TestOpenLateIsClosed: an open that answers after Open has given up is closed by the thread
+// that made it, at once, not left to the file's finalizer (a close on an ordinary thread, which
+// on FUSE asks the daemon too).
+func TestOpenLateIsClosed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "late")
+	require.NoError(t, os.WriteFile(path, []byte("x"), 0o600))
+	opened := make(chan struct{})
+	saved := openFile
+	openFile = func(p string, limit int64) (*os.File, int64, error) {
+		time.Sleep(300 * time.Millisecond)
+		defer close(opened)
+		return saved(p, limit)
+	}
+	t.Cleanup(func() { openFile = saved })
+
+	_, err := Open(context.Background(), path, 50*time.Millisecond)
+	require.ErrorIs(t, err, ErrTimeout)
+	<-opened
+	assert.Eventually(t, func() bool { return !holds(t, path) }, 2*time.Second, 10*time.Millisecond,
+		"the late file is closed without waiting for a garbage collection")
+}
+
+// holds reports whether this process has a descriptor open on path.
+func holds(t *testing.T, path string) bool {
+	fds, err := filepath.Glob("/proc/self/fd/*")
+	require.NoError(t, err)
+	for _, fd := range fds {
+		if l, err := os.Readlink(fd); err == nil && l == path {
+			return true
+		}
+	}
+	return false
+}
