@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/blockfs/blockfs/internal/strictjson"
 	"github.com/blockfs/blockfs/internal/userfile"
 )
 
@@ -91,7 +92,9 @@ func ParseFieldsManifest(path string, raw []byte) (*FieldsManifest, error) {
 		return nil, errorf(ErrFormat, path, -1, "larger than %d bytes: not a fields manifest", maxFieldsManifest)
 	}
 	var m FieldsManifest
-	if err := json.Unmarshal(raw, &m); err != nil {
+	// Strictly (as a dataset's manifest): a key twice would mean one thing to a reader of the
+	// file and another to blockfs.
+	if err := strictjson.Decode(raw, &m); err != nil {
 		return nil, errorf(ErrFormat, path, -1, "not a fields manifest: %v", err)
 	}
 	if m.Format != FieldsFormat || m.Version != FieldsVersion {
