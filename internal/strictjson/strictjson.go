@@ -4,18 +4,20 @@
 // takes the last of two equal keys silently, and its Decoder stops after the first value, so
 // a hand-edited file could say one thing to a reader and another to blockfs.
 //
-// Keys are compared as encoding/json matches them to a struct's fields: after unescaping, and
-// without regard to case ("Sources" and "sources" fill one field), so a key twice is refused
-// whatever it decodes into.
+// Keys are compared after unescaping, as encoding/json matches them: in an object decoded
+// into a struct, without regard to case, folded exactly as encoding/json folds ("Sources" and
+// "sources" fill one field, and so do "kind" and "\u212aind", with a Kelvin sign); in an
+// object decoded into a map or an any, exactly (there "Label" and "label" are two keys, and
+// only a repeat of one is a key twice). types.go walks the Go types alongside the JSON.
 package strictjson
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 )
 
@@ -67,7 +69,7 @@ func decode(data []byte, v any, known bool) error {
 	if rest := bytes.TrimLeft(data[end:], " \t\r\n"); len(rest) > 0 {
 		return &Error{Kind: Trailing, Offset: int64(len(data) - len(rest))}
 	}
-	return duplicateKeys(data[:end])
+	return duplicateKeys(data[:end], valueType(reflect.TypeOf(v)))
 }
 
 // maxListedKeys is how many keys of an object are compared by a list; an object with more
@@ -77,9 +79,12 @@ const maxListedKeys = 16
 // frame is an open object or array while duplicateKeys scans.
 type frame struct {
 	object bool
-	index  int      // an array's element being read
-	name   string   // an object's last key, as written
-	keys   []string // an object's keys, folded (the first maxListedKeys)
+	fold   bool         // an object's keys are compared folded (it decodes into a struct)
+	typ    reflect.Type // what the value decodes into; nil: nothing by type
+	val    reflect.Type // what its current element, or the value of its last key, decodes into
+	index  int          // an array's element being read
+	name   string       // an object's last key, as written
+	keys   []string     // an object's keys, as compared (the first maxListedKeys)
 	set    map[string]struct{}
 }
 
@@ -105,15 +110,21 @@ func (f *frame) has(k string) bool {
 }
 
 // duplicateKeys returns an *Error for the first key given twice in one object of data, which
-// is valid JSON (encoding/json has read it), else nil.
-func duplicateKeys(data []byte) error {
+// is valid JSON (encoding/json has read it into a value of type root, nil for an any), else
+// nil.
+func duplicateKeys(data []byte, root reflect.Type) error {
 	var stack []frame
 	var fold []byte
-	interned := map[string]string{} // folded keys, allocated once each
+	interned := map[string]string{} // keys as compared, allocated once each
+	types := typeCache{}
 	expectKey := false
 	for i := 0; i < len(data); i++ {
 		switch data[i] {
 		case '{', '[':
+			t := root
+			if len(stack) > 0 {
+				t = stack[len(stack)-1].val
+			}
 			if len(stack) < cap(stack) {
 				stack = stack[:len(stack)+1]
 			} else {
@@ -121,6 +132,10 @@ func duplicateKeys(data []byte) error {
 			}
 			f := &stack[len(stack)-1]
 			f.object, f.index, f.keys, f.set = data[i] == '{', 0, f.keys[:0], nil
+			f.typ, f.fold, f.val = t, f.object && foldKeys(t), nil
+			if !f.object {
+				f.val = types.child(t, "", nil)
+			}
 			expectKey = f.object
 		case '}', ']':
 			stack = stack[:len(stack)-1]
@@ -137,6 +152,10 @@ func duplicateKeys(data []byte) error {
 				f := &stack[len(stack)-1]
 				name := keyName(data[i : j+1])
 				fold = appendFolded(fold[:0], name)
+				f.val = types.child(f.typ, name, fold)
+				if !f.fold {
+					fold = append(fold[:0], name...)
+				}
 				k, ok := interned[string(fold)]
 				if !ok {
 					k = string(fold)
@@ -184,21 +203,6 @@ func keyName(quoted []byte) string {
 		return string(quoted) // not reached: data is valid JSON
 	}
 	return s
-}
-
-// appendFolded appends s upper-cased as encoding/json folds a key to match a field.
-func appendFolded(out []byte, s string) []byte {
-	for _, r := range s {
-		if r < utf8.RuneSelf {
-			if 'a' <= r && r <= 'z' {
-				r -= 'a' - 'A'
-			}
-			out = append(out, byte(r))
-			continue
-		}
-		out = utf8.AppendRune(out, unicode.ToUpper(r))
-	}
-	return out
 }
 
 // where names the innermost object of stack, as a path from the top: "sources[1]".

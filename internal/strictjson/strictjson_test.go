@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -57,9 +58,15 @@ func TestDecodeRefuses(t *testing.T) {
 }
 
 // TestDuplicateKeysMatchTokens: on random documents (objects of many keys, nested, some keys
-// repeated), duplicateKeys finds a key twice exactly where a scan with encoding/json's tokens
-// finds the first one.
+// repeated, some differing in case only) decoded into an any, duplicateKeys finds a key twice
+// exactly where a scan with encoding/json's tokens finds the first exact repeat; into a
+// struct, the top-level object's keys are compared folded, the others (an any's) exactly.
 func TestDuplicateKeysMatchTokens(t *testing.T) {
+	t.Run("any", func(t *testing.T) { duplicateKeysMatchTokens(t, nil) })
+	t.Run("struct", func(t *testing.T) { duplicateKeysMatchTokens(t, reflect.TypeFor[struct{ A any }]()) })
+}
+
+func duplicateKeysMatchTokens(t *testing.T, root reflect.Type) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	dups := 0
 	defer func() {
@@ -71,11 +78,11 @@ func TestDuplicateKeysMatchTokens(t *testing.T) {
 		randomValue(rng, &b, 0)
 		data := []byte(b.String())
 		require.True(t, json.Valid(data), "%s", data)
-		want := firstDuplicate(t, data)
+		want := firstDuplicate(t, data, root != nil)
 		if want >= 0 {
 			dups++
 		}
-		err := duplicateKeys(data)
+		err := duplicateKeys(data, root)
 		if want < 0 {
 			assert.NoError(t, err, "doc %d: %s", i, data)
 			continue
@@ -89,7 +96,7 @@ func TestDuplicateKeysMatchTokens(t *testing.T) {
 // randomValue writes a random JSON value: objects of up to 40 keys from a small alphabet
 // (so some repeat, some differ by case only), arrays, strings with escapes, numbers.
 func randomValue(rng *rand.Rand, b *strings.Builder, depth int) {
-	keys := []string{`a`, `b`, `A`, `key`, `k\u0065y`, `s\"q`, `é`, `É`, `x\\`}
+	keys := []string{`a`, `b`, `A`, `key`, `k\u0065y`, `s\"q`, `é`, `É`, `x\\`, `\u212aey`, `ſ`}
 	switch k := rng.IntN(6); {
 	case k < 2 && depth < 4:
 		b.WriteString("{")
@@ -126,13 +133,15 @@ func randomValue(rng *rand.Rand, b *strings.Builder, depth int) {
 	}
 }
 
-// firstDuplicate is the byte offset of the first key repeated (folded) in an object, by
-// encoding/json's tokens; -1 when none.
-func firstDuplicate(t *testing.T, data []byte) int64 {
+// firstDuplicate is the byte offset of the first key repeated in an object, by
+// encoding/json's tokens (compared folded in the top-level object with foldTop, else
+// exactly); -1 when none.
+func firstDuplicate(t *testing.T, data []byte, foldTop bool) int64 {
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	type obj struct {
 		keys    map[string]bool
 		wantKey bool
+		fold    bool
 	}
 	var stack []*obj
 	for {
@@ -146,7 +155,10 @@ func firstDuplicate(t *testing.T, data []byte) int64 {
 			top = stack[len(stack)-1]
 		}
 		if s, ok := tok.(string); ok && top != nil && top.wantKey {
-			k := strings.ToUpper(s)
+			k := s
+			if top.fold {
+				k = string(appendFolded(nil, s))
+			}
 			if top.keys[k] {
 				// The offset before the token is that of the separator before it.
 				return int64(strings.IndexByte(string(data[before:]), '"')) + before
@@ -160,7 +172,7 @@ func firstDuplicate(t *testing.T, data []byte) int64 {
 		}
 		switch tok {
 		case json.Delim('{'):
-			stack = append(stack, &obj{keys: map[string]bool{}, wantKey: true})
+			stack = append(stack, &obj{keys: map[string]bool{}, wantKey: true, fold: foldTop && len(stack) == 0})
 		case json.Delim('['):
 			stack = append(stack, &obj{})
 		case json.Delim('}'), json.Delim(']'):
@@ -172,8 +184,8 @@ func firstDuplicate(t *testing.T, data []byte) int64 {
 	}
 }
 
-// FuzzDecode: Decode never panics, and a document it accepts has no key twice by
-// encoding/json's tokens; one that is valid JSON with no key twice, it accepts.
+// FuzzDecode: Decode (into an any) never panics, and a document it accepts has no key repeated
+// exactly by encoding/json's tokens; one that is valid JSON with no key twice, it accepts.
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"a": [1, {"b": "\"", "B": 2}], "c": {}}`))
 	f.Add([]byte(`{"\u0061": 1, "a": 2}`))
@@ -185,7 +197,7 @@ func FuzzDecode(f *testing.F) {
 			require.Error(t, err)
 			return
 		}
-		if dup := firstDuplicate(t, data); dup >= 0 {
+		if dup := firstDuplicate(t, data, false); dup >= 0 {
 			require.Error(t, err, "a key twice at byte %d", dup)
 		} else {
 			require.NoError(t, err)
