@@ -163,6 +163,9 @@ func (f *parquetFile) start(cols []tableColumn) error {
 	leaves = slices.Compact(leaves)
 
 	md := f.rdr.MetaData()
+	if _, err := checkPageCRCs(f.path, md, leaves); err != nil {
+		return err
+	}
 	var rowBytes int64 = 1 // the most bytes a row of the chosen columns, by row group
 	for g := 0; g < f.rdr.NumRowGroups(); g++ {
 		rg := md.RowGroup(g)
