@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -248,4 +249,37 @@ func TestParquetPageCRC(t *testing.T) {
 	got, err = readCRCParquet(t, path)
 	require.NoError(t, err)
 	assert.Equal(t, binary.LittleEndian.AppendUint64(nil, 0xff), got[0][0], "row 0 read as 255")
+}
+
+// parsePageHeader reads any bytes without panicking or reading past them: a header of random
+// bytes, a real one cut short anywhere, or with a byte flipped.
+func TestParquetPageHeaderParse(t *testing.T) {
+	whole, pages := writeCRCParquet(crcColumns, 40, 20, true)
+	header := whole[4:pages[0].off]
+	h, err := parsePageHeader(header)
+	require.NoError(t, err)
+	require.Equal(t, len(header), h.size)
+	require.EqualValues(t, pages[0].len, h.compressed)
+	require.True(t, h.hasCRC)
+	for n := range len(header) {
+		_, err := parsePageHeader(header[:n])
+		require.Error(t, err, "cut at %d", n)
+	}
+	for off := range header {
+		bad := bytes.Clone(header)
+		bad[off] ^= 0xff
+		if h, err := parsePageHeader(bad); err == nil {
+			require.LessOrEqual(t, h.size, len(bad))
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		b := make([]byte, rng.IntN(64))
+		for k := range b {
+			b[k] = byte(rng.Uint32())
+		}
+		if h, err := parsePageHeader(b); err == nil {
+			require.LessOrEqual(t, h.size, len(b))
+		}
+	}
 }
