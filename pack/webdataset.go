@@ -22,8 +22,8 @@ import (
 //   - Members that are not regular files (folders, links) are skipped, and so is metadata:
 //     a member whose first path component is __NAME__ (webdataset's "__[^/]*__($|/)"), or a
 //     top-level name that starts and ends with "__". (*) A link or a device named like a file
-//     of a sample that has regular files stands where a value was meant, and is refused,
-//     named (webdataset_links.go).
+//     of a sample that has regular files, for a field some sample has as a regular file,
+//     stands where a value was meant, and is refused, named (webdataset_links.go).
 //   - A member "dir/0001.seg.jpg" is key "dir/0001" (the path up to the first '.' of the
 //     base name) and field "seg.jpg" (the rest, lower-cased: "0001.JPG" is field "jpg"). A
 //     member whose base name has no '.' ("README") is skipped, as webdataset does.
@@ -418,7 +418,8 @@ type wdsScan struct {
 	have []bool         // by field
 	irr  []wdsIrregular // members not regular files named like this sample's or the next's
 
-	hole *wdsIrregular // the first member not a regular file where its sample lacks the field
+	hole    *wdsIrregular           // the first member not a regular file where its sample lacks a packed field
+	pending map[string]wdsIrregular // by field not packed (yet): the first such member
 }
 
 // wdsPlace is where a sample or member is, for messages.
@@ -509,6 +510,7 @@ func (sc *wdsScan) member(shard, name, key, field string) error {
 		}
 		sc.firstMissing = append(sc.firstMissing, missing)
 		sc.have = append(sc.have, false)
+		sc.newField(field)
 	}
 	if sc.have[j] {
 		return wdsDuplicate(shard, key, field)
@@ -522,11 +524,7 @@ func (sc *wdsScan) end() {
 	if !sc.open {
 		return
 	}
-	for _, m := range sc.irr {
-		if j, ok := sc.index[m.field]; m.key == sc.cur.key && (!ok || !sc.have[j]) && sc.hole == nil {
-			sc.hole = &m
-		}
-	}
+	sc.holes()
 	for j := range sc.names {
 		if sc.have[j] {
 			sc.count[j]++

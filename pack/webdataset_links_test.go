@@ -3,6 +3,7 @@ package pack
 import (
 	"archive/tar"
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -44,8 +45,9 @@ func writeTar(t *testing.T, dir string, members []tarMember) string {
 
 // TestWebDatasetMemberNotRegular: a sample whose jpg is a symbolic link, a hard link, a FIFO
 // or a device is refused naming that member and what it is, not "sample has no jpg member",
-// with or without --fill-missing, wherever the member lies in the sample and also where no
-// sample has a regular jpg; a link no sample's regular files name stays skipped.
+// with or without --fill-missing, wherever the member lies in the sample and also where the
+// first regular jpg comes in a later sample; a link no sample's regular files name stays
+// skipped.
 func TestWebDatasetMemberNotRegular(t *testing.T) {
 	reg := func(name, data string) tarMember { return tarMember{name: name, typ: tar.TypeReg, data: data} }
 	for _, c := range []struct {
@@ -70,7 +72,7 @@ func TestWebDatasetMemberNotRegular(t *testing.T) {
 		}{
 			{"after the sample's files", []tarMember{reg("d/0000.cls", "0"), reg("d/0000.jpg", "j0"), reg("d/0001.cls", "1"), c.member, reg("d/0002.cls", "2"), reg("d/0002.jpg", "j2")}},
 			{"before the sample's files", []tarMember{reg("d/0000.cls", "0"), reg("d/0000.jpg", "j0"), c.member, reg("d/0001.cls", "1"), reg("d/0002.cls", "2"), reg("d/0002.jpg", "j2")}},
-			{"no regular jpg at all", []tarMember{reg("d/0000.cls", "0"), reg("d/0001.cls", "1"), c.member}},
+			{"regular jpgs only later", []tarMember{reg("d/0000.cls", "0"), reg("d/0001.cls", "1"), c.member, reg("d/0002.cls", "2"), reg("d/0002.jpg", "j2")}},
 		} {
 			for _, fill := range []bool{false, true} {
 				t.Run(c.name+", "+layout.name, func(t *testing.T) {
@@ -93,4 +95,68 @@ func TestWebDatasetMemberNotRegular(t *testing.T) {
 	got, err := readSamples(t, r)
 	require.NoError(t, err)
 	assert.Len(t, got, 2)
+}
+
+// TestWebDatasetLinkUnpackedField: a link for a field no sample has as a regular file (every
+// sample's .license a symbolic link to one file) is skipped, as webdataset skips it, so such
+// a dataset packs as it did before links were refused; a sample's link for a packed field is
+// still refused however many links of other keys or other fields come before it.
+func TestWebDatasetLinkUnpackedField(t *testing.T) {
+	reg := func(name, data string) tarMember { return tarMember{name: name, typ: tar.TypeReg, data: data} }
+	link := func(name string) tarMember { return tarMember{name: name, typ: tar.TypeSymlink, link: "../LICENSE"} }
+	var members []tarMember
+	for _, k := range []string{"0000", "0001", "0002"} {
+		members = append(members, link(k+".license"), reg(k+".cls", k), reg(k+".jpg", "j"+k), link(k+".license.txt"))
+	}
+	for _, fill := range []bool{false, true} {
+		p := writeTar(t, t.TempDir(), members)
+		r, err := OpenWebDataset([]string{p}, fill)
+		require.NoError(t, err, "fill %v", fill)
+		assert.Equal(t, []FieldSpec{{Name: "cls", Kind: VariableField}, {Name: "jpg", Kind: VariableField}}, r.Fields())
+		got, err := readSamples(t, r)
+		require.NoError(t, err)
+		assert.Len(t, got, 3)
+		require.NoError(t, r.Close())
+	}
+
+	const want = `: sample "0001": member "0001.jpg" is a symbolic link (to "../LICENSE"); WebDataset members must be regular files: store the file it links to (tar --dereference), or remove the member`
+	for _, c := range []struct {
+		name   string
+		before []tarMember // members between sample 0000 and 0001.jpg
+	}{
+		{"links of other keys", func() (m []tarMember) {
+			for i := range 20 {
+				m = append(m, link(fmt.Sprintf("other%02d.license", i)))
+			}
+			return append(m, reg("0001.cls", "1"))
+		}()},
+		{"links of other fields", func() (m []tarMember) {
+			m = append(m, reg("0001.cls", "1"))
+			for i := range 20 {
+				m = append(m, link(fmt.Sprintf("0001.note%02d", i)))
+			}
+			return m
+		}()},
+		{"links of other keys within the sample", func() (m []tarMember) {
+			m = append(m, reg("0001.cls", "1"))
+			for i := range 20 {
+				m = append(m, link(fmt.Sprintf("other%02d.license", i)))
+			}
+			return m
+		}()},
+	} {
+		members := append([]tarMember{reg("0000.cls", "0"), reg("0000.jpg", "j0")}, c.before...)
+		members = append(members, link("0001.jpg"), reg("0002.cls", "2"), reg("0002.jpg", "j2"))
+		for _, fill := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, fill %v", c.name, fill), func(t *testing.T) {
+				p := writeTar(t, t.TempDir(), members)
+				r, err := OpenWebDataset([]string{p}, fill)
+				if err == nil {
+					r.Close()
+				}
+				require.Error(t, err)
+				assert.Equal(t, p+want, err.Error())
+			})
+		}
+	}
 }
