@@ -1,14 +1,20 @@
 package mount
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	bfs "github.com/blockfs/blockfs/fs"
+	"github.com/blockfs/blockfs/internal/fuseread"
 	"github.com/blockfs/blockfs/internal/mountinfo"
 )
 
@@ -16,6 +22,10 @@ import (
 // is not inside data (the dataset's directory, or the file it serves in place). It returns its
 // absolute path. A mount point /dev/fd/N (bfs.FuseFD) is instead a /dev/fuse descriptor a
 // parent has mounted (checkFuseFD); it is returned as it is.
+//
+// It asks the mount table before it touches mnt (resolveMountpoint): a stat of a mount whose
+// daemon does not answer (stopped, hung) would wait for it, so mounting there again must be
+// refused from /proc/self/mountinfo alone.
 func CheckMountpoint(mnt, data string) (string, error) {
 	if fd := bfs.FuseFD(mnt); fd >= 0 {
 		return mnt, checkFuseFD(mnt, fd)
@@ -24,28 +34,30 @@ func CheckMountpoint(mnt, data string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	st, err := os.Stat(abs)
+	real, err := resolveMountpoint(abs)
+	if errors.Is(err, errMounted) {
+		if stale(real) {
+			return "", fmt.Errorf("mount point %s is a stale mount (clear it with 'blockfs unmount %s')", mnt, mnt)
+		}
+		return "", fmt.Errorf("%s is already a mount point (unmount it first: blockfs unmount %s)", mnt, mnt)
+	}
 	if err != nil {
 		if os.IsNotExist(err) {
 			return "", fmt.Errorf("mount point %s does not exist (create it with mkdir)", mnt)
 		}
-		if pe, ok := err.(*os.PathError); ok && pe.Err == syscall.ENOTCONN {
-			return "", fmt.Errorf("mount point %s is a stale mount (clear it with 'blockfs unmount %s')", mnt, mnt)
-		}
+		return "", fmt.Errorf("mount point %s: %w", mnt, err)
+	}
+	st, err := os.Stat(real)
+	if err != nil {
 		return "", fmt.Errorf("mount point %s: %w", mnt, err)
 	}
 	if !st.IsDir() {
 		return "", fmt.Errorf("mount point %s is not a directory", mnt)
 	}
-	realMnt, err1 := filepath.EvalSymlinks(abs)
-	realData, err2 := filepath.EvalSymlinks(data)
-	if err1 == nil && err2 == nil && inside(realMnt, realData) {
+	if realData, err := filepath.EvalSymlinks(data); err == nil && inside(real, realData) {
 		return "", fmt.Errorf("mount point %s is inside the dataset %s; use a directory outside it", mnt, data)
 	}
-	if IsMountpoint(abs) {
-		return "", fmt.Errorf("%s is already a mount point (unmount it first: blockfs unmount %s)", mnt, mnt)
-	}
-	ents, err := os.ReadDir(abs)
+	ents, err := os.ReadDir(real)
 	if err != nil {
 		return "", fmt.Errorf("mount point %s: %w", mnt, err)
 	}
@@ -53,6 +65,50 @@ func CheckMountpoint(mnt, data string) (string, error) {
 		return "", fmt.Errorf("mount point %s is not empty (mounting would hide its %d entries; use an empty directory)", mnt, len(ents))
 	}
 	return abs, nil
+}
+
+// errMounted: resolveMountpoint met a mount point.
+var errMounted = errors.New("a mount point")
+
+// resolveMountpoint returns abs (absolute) with its symlinks resolved, and errMounted once the
+// path it has come to is a mount point in /proc/self/mountinfo. It resolves the symlinks of
+// each path's parent directory only, and looks at the path itself (lstat, readlink) only once
+// the mount table says it is not a mount point, so it never waits for a mount's daemon.
+func resolveMountpoint(abs string) (string, error) {
+	p := abs
+	for range 40 { // as many links as the kernel follows
+		if dir, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+			p = filepath.Join(dir, filepath.Base(p))
+		} else {
+			return p, err
+		}
+		if IsMountpoint(p) {
+			return p, errMounted
+		}
+		st, err := os.Lstat(p)
+		if err != nil || st.Mode()&os.ModeSymlink == 0 {
+			return p, err
+		}
+		link, err := os.Readlink(p)
+		if err != nil {
+			return p, err
+		}
+		if !filepath.IsAbs(link) {
+			link = filepath.Join(filepath.Dir(p), link)
+		}
+		p = filepath.Clean(link)
+	}
+	return p, &os.PathError{Op: "resolve", Path: abs, Err: syscall.ELOOP}
+}
+
+// stale reports whether the mount at mnt has lost its daemon: its root answers ENOTCONN. It
+// asks through fuseread, so a daemon that does not answer costs at most a second.
+func stale(mnt string) bool {
+	err := fuseread.Do(context.Background(), time.Second, func() error {
+		var st unix.Stat_t
+		return unix.Lstat(mnt, &st)
+	})
+	return errors.Is(err, unix.ENOTCONN)
 }
 
 // IsMountpoint reports whether dir (absolute) is listed as a mount point in

@@ -23,7 +23,8 @@ import (
 // (they learn its memory claim from the registry, not from its info.json). Before, each
 // command hung until the daemon was continued, deaf to Ctrl-C, and every new mount left a
 // thread waiting in the kernel on the stopped one, where the next mount's look-up of the same
-// name waited unkillably behind it.
+// name waited unkillably behind it. A mount onto its mountpoint is refused at once, as onto
+// any mount point (it waited for the stopped daemon once the attribute timeout had passed).
 func TestHungMountCommands(t *testing.T) {
 	p := packRaw(t, 64, "64KiB")
 	hung := mount(t, p.dir, "--cache-size", "4MiB", "--readahead", "0")
@@ -31,12 +32,13 @@ func TestHungMountCommands(t *testing.T) {
 	if os.Geteuid() == 0 {
 		// Written once the mount is up, before the daemon says it is ready (the test sees the
 		// mount table first).
-		reg := fmt.Sprintf("/run/blockfs/mounts/%d.json", pid)
-		require.Eventually(t, func() bool { _, err := os.Stat(reg); return err == nil }, 5*time.Second, 10*time.Millisecond,
+		reg := fmt.Sprintf("/run/blockfs/mounts/*-%d.json", pid) // NS-PID.json
+		require.Eventually(t, func() bool { m, _ := filepath.Glob(reg); return len(m) == 1 }, 5*time.Second, 10*time.Millisecond,
 			"the daemon registered its claim: %s", hung.stderr.String())
 	}
 	require.NotContains(t, hung.stderr.String(), "cannot record")
 	require.NoError(t, hung.cmd.Process.Signal(syscall.SIGSTOP))
+	stopped := time.Now()
 	t.Cleanup(func() { _ = hung.cmd.Process.Signal(syscall.SIGCONT) }) // before its stop (cleanups run last first)
 
 	// Other datasets mount meanwhile, and none of their threads waits on the stopped daemon.
@@ -65,6 +67,20 @@ func TestHungMountCommands(t *testing.T) {
 			assert.Less(t, took, 2*time.Second, "%v answers %v at once", args, sig)
 		}
 	}
+
+	// A mount onto its mountpoint is refused from the mount table, without a stat of it: once
+	// the kernel's cached attributes of its root have expired (the attribute timeout, a
+	// minute), that stat would wait for the stopped daemon.
+	if wait := time.Until(stopped.Add(time.Minute + 2*time.Second)); wait > 0 {
+		t.Logf("waiting %v for the attribute timeout", wait.Round(time.Second))
+		time.Sleep(wait)
+	}
+	again := packRaw(t, 64, "128KiB")
+	_, errs, code, took := runWithin(t, 20*time.Second, "mount", "--cache-size", "4MiB", "--readahead", "0", again.dir, hung.dir)
+	t.Logf("mount onto it: exit %d after %v", code, took.Round(time.Millisecond))
+	assert.NotZero(t, code, errs)
+	assert.Less(t, took, 5*time.Second)
+	oneLine(t, errs, hung.dir+" is already a mount point (unmount it first: blockfs unmount "+hung.dir+")")
 
 	// Continued, it answers again.
 	require.NoError(t, hung.cmd.Process.Signal(syscall.SIGCONT))

@@ -7,11 +7,12 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import stat
 import subprocess
 import time
 import warnings
-from typing import Any, Dict, Iterator, List, Optional, Union, cast
+from typing import Any, Dict, Iterator, List, Optional, Set, Union, cast
 
 from ._nodes import node_options
 from ._binary import binary
@@ -113,13 +114,39 @@ def _flags(options: Dict[str, Any]) -> List[str]:
 
 
 def is_mounted(path: Union[str, "os.PathLike[str]"]) -> bool:
-    """Whether path is a mountpoint (of anything), also a stale one: os.path.ismount, and a
-    FUSE mount whose daemon has died, which answers stat with ENOTCONN (ismount calls that no
-    mountpoint)."""
-    real = os.path.realpath(path)
-    if _stale(real):
-        return True
-    return os.path.ismount(real)
+    """Whether path is a mountpoint (of anything), also a stale one or one whose daemon does
+    not answer: whether /proc/self/mountinfo lists it. Only the parent's symlinks are resolved
+    before it asks; path itself is looked at (is it a symlink?) only once it is not listed, as a
+    stat of a mount whose daemon is stopped or hung waits for it."""
+    points = _mountpoints()
+    if points is None:  # no /proc: os.path.ismount, and a FUSE mount whose daemon has died
+        real = os.path.realpath(path)
+        return _stale(real) or os.path.ismount(real)
+    p = os.path.abspath(os.fspath(path))
+    for _ in range(40):  # as many links as the kernel follows
+        p = os.path.join(os.path.realpath(os.path.dirname(p)), os.path.basename(p))
+        if p in points:
+            return True
+        if not os.path.islink(p):
+            return False
+        p = os.path.normpath(os.path.join(os.path.dirname(p), os.readlink(p)))
+    return False
+
+
+def _mountpoints() -> Optional[Set[str]]:
+    """The mount points /proc/self/mountinfo lists (its fifth field, octal escapes such as \\040
+    decoded), or None where it cannot be read."""
+    try:
+        with open("/proc/self/mountinfo", "rb") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    return {_unescape(line.split(b" ")[4]) for line in lines if line.count(b" ") >= 4}
+
+
+def _unescape(field: bytes) -> str:
+    """A mountinfo field with its octal escapes (\\040 for a space) decoded."""
+    return os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), field))
 
 
 def _stale(path: str) -> bool:
@@ -277,7 +304,8 @@ class Mount:
             parent = os.path.dirname(self.path)
             with (_room(parent, "the mountpoint") if self._made_dir else
                   _room(parent, f"the mountpoint {os.path.basename(self.path)}", "give a mountpoint elsewhere")):
-                os.makedirs(self.path, exist_ok=True)
+                if not is_mounted(self.path):  # (makedirs would stat a mount that may not answer)
+                    os.makedirs(self.path, exist_ok=True)
             h = _held(self._lock)
             if h is not None:  # this process already uses the mount
                 self._check_same(h[1])
