@@ -281,3 +281,33 @@ func NeedCache(ds *layout.Dataset, mix int, readahead, pageSize int64) CacheNeed
 	n.Need = max(n.Window, n.MinCache)
 	return n
 }
+
+// sourcesCacheRefusal is the refusal of a mount of several sources under one cache (a
+// mixture's datasets, a dataset's fields, a node's parts) whose need passes room: cs, the
+// --cache-size given, or (cs 0) the memory, total. Its advice is what can work: the least
+// the sources need whatever --mix and --readahead (each a block of its window in whole pages,
+// and never less than cache.MinPages pages: 4 MiB a source) is named, and lowering --mix or
+// --readahead is offered only when the need is above it; below it, fewer sources (for fields,
+// pack fewer columns).
+func sourcesCacheRefusal(srcs []*Plan, cs, total, need int64, name string, fields bool) error {
+	floor := int64(cache.MinPages) * cache.DefaultPageSize
+	var least int64
+	for _, sub := range srcs {
+		least += max(NeedCache(sub.ds, 1, 0, cache.DefaultPageSize).Window, floor)
+	}
+	what, fewer := fmt.Sprintf("its %d sources", len(srcs)), "mount fewer sources"
+	if fields {
+		what, fewer = fmt.Sprintf("its %d fields", len(srcs)), "pack fewer fields (blockfs pack --columns)"
+	}
+	room, raise := "--cache-size "+ibytes(cs)+" is too small", "raise --cache-size"
+	if cs <= 0 {
+		room, raise = fmt.Sprintf("the memory (%s) is too small", ibytes(total)), "mount it on a machine with more memory"
+	}
+	atLeast := fmt.Sprintf("at least %s whatever --mix and --readahead (%s pages of %s a source, or a block of its window in whole pages where that is more)",
+		ibytes(least), fmt.Sprint(cache.MinPages), ibytes(cache.DefaultPageSize))
+	if (cs > 0 && cs >= least) || (cs <= 0 && total >= least) {
+		return Usagef("%s for %s: %s' windows and readahead need %s (%s); lower --readahead or --mix, %s, or %s",
+			room, name, what, ibytes(need), atLeast, raise, fewer)
+	}
+	return Usagef("%s for %s: %s need %s; %s, or %s", room, name, what, atLeast, raise, fewer)
+}

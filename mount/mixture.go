@@ -271,9 +271,8 @@ func (p *Plan) planSources(srcs []*Plan, shares []float64, name, data, fp string
 		need = max(need, int64(cache.MinPages)*cache.DefaultPageSize)
 	}
 	p.readahead = ra
-	if cs > 0 && cs < need {
-		return Usagef("--cache-size %s is too small for %s: its sources' windows and readahead need %s; raise --cache-size or lower --readahead, or the sources' mix",
-			ibytes(cs), name, ibytes(need))
+	if total := mem.Total(); (cs > 0 && cs < need) || (cs <= 0 && total > 0 && need > total) {
+		return sourcesCacheRefusal(srcs, cs, total, need, name, p.fields != nil)
 	}
 	p.mem = MemoryPlan{Memory: mem, Total: mem.Total(), Claimed: Claimed(mem, data, fp)}
 	p.mem.Headroom = Headroom(p.mem.Total)
