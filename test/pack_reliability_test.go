@@ -116,8 +116,8 @@ func TestMountFieldsCacheAdvice(t *testing.T) {
 }
 
 // TestPackKilledCleanedUp: a pack killed with SIGKILL leaves its temporary directory; the next
-// pack of the same destination removes it, but never the directory of a pack still running
-// (here stopped with SIGSTOP).
+// pack of the same destination (or pack --clean) removes it, but never the directory of a
+// pack still running (here stopped with SIGSTOP).
 func TestPackKilledCleanedUp(t *testing.T) {
 	raw := sparseFile(t, "big.raw", 2<<30)
 	parent := t.TempDir()
@@ -162,9 +162,12 @@ func TestPackKilledCleanedUp(t *testing.T) {
 	assert.NoFileExists(t, killedTmp+".lock")
 	assert.DirExists(t, liveTmp, "the stopped pack's is left alone")
 
-	// Killed too: the next pack (--force) removes its directory as well.
+	// Killed too: pack --clean removes its directory, and says so.
+	out := mustRun(t, "pack", "--clean", ds)
+	assert.Contains(t, out, "nothing to remove", "a stopped pack's directory is not removed")
 	require.NoError(t, live.Process.Signal(syscall.SIGKILL))
 	live.Wait()
+	assert.Equal(t, "removed "+liveTmp+"\n", mustRun(t, "pack", "--clean", ds))
 	mustRun(t, "pack", "--quiet", "--force", "--format", "raw", "--record-size", "4096", small, ds)
 	left, err := filepath.Glob(filepath.Join(parent, ".ds*"))
 	require.NoError(t, err)

@@ -34,6 +34,7 @@ type packFlags struct {
 	columns     []string // parquet, arrow: the columns to pack
 	fillMissing bool     // webdataset: empty values for a sample's missing fields
 	segmentsBy  string   // a table's entity column: rows of the others, segments by it
+	clean       bool     // pack --clean DST: remove what interrupted packs of DST left
 	s3          s3Flags  // DST s3://BUCKET/PREFIX
 }
 
@@ -85,14 +86,26 @@ By default records are assigned to blocks in a seeded random order (block shuffl
 good as this pre-shuffle), with bounded memory whatever the input size; --no-shuffle keeps
 input order, so record i lands in block i / records-per-block.
 
-DST is written in a temporary directory next to it and renamed at the end: an interrupted or
-failed pack leaves nothing behind, and an existing DST is only replaced with --force.
+DST is written in a temporary directory next to it (.DST.tmp-*) and renamed at the end: an
+interrupted or failed pack leaves nothing behind, and an existing DST is only replaced with
+--force, in one rename (DST is never missing). What a pack killed with SIGKILL left is removed
+by the next pack of DST, or by blockfs pack --clean DST (never what a running pack writes).
 DST may be s3://BUCKET/PREFIX: each block file is uploaded as soon as it is written and then
 deleted locally ($TMPDIR holds a few blocks, and the pre-shuffle's spill), and the manifest
 goes last, so the dataset appears whole or not at all. A dataset with fields too: each field's
 blocks as they are written, then the fields' manifests, then blockfs-fields.json.`,
-		Args: exactArgs("SRC", "DST"),
-		RunE: func(c *cobra.Command, args []string) error { return runPack(f, args[0], args[1]) },
+		Args: func(c *cobra.Command, args []string) error {
+			if f.clean {
+				return exactArgs("DST")(c, args)
+			}
+			return exactArgs("SRC", "DST")(c, args)
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			if f.clean {
+				return runPackClean(args[0])
+			}
+			return runPack(f, args[0], args[1])
+		},
 	}
 	fl := c.Flags()
 	fl.StringVar(&f.format, "format", "auto", "input format: auto, raw, npy, lines, files, parquet, arrow, webdataset, tfrecord")
@@ -101,6 +114,7 @@ blocks as they are written, then the fields' manifests, then blockfs-fields.json
 	fl.Uint64Var(&f.seed, "seed", 0, "pre-shuffle seed")
 	fl.BoolVar(&f.noShuffle, "no-shuffle", false, "keep input order instead of pre-shuffling")
 	fl.BoolVar(&f.force, "force", false, "replace DST if it exists")
+	fl.BoolVar(&f.clean, "clean", false, "pack --clean DST: remove the temporary directories that killed packs of DST left beside it, and exit")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	fl.StringArrayVar(&f.include, "include", nil, "pack only the files of a folder that match `GLOB` (repeatable; a GLOB without '/' matches names at any depth, one with '/' paths relative to SRC)")
 	fl.StringArrayVar(&f.exclude, "exclude", nil, "leave out the files and folders that match `GLOB` (repeatable; matched as --include's)")
@@ -191,6 +205,18 @@ func runPack(f packFlags, src, dst string) error {
 		fmt.Println(sk)
 	}
 	return nil
+}
+
+// runPackClean removes what killed packs of dst left (layout.RemoveStale) and says what.
+func runPackClean(dst string) error {
+	removed, err := layout.RemoveStale(dst)
+	for _, p := range removed {
+		fmt.Println("removed " + p)
+	}
+	if err == nil && len(removed) == 0 {
+		fmt.Println("nothing to remove: no interrupted pack of " + dst + " left anything")
+	}
+	return err
 }
 
 // recordNouns names a format's records in pack's summary.
