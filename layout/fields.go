@@ -174,6 +174,7 @@ func CreateFieldsWith(dst string, fields []Field, opt FieldsOptions) (*FieldWrit
 		return nil, fmt.Errorf("block size %d is out of range (1 B to %d B)", blockSize, int64(MaxBlockBytes))
 	}
 	dst = filepath.Clean(dst)
+	removeStale(dst)
 	if _, err := os.Lstat(dst); err == nil && !force {
 		return nil, errorf(ErrExists, dst, -1, "already exists (use --force to replace it)")
 	}

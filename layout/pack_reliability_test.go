@@ -117,6 +117,13 @@ func TestWriterRemovesStale(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{dead}, removed)
 	require.FileExists(t, filepath.Join(dst, ManifestName), "the dataset moved aside is back")
+
+	// Put back by the next writer, before it looks at dst: without force it is kept.
+	require.NoError(t, os.Rename(dst, dead+".old"))
+	require.NoError(t, os.WriteFile(dead+".lock", nil, 0o644))
+	_, err = Create(dst, WriterOptions{Kind: Variable, BlockSize: 4096}, false)
+	require.ErrorIs(t, err, ErrExists)
+	require.FileExists(t, filepath.Join(dst, ManifestName))
 }
 
 // TestForceNeverMissing: a reader that polls DST while pack --force replaces it again and

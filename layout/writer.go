@@ -120,6 +120,9 @@ func Create(dst string, opt WriterOptions, force bool) (*Writer, error) {
 	if err := w.m.validateElement(dst); err != nil {
 		return nil, err
 	}
+	if !opt.nested {
+		removeStale(w.dst)
+	}
 	if _, err := os.Lstat(w.dst); err == nil && !force {
 		return nil, errorf(ErrExists, w.dst, -1, "already exists (use --force to replace it)")
 	}

@@ -17,15 +17,16 @@ import (
 // ".DST.tmp-R" (R random), and holds an exclusive flock on ".DST.tmp-R.lock" from before the
 // directory exists until after it is gone (renamed to DST, or removed). A pack killed with
 // SIGKILL leaves both behind, but the kernel drops its lock: the next writer of the same DST
-// (and RemoveStale) takes the lock of each such leftover without waiting, and where it gets
-// it removes the directory, the ".old" one beside it, then the lock file. A directory whose
+// (removeStale; RemoveStale for pack --clean) takes the lock of each such leftover without
+// waiting, and where it gets it removes the directory, the ".old" one beside it, then the
+// lock file. A directory whose
 // lock another process holds is being written and is left alone. Directories named like
 // these without a lock file (an earlier blockfs's) are left alone too.
 
 // tempDir is a writer's temporary directory and the lock that marks it live.
 type tempDir struct {
 	path string
-	lock *os.File // flocked; nil for a directory nested in another writer's
+	lock *os.File // flocked until release
 }
 
 // tempPrefix is the prefix of dst's temporary directories' names.
@@ -38,14 +39,11 @@ const lockSuffix = ".lock"
 // it with the new one in one rename (replaceDir).
 const oldSuffix = ".old"
 
-// newTempDir removes what killed writers of dst left (removeStale), then creates and locks a
-// new temporary directory for it, with mode 0777 less the umask, as mkdir(1) would: the
-// dataset it becomes is readable by whoever the user's umask lets read it.
+// newTempDir creates and locks a new temporary directory for dst, with mode 0777 less the
+// umask, as mkdir(1) would: the dataset it becomes is readable by whoever the user's umask lets
+// read it (os.MkdirTemp makes it 0700).
 func newTempDir(dst string) (*tempDir, error) {
 	parent, prefix := filepath.Dir(dst), tempPrefix(dst)
-	if _, err := RemoveStale(dst); err != nil {
-		return nil, err
-	}
 	for try := 0; ; try++ {
 		p := filepath.Join(parent, prefix+strconv.FormatUint(uint64(rand.Uint32()), 36))
 		lock, err := os.OpenFile(p+lockSuffix, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
@@ -93,9 +91,15 @@ func (t *tempDir) release() error {
 	return err
 }
 
+// removeStale is RemoveStale for a writer about to start: best effort (a leftover this user
+// cannot remove, another's, must not stop the pack), and before the writer checks whether dst
+// exists, since a dataset put back at dst is one to keep without --force.
+func removeStale(dst string) { _, _ = RemoveStale(dst) }
+
 // RemoveStale removes the temporary directories that writers of dst killed before they
 // finished left next to it (".DST.tmp-*" whose lock no process holds), and returns their
-// paths. One whose writer is still running is left alone. Where a killed writer had moved the
+// paths; the first error, if one could not be removed, after trying the others. One whose
+// writer is still running is left alone. Where a killed writer had moved the
 // dataset it was replacing aside and dst is missing, that dataset is put back at dst.
 func RemoveStale(dst string) ([]string, error) {
 	dst = filepath.Clean(dst)
@@ -108,6 +112,7 @@ func RemoveStale(dst string) ([]string, error) {
 		return nil, fmt.Errorf("cannot list %s for what an interrupted pack left: %w", parent, err)
 	}
 	var removed []string
+	var first error
 	for _, e := range ents {
 		name := e.Name()
 		if !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, lockSuffix) || !e.Type().IsRegular() {
@@ -115,21 +120,21 @@ func RemoveStale(dst string) ([]string, error) {
 		}
 		dir := filepath.Join(parent, strings.TrimSuffix(name, lockSuffix))
 		gone, err := removeIfDead(dir, dst)
-		if err != nil {
-			return removed, err
+		if err != nil && first == nil {
+			first = err
 		}
 		if gone {
 			removed = append(removed, dir)
 		}
 	}
-	return removed, nil
+	return removed, first
 }
 
 // removeIfDead takes dir's lock without waiting and, if it gets it (its writer is gone),
 // removes dir and dir.old (or puts dir.old back at dst where dst is missing), then the lock
 // file. It reports whether it did.
 func removeIfDead(dir, dst string) (bool, error) {
-	lock, err := os.OpenFile(dir+lockSuffix, os.O_RDWR, 0)
+	lock, err := os.Open(dir + lockSuffix) // flock needs no write permission
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil // another pack cleaned it up just now
 	}
