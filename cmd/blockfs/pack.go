@@ -88,24 +88,14 @@ input order, so record i lands in block i / records-per-block.
 
 DST is written in a temporary directory next to it (.DST.tmp-*) and renamed at the end: an
 interrupted or failed pack leaves nothing behind, and an existing DST is only replaced with
---force, in one rename (DST is never missing). What a pack killed with SIGKILL left is removed
-by the next pack of DST, or by blockfs pack --clean DST (never what a running pack writes).
+--force, swapped in one rename where the filesystem can. What a pack killed with SIGKILL left
+is removed by the next pack of DST, or by blockfs pack --clean DST (never a running pack's).
 DST may be s3://BUCKET/PREFIX: each block file is uploaded as soon as it is written and then
 deleted locally ($TMPDIR holds a few blocks, and the pre-shuffle's spill), and the manifest
 goes last, so the dataset appears whole or not at all. A dataset with fields too: each field's
 blocks as they are written, then the fields' manifests, then blockfs-fields.json.`,
-		Args: func(c *cobra.Command, args []string) error {
-			if f.clean {
-				return exactArgs("DST")(c, args)
-			}
-			return exactArgs("SRC", "DST")(c, args)
-		},
-		RunE: func(c *cobra.Command, args []string) error {
-			if f.clean {
-				return runPackClean(args[0])
-			}
-			return runPack(f, args[0], args[1])
-		},
+		Args: func(c *cobra.Command, args []string) error { return packArgs(f.clean)(c, args) },
+		RunE: func(c *cobra.Command, args []string) error { return runPackArgs(f, args) },
 	}
 	fl := c.Flags()
 	fl.StringVar(&f.format, "format", "auto", "input format: auto, raw, npy, lines, files, parquet, arrow, webdataset, tfrecord")
@@ -205,6 +195,22 @@ func runPack(f packFlags, src, dst string) error {
 		fmt.Println(sk)
 	}
 	return nil
+}
+
+// runPackArgs runs pack SRC DST, or pack --clean DST.
+func runPackArgs(f packFlags, args []string) error {
+	if f.clean {
+		return runPackClean(args[0])
+	}
+	return runPack(f, args[0], args[1])
+}
+
+// packArgs checks pack's arguments: SRC DST, or DST alone with --clean.
+func packArgs(clean bool) cobra.PositionalArgs {
+	if clean {
+		return exactArgs("DST")
+	}
+	return exactArgs("SRC", "DST")
 }
 
 // runPackClean removes what killed packs of dst left (layout.RemoveStale) and says what.
