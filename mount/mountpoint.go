@@ -123,27 +123,6 @@ func IsMountpoint(dir string) bool {
 	return false
 }
 
-// IsBlockfsMount reports whether dir is where a blockfs mount is: the topmost mount at dir,
-// after symlinks, is a fuse.blockfs one in /proc/self/mountinfo. A .blockfs/info.json in a
-// directory that is not one was not written by blockfs, and must not be trusted.
-func IsBlockfsMount(dir string) bool {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return false
-	}
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		abs = real
-	}
-	mounts, _ := mountinfo.Read("/proc/self/mountinfo")
-	top := ""
-	for _, m := range mounts {
-		if m.Mountpoint == abs {
-			top = m.FSType // a later line is mounted over an earlier one
-		}
-	}
-	return top == "fuse."+bfs.Type
-}
-
 // Unmount unmounts mnt: directly as root, else through fusermount3 (or fusermount). lazy
 // detaches it now even if files are open.
 func Unmount(mnt string, lazy bool) error {
