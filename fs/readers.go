@@ -32,7 +32,9 @@ type reader struct {
 
 	first  atomic.Int64 // unix ns of the first read; 0 before it
 	last   atomic.Int64 // unix ns of the end of the latest read
-	pos    atomic.Int64 // where the latest read ended
+	posMu  sync.Mutex
+	pos    int64 // where the read that started last ended (guarded by posMu)
+	posAt  int64 // unix ns that read started (guarded by posMu)
 	bytes  atomic.Uint64
 	reads  atomic.Uint64
 	waited atomic.Uint64 // reads that waited for a load
@@ -81,11 +83,30 @@ func (t *readTimes) close(r *reader) {
 }
 
 // read accounts one read of r: n bytes ending at end, that took d and waited w of it.
+// position records where a read that started at ns ended, unless a read that started later
+// has: the kernel's readahead sends a file's reads concurrently and they end in any order, so
+// the read that ended last may be an earlier part of the file (a sequential reader read to its
+// end was shown at 85%).
+func (r *reader) position(ns, end int64) {
+	r.posMu.Lock()
+	defer r.posMu.Unlock()
+	if ns >= r.posAt {
+		r.pos, r.posAt = end, ns
+	}
+}
+
+// Position returns where the read that started last ended.
+func (r *reader) Position() int64 {
+	r.posMu.Lock()
+	defer r.posMu.Unlock()
+	return r.pos
+}
+
 func (t *readTimes) read(r *reader, start time.Time, d, w time.Duration, end int64, n int) {
 	if r != nil {
 		r.first.CompareAndSwap(0, start.UnixNano())
 		r.last.Store(start.Add(d).UnixNano())
-		r.pos.Store(end)
+		r.position(start.UnixNano(), end)
 		r.bytes.Add(uint64(n))
 		r.reads.Add(1)
 		r.readNS.Add(int64(d))
@@ -107,7 +128,7 @@ type ReaderStats struct {
 	File        string  `json:"file"`           // its path in the mount
 	PID         uint32  `json:"pid"`            // the process that opened it
 	Size        int64   `json:"size"`           // bytes
-	Position    int64   `json:"position"`       // where its latest read ended
+	Position    int64   `json:"position"`       // where the read that started last ended
 	Bytes       uint64  `json:"bytes"`          // bytes read
 	Reads       uint64  `json:"reads"`          // FUSE reads
 	ReadsWaited uint64  `json:"reads_waited"`   // reads that waited for a load
@@ -132,7 +153,7 @@ func (t *readTimes) snapshot() (now time.Time, out []ReaderStats, closedNS int64
 	sort.Slice(rs, func(i, j int) bool { return rs[i].id < rs[j].id })
 	out = make([]ReaderStats, len(rs))
 	for i, r := range rs {
-		s := ReaderStats{ID: r.id, File: r.file, PID: r.pid, Size: r.size, Position: r.pos.Load(), Bytes: r.bytes.Load(),
+		s := ReaderStats{ID: r.id, File: r.file, PID: r.pid, Size: r.size, Position: r.Position(), Bytes: r.bytes.Load(),
 			Reads: r.reads.Load(), ReadsWaited: r.waited.Load(), WaitSeconds: seconds(r.waitNS.Load()),
 			ReadSeconds: seconds(r.readNS.Load()), OpenSeconds: now.Sub(r.opened).Seconds()}
 		if first := r.first.Load(); first != 0 {

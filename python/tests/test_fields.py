@@ -359,9 +359,14 @@ def assemble_fields(dst, parts, records):
     os.makedirs(os.path.join(dst, "fields"))
     entries = []
     for name, (array, entry) in parts.items():
-        src = os.path.join(os.path.dirname(dst), f"{os.path.basename(dst)}-{name}.npy")
-        np.save(src, array)
-        run("pack", "--quiet", "--no-shuffle", "--block-size", "4KiB", src, os.path.join(dst, "fields", name))
+        base = os.path.join(os.path.dirname(dst), f"{os.path.basename(dst)}-{name}")
+        if "dtype" in entry:
+            src, fmt = base + ".npy", []
+            np.save(src, array)
+        else:  # opaque bytes: a raw file, so the field's own manifest has no dtype either
+            src, fmt = base + ".bin", ["--format", "raw", "--record-size", str(entry["record_size"])]
+            array.tofile(src)
+        run("pack", "--quiet", "--no-shuffle", "--block-size", "4KiB", *fmt, src, os.path.join(dst, "fields", name))
         entries.append(dict(entry, name=name, dir=f"fields/{name}"))
     with open(os.path.join(dst, "blockfs-fields.json"), "w") as f:
         json.dump({"format": "blockfs-fields", "version": 1, "records": records, "source": "test", "fields": entries}, f)
