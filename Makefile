@@ -5,7 +5,7 @@ GO        ?= go
 BIN       := bin/blockfs
 DEMO      := build/demo
 DEMO_MB   ?= 256
-TEST_TIMEOUT ?= 18m
+TEST_TIMEOUT ?= 20m
 
 .PHONY: all build wheel deps test unit fuzz demo bench clean fmt vet
 
