@@ -15,16 +15,20 @@ import (
 // shape every reader decodes its values with), and that its directory is inside the dataset.
 // mount, info, order and verify call them on every field they open.
 
-// fieldNameRE is the names pack gives fields (pack.CheckFieldNames, FORMAT.md).
-var fieldNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
+// FieldNameForm is the form of the names pack gives fields (FORMAT.md): 1 to 64 letters,
+// digits, '_', '-' and '.', not starting with '.' or '-'.
+var FieldNameForm = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
 
-// reservedFieldNames are the mount's sidecars' names, which no field has.
-var reservedFieldNames = []string{"ids", "offsets", "source"}
+// IsSidecarName reports whether name is one of the mount's sidecars' (ids, offsets, source, or
+// ending in .offsets), which no field may have.
+func IsSidecarName(name string) bool {
+	return slices.Contains([]string{"ids", "offsets", "source"}, name) || strings.HasSuffix(name, ".offsets")
+}
 
 // checkFieldName refuses a field name that pack does not write: one that is not a single
 // path element ("../x", "a/b"), or a sidecar's.
 func checkFieldName(name string) error {
-	if !fieldNameRE.MatchString(name) || slices.Contains(reservedFieldNames, name) || strings.HasSuffix(name, ".offsets") {
+	if !FieldNameForm.MatchString(name) || IsSidecarName(name) {
 		return fmt.Errorf("field name %q is not one pack writes (1 to 64 letters, digits, '_', '-' and '.', not starting with '.' or '-', not a sidecar's): the manifest was edited; pack the dataset again", name)
 	}
 	return nil

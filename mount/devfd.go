@@ -68,10 +68,9 @@ func checkFuseFDOptions(mnt string, opt Options) error {
 
 // servedHere returns the devices, as mountinfo names them ("0:38"), of the FUSE connections
 // whose /dev/fuse this process holds: a mount on /dev/fd/N is in the mount table while blockfs
-// plans, before it serves it, and a read of it from here would wait on this very process.
+// plans, before it serves it; the registry entry names the connection (connection).
 // Recent kernels name a descriptor's connection in /proc/self/fdinfo (fuse_connection; 6.18
-// does); on an older kernel the map is empty, and claims reads such a mount too, waiting out
-// its timeout (a second) without harm (readQuarantined).
+// does); on an older kernel the map is empty, and the entry has no device.
 func servedHere() map[string]bool {
 	own := map[string]bool{}
 	ents, err := os.ReadDir("/proc/self/fd")

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -79,11 +78,6 @@ type ColumnReader interface {
 	NextColumns() (*Columns, error)
 }
 
-// Reserved names a field cannot have: the mount's own sidecars.
-var reservedFieldNames = []string{"ids", "offsets", "source"}
-
-var fieldName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
-
 // CheckFieldNames refuses field names the mount cannot serve: empty, longer than 64 bytes,
 // with characters other than letters, digits, '_', '-' and '.', starting with '.' or '-',
 // equal to a sidecar's (ids, offsets, source) or ending in ".offsets", or repeated.
@@ -94,9 +88,9 @@ func CheckFieldNames(fields []FieldSpec) error {
 	seen := map[string]bool{}
 	for _, f := range fields {
 		switch {
-		case !fieldName.MatchString(f.Name):
+		case !layout.FieldNameForm.MatchString(f.Name):
 			return fmt.Errorf("field name %q cannot name a file of the mount: use letters, digits, '_', '-' and '.', at most 64, not starting with '.' or '-'", f.Name)
-		case slices.Contains(reservedFieldNames, f.Name) || strings.HasSuffix(f.Name, ".offsets"):
+		case layout.IsSidecarName(f.Name):
 			return fmt.Errorf("field name %q is a sidecar's (epoch-NNNN.%s): rename the field in the input (a Parquet column, a tar member's extension)", f.Name, f.Name)
 		case seen[f.Name]:
 			return fmt.Errorf("two fields are named %q", f.Name)
