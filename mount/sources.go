@@ -62,14 +62,6 @@ func (p *Plan) openSources() (*stack, error) {
 	return s, nil
 }
 
-// diskStats returns what stats.json shows of the disk cache, or nil without one.
-func (s *stack) diskStats() func() any {
-	if s.disk == nil {
-		return nil
-	}
-	return func() any { return s.disk.Stats() }
-}
-
 // close closes the disk cache, logging its counters.
 func (s *stack) close() {
 	if s.disk == nil {
