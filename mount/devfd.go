@@ -158,3 +158,6 @@ func serveFD(srv *bfs.Server, mnt string, sigs <-chan os.Signal) bool {
 		}
 	}
 }
+
+// FuseFD returns the /dev/fuse descriptor the mount point names (/dev/fd/N), or -1.
+func (p *Plan) FuseFD() int { return bfs.FuseFD(p.mnt) }

@@ -1,6 +1,11 @@
 package mount
 
 import (
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+
 	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/source/s3"
 )
@@ -34,7 +39,13 @@ type Options struct {
 	// itself once none does (users.go). RemoveMountpoint then removes the mountpoint too.
 	UsersLock        string
 	RemoveMountpoint bool
-	Info             map[string]any // more facts for .blockfs/info.json (the command line's own)
+	// Given is the options as they were given (by name, as text): info.json records them,
+	// and a mixture's sources take the command line's per-source ones as their defaults.
+	Given Values
+	// Daemon and Log are how the command runs (PerProcess): in the background, and where
+	// it logs. Serve does not read them.
+	Daemon bool
+	Log    string
 	// Mixture, when set, makes the mount a mixture of its sources (Data names the mixture
 	// file; InPlace must be empty: each source has its own).
 	Mixture *Mixture
@@ -51,3 +62,123 @@ const AutoReadahead = -1
 
 // DefaultReadahead is the readahead of a mount of local data.
 const DefaultReadahead = 64 << 20
+
+// Values are options given by name (the schema's, "cache-size") as text, as the command line
+// and blockfs.Mount give them.
+type Values map[string]string
+
+// Decode returns the options of a mount of data at mnt with the given values over the
+// schema's defaults, checked one by one (each error names its option and wraps ErrUsage) and
+// together (Options.Check). An unknown name is an error.
+func Decode(data, mnt string, given Values) (Options, error) {
+	o := Options{Data: data, Mountpoint: mnt, Given: maps.Clone(given)}
+	for name := range given {
+		if _, ok := LookupOption(name); !ok {
+			return o, Usagef("unknown option %q (see blockfs options)", name)
+		}
+	}
+	for _, opt := range schema {
+		text, ok := given[opt.Name]
+		if !ok {
+			text = opt.Default
+		}
+		if text == "" {
+			continue // no value: the zero one
+		}
+		if err := opt.set(&o, text); err != nil {
+			return o, err
+		}
+	}
+	if err := o.Check(); err != nil {
+		return o, err
+	}
+	if Locate(data).Kind == MixtureFile {
+		var err error
+		o.Mixture, err = ReadMixture(data, given)
+		return o, err
+	}
+	return o, nil
+}
+
+// Check checks the options that go together, and those a kind of data refuses.
+func (o *Options) Check() error {
+	given := func(name string) bool { _, ok := o.Given[name]; return ok }
+	kind := Locate(o.Data).Kind
+	switch {
+	case o.AllowOtherUnreadable && !o.AllowOther:
+		return optionErr("allow-other-unreadable", "%s goes with %s", flag("allow-other-unreadable"), flag("allow-other"))
+	case o.MetricsRemote && o.Metrics == "":
+		return optionErr("metrics-allow-remote", "%s goes with %s ADDR", flag("metrics-allow-remote"), flag("metrics"))
+	case given("disk-cache-size") && o.DiskCache == "":
+		return optionErr("disk-cache-size", "%s goes with %s DIR", flag("disk-cache-size"), flag("disk-cache"))
+	case kind != Remote && o.InPlace.Window == 0 && (o.InPlace.Stride > 1 || o.InPlace.Segments != ""):
+		return optionErr("stride", "%s and %s go with %s", flag("stride"), flag("segments"), flag("window"))
+	case o.Nodes.Nodes > 0 && (kind == MixtureFile || kind == FieldsDir):
+		return optionErr("nodes", "%s is for one dataset; %s is a mixture or a dataset with fields, which are not node-aware yet: mount it whole on each node", flag("nodes"), o.Data)
+	}
+	if o.Metrics != "" {
+		if err := CheckMetricsAddr(o.Metrics, o.MetricsRemote); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// In returns the values given of the options of scope.
+func (v Values) In(scope Scope) Values {
+	out := Values{}
+	for name, text := range v {
+		if opt, ok := LookupOption(name); ok && opt.Scope == scope {
+			out[name] = text
+		}
+	}
+	return out
+}
+
+// OpenArgs returns the in-place options given, as "--name=value" in the schema's order, for a
+// mount's info.json (open_flags): blockfs order and info given the mountpoint open the same
+// data with them. A relative --segments is made absolute.
+func (v Values) OpenArgs() []string {
+	a := []string{}
+	for _, opt := range schema {
+		text, ok := v[opt.Name]
+		if opt.Group != GroupInPlace || (!ok && opt.Name != "block-size") {
+			continue
+		}
+		if !ok {
+			text = opt.Default
+		}
+		if opt.Type == Path {
+			if abs, err := filepath.Abs(text); err == nil {
+				text = abs
+			}
+		}
+		a = append(a, flag(opt.Name)+"="+text)
+	}
+	return a
+}
+
+// ParseArgs reads "--name=value" arguments (OpenArgs') back into values.
+func ParseArgs(args []string) (Values, error) {
+	v := Values{}
+	for _, a := range args {
+		name, text, ok := strings.Cut(strings.TrimPrefix(a, flag("")), "=")
+		if _, known := LookupOption(name); !ok || !known || !strings.HasPrefix(a, flag("")) {
+			return nil, Usagef("%q is not an option this blockfs knows", a)
+		}
+		v[name] = text
+	}
+	return v, nil
+}
+
+// Keys returns the names given, sorted.
+func (v Values) Keys() []string { return slices.Sorted(maps.Keys(v)) }
+
+// Keyed returns the values by key (cache_size), as info.json records them.
+func (v Values) Keyed() map[string]string {
+	out := make(map[string]string, len(v))
+	for name, text := range v {
+		out[strings.ReplaceAll(name, "-", "_")] = text
+	}
+	return out
+}

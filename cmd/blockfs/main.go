@@ -14,6 +14,7 @@ import (
 
 	// First: refuse a file-descriptor limit too low to start, before go-fuse's init panics on it.
 	_ "github.com/blockfs/blockfs/internal/fdlimit"
+	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/mount"
 )
 
@@ -32,11 +33,18 @@ func main() {
 	msg := strings.Join(strings.Fields(err.Error()), " ")
 	fmt.Fprintf(os.Stderr, "blockfs: %s\n", msg)
 	reportToParent(msg)
+	os.Exit(exitCode(err))
+}
+
+// exitCode is the exit status of a command that failed with err: 2 for a mistake in the
+// command line (a usageError, or a library's error wrapping mount.ErrUsage or naming an
+// option), else 1.
+func exitCode(err error) int {
 	var ue usageError
-	if errors.As(err, &ue) || errors.Is(err, mount.ErrUsage) {
-		os.Exit(2)
+	if errors.As(err, &ue) || errors.Is(err, mount.ErrUsage) || optname.Of(err) != "" {
+		return 2
 	}
-	os.Exit(1)
+	return 1
 }
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -56,7 +64,7 @@ sequential disk reads and a near-random order with plain file I/O.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usagef("%v (see '%s --help')", err, c.CommandPath())
 	})
-	root.AddCommand(newPack(), newMount(), newUnmount(), newInfo(), newVerify(), newOrder(), newStats(), newReadSamples())
+	root.AddCommand(newPack(), newMount(), newUnmount(), newInfo(), newVerify(), newOrder(), newStats(), newReadSamples(), newOptions())
 	root.CompletionOptions.DisableDefaultCmd = true
 	return root
 }

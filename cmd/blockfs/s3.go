@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/spf13/pflag"
 
@@ -14,51 +13,20 @@ import (
 	"github.com/blockfs/blockfs/source/s3"
 )
 
-// s3Flags are the object store flags of mount, pack, verify and info (for s3:// DATA).
-type s3Flags struct {
-	endpoint    string
-	concurrency int
-	partSize    string
-	timeout     time.Duration
-	stall       time.Duration
-	retries     int
-}
+// s3Flags are the object store options of mount, pack, verify and info (for s3:// DATA).
+type s3Flags struct{ vals mount.Values }
 
 func (f *s3Flags) register(fl *pflag.FlagSet) {
-	fl.StringVar(&f.endpoint, "endpoint", "", "s3:// object store endpoint URL, e.g. http://127.0.0.1:9000 (default: $AWS_ENDPOINT_URL, else AWS S3)")
-	fl.IntVar(&f.concurrency, "s3-concurrency", s3.DefaultConcurrency, "s3://: requests in flight at once (ranged GETs, part uploads)")
-	fl.StringVar(&f.partSize, "s3-part-size", ibytes(s3.DefaultPartSize), "s3://: the largest ranged GET, and pack's multipart part size (at least 5MiB)")
-	fl.DurationVar(&f.timeout, "s3-timeout", s3.DefaultTimeout, "s3://: time limit of one request, body included (a slow transfer)")
-	fl.DurationVar(&f.stall, "s3-stall-timeout", s3.DefaultStallTimeout, "s3://: a request that makes no progress (no answer, no byte) for this long fails and is retried; a store silent for (retries+1) times this gives EIO at once")
-	fl.IntVar(&f.retries, "s3-retries", s3.DefaultRetries, "s3://: retries of a failed request (5xx, throttling, reset, timeout, stall), with backoff; then EIO")
+	if f.vals == nil {
+		f.vals = mount.Values{}
+	}
+	registerOptions(fl, f.vals, mount.GroupStore)
 }
 
-// options checks the flags and returns them as the package's options.
+// options checks the options and returns them as the object store's.
 func (f *s3Flags) options() (s3.Options, error) {
-	ps, err := parseSize("s3-part-size", f.partSize)
-	if err != nil {
-		return s3.Options{}, err
-	}
-	if f.concurrency < 1 || f.concurrency > 256 {
-		return s3.Options{}, usagef("--s3-concurrency %d is out of range (1 to 256)", f.concurrency)
-	}
-	if ps < s3.MinPartSize || ps > 5<<30 {
-		return s3.Options{}, usagef("--s3-part-size %s is out of range (5 MiB, the S3 minimum part, to 5 GiB)", f.partSize)
-	}
-	if f.timeout <= 0 {
-		return s3.Options{}, usagef("--s3-timeout %v must be positive", f.timeout)
-	}
-	if f.stall <= 0 {
-		return s3.Options{}, usagef("--s3-stall-timeout %v must be positive", f.stall)
-	}
-	if f.retries < 0 || f.retries > 100 {
-		return s3.Options{}, usagef("--s3-retries %d is out of range (0 to 100)", f.retries)
-	}
-	opt := s3.Options{Endpoint: f.endpoint, Concurrency: f.concurrency, PartSize: ps, Timeout: f.timeout, StallTimeout: f.stall, Retries: f.retries}
-	if f.retries == 0 {
-		opt.Retries = -1 // Validate's default is for the zero value; -1 asks for none
-	}
-	return opt, nil
+	o, err := mount.Decode("", "", f.vals)
+	return o.S3, err
 }
 
 // openStore returns the object store of an s3:// URL.
@@ -125,15 +93,4 @@ func streamTo(ctx context.Context, dst string, f *s3Flags, force, fields bool, w
 		return err
 	}
 	return up.Finish(local)
-}
-
-// diskCacheFlags are mount's --disk-cache and --disk-cache-size (s3:// only).
-type diskCacheFlags struct {
-	dir  string
-	size string
-}
-
-func (f *diskCacheFlags) register(fl *pflag.FlagSet) {
-	fl.StringVar(&f.dir, "disk-cache", "", "s3://: keep fetched block files in this local directory, reused across epochs and remounts (checked by CRC32C on every reuse)")
-	fl.StringVar(&f.size, "disk-cache-size", "auto", "s3://: bound on the --disk-cache directory (least recently used files go); auto: the dataset's size, or what the filesystem has free")
 }

@@ -2,27 +2,14 @@ package main
 
 import (
 	"fmt"
-	"math"
-	"strings"
 
+	"github.com/blockfs/blockfs/mount"
 	"github.com/dustin/go-humanize"
 )
 
-// parseSize reads a byte count with an optional unit: 4096, 64KiB, 16MiB, 1GiB (powers of
-// 1024) or 64KB, 16MB (powers of 1000). flag names the option in the error.
-func parseSize(flag, s string) (int64, error) {
-	if strings.HasPrefix(strings.TrimSpace(s), "-") {
-		return 0, usagef("--%s %s: must not be negative", flag, s)
-	}
-	n, err := humanize.ParseBytes(s)
-	if err != nil {
-		return 0, usagef("--%s %q is not a size (use bytes or units such as 64KiB, 16MiB, 1GiB)", flag, s)
-	}
-	if n > math.MaxInt64/2 {
-		return 0, usagef("--%s %s is too large", flag, s)
-	}
-	return int64(n), nil
-}
+// parseSize reads a byte count with an optional unit (mount.ParseSize: one parser for every
+// command). flag names the option in the error.
+func parseSize(flag, s string) (int64, error) { return mount.ParseSize(flag, s) }
 
 // ibytes prints a byte count in IEC units (16 MiB).
 func ibytes(n uint64) string { return humanize.IBytes(n) }
