@@ -23,28 +23,28 @@ func checkAllowOther(opt Options, loc Location, ds *layout.Dataset) error {
 	if !opt.AllowOther || opt.AllowOtherUnreadable {
 		return nil
 	}
-	const optIn = "make the data readable by others (chmod o+r on its files, o+x on its directories), or give --allow-other-unreadable to serve it to every user anyway"
+	optIn := "make the data readable by others (chmod o+r on its files, o+x on its directories), or give " + flag("allow-other-unreadable") + " to serve it to every user anyway"
 	if loc.Kind == Remote {
-		return Usagef("--allow-other: %s is read with your credentials, which other users may not have; give --allow-other-unreadable to serve it to every user anyway", loc.Name)
+		return Usagef(flag("allow-other")+": %s is read with your credentials, which other users may not have; give "+flag("allow-other-unreadable")+" to serve it to every user anyway", loc.Name)
 	}
 	files := datasetFiles(ds, loc)
 	dirs := map[string]bool{}
 	for _, f := range files {
 		st, err := os.Stat(f)
 		if err != nil {
-			return fmt.Errorf("--allow-other: %w", err)
+			return fmt.Errorf(flag("allow-other")+": %w", err)
 		}
 		if st.Mode().Perm()&0o004 == 0 {
-			return Usagef("--allow-other: other users cannot read %s (mode %04o), and through the mount they could; %s", f, st.Mode().Perm(), optIn)
+			return Usagef(flag("allow-other")+": other users cannot read %s (mode %04o), and through the mount they could; %s", f, st.Mode().Perm(), optIn)
 		}
 		for d := filepath.Dir(f); !dirs[d]; d = filepath.Dir(d) {
 			dirs[d] = true
 			st, err := os.Stat(d)
 			if err != nil {
-				return fmt.Errorf("--allow-other: %w", err)
+				return fmt.Errorf(flag("allow-other")+": %w", err)
 			}
 			if st.Mode().Perm()&0o001 == 0 {
-				return Usagef("--allow-other: other users cannot reach %s (directory %s is mode %04o), and through the mount they could read it; %s", f, d, st.Mode().Perm(), optIn)
+				return Usagef(flag("allow-other")+": other users cannot reach %s (directory %s is mode %04o), and through the mount they could read it; %s", f, d, st.Mode().Perm(), optIn)
 			}
 			if d == filepath.Dir(d) {
 				break

@@ -58,10 +58,10 @@ func checkFuseFDOptions(mnt string, opt Options) error {
 		return nil
 	}
 	if opt.AllowOther {
-		return Usagef("--allow-other: the process that mounted %s chose who may read it (allow_other in its mount(2) data); drop --allow-other", mnt)
+		return Usagef(flag("allow-other")+": the process that mounted %s chose who may read it (allow_other in its mount(2) data); drop "+flag("allow-other"), mnt)
 	}
 	if opt.UsersLock != "" {
-		return Usagef("--users-lock: blockfs cannot unmount %s when its last user is gone, the process that mounted it does; drop --users-lock", mnt)
+		return Usagef(flag("users-lock")+": blockfs cannot unmount %s when its last user is gone, the process that mounted it does; drop "+flag("users-lock"), mnt)
 	}
 	return nil
 }

@@ -105,13 +105,13 @@ func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Dire
 	}
 	switch {
 	case whole && cacheSize > 0:
-		p.CacheSize, p.CacheReason = cacheSize, "--cache-size"
+		p.CacheSize, p.CacheReason = cacheSize, flag("cache-size")
 	case whole:
 		p.CacheSize = max(p.Footprint, need)
 		p.CacheReason = fmt.Sprintf("the dataset's %s%s fit in the budget and a quarter of the memory (%s): cached whole", ibytes(p.Size), p.inPages(), ibytes(p.Total))
 	case direct == DirectOn:
 		p.CacheSize = max(p.Budget, need)
-		p.CacheReason = "--direct on: the whole budget"
+		p.CacheReason = flag("direct") + " on: the whole budget"
 	default:
 		// Twice the need: with only the need, readahead evicts blocks it fetched before their
 		// reader comes and the disk is read up to twice (a 128 MiB cache under 80 MiB of window
@@ -120,7 +120,7 @@ func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Dire
 		p.CacheReason = fmt.Sprintf("the dataset's %s%s exceed the cache's share of the budget: windows and readahead", ibytes(p.Size), p.inPages())
 	}
 	if cacheSize > 0 && !whole && p.CacheSize == cacheSize {
-		p.CacheReason = "--cache-size"
+		p.CacheReason = flag("cache-size")
 	}
 	p.CacheSize = round(p.CacheSize)
 	if !whole && direct != DirectOn {
@@ -128,9 +128,9 @@ func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Dire
 	}
 	switch {
 	case direct == DirectOn:
-		p.Direct, p.Reason = true, "--direct on"
+		p.Direct, p.Reason = true, flag("direct")+" on"
 	case direct == DirectOff:
-		p.Direct, p.Reason = false, "--direct off"
+		p.Direct, p.Reason = false, flag("direct")+" off"
 	case whole:
 		p.Direct, p.Reason = true, "the cache holds the whole dataset: one copy in memory, the disk read once per mount"
 	case p.ResidentBlocks >= ds.Blocks():
@@ -151,7 +151,7 @@ func memoryBudget(cacheSize, need int64, mem sysmem.Memory, headroom, claimed in
 	total := mem.Total()
 	switch {
 	case cacheSize > 0:
-		return cacheSize, "--cache-size"
+		return cacheSize, flag("cache-size")
 	case total <= 0:
 		return max(DefaultCacheSize, need), "the memory is unknown: the default budget"
 	}
@@ -297,16 +297,16 @@ func sourcesCacheRefusal(srcs []*Plan, cs, total, need int64, name string, field
 	}
 	what, fewer := fmt.Sprintf("its %d sources", len(srcs)), "mount fewer sources"
 	if fields {
-		what, fewer = fmt.Sprintf("its %d fields", len(srcs)), "pack fewer fields (blockfs pack --columns)"
+		what, fewer = fmt.Sprintf("its %d fields", len(srcs)), "pack fewer fields (blockfs pack "+flag("columns")+")"
 	}
-	room, raise := "--cache-size "+ibytes(cs)+" is too small", "raise --cache-size"
+	room, raise := flag("cache-size")+" "+ibytes(cs)+" is too small", "raise "+flag("cache-size")
 	if cs <= 0 {
 		room, raise = fmt.Sprintf("the memory (%s) is too small", ibytes(total)), "mount it on a machine with more memory"
 	}
-	atLeast := fmt.Sprintf("at least %s whatever --mix and --readahead (%s pages of %s a source, or a block of its window in whole pages where that is more)",
+	atLeast := fmt.Sprintf("at least %s whatever "+flag("mix")+" and "+flag("readahead")+" (%s pages of %s a source, or a block of its window in whole pages where that is more)",
 		ibytes(least), fmt.Sprint(cache.MinPages), ibytes(cache.DefaultPageSize))
 	if (cs > 0 && cs >= least) || (cs <= 0 && total >= least) {
-		return Usagef("%s for %s: %s' windows and readahead need %s (%s); lower --readahead or --mix, %s, or %s",
+		return Usagef("%s for %s: %s' windows and readahead need %s (%s); lower "+flag("readahead")+" or "+flag("mix")+", %s, or %s",
 			room, name, what, ibytes(need), atLeast, raise, fewer)
 	}
 	return Usagef("%s for %s: %s need %s; %s, or %s", room, name, what, atLeast, raise, fewer)

@@ -64,7 +64,7 @@ func (p *Plan) planNodes(req shuffle.Options) error {
 			sub.order.Why = why
 		}
 		if err := sub.opt.Order.Validate(); err != nil {
-			return Usagef("--mix %d: %v", sub.opt.Order.Mix, err)
+			return Usagef(flag("mix")+" %d: %v", sub.opt.Order.Mix, err)
 		}
 		np.srcs = append(np.srcs, sub)
 		counts = append(counts, sub.ds.Records())
@@ -123,10 +123,10 @@ func (np *nodesPlan) streams() func(source.FileID) bool {
 // or the memory): every node and every resume at another node count orders a part alike.
 func nodeMix(ds *layout.Dataset, req shuffle.Options, parts int) (int, string) {
 	if req.Mix != 0 {
-		return req.Mix, "--mix given"
+		return req.Mix, flag("mix") + " given"
 	}
 	if req.Mode != shuffle.Full {
-		return 1, fmt.Sprintf("--shuffle %s has no windows", req.Mode)
+		return 1, fmt.Sprintf(flag("shuffle")+" %s has no windows", req.Mode)
 	}
 	avg := max(1, storedBytes(ds)/int64(ds.Blocks()))
 	k := min(int64(3*QualityBatch+2*parts-1)/int64(2*parts), max(1, nodeWindowBytes/avg), int64(ds.Blocks()/parts))

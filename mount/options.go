@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	bfs "github.com/blockfs/blockfs/fs"
 	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/source/s3"
 )
@@ -100,20 +101,24 @@ func Decode(data, mnt string, given Values) (Options, error) {
 	return o, nil
 }
 
-// Check checks the options that go together, and those a kind of data refuses.
+// Check checks the options that go together, and those a kind of data refuses (Decode and
+// New call it: one place for the rules).
 func (o *Options) Check() error {
-	given := func(name string) bool { _, ok := o.Given[name]; return ok }
 	kind := Locate(o.Data).Kind
 	switch {
+	case o.Epochs > bfs.MaxEpochs:
+		return optionErr("epochs", "%s %d is out of range (1 to %d; it is how many epochs ls lists, and any epoch can be opened by name)", flag("epochs"), o.Epochs, bfs.MaxEpochs)
+	case o.Nodes.Nodes == 0 && (o.Nodes.Node != 0 || o.Nodes.Parts != 0):
+		return optionErr("nodes", "%s and %s go with %s N (the job's node count)", flag("node"), flag("parts"), flag("nodes"))
 	case o.AllowOtherUnreadable && !o.AllowOther:
 		return optionErr("allow-other-unreadable", "%s goes with %s", flag("allow-other-unreadable"), flag("allow-other"))
 	case o.MetricsRemote && o.Metrics == "":
 		return optionErr("metrics-allow-remote", "%s goes with %s ADDR", flag("metrics-allow-remote"), flag("metrics"))
-	case given("disk-cache-size") && o.DiskCache == "":
+	case o.DiskCacheSize != 0 && o.DiskCache == "":
 		return optionErr("disk-cache-size", "%s goes with %s DIR", flag("disk-cache-size"), flag("disk-cache"))
 	case kind != Remote && o.InPlace.Window == 0 && (o.InPlace.Stride > 1 || o.InPlace.Segments != ""):
 		return optionErr("stride", "%s and %s go with %s", flag("stride"), flag("segments"), flag("window"))
-	case o.Nodes.Nodes > 0 && (kind == MixtureFile || kind == FieldsDir):
+	case o.Nodes.Nodes > 0 && (kind == MixtureFile || kind == FieldsDir || o.Mixture != nil):
 		return optionErr("nodes", "%s is for one dataset; %s is a mixture or a dataset with fields, which are not node-aware yet: mount it whole on each node", flag("nodes"), o.Data)
 	}
 	if o.Metrics != "" {

@@ -55,9 +55,9 @@ func ChooseOrder(ds *layout.Dataset, opt shuffle.Options) (shuffle.Options, Orde
 	avg := max(1, storedBytes(ds)/int64(max(1, nb)))
 	switch {
 	case !ch.Auto:
-		ch.Why = "--mix given"
+		ch.Why = flag("mix") + " given"
 	case opt.Mode != shuffle.Full:
-		opt.Mix, ch.Why = 1, fmt.Sprintf("--shuffle %s has no windows", opt.Mode)
+		opt.Mix, ch.Why = 1, fmt.Sprintf(flag("shuffle")+" %s has no windows", opt.Mode)
 	case !ch.InOrder:
 		opt.Mix, ch.Why = 1, "pack pre-shuffled the records: a window of one block is as varied as a uniform shuffle"
 	default:
@@ -78,7 +78,7 @@ func ChooseOrder(ds *layout.Dataset, opt shuffle.Options) (shuffle.Options, Orde
 // lower shrinks an automatic window to k blocks to fit the memory, saying so.
 func (ch *OrderChoice) lower(ds *layout.Dataset, opt *shuffle.Options, k int, why string) {
 	opt.Mix, ch.Mix = k, k
-	ch.Why += fmt.Sprintf("; lowered to %d blocks: %s (give --mix to have the same order on every node)", k, why)
+	ch.Why += fmt.Sprintf("; lowered to %d blocks: %s (give "+flag("mix")+" to have the same order on every node)", k, why)
 	ch.estimate(ds, *opt)
 }
 
@@ -100,10 +100,10 @@ func (ch *OrderChoice) estimate(ds *layout.Dataset, opt shuffle.Options) {
 	}
 	ch.Warning = ""
 	if ch.Spread < qualityFloor*ch.Uniform {
-		fix := "leave out --mix and --block-size for the automatic choice, or raise --mix"
+		fix := "leave out " + flag("mix") + " and " + flag("block-size") + " for the automatic choice, or raise " + flag("mix")
 		if ch.Auto {
 			fix = "the automatic window is held down by the memory, or by its order state (4 bytes a record: " +
-				"windows over a time series with --stride 1 have a record per row); raise --stride, or give --mix"
+				"windows over a time series with " + flag("stride") + " 1 have a record per row); raise " + flag("stride") + ", or give " + flag("mix")
 		}
 		ch.Warning = fmt.Sprintf("the order is far from uniform: the data is stored in order, and a batch of %d draws from about %.0f places in it (1 MiB stretches), a uniform shuffle from about %.0f; %s",
 			QualityBatch, ch.Spread, ch.Uniform, fix)

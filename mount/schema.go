@@ -149,7 +149,9 @@ var schema = []Option{
 		set:  func(o *Options, s string) error { return parseBool("allow-other", s, &o.AllowOther) }},
 	{Name: "allow-other-unreadable", Type: Bool, Default: "false", Scope: PerMount, Group: GroupMount,
 		Help: "with " + flag("allow-other") + ": serve data whose files other users cannot read themselves (or in an object store) to every user anyway",
-		set:  func(o *Options, s string) error { return parseBool("allow-other-unreadable", s, &o.AllowOtherUnreadable) }},
+		set: func(o *Options, s string) error {
+			return parseBool("allow-other-unreadable", s, &o.AllowOtherUnreadable)
+		}},
 	{Name: "debug", Type: Bool, Default: "false", Scope: PerMount, Group: GroupMount, Help: "log every FUSE request",
 		set: func(o *Options, s string) error { return parseBool("debug", s, &o.Debug) }},
 	{Name: "log", Type: Path, Default: "", Scope: PerProcess, Group: GroupMount,
@@ -314,7 +316,9 @@ var nodeSchema = []Option{
 		set:  func(o *Options, s string) error { return parseCount("nodes", s, &o.Nodes.Nodes) }},
 	{Name: "node", Type: Int, Default: "0", Scope: PerMount, Group: GroupMount,
 		Help: "with " + flag("nodes") + ": this node, 0 to nodes-1 (torchrun's --node_rank, Slurm's $SLURM_NODEID)",
-		set:  func(o *Options, s string) error { return parseInt("node", s, math.MinInt32, math.MaxInt32, &o.Nodes.Node) }},
+		set: func(o *Options, s string) error {
+			return parseInt("node", s, math.MinInt32, math.MaxInt32, &o.Nodes.Node)
+		}},
 	{Name: "parts", Type: Int, Default: "0", Scope: PerMount, Group: GroupMount,
 		Help: "with " + flag("nodes") + ": the canonical parts the blocks are dealt to, a multiple of every node count the job may run at (default: 48, or fewer for data of fewer than 192 blocks: at least 4 blocks a part)",
 		set:  func(o *Options, s string) error { return parseCount("parts", s, &o.Nodes.Parts) }},

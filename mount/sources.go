@@ -55,7 +55,7 @@ func (p *Plan) openSources() (*stack, error) {
 		v, err := layout.NewVerified(p.ds, s.src)
 		if err != nil {
 			s.close()
-			return nil, Usagef("--verify: %v", err)
+			return nil, Usagef(flag("verify")+": %v", err)
 		}
 		s.src = v
 	}
@@ -78,23 +78,20 @@ func (s *stack) close() {
 func (p *Plan) diskOptions() (*diskcache.Options, error) {
 	o := p.opt
 	if o.DiskCache == "" {
-		if o.DiskCacheSize != 0 {
-			return nil, Usagef("--disk-cache-size goes with --disk-cache DIR")
-		}
-		return nil, nil
+		return nil, nil // Options.Check refused a size without it
 	}
 	if p.loc.Kind != Remote {
-		return nil, Usagef("--disk-cache is for a dataset in an object store (s3://); %s is read from local disk already", p.ds.Dir)
+		return nil, Usagef(flag("disk-cache")+" is for a dataset in an object store (s3://); %s is read from local disk already", p.ds.Dir)
 	}
 	dir, err := filepath.Abs(o.DiskCache)
 	if err != nil {
-		return nil, Usagef("--disk-cache %s: %v", o.DiskCache, err)
+		return nil, Usagef(flag("disk-cache")+" %s: %v", o.DiskCache, err)
 	}
 	if inside(dir, p.mnt) || inside(p.mnt, dir) {
-		return nil, Usagef("--disk-cache %s and the mount point %s must not be inside one another", o.DiskCache, p.mnt)
+		return nil, Usagef(flag("disk-cache")+" %s and the mount point %s must not be inside one another", o.DiskCache, p.mnt)
 	}
 	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
-		return nil, Usagef("--disk-cache %s is not a directory", o.DiskCache)
+		return nil, Usagef(flag("disk-cache")+" %s is not a directory", o.DiskCache)
 	}
 	var total, largest int64 // the dataset's files
 	for id := layout.FileID(0); id <= layout.NamesFile(p.ds.Blocks()); id++ {
@@ -111,7 +108,7 @@ func (p *Plan) diskOptions() (*diskcache.Options, error) {
 		if auto {
 			why = " (auto: the filesystem's free space)"
 		}
-		return nil, Usagef("--disk-cache-size %s is smaller than the dataset's largest file (%s)%s; raise it, or free space under %s",
+		return nil, Usagef(flag("disk-cache-size")+" %s is smaller than the dataset's largest file (%s)%s; raise it, or free space under %s",
 			ibytes(size), ibytes(largest), why, o.DiskCache)
 	}
 	do := &diskcache.Options{Dir: dir, Size: size, Namespace: p.ds.Manifest.Fingerprint(), Files: layout.NamesFile(p.ds.Blocks()) + 1}

@@ -33,10 +33,10 @@ func SetupLock(usersLock string) string { return usersLock + ".setup" }
 func checkUsersLock(path string) (string, error) {
 	st, err := os.Lstat(path)
 	if err != nil {
-		return "", Usagef("--users-lock %s: %v (create the file and hold a lock on it before mounting)", path, errors.Unwrap(err))
+		return "", Usagef(flag("users-lock")+" %s: %v (create the file and hold a lock on it before mounting)", path, errors.Unwrap(err))
 	}
 	if !st.Mode().IsRegular() {
-		return "", Usagef("--users-lock %s is not a regular file", path)
+		return "", Usagef(flag("users-lock")+" %s is not a regular file", path)
 	}
 	return filepath.Abs(path)
 }
