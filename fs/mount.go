@@ -10,9 +10,6 @@ import (
 	"log"
 	"os"
 	"path/filepath"
-	"runtime"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -30,14 +27,11 @@ type Options struct {
 	AllowOther bool           // let other users read (needs user_allow_other for non-root)
 	Debug      bool           // log every FUSE request
 	Info       map[string]any // extra facts for .blockfs/info.json
-	// Sources, when set, returns what stats.json says of each source of a mixture (under
-	// "sources").
-	Sources func() any
-	// DiskCache, when set, returns the disk cache's counters for .blockfs/stats.json (under
-	// "disk_cache"); called on every read of stats.json.
-	DiskCache func() any
-	// Store, when set, returns the object store's counters (under "store").
-	Store func() any
+	// Stats, when set, returns .blockfs/stats.json's bytes given the FUSE layer's counters now
+	// (package mount composes them with the cache's, the sources' and the stores': mount.Stats).
+	// Called at each lookup, stat and open of stats.json, from any goroutine. Without it, or
+	// when it fails (logged), stats.json is the counters alone.
+	Stats func(Counters) ([]byte, error)
 	// OnRead, when set, is told of every read: how long it took in the daemon and how long
 	// of that it waited for loads (the metrics' histograms).
 	OnRead func(took, waited time.Duration)
@@ -199,97 +193,4 @@ func (m *mount) infoFacts() map[string]any {
 		f[k] = v
 	}
 	return f
-}
-
-// Stats is what .blockfs/stats.json says.
-type Stats struct {
-	DataServed    uint64  `json:"bytes_served"`         // epoch and shard data bytes returned
-	IDsServed     uint64  `json:"ids_bytes_served"`     // .ids bytes returned
-	OffsetsServed uint64  `json:"offsets_bytes_served"` // .offsets bytes returned
-	Reads         uint64  `json:"read_requests"`        // FUSE reads answered
-	ReadErrors    uint64  `json:"read_errors"`          // FUSE reads answered with an error
-	ReadsWaited   uint64  `json:"reads_waited"`         // FUSE reads that waited for a load
-	WaitSeconds   float64 `json:"read_wait_seconds"`    // time reads waited for loads: the data stall
-	ReadSeconds   float64 `json:"read_seconds"`         // time reads took in the daemon
-	// ReaderSeconds is the readers' time from their first read on (to now, or to their
-	// close), summed: Stall is WaitSeconds over it.
-	ReaderSeconds float64       `json:"reader_seconds"`
-	Stall         float64       `json:"stall"`
-	Uptime        float64       `json:"uptime_seconds"` // since the mount was made
-	PID           int           `json:"daemon_pid"`     // the daemon's process
-	RSS           int64         `json:"daemon_rss_bytes"`
-	Goroutines    int           `json:"goroutines"` // the daemon's goroutines now
-	OpenFDs       int           `json:"open_fds"`   // the daemon's open file descriptors now
-	Readers       []ReaderStats `json:"readers"`    // the open files, oldest first
-	view.CacheStats
-	DiskCache    any    `json:"disk_cache,omitempty"`          // the --disk-cache's counters (Options.DiskCache)
-	Store        any    `json:"store,omitempty"`               // the object store's counters (Options.Store)
-	Sources      any    `json:"sources,omitempty"`             // a mixture's sources' counters (Options.Sources)
-	SourceServed uint64 `json:"source_bytes_served,omitempty"` // a mixture's .source bytes returned
-}
-
-// Stats returns the mount's stats.json now.
-func (s *Server) Stats() Stats { return s.m.stats() }
-
-func (m *mount) stats() Stats {
-	now, readers, closedNS := m.times.snapshot()
-	d := Stats{
-		DataServed: m.served[view.Data].Load(), IDsServed: m.served[view.IDs].Load(),
-		OffsetsServed: m.served[view.Offsets].Load(), Reads: m.reads.Load(), ReadErrors: m.errs.Load(),
-		ReadsWaited: m.times.waited.Load(), WaitSeconds: seconds(m.times.waitNS.Load()),
-		ReadSeconds: seconds(m.times.readNS.Load()), Uptime: now.Sub(m.start).Seconds(),
-		Goroutines: runtime.NumGoroutine(), OpenFDs: openFDs(), PID: os.Getpid(), RSS: residentBytes(),
-		Readers:    readers,
-		CacheStats: m.set.Stats(),
-	}
-	d.ReaderSeconds = seconds(closedNS)
-	for _, r := range d.Readers {
-		d.ReaderSeconds += r.Active
-	}
-	if d.ReaderSeconds > 0 {
-		d.Stall = min(1, d.WaitSeconds/d.ReaderSeconds)
-	}
-	if m.opt.DiskCache != nil {
-		d.DiskCache = m.opt.DiskCache()
-	}
-	if m.opt.Store != nil {
-		d.Store = m.opt.Store()
-	}
-	if m.opt.Sources != nil {
-		d.Sources = m.opt.Sources()
-		d.SourceServed = m.served[view.Sources].Load()
-	}
-	return d
-}
-
-// statsJSON returns stats.json's bytes now.
-func (m *mount) statsJSON() []byte {
-	b, _ := json.MarshalIndent(m.stats(), "", "  ")
-	return append(b, '\n')
-}
-
-// residentBytes returns the process's resident memory (/proc/self/statm), -1 if unknown.
-func residentBytes() int64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return -1
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return -1
-	}
-	pages, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil {
-		return -1
-	}
-	return pages * int64(os.Getpagesize())
-}
-
-// openFDs counts the process's open file descriptors (-1 if /proc is not there).
-func openFDs() int {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return -1
-	}
-	return len(ents) - 1 // the directory being read
 }

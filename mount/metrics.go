@@ -13,11 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	bfs "github.com/blockfs/blockfs/fs"
 	"github.com/blockfs/blockfs/internal/connlimit"
 	"github.com/blockfs/blockfs/internal/fdlimit"
-	"github.com/blockfs/blockfs/source/diskcache"
-	"github.com/blockfs/blockfs/source/s3"
+	"github.com/blockfs/blockfs/internal/optname"
 )
 
 // --metrics ADDR serves the mount's counters at http://ADDR/metrics in Prometheus' text format
@@ -31,10 +29,10 @@ import (
 func CheckMetricsAddr(addr string, remote bool) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return Usagef("--metrics %q: want HOST:PORT, e.g. 127.0.0.1:9560 (%v)", addr, err)
+		return Usagef("%s %q: want HOST:PORT, e.g. 127.0.0.1:9560 (%v)", optname.Flag("metrics"), addr, err)
 	}
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return Usagef("--metrics %q: port %q is not a number from 0 to 65535", addr, port)
+		return Usagef("%s %q: port %q is not a number from 0 to 65535", optname.Flag("metrics"), addr, port)
 	}
 	if remote {
 		return nil
@@ -43,7 +41,8 @@ func CheckMetricsAddr(addr string, remote bool) error {
 		return nil
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return Usagef("--metrics %q would serve the metrics beyond this machine; give a loopback address (127.0.0.1:%s), or add --metrics-allow-remote to mean it", addr, port)
+		return Usagef("%s %q would serve the metrics beyond this machine; give a loopback address (127.0.0.1:%s), or add %s to mean it",
+			optname.Flag("metrics"), addr, port, optname.Flag("metrics-allow-remote"))
 	}
 	return nil
 }
@@ -53,7 +52,7 @@ type metrics struct {
 	reg      *prometheus.Registry
 	latency  prometheus.Histogram // every read's time in the daemon
 	wait     prometheus.Histogram // the time waited, of reads that waited
-	snapshot func() bfs.Stats     // set once the mount is up
+	snapshot func() Stats         // set once the mount is up
 	record   int64                // bytes a record, 0 when records vary
 }
 
@@ -107,7 +106,7 @@ func (m *metrics) serve(l net.Listener) {
 		WriteTimeout: metricsWriteTime, IdleTimeout: metricsIdleTime, MaxHeaderBytes: metricsHeaderMax,
 		ConnState: capped.ConnState}
 	if err := srv.Serve(capped); err != nil && !errors.Is(err, net.ErrClosed) {
-		log.Printf("blockfs: --metrics: %v", err)
+		log.Printf("blockfs: %s: %v", optname.Flag("metrics"), err)
 	}
 }
 
@@ -154,11 +153,11 @@ var (
 	mStoreReqs    = counter("blockfs_store_requests_total", "Object store requests tried, retries included.", "source")
 	mStoreRetries = counter("blockfs_store_retries_total", "Object store tries after a failed one.", "source")
 	mStoreErrors  = counter("blockfs_store_errors_total", "Failed object store tries, by kind: throttled, server, timeout, network, client, other.", "source", "kind")
-	mDCHits       = counter("blockfs_disk_cache_hits_total", "Reads served from a --disk-cache file.", "source")
-	mDCFetches    = counter("blockfs_disk_cache_fetches_total", "Files fetched from the object store through the --disk-cache.", "source")
-	mDCFetchBytes = counter("blockfs_disk_cache_fetched_bytes_total", "Bytes fetched from the object store through the --disk-cache.", "source")
-	mDCEvicted    = counter("blockfs_disk_cache_evictions_total", "--disk-cache files deleted to stay within its size.", "source")
-	mDCBytes      = gauge("blockfs_disk_cache_bytes", "Bytes of --disk-cache files now.", "source")
+	mDCHits       = counter("blockfs_disk_cache_hits_total", "Reads served from a "+optname.Flag("disk-cache")+" file.", "source")
+	mDCFetches    = counter("blockfs_disk_cache_fetches_total", "Files fetched from the object store through the "+optname.Flag("disk-cache")+".", "source")
+	mDCFetchBytes = counter("blockfs_disk_cache_fetched_bytes_total", "Bytes fetched from the object store through the "+optname.Flag("disk-cache")+".", "source")
+	mDCEvicted    = counter("blockfs_disk_cache_evictions_total", optname.Flag("disk-cache")+" files deleted to stay within its size.", "source")
+	mDCBytes      = gauge("blockfs_disk_cache_bytes", "Bytes of "+optname.Flag("disk-cache")+" files now.", "source")
 	mGoroutines   = gauge("blockfs_goroutines", "The daemon's goroutines.")
 
 	allMetrics = []*metric{mReadBytes, mReadRecords, mReads, mReadErrors, mReadsWaited, mWaitSeconds, mReadSeconds,
@@ -204,21 +203,25 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	put(mReadSeconds, s.ReadSeconds)
 	put(mReaderSecs, s.ReaderSeconds)
 	put(mReaders, float64(len(s.Readers)))
-	put(mHits, float64(s.Hits))
-	put(mMisses, float64(s.Misses))
-	put(mMerged, float64(s.Merged))
-	put(mEvictions, float64(s.Evictions))
-	put(mUncached, float64(s.Overflow))
-	put(mRAHits, float64(s.ReadaheadHits))
-	put(mRAWasted, float64(s.ReadaheadWasted))
-	put(mRADropped, float64(s.PrefetchDropped))
-	put(mDiskReads, float64(s.DiskReads))
-	put(mDiskBytes, float64(s.DiskBytes))
-	put(mDiskErrors, float64(s.DiskErrors))
-	put(mCacheBytes, float64(s.CachedBytes))
-	put(mCacheCap, float64(s.CapacityBytes))
+	cs := s.Cache
+	put(mHits, float64(cs.Hits))
+	put(mMisses, float64(cs.Misses))
+	put(mMerged, float64(cs.Merged))
+	put(mEvictions, float64(cs.Evictions))
+	put(mUncached, float64(cs.Overflow))
+	put(mRAHits, float64(cs.ReadaheadHits))
+	put(mRAWasted, float64(cs.ReadaheadWasted))
+	put(mRADropped, float64(cs.PrefetchDropped))
+	put(mDiskReads, float64(cs.DiskReads))
+	put(mDiskBytes, float64(cs.DiskBytes))
+	put(mDiskErrors, float64(cs.DiskErrors))
+	put(mCacheBytes, float64(cs.CachedBytes))
+	put(mCacheCap, float64(cs.CapacityBytes))
 	put(mGoroutines, float64(s.Goroutines))
-	for i, st := range bySource[s3.Counters](s.Store) {
+	for i, st := range s.Stores() {
+		if st == nil {
+			continue
+		}
 		src := strconv.Itoa(i)
 		put(mStoreReqs, float64(st.Requests), src)
 		put(mStoreRetries, float64(st.Retries), src)
@@ -226,7 +229,10 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 			put(mStoreErrors, float64(n), src, kind)
 		}
 	}
-	for i, st := range bySource[diskcache.Stats](s.DiskCache) {
+	for i, st := range s.DiskCaches() {
+		if st == nil {
+			continue
+		}
 		src := strconv.Itoa(i)
 		put(mDCHits, float64(st.Hits), src)
 		put(mDCFetches, float64(st.Fetches), src)
@@ -236,29 +242,12 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// bySource returns the per-source values of stats.json's "store" or "disk_cache": one value
-// (source 0), or a mixture's or fields' list, by source index (nil for a source without).
-func bySource[T any](v any) map[int]T {
-	out := map[int]T{}
-	switch v := v.(type) {
-	case T:
-		out[0] = v
-	case []any:
-		for i, x := range v {
-			if t, ok := x.(T); ok {
-				out[i] = t
-			}
-		}
-	}
-	return out
-}
-
 // listenMetrics binds --metrics ADDR before the mount is made, so that an address in use is
 // an error at once.
 func listenMetrics(addr string) (net.Listener, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("--metrics %s: cannot listen there: %w", addr, err)
+		return nil, fmt.Errorf("%s %s: cannot listen there: %w", optname.Flag("metrics"), addr, err)
 	}
 	return l, nil
 }

@@ -42,9 +42,10 @@ func (p *Plan) Serve(ready func()) error {
 	debug.SetMemoryLimit(daemonHeapLimit + set.OrderBytes())
 	sigs := catchSignals()
 	defer signal.Stop(sigs)
+	stats := p.statsOf(sv)
 	fopt := bfs.Options{
 		Epochs: p.opt.Epochs, Readahead: p.readahead, AllowOther: p.opt.AllowOther, Debug: p.opt.Debug,
-		DiskCache: sv.diskStats(), Store: sv.storeStats(), Sources: p.sourceStats(sv), Info: p.info(c, set),
+		Stats: stats.json, Info: p.info(c, set),
 	}
 	var met *metrics
 	var ml net.Listener
@@ -68,7 +69,7 @@ func (p *Plan) Serve(ready func()) error {
 	}
 	defer register(p.mnt, infoFacts(set, fopt.Info))()
 	if met != nil {
-		met.snapshot = srv.Stats
+		met.snapshot = func() Stats { return stats.snapshot(srv.Counters()) }
 		go met.serve(ml)
 		log.Printf("blockfs: metrics at http://%s/metrics", ml.Addr())
 	}

@@ -1,91 +1,248 @@
 package mount
 
-// diskStats returns what stats.json shows of the disk cache, or nil without one; for a
-// mixture, a list by source index (null for a source without one).
-// storeStats returns what stats.json shows of the object stores: one's counters, or a list
-// by source of a mixture's (null for a local source); nil when no source is in a store.
-func (s *served) storeStats() func() any {
-	any1 := false
-	for _, st := range s.stacks {
-		any1 = any1 || st.store != nil
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/blockfs/blockfs/cache"
+	bfs "github.com/blockfs/blockfs/fs"
+	"github.com/blockfs/blockfs/source"
+	"github.com/blockfs/blockfs/source/diskcache"
+	"github.com/blockfs/blockfs/source/s3"
+	"github.com/blockfs/blockfs/view"
+)
+
+// The mount's own files: MetaDir/InfoName (the facts, fixed at mount) and MetaDir/StatsName
+// (Stats, made at each open). view declares them; the command line takes them from here.
+const (
+	MetaDir   = view.MetaDir   // ".blockfs"
+	InfoName  = view.InfoName  // "info.json"
+	StatsName = view.StatsName // "stats.json"
+)
+
+// Stats is .blockfs/stats.json: a mount's counters, by layer, from the FUSE reads down to the
+// object store. The daemon makes it at each open of the file (and for --metrics at each
+// scrape); `blockfs stats` and the Python package read it. Its JSON is one flat object: the
+// FUSE layer's keys (bfs.Counters), the cache's (cache.Stats, but for its bytes_served, which
+// is the FUSE layer's), then "disk_cache", "store" and "sources". Counters count from the
+// mount on; a new daemon (daemon_pid) starts them over.
+//
+// "disk_cache" and "store" have two shapes. For one dataset (and a node-aware mount) each is
+// an object, DiskCache's or Store's, and absent without a disk cache or for local data. For a
+// mixture or a dataset with fields (Sources set) each is a list by source index, each
+// SourceStats' DiskCache or Store (null for a source without), absent when no source has one.
+type Stats struct {
+	bfs.Counters // the FUSE layer's: bytes served by file, reads, waits, the daemon, "readers"
+	// Cache is the page cache's counters (cache_hits, disk_reads, cache_bytes, ...). Its
+	// BytesServed is not in stats.json (the key is the FUSE layer's): it reads 0 decoded.
+	Cache cache.Stats
+	// DiskCache is one dataset's --disk-cache counters ("disk_cache"); nil without a disk
+	// cache, and with Sources (each source has its own).
+	DiskCache *diskcache.Stats
+	// Store is one dataset's object store request counters ("store"); nil for local data, and
+	// with Sources (each source has its own).
+	Store *s3.Counters
+	// Sources are a mixture's sources or a dataset's fields, by index ("sources"); nil for
+	// one dataset and for a node-aware mount.
+	Sources []SourceStats
+}
+
+// SourceStats is one source of a mixture, or one field of a dataset with fields: its entry in
+// stats.json's "sources", and its entries in "disk_cache" and "store".
+type SourceStats struct {
+	Index     int    `json:"index"`      // its index: in the mixture file's sources, or the fields' order
+	Name      string `json:"name"`       // its name (a mixture's source name, a field's name)
+	Reads     uint64 `json:"reads"`      // reads it gave the cache (from disk, the disk cache or the store)
+	BytesRead uint64 `json:"bytes_read"` // bytes it gave the cache
+	// DiskCache is its --disk-cache counters (stats.json's "disk_cache"[Index]); nil without.
+	DiskCache *diskcache.Stats `json:"-"`
+	// Store is its object store's counters ("store"[Index]); nil for local data.
+	Store *s3.Counters `json:"-"`
+}
+
+// ReaderStats is one open file's line in stats.json's "readers" (the FUSE layer's).
+type ReaderStats = bfs.ReaderStats
+
+// Stores returns the object stores' counters by source index: one dataset's at 0, or each
+// source's; nil entries for local data.
+func (s *Stats) Stores() []*s3.Counters {
+	return bySource(s, s.Store, func(src *SourceStats) **s3.Counters { return &src.Store })
+}
+
+// DiskCaches returns the disk caches' counters by source index: one dataset's at 0, or each
+// source's; nil entries for sources without one.
+func (s *Stats) DiskCaches() []*diskcache.Stats {
+	return bySource(s, s.DiskCache, func(src *SourceStats) **diskcache.Stats { return &src.DiskCache })
+}
+
+// counted is what a source may have counters of beside its reads: a store, a disk cache.
+type counted interface{ s3.Counters | diskcache.Stats }
+
+// bySource returns one's or the sources' values, by source index.
+func bySource[T counted](s *Stats, one *T, at func(*SourceStats) **T) []*T {
+	if s.Sources == nil {
+		return []*T{one}
 	}
-	if !any1 {
-		return nil
+	out := make([]*T, len(s.Sources))
+	for i := range s.Sources {
+		out[i] = *at(&s.Sources[i])
 	}
-	if s.mux == nil || s.node {
-		return func() any { return s.stacks[0].store() }
+	return out
+}
+
+// statsJSON is Stats as stats.json lays it out, in its order. The cache's fields are one
+// level deeper than the FUSE layer's, so that where both have a key (bytes_served)
+// encoding/json takes the FUSE layer's, as stats.json always has; SourceServed, last as it
+// always was, shadows the FUSE layer's the same way.
+type statsJSON struct {
+	bfs.Counters
+	cacheJSON
+	DiskCache    json.RawMessage `json:"disk_cache,omitempty"`
+	Store        json.RawMessage `json:"store,omitempty"`
+	Sources      []SourceStats   `json:"sources,omitempty"`
+	SourceServed uint64          `json:"source_bytes_served,omitempty"`
+}
+
+type cacheJSON struct{ cache.Stats }
+
+// MarshalJSON writes stats.json's object.
+func (s Stats) MarshalJSON() ([]byte, error) {
+	w := statsJSON{Counters: s.Counters, cacheJSON: cacheJSON{s.Cache}, Sources: s.Sources, SourceServed: s.SourceServed}
+	var err error
+	if w.DiskCache, err = oneOrList(s.DiskCaches(), s.Sources != nil); err != nil {
+		return nil, err
 	}
-	return func() any {
-		out := make([]any, len(s.stacks))
-		for i, st := range s.stacks {
-			if st.store != nil {
-				out[i] = st.store()
-			}
-		}
-		return out
+	if w.Store, err = oneOrList(s.Stores(), s.Sources != nil); err != nil {
+		return nil, err
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads stats.json's object.
+func (s *Stats) UnmarshalJSON(b []byte) error {
+	var w statsJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*s = Stats{Counters: w.Counters, Cache: w.Stats, Sources: w.Sources}
+	s.SourceServed = w.SourceServed
+	if err := fromOneOrList(w.DiskCache, &s.DiskCache, s.Sources, func(src *SourceStats) **diskcache.Stats { return &src.DiskCache }); err != nil {
+		return fmt.Errorf("disk_cache: %w", err)
+	}
+	if err := fromOneOrList(w.Store, &s.Store, s.Sources, func(src *SourceStats) **s3.Counters { return &src.Store }); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
+}
+
+// oneOrList encodes values by source: nothing when none is set, the list (null for a source
+// without) when list is set, else the one value.
+func oneOrList[T counted](per []*T, list bool) (json.RawMessage, error) {
+	set := false
+	for _, p := range per {
+		set = set || p != nil
+	}
+	switch {
+	case !set:
+		return nil, nil
+	case list:
+		return json.Marshal(per)
+	default:
+		return json.Marshal(per[0])
 	}
 }
 
-func (s *served) diskStats() func() any {
-	if s.mux == nil || s.node {
-		return s.stacks[0].diskStats()
-	}
-	fns := make([]func() any, len(s.stacks))
-	any1 := false
-	for i, st := range s.stacks {
-		fns[i] = st.diskStats()
-		any1 = any1 || fns[i] != nil
-	}
-	if !any1 {
+// fromOneOrList decodes what oneOrList wrote: an object into one, or a list into each of
+// srcs (at gives where), which must be as long.
+func fromOneOrList[T counted](raw json.RawMessage, one **T, srcs []SourceStats, at func(*SourceStats) **T) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
-	return func() any {
-		out := make([]any, len(fns))
-		for i, f := range fns {
-			if f != nil {
-				out[i] = f()
-			}
-		}
-		return out
+	if raw[0] != '[' {
+		return json.Unmarshal(raw, one)
 	}
+	var list []*T
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return err
+	}
+	if len(list) != len(srcs) {
+		return fmt.Errorf("a list of %d for %d sources", len(list), len(srcs))
+	}
+	for i, p := range list {
+		*at(&srcs[i]) = p
+	}
+	return nil
 }
 
-// sourceStats returns what stats.json says of a mixture's sources, or of a dataset's fields:
-// the reads and bytes each gave the cache (from disk, the disk cache or the store); nil for
-// one dataset.
-func (p *Plan) sourceStats(sv *served) func() any {
+// mountStats makes a mount's Stats from the FUSE layer's counters and the layers under them.
+// Immutable after statsOf; safe for concurrent use.
+type mountStats struct {
+	cache  *cache.Cache
+	stacks []*stack    // one dataset's stack, or each source's
+	mux    *source.Mux // the sources under the cache; nil for one dataset
+	names  []string    // the sources' or fields' names; nil for one dataset
+}
+
+// statsOf returns the stats of the mount of sv: one dataset's (a node-aware mount's parts
+// are one dataset's), or a mixture's or fields' by source.
+func (p *Plan) statsOf(sv *served) *mountStats {
+	ms := &mountStats{cache: sv.cache, stacks: sv.stacks}
 	if sv.mux == nil || p.nodes != nil {
-		return nil
+		return ms
 	}
-	var names []string
+	ms.mux = sv.mux
 	switch {
 	case p.mix != nil:
 		for _, src := range p.mix.spec.Sources {
-			names = append(names, src.Name)
+			ms.names = append(ms.names, src.Name)
 		}
 	case p.fields != nil:
-		names = p.fields.names()
+		ms.names = p.fields.names()
 	}
-	type sourceStats struct {
-		Index int    `json:"index"`
-		Name  string `json:"name"`
-		Reads uint64 `json:"reads"`
-		Bytes uint64 `json:"bytes_read"`
-	}
-	return func() any {
-		out := make([]sourceStats, len(names))
-		for i := range out {
-			r, b := sv.mux.Read(i)
-			out[i] = sourceStats{Index: i, Name: names[i], Reads: r, Bytes: b}
-		}
-		return out
-	}
+	return ms
 }
 
-// diskStats returns what stats.json shows of the disk cache, or nil without one.
-func (s *stack) diskStats() func() any {
-	if s.disk == nil {
-		return nil
+// snapshot returns the mount's Stats now, given the FUSE layer's counters.
+func (ms *mountStats) snapshot(c bfs.Counters) Stats {
+	s := Stats{Counters: c, Cache: ms.cache.Stats()}
+	if ms.mux == nil {
+		s.DiskCache, s.Store = ms.stacks[0].counters()
+		return s
 	}
-	return func() any { return s.disk.Stats() }
+	s.Sources = make([]SourceStats, len(ms.names))
+	for i, name := range ms.names {
+		reads, n := ms.mux.Read(i)
+		s.Sources[i] = SourceStats{Index: i, Name: name, Reads: reads, BytesRead: n}
+		if i < len(ms.stacks) {
+			s.Sources[i].DiskCache, s.Sources[i].Store = ms.stacks[i].counters()
+		}
+	}
+	return s
+}
+
+// json returns stats.json's bytes now: fs.Options.Stats.
+func (ms *mountStats) json(c bfs.Counters) ([]byte, error) {
+	b, err := json.MarshalIndent(ms.snapshot(c), "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// counters returns the stack's disk cache and object store counters now; nil for what it
+// does not have.
+func (s *stack) counters() (*diskcache.Stats, *s3.Counters) {
+	var dc *diskcache.Stats
+	var st *s3.Counters
+	if s.disk != nil {
+		v := s.disk.Stats()
+		dc = &v
+	}
+	if s.store != nil {
+		v := s.store()
+		st = &v
+	}
+	return dc, st
 }

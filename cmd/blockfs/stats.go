@@ -15,9 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	bfs "github.com/blockfs/blockfs/fs"
 	"github.com/blockfs/blockfs/internal/fuseread"
-	"github.com/blockfs/blockfs/view"
+	"github.com/blockfs/blockfs/mount"
 )
 
 func newStats() *cobra.Command {
@@ -55,9 +54,9 @@ const maxStatsBytes = 64 << 20
 
 // statsFile reads the stats.json of the mount at mnt through fuseread: a daemon that does not
 // answer within mountAnswerTime is an error naming the mount, and ctx (Ctrl-C) ends the wait.
-func statsFile(ctx context.Context, mnt string) (bfs.Stats, error) {
-	var s bfs.Stats
-	name := filepath.Join(view.MetaDir, view.StatsName)
+func statsFile(ctx context.Context, mnt string) (mount.Stats, error) {
+	var s mount.Stats
+	name := filepath.Join(mount.MetaDir, mount.StatsName)
 	b, err := fuseread.ReadFile(ctx, filepath.Join(mnt, name), maxStatsBytes, mountAnswerTime)
 	if err != nil {
 		if errors.Is(err, fuseread.ErrTimeout) || ctx.Err() != nil {
@@ -74,9 +73,9 @@ func statsFile(ctx context.Context, mnt string) (bfs.Stats, error) {
 // recordSize returns the record size of the mount at mnt from its info.json, 0 when records
 // vary (or it does not say).
 func recordSize(ctx context.Context, mnt string) (int64, error) {
-	b, err := fuseread.ReadFile(ctx, filepath.Join(mnt, view.MetaDir, view.InfoName), maxInfoBytes, mountAnswerTime)
+	b, err := fuseread.ReadFile(ctx, filepath.Join(mnt, mount.MetaDir, mount.InfoName), maxInfoBytes, mountAnswerTime)
 	if errors.Is(err, fuseread.ErrTimeout) || ctx.Err() != nil {
-		return 0, noAnswer(mnt, "a read of its "+view.MetaDir+"/"+view.InfoName, err)
+		return 0, noAnswer(mnt, "a read of its "+mount.MetaDir+"/"+mount.InfoName, err)
 	}
 	var info struct {
 		Kind       string `json:"kind"`
@@ -123,29 +122,31 @@ type ReaderView struct {
 }
 
 // interval computes the view between two snapshots dt apart; rs is the record size (0: vary).
-func interval(a, b bfs.Stats, dt time.Duration, rs int64) View {
+func interval(a, b mount.Stats, dt time.Duration, rs int64) View {
 	sec := dt.Seconds()
-	served := func(s bfs.Stats) uint64 { return s.DataServed + s.IDsServed + s.OffsetsServed + s.SourceServed }
+	served := func(s mount.Stats) uint64 { return s.DataServed + s.IDsServed + s.OffsetsServed + s.SourceServed }
+	ac, bc := a.Cache, b.Cache
 	v := View{Time: time.Now().Format(time.RFC3339), Seconds: sec, MBps: float64(served(b)-served(a)) / sec / 1e6, Records: -1,
-		SourceMBps: float64(b.DiskBytes-a.DiskBytes) / sec / 1e6, Store: b.Store != nil, CacheBytes: b.CachedBytes,
-		CacheCapacity: b.CapacityBytes, RSS: b.RSS, WaitSeconds: b.WaitSeconds, HitRate: -1, Readers: []ReaderView{}}
+		SourceMBps: float64(bc.DiskBytes-ac.DiskBytes) / sec / 1e6, Store: inStore(b), CacheBytes: bc.CachedBytes,
+		CacheCapacity: bc.CapacityBytes, RSS: b.RSS, WaitSeconds: b.WaitSeconds, HitRate: -1, Readers: []ReaderView{}}
 	if rs > 0 {
 		v.Records = float64(b.DataServed-a.DataServed) / float64(rs) / sec
 	}
 	if d := b.ReaderSeconds - a.ReaderSeconds; d > 0 {
 		v.Stall = min(1, (b.WaitSeconds-a.WaitSeconds)/d)
 	}
-	if asked := (b.Hits - a.Hits) + (b.Misses - a.Misses) + (b.Merged - a.Merged); asked > 0 {
-		v.HitRate = float64(b.Hits-a.Hits) / float64(asked)
+	if asked := (bc.Hits - ac.Hits) + (bc.Misses - ac.Misses) + (bc.Merged - ac.Merged); asked > 0 {
+		v.HitRate = float64(bc.Hits-ac.Hits) / float64(asked)
 	}
-	prevSrc := map[string]float64{}
-	for _, src := range sourcesOf(a) {
-		prevSrc[src.name] = src.bytes
+	prevSrc := map[int]uint64{} // a mount's sources stay, by index
+	for _, src := range a.Sources {
+		prevSrc[src.Index] = src.BytesRead
 	}
-	for _, src := range sourcesOf(b) {
-		v.Sources = append(v.Sources, SourceView{Name: src.name, MBps: (src.bytes - prevSrc[src.name]) / sec / 1e6})
+	for _, src := range b.Sources {
+		mbps := (float64(src.BytesRead) - float64(prevSrc[src.Index])) / sec / 1e6
+		v.Sources = append(v.Sources, SourceView{Name: src.Name, MBps: mbps})
 	}
-	before := map[uint64]bfs.ReaderStats{}
+	before := map[uint64]mount.ReaderStats{}
 	for _, r := range a.Readers {
 		before[r.ID] = r
 	}
@@ -163,23 +164,14 @@ func interval(a, b bfs.Stats, dt time.Duration, rs int64) View {
 	return v
 }
 
-type sourceBytes struct {
-	name  string
-	bytes float64
-}
-
-// sourcesOf returns stats.json's "sources" (a mixture's or a fields dataset's): each one's
-// name and bytes read into the cache.
-func sourcesOf(s bfs.Stats) []sourceBytes {
-	list, _ := s.Sources.([]any)
-	var out []sourceBytes
-	for _, x := range list {
-		m, _ := x.(map[string]any)
-		name, _ := m["name"].(string)
-		n, _ := m["bytes_read"].(float64)
-		out = append(out, sourceBytes{name, n})
+// inStore reports whether the mount reads any of its data from an object store.
+func inStore(s mount.Stats) bool {
+	for _, st := range s.Stores() {
+		if st != nil {
+			return true
+		}
 	}
-	return out
+	return false
 }
 
 // render draws a view for a terminal.

@@ -1,0 +1,106 @@
+package fs
+
+import (
+	"encoding/json"
+	"log"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/blockfs/blockfs/view"
+)
+
+// Counters are what the FUSE layer itself knows of a mount: the bytes it served by file, its
+// reads and where their time went, the daemon process, and the open files. Package mount
+// composes them with the layers below (the cache, the disk cache, the object store, a
+// mixture's sources) into stats.json (mount.Stats, through Options.Stats); the JSON keys are
+// stats.json's.
+type Counters struct {
+	DataServed    uint64  `json:"bytes_served"`         // epoch and shard data bytes returned
+	IDsServed     uint64  `json:"ids_bytes_served"`     // .ids bytes returned
+	OffsetsServed uint64  `json:"offsets_bytes_served"` // .offsets bytes returned
+	Reads         uint64  `json:"read_requests"`        // FUSE reads answered
+	ReadErrors    uint64  `json:"read_errors"`          // FUSE reads answered with an error
+	ReadsWaited   uint64  `json:"reads_waited"`         // FUSE reads that waited for a load
+	WaitSeconds   float64 `json:"read_wait_seconds"`    // time reads waited for loads: the data stall
+	ReadSeconds   float64 `json:"read_seconds"`         // time reads took in the daemon
+	// ReaderSeconds is the readers' time from their first read on (to now, or to their
+	// close), summed: Stall is WaitSeconds over it (at most 1; 0 before any read).
+	ReaderSeconds float64       `json:"reader_seconds"`
+	Stall         float64       `json:"stall"`
+	Uptime        float64       `json:"uptime_seconds"`   // since the mount was made
+	PID           int           `json:"daemon_pid"`       // the daemon's process
+	RSS           int64         `json:"daemon_rss_bytes"` // its resident memory; -1 if unknown
+	Goroutines    int           `json:"goroutines"`       // the daemon's goroutines now
+	OpenFDs       int           `json:"open_fds"`         // the daemon's open file descriptors now; -1 if unknown
+	Readers       []ReaderStats `json:"readers"`          // the open files, oldest first
+	// SourceServed counts a mixture's .source bytes returned (omitted while 0: other
+	// datasets have no .source files).
+	SourceServed uint64 `json:"source_bytes_served,omitempty"`
+}
+
+// Counters returns the FUSE layer's counters now.
+func (s *Server) Counters() Counters { return s.m.counters() }
+
+func (m *mount) counters() Counters {
+	now, readers, closedNS := m.times.snapshot()
+	c := Counters{
+		DataServed: m.served[view.Data].Load(), IDsServed: m.served[view.IDs].Load(),
+		OffsetsServed: m.served[view.Offsets].Load(), SourceServed: m.served[view.Sources].Load(),
+		Reads: m.reads.Load(), ReadErrors: m.errs.Load(),
+		ReadsWaited: m.times.waited.Load(), WaitSeconds: seconds(m.times.waitNS.Load()),
+		ReadSeconds: seconds(m.times.readNS.Load()), Uptime: now.Sub(m.start).Seconds(),
+		Goroutines: runtime.NumGoroutine(), OpenFDs: openFDs(), PID: os.Getpid(), RSS: residentBytes(),
+		Readers: readers,
+	}
+	c.ReaderSeconds = seconds(closedNS)
+	for _, r := range c.Readers {
+		c.ReaderSeconds += r.Active
+	}
+	if c.ReaderSeconds > 0 {
+		c.Stall = min(1, c.WaitSeconds/c.ReaderSeconds)
+	}
+	return c
+}
+
+// statsJSON returns stats.json's bytes now: Options.Stats of the counters, or (without it, or
+// should it fail) the counters alone.
+func (m *mount) statsJSON() []byte {
+	c := m.counters()
+	if m.opt.Stats != nil {
+		b, err := m.opt.Stats(c)
+		if err == nil {
+			return b
+		}
+		log.Printf("blockfs: %s/%s: %v; serving the FUSE layer's counters alone", view.MetaDir, view.StatsName, err)
+	}
+	b, _ := json.MarshalIndent(c, "", "  ")
+	return append(b, '\n')
+}
+
+// residentBytes returns the process's resident memory (/proc/self/statm), -1 if unknown.
+func residentBytes() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return -1
+	}
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return pages * int64(os.Getpagesize())
+}
+
+// openFDs counts the process's open file descriptors (-1 if /proc is not there).
+func openFDs() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	return len(ents) - 1 // the directory being read
+}
