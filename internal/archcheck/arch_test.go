@@ -1,0 +1,245 @@
+package archcheck
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/blockfs/blockfs/"
+
+// pkg is one package directory of the module: its non-test files, parsed.
+type pkg struct {
+	dir     string // relative to the module root, slash-separated ("source/s3")
+	files   map[string]*ast.File
+	imports map[string]bool // the module's packages it imports, relative ("view")
+}
+
+// load parses every non-test Go file of the module (outside testdata and hidden dirs).
+func load(t *testing.T) (map[string]*pkg, *token.FileSet) {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	pkgs := map[string]*pkg{}
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "python" || name == "build" || name == "bin" || name == "shared") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		rel = filepath.ToSlash(rel)
+		p := pkgs[rel]
+		if p == nil {
+			p = &pkg{dir: rel, files: map[string]*ast.File{}, imports: map[string]bool{}}
+			pkgs[rel] = p
+		}
+		fileRel, _ := filepath.Rel(root, path)
+		p.files[filepath.ToSlash(fileRel)] = f
+		for _, im := range f.Imports {
+			ip, _ := strconv.Unquote(im.Path.Value)
+			if strings.HasPrefix(ip, module) {
+				p.imports[strings.TrimPrefix(ip, module)] = true
+			} else if strings.HasPrefix(ip, "github.com/hanwen/go-fuse") {
+				p.imports["go-fuse"] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pkgs, fset
+}
+
+// TestImports checks the layering ARCHITECTURE.md draws.
+func TestImports(t *testing.T) {
+	pkgs, _ := load(t)
+	forbid := map[string][]string{
+		// The command line is flags, printing and exit codes over mount and pack.
+		"cmd/blockfs": {"cache", "view", "fs", "source", "source/local", "source/s3", "source/diskcache", "go-fuse"},
+		// fs serves a view; it knows no cache, source or layout.
+		"fs": {"cache", "source", "source/local", "source/s3", "source/diskcache", "mount", "pack"},
+		// The bottom knows nothing above it.
+		"layout":  {"cache", "view", "fs", "mount", "pack", "source/local", "source/s3", "source/diskcache"},
+		"shuffle": {"cache", "view", "fs", "mount", "pack", "layout", "source"},
+		"cache":   {"view", "fs", "mount", "pack", "layout", "shuffle"},
+		"source":  {"cache", "view", "fs", "mount", "pack", "layout"},
+		"view":    {"fs", "mount", "pack"},
+		"pack":    {"view", "fs", "mount"},
+	}
+	for dir, bad := range forbid {
+		p := pkgs[dir]
+		if p == nil {
+			t.Errorf("no package %s", dir)
+			continue
+		}
+		for _, b := range bad {
+			if p.imports[b] {
+				t.Errorf("%s imports %s, which ARCHITECTURE.md says it must not", dir, b)
+			}
+		}
+	}
+	for dir, p := range pkgs {
+		if p.imports["go-fuse"] && dir != "fs" && !strings.HasPrefix(dir, "bench/") {
+			t.Errorf("%s imports go-fuse; only fs does", dir)
+		}
+	}
+}
+
+// TestOneCallerOfIsURL checks that mount.Locate alone tells an s3:// URL from a path.
+func TestOneCallerOfIsURL(t *testing.T) {
+	pkgs, fset := load(t)
+	var callers []string
+	for dir, p := range pkgs {
+		if dir == "source/s3" || strings.HasPrefix(dir, "bench/") {
+			continue
+		}
+		for name, f := range p.files {
+			ast.Inspect(f, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if ok && sel.Sel.Name == "IsURL" {
+					if id, ok := sel.X.(*ast.Ident); ok && id.Name == "s3" {
+						callers = append(callers, name+":"+strconv.Itoa(fset.Position(sel.Pos()).Line)+" in "+enclosing(f, sel.Pos()))
+					}
+				}
+				return true
+			})
+		}
+	}
+	if len(callers) != 1 || !strings.HasPrefix(callers[0], "mount/location.go:") || !strings.HasSuffix(callers[0], " in Locate") {
+		t.Errorf("s3.IsURL is called by %v; only mount.Locate should decide what is a URL (the others ask mount.Locate or mount.IsRemote)", callers)
+	}
+}
+
+// enclosing returns the name of the function of f that holds pos.
+func enclosing(f *ast.File, pos token.Pos) string {
+	for _, d := range f.Decls {
+		if fd, ok := d.(*ast.FuncDecl); ok && fd.Pos() <= pos && pos < fd.End() {
+			return fd.Name.Name
+		}
+	}
+	return "?"
+}
+
+// flagLiteral finds a command-line option written out ("--cache-size") in a string.
+var flagLiteral = regexp.MustCompile(`(?:^|[^A-Za-z0-9-])--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)`)
+
+// blockfsFlags returns the names of blockfs's own options: the mount schema's (Name: "...")
+// and every flag a command registers (fl.XxxVar(&v, "name", ...)).
+func blockfsFlags(pkgs map[string]*pkg) map[string]bool {
+	names := map[string]bool{}
+	str := func(e ast.Expr) (string, bool) {
+		lit, ok := e.(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			return "", false
+		}
+		s, err := strconv.Unquote(lit.Value)
+		return s, err == nil
+	}
+	for _, dir := range []string{"mount", "cmd/blockfs"} {
+		for _, f := range pkgs[dir].files {
+			ast.Inspect(f, func(n ast.Node) bool {
+				switch x := n.(type) {
+				case *ast.KeyValueExpr:
+					if k, ok := x.Key.(*ast.Ident); ok && k.Name == "Name" {
+						if s, ok := str(x.Value); ok {
+							names[s] = true
+						}
+					}
+				case *ast.CallExpr:
+					sel, ok := x.Fun.(*ast.SelectorExpr)
+					if ok && strings.HasSuffix(sel.Sel.Name, "Var") && len(x.Args) >= 2 {
+						if s, ok := str(x.Args[1]); ok {
+							names[s] = true
+						}
+					}
+				}
+				return true
+			})
+		}
+	}
+	return names
+}
+
+// TestNoFlagLiterals checks that libraries name options through the schema
+// (internal/optname.Flag), not by writing the command line's spelling.
+func TestNoFlagLiterals(t *testing.T) {
+	pkgs, fset := load(t)
+	allowed := func(file string) bool {
+		return strings.HasPrefix(file, "cmd/") || strings.HasPrefix(file, "bench/") || strings.HasPrefix(file, "scripts/") ||
+			strings.HasPrefix(file, "mount/schema") || strings.HasPrefix(file, "internal/optname/") || strings.HasPrefix(file, "internal/dstest/")
+	}
+	known := blockfsFlags(pkgs)
+	if !known["cache-size"] || !known["record-size"] || !known["columns"] {
+		t.Fatalf("the option names were not found (%d names): the schema or the commands moved", len(known))
+	}
+	for _, p := range pkgs {
+		for name, f := range p.files {
+			if allowed(name) {
+				continue
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				lit, ok := n.(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					return true
+				}
+				for _, m := range flagLiteral.FindAllStringSubmatch(lit.Value, -1) {
+					if known[m[1]] {
+						t.Errorf("%s: %s names an option as the command line spells it; use optname.Flag(%q)", fset.Position(lit.Pos()), lit.Value, m[1])
+					}
+				}
+				return true
+			})
+		}
+	}
+}
+
+// TestSizes checks that files stay within 600 lines and functions within 80 (split by
+// concern when they grow).
+func TestSizes(t *testing.T) {
+	pkgs, fset := load(t)
+	var dirs []string
+	for dir := range pkgs {
+		dirs = append(dirs, dir)
+	}
+	slices.Sort(dirs)
+	for _, dir := range dirs {
+		for name, f := range pkgs[dir].files {
+			if lines := fset.Position(f.End()).Line; lines > 600 {
+				t.Errorf("%s has %d lines; split it by concern (at most 600)", name, lines)
+			}
+			for _, d := range f.Decls {
+				fd, ok := d.(*ast.FuncDecl)
+				if !ok || fd.Body == nil {
+					continue
+				}
+				if n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1; n > 80 {
+					t.Errorf("%s: %s is %d lines; at most 80", name, fd.Name.Name, n)
+				}
+			}
+		}
+	}
+}
