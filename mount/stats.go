@@ -13,13 +13,9 @@ import (
 	"github.com/blockfs/blockfs/view"
 )
 
-// The mount's own files: MetaDir/InfoName (the facts, fixed at mount) and MetaDir/StatsName
-// (Stats, made at each open). view declares them; the command line takes them from here.
-const (
-	MetaDir   = view.MetaDir   // ".blockfs"
-	InfoName  = view.InfoName  // "info.json"
-	StatsName = view.StatsName // "stats.json"
-)
+// StatsName is the mount's stats.json, under its mount point in MetaDir: Stats, made at each
+// open. view declares it; the command line takes it from here.
+const StatsName = view.StatsName
 
 // Stats is .blockfs/stats.json: a mount's counters, by layer, from the FUSE reads down to the
 // object store. The daemon makes it at each open of the file (and for --metrics at each
