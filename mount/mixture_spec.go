@@ -200,6 +200,9 @@ func DecodeJSON(opts map[string]json.RawMessage, scope Scope, dir string) (Value
 		if err != nil {
 			return nil, optionErr(opt.Name, "option %q: %v", k, err)
 		}
+		if _, twice := vals[opt.Name]; twice {
+			return nil, optionErr(opt.Name, "option %q is given twice (as %q and %q)", k, opt.Key(), opt.Name)
+		}
 		if opt.Type == Path && text != "" && !filepath.IsAbs(text) {
 			text = filepath.Join(dir, text) // relative to the mixture file, as data is
 		}

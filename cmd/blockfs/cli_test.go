@@ -175,6 +175,9 @@ func TestMixtureOptionsDecode(t *testing.T) {
 		{`{"sources": [{"data": "tokens.bin", "weight": 1, "options": {"record_size": 0}}]}`, `source 0 (tokens.bin): --record-size must be at least 1 byte`},
 		{`{"sources": [{"data": "tokens.bin", "weight": 1, "repeat": 2, "options": {"record_size": 4}}]}`, `give exactly one of "weight", "repeat" or "records" (it gives weight and repeat)`},
 		{`{"sources": [{"data": "tokens.bin", "weight": 1}], "sources": []}`, `give each key once`},
+		{`{"sources": [{"data": "tokens.bin", "weight": 1, "options": {"record_size": 4, "record-size": 8}}]}`, `option "record_size" is given twice (as "record_size" and "record-size")`},
+		{`{"sources": [{"data": "tokens.bin", "weight": 1, "options": {"verify": "yes"}}]}`, `--verify "yes": want true or false`},
+		{`{"sources": [{"data": "tokens.bin", "weight": 1, "options": {"shape": [2, "x"]}}]}`, `a list must hold numbers`},
 	} {
 		_, err, code := parseMount(t, "mount", write(tc.doc), "m")
 		require.Error(t, err, tc.doc)
