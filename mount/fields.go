@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/blockfs/blockfs/cache"
+	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/source/diskcache"
@@ -28,6 +29,7 @@ type fieldsPlan struct {
 	dir  string // the dataset's directory, absolute
 	man  *layout.FieldsManifest
 	srcs []*Plan // by field
+	big  int     // the largest field cut at the samples: its order is every field's
 	fp   string
 }
 
@@ -80,9 +82,45 @@ func openedField(man *layout.FieldsManifest, i int, ds *layout.Dataset, dss []*l
 // newFields checks and plans a mount of the dataset with fields at opt.Data, whose manifest is
 // man (read from an object store) or, nil, read from its directory.
 func newFields(opt Options, man *layout.FieldsManifest) (*Plan, error) {
+	p, err := openFields(opt, man)
+	if err != nil {
+		return nil, err
+	}
+	f := p.fields
+	if p.mnt, err = CheckMountpoint(opt.Mountpoint, p.loc.Abs); err != nil {
+		return nil, err
+	}
+	for _, sub := range f.srcs {
+		sub.mnt = p.mnt
+		if err := checkAllowOther(opt, sub.loc, sub.ds); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkFuseFDOptions(p.mnt, opt); err != nil {
+		return nil, err
+	}
+	if err := p.checkUsers(); err != nil {
+		return nil, err
+	}
+	if err := p.planFields(); err != nil {
+		return nil, err
+	}
+	for i, sub := range f.srcs {
+		if err := sub.finish(); err != nil {
+			return nil, fmt.Errorf("%s: field %q: %w", opt.Data, f.man.Fields[i].Name, err)
+		}
+	}
+	return p, nil
+}
+
+// openFields opens each field of the dataset with fields at opt.Data (man, or read from its
+// directory when nil) as a source of its own, each in the order ChooseOrder gives it, and
+// finds the largest (fieldsPlan.big). With a disk cache, each field's is a directory of its
+// own under it, with its part of the bound.
+func openFields(opt Options, man *layout.FieldsManifest) (*Plan, error) {
 	loc := Locate(opt.Data)
 	if opt.InPlace.given() {
-		return nil, Usagef("%s is a dataset with fields: --record-size, --block-size, --offset, --records, --dtype, --shape, --window, --stride and --segments do not apply to it (its samples are served as pack stored them)", opt.Data)
+		return nil, Usagef("%s is a dataset with fields: %s do not apply to it (its samples are served as pack stored them)", opt.Data, inPlaceFlagList)
 	}
 	if man == nil {
 		var err error
@@ -117,25 +155,20 @@ func newFields(opt Options, man *layout.FieldsManifest) (*Plan, error) {
 	if opt.DiskCache != "" {
 		splitDiskCache(f.srcs, opt)
 	}
-	largest := largestField(man, f.datasets())
-	var err error
-	if p.mnt, err = CheckMountpoint(opt.Mountpoint, loc.Abs); err != nil {
-		return nil, err
-	}
-	for _, sub := range f.srcs {
-		sub.mnt = p.mnt
-		if err := checkAllowOther(opt, sub.loc, sub.ds); err != nil {
-			return nil, err
-		}
-	}
-	if err := checkFuseFDOptions(p.mnt, opt); err != nil {
-		return nil, err
-	}
-	if err := p.checkUsers(); err != nil {
-		return nil, err
-	}
-	// One order for every field: the largest field's, its window fitted to its share of the
-	// memory (every field's window is as many blocks).
+	f.big = largestField(man, f.datasets())
+	return p, nil
+}
+
+// inPlaceFlagList names the options of a file in place, which a dataset with fields refuses.
+var inPlaceFlagList = strings.Join([]string{optname.Flag("record-size"), optname.Flag("block-size"), optname.Flag("offset"),
+	optname.Flag("records"), optname.Flag("dtype"), optname.Flag("shape"), optname.Flag("window"), optname.Flag("stride")}, ", ") +
+	" and " + optname.Flag("segments")
+
+// planFields plans the memory of a mount of a dataset with fields: one order for every field,
+// the largest field's, its window fitted to its share of the memory (every field's window is
+// as many blocks), and the fields' shares of the cache by their stored bytes.
+func (p *Plan) planFields() error {
+	f, opt := p.fields, p.opt
 	shares := make([]float64, len(f.srcs))
 	var total float64
 	for i, sub := range f.srcs {
@@ -145,30 +178,27 @@ func newFields(opt Options, man *layout.FieldsManifest) (*Plan, error) {
 	for i := range shares {
 		shares[i] /= total
 	}
-	big := f.srcs[largest]
 	ra, _ := p.planReadahead()
 	var perBlock int64 // a block of the window, in every field cut at the samples
 	for i, sub := range f.srcs {
-		if !man.Fields[i].Own() {
+		if !f.man.Fields[i].Own() {
 			perBlock += NeedCache(sub.ds, 1, 0, cache.DefaultPageSize).InCache
 		}
 	}
-	big.fitWindow(opt.CacheSize, ra, sysmem.Read(), 1, perBlock)
+	f.srcs[f.big].fitWindow(opt.CacheSize, ra, sysmem.Read(), 1, perBlock)
+	f.shareOrder(p)
+	f.fp = f.fingerprint()
+	return p.planSources(f.srcs, shares, opt.Data, p.loc.Abs, f.fp, false)
+}
+
+// shareOrder gives every field, and p, the largest field's order.
+func (f *fieldsPlan) shareOrder(p *Plan) {
+	big := f.srcs[f.big]
 	for _, sub := range f.srcs {
 		sub.opt.Order, sub.order = big.opt.Order, big.order
 	}
 	p.order = big.order
 	p.opt.Order = big.opt.Order
-	f.fp = f.fingerprint()
-	if err := p.planSources(f.srcs, shares, opt.Data, loc.Abs, f.fp, false); err != nil {
-		return nil, err
-	}
-	for i, sub := range f.srcs {
-		if err := sub.finish(); err != nil {
-			return nil, fmt.Errorf("%s: field %q: %w", opt.Data, man.Fields[i].Name, err)
-		}
-	}
-	return p, nil
 }
 
 // largestField returns the index of the field cut at the samples with the most stored bytes:
@@ -267,41 +297,4 @@ func (f *fieldsPlan) facts() map[string]any {
 		fields = append(fields, m)
 	}
 	return map[string]any{"dataset": f.dir, "fingerprint": f.fp, "fields": fields, "source_input": f.man.Source}
-}
-
-// FieldsDatasets opens the fields of the dataset with fields at data, a directory or an
-// s3:// URL (blockfs order, info, verify): its manifest, each field's dataset, and the index of
-// the field whose order a mount serves (the largest's cut at the samples). For a URL whose
-// prefix holds no dataset with fields the manifest is nil.
-func FieldsDatasets(data string, s3opt s3.Options) (*layout.FieldsManifest, []*layout.Dataset, int, error) {
-	loc := Locate(data)
-	var man *layout.FieldsManifest
-	var err error
-	if loc.Kind == Remote {
-		if err := s3opt.Validate(); err != nil {
-			return nil, nil, 0, Usagef("%v", err)
-		}
-		man, err = RemoteFields(data, s3opt)
-		if man == nil {
-			return nil, nil, 0, err
-		}
-	} else if man, err = layout.ReadFieldsManifest(data); err != nil {
-		return nil, nil, 0, err
-	}
-	var dss []*layout.Dataset
-	for i, fl := range man.Fields {
-		at, err := FieldData(data, fl)
-		if err != nil {
-			return nil, nil, 0, err
-		}
-		ds, err := Open(Locate(at), InPlace{}, s3opt)
-		if err != nil {
-			return nil, nil, 0, fmt.Errorf("%s: field %q: %w", data, fl.Name, err)
-		}
-		if err := openedField(man, i, ds, dss); err != nil {
-			return nil, nil, 0, err
-		}
-		dss = append(dss, ds)
-	}
-	return man, dss, largestField(man, dss), nil
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/source/local"
@@ -124,21 +125,21 @@ type InPlace struct {
 	Segments   string  // a JSON index_map or a .npy of segment start rows
 }
 
-// Open opens the dataset at l: a packed directory (windows over it with in.Window), a file
-// in place, or a packed dataset in an object store (opened with s3opt). Flags that do not
+// OpenDataset opens the dataset at l: a packed directory (windows over it with in.Window), a
+// file in place, or a packed dataset in an object store (opened with s3opt). Flags that do not
 // apply to the location are refused with a message naming them.
-func Open(l Location, in InPlace, s3opt s3.Options) (*layout.Dataset, error) {
+func OpenDataset(l Location, in InPlace, s3opt s3.Options) (*layout.Dataset, error) {
 	if in.Stride == 0 {
 		in.Stride = 1
 	}
 	if in.BlockSize != 0 && in.BlockSize < layout.MinBlockSize {
 		return nil, Usagef("%s", blockSizeFloor(in.BlockSize))
 	}
-	flat := []given{{"--record-size", in.RecordSize != 0}, {"--offset", in.Offset != 0}, {"--records", in.Records != 0},
-		{"--dtype", in.DType != ""}, {"--shape", in.Shape != nil}}
+	flat := []given{{optname.Flag("record-size"), in.RecordSize != 0}, {optname.Flag("offset"), in.Offset != 0},
+		{optname.Flag("records"), in.Records != 0}, {optname.Flag("dtype"), in.DType != ""}, {optname.Flag("shape"), in.Shape != nil}}
 	switch l.Kind {
 	case Remote:
-		for _, fl := range append(flat, given{"--window", in.Window != 0}, given{"--segments", in.Segments != ""}) {
+		for _, fl := range append(flat, given{optname.Flag("window"), in.Window != 0}, given{optname.Flag("segments"), in.Segments != ""}) {
 			if fl.set {
 				return nil, Usagef("%s is for a local file served in place; %s is a packed dataset in an object store", fl.name, l.Name)
 			}
@@ -158,7 +159,7 @@ func Open(l Location, in InPlace, s3opt s3.Options) (*layout.Dataset, error) {
 			}
 		}
 		if in.Window != 0 {
-			if err := missing(l.Name, "--window reads an existing file (.npy, raw) or dataset directory"); err != nil {
+			if err := missing(l.Name, optname.Flag("window")+" reads an existing file (.npy, raw) or dataset directory"); err != nil {
 				return nil, err
 			}
 		}
@@ -169,7 +170,7 @@ func Open(l Location, in InPlace, s3opt s3.Options) (*layout.Dataset, error) {
 		return in.windowed(ds)
 	}
 	if strings.EqualFold(filepath.Ext(l.Name), ".json") && in.RecordSize == 0 && in.DType == "" {
-		return nil, Usagef("%s is served as a raw file, which needs --record-size; if it is meant as a mixture of datasets, it must hold a JSON object with \"sources\" (docs/SHUFFLE.md, \"Mixtures\")", l.Name)
+		return nil, Usagef("%s is served as a raw file, which needs %s; if it is meant as a mixture of datasets, it must hold a JSON object with \"sources\" (docs/SHUFFLE.md, \"Mixtures\")", l.Name, optname.Flag("record-size"))
 	}
 	ds, err := layout.OpenFlat(l.Name, layout.FlatOptions{RecordSize: in.RecordSize, BlockSize: in.BlockSize, Offset: in.Offset, Records: in.Records,
 		DType: in.DType, Shape: in.Shape})
@@ -181,8 +182,8 @@ func Open(l Location, in InPlace, s3opt s3.Options) (*layout.Dataset, error) {
 
 // blockSizeFloor says why a --block-size below layout.MinBlockSize is refused.
 func blockSizeFloor(bs int64) string {
-	return fmt.Sprintf("--block-size %s is below the least of %s: smaller blocks only add state (about 40 bytes each) and disk reads, and each still takes a page of the cache; leave it out (auto: 1 MiB) or give at least %s",
-		sizeWords(bs), ibytes(layout.MinBlockSize), ibytes(layout.MinBlockSize))
+	return fmt.Sprintf("%s %s is below the least of %s: smaller blocks only add state (about 40 bytes each) and disk reads, and each still takes a page of the cache; leave it out (auto: 1 MiB) or give at least %s",
+		optname.Flag("block-size"), sizeWords(bs), ibytes(layout.MinBlockSize), ibytes(layout.MinBlockSize))
 }
 
 // sizeWords prints a size as a user typed it: bytes when small, else binary units.
@@ -203,7 +204,7 @@ type given struct {
 func (in InPlace) windowed(ds *layout.Dataset) (*layout.Dataset, error) {
 	if in.Window == 0 {
 		if in.Stride != 1 || in.Segments != "" {
-			return nil, Usagef("--stride and --segments go with --window")
+			return nil, Usagef("%s and %s go with %s", optname.Flag("stride"), optname.Flag("segments"), optname.Flag("window"))
 		}
 		return ds, nil
 	}

@@ -13,9 +13,6 @@ import (
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
-	"github.com/blockfs/blockfs/source"
-	"github.com/blockfs/blockfs/source/local"
-	"github.com/blockfs/blockfs/view"
 )
 
 // Mixture is a mount of several datasets in one epoch file (docs/SHUFFLE.md, "Mixtures"):
@@ -121,49 +118,6 @@ func openMixture(opt Options) (*mixPlan, error) {
 	}
 	m.fp = m.fingerprint(opt.Order.Seed)
 	return m, nil
-}
-
-// OpenMixture opens the mixture opt.Mixture for reading without a mount (blockfs order): its
-// sources from local disk under a small cache, and its epochs. The caller calls close once
-// done with it.
-func OpenMixture(opt Options) (mix *view.Mixture, close func(), err error) {
-	m, err := openMixture(opt)
-	if err != nil {
-		return nil, nil, err
-	}
-	var parts []source.Blocks
-	for i, sub := range m.srcs {
-		if sub.loc.Kind == Remote {
-			return nil, nil, sourceErr(m.spec, i, Usagef("%s is in an object store: mount the mixture and run order on the mount point", sub.loc.Name))
-		}
-		parts = append(parts, local.New(sub.ds, false))
-	}
-	c, err := cache.New(source.NewMux(parts), cache.Options{Size: max(16<<20, int64(len(m.srcs))*4<<20), Workers: 1})
-	if err != nil {
-		return nil, nil, err
-	}
-	var sets []*view.Set
-	for i, sub := range m.srcs {
-		set, err := view.NewSet(sub.ds, c.Namespace(i), sub.opt.Order)
-		if err != nil {
-			c.Close()
-			return nil, nil, sourceErr(m.spec, i, err)
-		}
-		sets = append(sets, set)
-	}
-	mix, err = view.NewMixture(sets, m.order, c, m.spec.File, m.facts(opt.Order.Seed))
-	if err != nil {
-		c.Close()
-		return nil, nil, mixtureErr(m.spec, err)
-	}
-	return mix, func() { c.Close() }, nil
-}
-
-// SourceOrder returns source i's dataset and order options in a mixture opened by OpenMixture
-// (blockfs order --stats shows each source's own order).
-func SourceOrder(mix *view.Mixture, i int) (*layout.Dataset, shuffle.Options) {
-	s := mix.Sets[i]
-	return s.DS, s.Opt
 }
 
 // name returns the mixture file as the user named it.
@@ -326,7 +280,7 @@ func (p *Plan) planSources(srcs []*Plan, shares []float64, name, data, fp string
 	p.mem.Reason = "each source's own plan (info.json's sources[].memory)"
 	p.need = CacheNeed{Need: need, Readahead: ra}
 	if err := p.cacheOpt.Validate(); err != nil {
-		return Usagef("--cache-size: %v", err)
+		return Usagef(flag("cache-size")+": %v", err)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/blockfs/blockfs/cache"
 	bfs "github.com/blockfs/blockfs/fs"
+	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/source/diskcache"
@@ -47,13 +48,13 @@ func New(opt Options) (*Plan, error) {
 		opt.Epochs = bfs.DefaultEpochs
 	}
 	if opt.Epochs > bfs.MaxEpochs {
-		return nil, Usagef("--epochs %d is out of range (1 to %d; it is how many epochs ls lists, and any epoch can be opened by name)", opt.Epochs, bfs.MaxEpochs)
+		return nil, Usagef("%s %d is out of range (1 to %d; it is how many epochs ls lists, and any epoch can be opened by name)", optname.Flag("epochs"), opt.Epochs, bfs.MaxEpochs)
 	}
 	if opt.Nodes.Nodes == 0 && (opt.Nodes.Node != 0 || opt.Nodes.Parts != 0) {
-		return nil, Usagef("--node and --parts go with --nodes N (the job's node count)")
+		return nil, Usagef("%s and %s go with %s N (the job's node count)", optname.Flag("node"), optname.Flag("parts"), optname.Flag("nodes"))
 	}
 	if opt.Nodes.Nodes > 0 && (opt.Mixture != nil || Locate(opt.Data).Kind == FieldsDir) {
-		return nil, Usagef("--nodes is for one dataset; %s is a mixture or a dataset with fields, which are not node-aware yet: mount it whole on each node", opt.Data)
+		return nil, Usagef("%s is for one dataset; %s is a mixture or a dataset with fields, which are not node-aware yet: mount it whole on each node", optname.Flag("nodes"), opt.Data)
 	}
 	if opt.Mixture != nil {
 		return newMixture(opt)
@@ -67,7 +68,7 @@ func New(opt Options) (*Plan, error) {
 			return nil, err
 		}
 		if man != nil && opt.Nodes.Nodes > 0 {
-			return nil, Usagef("--nodes is for one dataset; %s is a dataset with fields, which is not node-aware yet: mount it whole on each node", opt.Data)
+			return nil, Usagef("%s is for one dataset; %s is a dataset with fields, which is not node-aware yet: mount it whole on each node", optname.Flag("nodes"), opt.Data)
 		}
 		if man != nil {
 			return newFields(opt, man)
@@ -121,12 +122,12 @@ func openSource(opt Options) (*Plan, error) {
 		}
 	}
 	var err error
-	if p.ds, err = Open(p.loc, opt.InPlace, p.opt.S3); err != nil {
+	if p.ds, err = OpenDataset(p.loc, opt.InPlace, p.opt.S3); err != nil {
 		return nil, err
 	}
 	p.opt.Order, p.order = ChooseOrder(p.ds, p.opt.Order)
 	if err := p.opt.Order.Validate(); err != nil {
-		return nil, Usagef("--mix %d: %v", p.opt.Order.Mix, err)
+		return nil, Usagef("%s %d: %v", optname.Flag("mix"), p.opt.Order.Mix, err)
 	}
 	return p, nil
 }
@@ -139,7 +140,7 @@ func (p *Plan) checkUsers() error {
 			return err
 		}
 	} else if p.opt.RemoveMountpoint {
-		return Usagef("--remove-mountpoint goes with --users-lock FILE (the mountpoint is removed when the last user is gone)")
+		return Usagef("%s goes with %s FILE (the mountpoint is removed when the last user is gone)", optname.Flag("remove-mountpoint"), optname.Flag("users-lock"))
 	}
 	return nil
 }
@@ -155,7 +156,7 @@ func (p *Plan) finish() error {
 	}
 	if p.opt.Verify {
 		if _, err := layout.NewVerified(p.ds, nil); err != nil {
-			return Usagef("--verify: %v", err)
+			return Usagef("%s: %v", optname.Flag("verify"), err)
 		}
 	}
 	return nil
@@ -210,8 +211,9 @@ func (p *Plan) planCache() error {
 	if need := p.need; cs > 0 && cs < need.Need {
 		// Whole pages: a need just over a size must not print as that size.
 		upTo := (need.Need + cache.DefaultPageSize - 1) / cache.DefaultPageSize * cache.DefaultPageSize
-		return Usagef("--cache-size %s is too small: it needs %s, the larger of a window of --mix %d blocks of up to %s%s plus --readahead %s (%s) and %d pages of %s (a read holds its pages while the reply is written, and readahead needs room beside it); raise --cache-size or lower --mix or --readahead",
-			ibytes(cs), ibytes(upTo), need.Mix, ibytes(need.MaxBlock), inPages(need), ibytes(ra), ibytes(need.Window), cache.MinPages, ibytes(cache.DefaultPageSize))
+		fc, fm, fr := optname.Flag("cache-size"), optname.Flag("mix"), optname.Flag("readahead")
+		return Usagef("%s %s is too small: it needs %s, the larger of a window of %s %d blocks of up to %s%s plus %s %s (%s) and %d pages of %s (a read holds its pages while the reply is written, and readahead needs room beside it); raise %s or lower %s or %s",
+			fc, ibytes(cs), ibytes(upTo), fm, need.Mix, ibytes(need.MaxBlock), inPages(need), fr, ibytes(ra), ibytes(need.Window), cache.MinPages, ibytes(cache.DefaultPageSize), fc, fm, fr)
 	}
 	claimed := Claimed(mem, p.loc.Abs, p.ds.Manifest.Fingerprint())
 	p.mem = PlanMemory(p.ds, cache.DefaultPageSize, cs, p.need.Window, p.opt.Direct, mem, claimed)
@@ -222,7 +224,7 @@ func (p *Plan) planCache() error {
 		p.planRemote()
 	}
 	if err := p.cacheOpt.Validate(); err != nil {
-		return Usagef("--cache-size: %v", err)
+		return Usagef("%s: %v", optname.Flag("cache-size"), err)
 	}
 	return nil
 }
@@ -240,7 +242,7 @@ func (p *Plan) fitWindow(cs, ra int64, mem sysmem.Memory, share float64, perBloc
 	if !p.order.Auto || p.opt.Order.Mix <= 1 {
 		return
 	}
-	room, what := cs/2, "half the --cache-size, "+ibytes(cs/2)
+	room, what := cs/2, "half the "+optname.Flag("cache-size")+", "+ibytes(cs/2)
 	if cs == 0 {
 		total := mem.Total()
 		if total <= 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/blockfs/blockfs/cache"
 	bfs "github.com/blockfs/blockfs/fs"
+	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -112,9 +113,10 @@ func (p *Plan) info(c *cache.Cache, set view.Served) map[string]any {
 	if p.mix != nil {
 		delete(m, "order") // each source's: sources[].order
 	}
-	for k, v := range p.opt.Info {
-		m[k] = v
+	if p.mix == nil {
+		m["open_flags"] = p.opt.Given.OpenArgs()
 	}
+	m["options"] = p.opt.Given.Keyed()
 	return m
 }
 
@@ -197,11 +199,11 @@ func ignored(sig os.Signal) bool {
 func startCPUProfile(path string) (func(), error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
+		return nil, fmt.Errorf("%s: %w", optname.Flag("cpuprofile"), err)
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
+		return nil, fmt.Errorf("%s: %w", optname.Flag("cpuprofile"), err)
 	}
 	return func() {
 		pprof.StopCPUProfile()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -41,36 +40,37 @@ line i names the record whose id is i.`,
 				}
 				data, mnt = m.OpenData, m.Dir
 			}
-			if k := mount.Locate(data).Kind; k == mount.FieldsDir || k == mount.Remote {
-				s3opt, err := s3f.options()
-				if err != nil {
-					return err
-				}
-				man, dss, _, err := mount.FieldsDatasets(data, s3opt)
-				if err != nil {
-					return err
-				}
-				if man != nil {
-					if names {
-						return usagef("--names: %s is a dataset with fields, whose samples are named by their ids", data)
-					}
-					describeFields(data, man, dss)
-					return nil
-				}
-			}
-			if mount.Locate(data).Kind == mount.MixtureFile {
+			loc := mount.Locate(data)
+			if loc.Kind == mount.MixtureFile {
 				if names {
 					return usagef("--names: %s is a mixture; run info --names on one of its sources", data)
 				}
 				return describeMixture(c.Flags(), data)
 			}
-			ds, err := openData(inPlace, &s3f, data)
+			opt, err := readOptions(data, inPlace, &s3f)
 			if err != nil {
 				return err
 			}
-			if names {
-				return printNames(ds)
+			d, err := mount.Open(opt)
+			if err != nil {
+				return err
 			}
+			defer d.Close()
+			if man, dss := d.Fields(); man != nil {
+				if names {
+					return usagef("--names: %s is a dataset with fields, whose samples are named by their ids", data)
+				}
+				describeFields(data, man, dss)
+				return nil
+			}
+			if names {
+				w := bufio.NewWriterSize(os.Stdout, 1<<20)
+				if err := d.WriteNames(w); err != nil {
+					return err
+				}
+				return w.Flush()
+			}
+			ds := d.Dataset()
 			fmt.Print(describe(ds))
 			if mnt != "" {
 				fmt.Printf("%-13s %s (seed %d, shuffle %s, mix %d)\n", "mounted:", mnt, m.Seed, m.Shuffle, m.Mix)
@@ -82,27 +82,6 @@ line i names the record whose id is i.`,
 	inPlace.register(c.Flags())
 	s3f.register(c.Flags())
 	return c
-}
-
-// printNames copies the dataset's names file to stdout.
-func printNames(ds *layout.Dataset) error {
-	id, ok := ds.Names()
-	if !ok {
-		return fmt.Errorf("%s has no record names (only datasets packed with --format files have them)", ds.Dir)
-	}
-	w := bufio.NewWriterSize(os.Stdout, 1<<20)
-	buf := make([]byte, 1<<20)
-	src := ds.Source() // a directory or an object store
-	for off := int64(0); off < ds.Size(id); off += int64(len(buf)) {
-		n := min(int64(len(buf)), ds.Size(id)-off)
-		if err := src.Fill(context.Background(), id, off, [][]byte{buf[:n]}); err != nil {
-			return err
-		}
-		if _, err := w.Write(buf[:n]); err != nil {
-			return err
-		}
-	}
-	return w.Flush()
 }
 
 func describe(ds *layout.Dataset) string {

@@ -21,7 +21,6 @@ import (
 	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/mount"
-	"github.com/blockfs/blockfs/view"
 )
 
 // mountFacts is what order and info read from a mountpoint's .blockfs/info.json: the data the
@@ -68,7 +67,7 @@ func readMountpoint(dir string) (m *mountFacts, ok bool, err error) {
 		return nil, true, err
 	}
 	if mnt == "" {
-		path := filepath.Join(dir, view.MetaDir, view.InfoName)
+		path := filepath.Join(dir, mount.MetaDir, mount.InfoName)
 		var has bool
 		if err := fuseread.Do(ctx, mountAnswerTime, func() error { _, err := os.Lstat(path); has = err == nil; return nil }); err != nil {
 			return nil, true, noAnswer(dir, "a look-up of "+path, err)
@@ -77,14 +76,14 @@ func readMountpoint(dir string) (m *mountFacts, ok bool, err error) {
 			return nil, false, nil
 		}
 		return nil, true, fmt.Errorf("%s has a %s/%s but is not a blockfs mount (no fuse.blockfs mount there in /proc/self/mountinfo); name the dataset, or the mount point of a live mount",
-			dir, view.MetaDir, view.InfoName)
+			dir, mount.MetaDir, mount.InfoName)
 	}
-	data, err := fuseread.ReadFile(ctx, filepath.Join(mnt, view.MetaDir, view.InfoName), maxInfoBytes, mountAnswerTime)
+	data, err := fuseread.ReadFile(ctx, filepath.Join(mnt, mount.MetaDir, mount.InfoName), maxInfoBytes, mountAnswerTime)
 	if err != nil {
 		if errors.Is(err, fuseread.ErrTimeout) {
-			return nil, true, noAnswer(mnt, "a read of its "+view.MetaDir+"/"+view.InfoName, err)
+			return nil, true, noAnswer(mnt, "a read of its "+mount.MetaDir+"/"+mount.InfoName, err)
 		}
-		return nil, true, fmt.Errorf("%s: cannot read its %s/%s: %v", dir, view.MetaDir, view.InfoName, unwrapPath(err))
+		return nil, true, fmt.Errorf("%s: cannot read its %s/%s: %v", dir, mount.MetaDir, mount.InfoName, unwrapPath(err))
 	}
 	m = &mountFacts{Dir: dir}
 	if err := json.Unmarshal(data, m); err != nil {
@@ -178,14 +177,14 @@ func (m *mountFacts) refuseOrderFlags(fl *pflag.FlagSet) error {
 // per line, read from the mount's own .ids file through fuseread (each read bounded by
 // mountAnswerTime).
 func copyMountIDs(dir string, epoch uint64, shard string) error {
-	name := view.EpochFile(epoch, view.IDs)
+	var sh mount.Shard
 	if shard != "" {
-		r, w, ok := parseShard(shard)
-		if !ok {
+		var ok bool
+		if sh, ok = parseShard(shard); !ok {
 			return usagef("--shard %q is not R/W with 0 <= R < W", shard)
 		}
-		name = filepath.Join(view.ShardDir(r, w), name)
 	}
+	name := mount.ColumnFile(epoch, mount.IDs, sh)
 	f, err := openUnder(dir, name)
 	if err != nil {
 		return err
@@ -209,51 +208,24 @@ func openUnder(dir, name string) (*fuseread.Reader, error) {
 // copyMixtureIDs prints "SOURCE ID" for each record of an epoch (or shard) of the mixture
 // mounted at dir, from its .source and .ids files.
 func copyMixtureIDs(dir string, epoch uint64, shard string) error {
-	base := ""
+	var sh mount.Shard
 	if shard != "" {
-		r, w, ok := parseShard(shard)
-		if !ok {
+		var ok bool
+		if sh, ok = parseShard(shard); !ok {
 			return usagef("--shard %q is not R/W with 0 <= R < W", shard)
 		}
-		base = view.ShardDir(r, w)
 	}
-	srcs, err := openUnder(dir, filepath.Join(base, view.EpochFile(epoch, view.Sources)))
+	srcs, err := openUnder(dir, mount.ColumnFile(epoch, mount.Sources, sh))
 	if err != nil {
 		return err
 	}
 	defer srcs.Close()
-	ids, err := openUnder(dir, filepath.Join(base, view.EpochFile(epoch, view.IDs)))
+	ids, err := openUnder(dir, mount.ColumnFile(epoch, mount.IDs, sh))
 	if err != nil {
 		return err
 	}
 	defer ids.Close()
-	return noAnswer(dir, "a read of its "+view.EpochFile(epoch, view.IDs)+" or .source", printSourceIDs(srcs, ids))
-}
-
-// args returns the flags that open data as f does, for a mount's info.json (open_flags):
-// `blockfs order` and `blockfs info` given the mountpoint open the same data with them.
-func (f inPlaceFlags) args() []string {
-	a := []string{"--block-size=" + f.blockSize}
-	add := func(name, v string, set bool) {
-		if set {
-			a = append(a, "--"+name+"="+v)
-		}
-	}
-	add("record-size", f.recordSize, f.recordSize != "")
-	add("offset", f.offset, f.offset != "0")
-	add("records", strconv.FormatUint(f.records, 10), f.records != 0)
-	add("dtype", f.dtype, f.dtype != "")
-	add("shape", f.shape, f.shape != "")
-	add("window", f.window, f.window != "")
-	add("stride", strconv.FormatUint(f.stride, 10), f.stride != 1)
-	if f.segments != "" {
-		abs, err := filepath.Abs(f.segments)
-		if err != nil {
-			abs = f.segments
-		}
-		add("segments", abs, true)
-	}
-	return a
+	return noAnswer(dir, "a read of its "+mount.ColumnFile(epoch, mount.IDs, mount.Shard{})+" or .source", printSourceIDs(srcs, ids))
 }
 
 // maxLabelsBytes bounds a --labels file: a line of digits or 8 bytes a record of a dataset

@@ -2,10 +2,10 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"strconv"
@@ -14,13 +14,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/mount"
 	"github.com/blockfs/blockfs/shuffle"
-	"github.com/blockfs/blockfs/source/local"
-	"github.com/blockfs/blockfs/source/s3"
-	"github.com/blockfs/blockfs/view"
 )
 
 type orderFlags struct {
@@ -112,73 +108,76 @@ func runOrder(fl *pflag.FlagSet, f orderFlags, data string) error {
 		}
 		data, f.seed, f.shuffle, f.mix = m.OpenData, m.Seed, m.Shuffle, strconv.Itoa(m.Mix)
 	}
-	if mount.Locate(data).Kind == mount.MixtureFile {
+	return orderData(fl, f, data)
+}
+
+// orderData is blockfs order over data named: a dataset, a file in place, a dataset with
+// fields or a mixture file.
+func orderData(fl *pflag.FlagSet, f orderFlags, data string) error {
+	loc := mount.Locate(data)
+	if loc.Kind == mount.MixtureFile {
 		return runOrderMixture(fl, f, data, nil)
 	}
 	opt, err := orderOptions(f.seed, f.epoch, f.shuffle, f.mix)
 	if err != nil {
 		return err
 	}
-	if mount.IsRemote(data) {
+	if loc.Kind == mount.Remote {
 		return fmt.Errorf("%s is in an object store: mount it and run order on the mount point", data)
 	}
-	var ds *layout.Dataset
-	if mount.Locate(data).Kind == mount.FieldsDir {
-		// Every field has the same blocks and the largest's order: its ids are the mount's.
-		_, dss, big, err := mount.FieldsDatasets(data, s3.Options{})
+	o, err := readOptions(data, f.inPlace, nil)
+	if err != nil {
+		return err
+	}
+	o.Order = opt
+	d, err := mount.Open(o)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	for _, w := range d.Warnings() {
+		fmt.Fprintln(os.Stderr, "blockfs: warning: "+w)
+	}
+	var sh mount.Shard
+	if f.shard != "" {
+		var ok bool
+		if sh, ok = parseShard(f.shard); !ok {
+			return usagef("--shard %q is not R/W with 0 <= R < W", f.shard)
+		}
+	}
+	if f.ids {
+		r, err := d.Column(f.epoch, mount.IDs, sh)
 		if err != nil {
 			return err
 		}
-		ds = dss[big]
-	} else if ds, err = openData(f.inPlace, nil, data); err != nil {
-		return err
+		return printIDStream(r)
 	}
-	opt, choice := mount.ChooseOrder(ds, opt)
-	if choice.Warning != "" {
-		fmt.Fprintln(os.Stderr, "blockfs: warning: "+choice.Warning)
-	}
-	rg := view.Range{Start: 0, End: ds.Records()}
-	if f.shard != "" {
-		r, w, ok := parseShard(f.shard)
-		if !ok {
-			return usagef("--shard %q is not R/W with 0 <= R < W", f.shard)
-		}
-		rg = view.ShardRange(ds.Records(), r, w)
-	}
-	if f.ids {
-		return printIDs(ds, opt, rg)
-	}
-	return printStats(ds, opt, rg.Start, rg.End, f)
+	ds, ord := d.Order()
+	ord.Epoch = f.epoch
+	lo, hi := sh.Positions(ds.Records())
+	return printStats(ds, ord, lo, hi, f)
 }
 
-func parseShard(s string) (r, w uint64, ok bool) {
+// readOptions returns the options that open data for order and info: the options of a file in
+// place given (a dataset with fields has none: they are left aside there) and, with s3f, the
+// object store's.
+func readOptions(data string, in inPlaceFlags, s3f *s3Flags) (mount.Options, error) {
+	vals := mount.Values{}
+	if mount.Locate(data).Kind != mount.FieldsDir {
+		maps.Copy(vals, in.vals)
+	}
+	if s3f != nil {
+		maps.Copy(vals, s3f.vals)
+	}
+	return mount.Decode(data, "", vals)
+}
+
+// parseShard reads --shard R/W.
+func parseShard(s string) (sh mount.Shard, ok bool) {
 	rs, ws, found := strings.Cut(s, "/")
 	r, err1 := strconv.ParseUint(rs, 10, 64)
 	w, err2 := strconv.ParseUint(ws, 10, 64)
-	return r, w, found && err1 == nil && err2 == nil && w > 0 && r < w
-}
-
-// printIDs streams the ids of positions rg of the epoch: it reads the epoch's ids file as the
-// mount serves it (view, through a small page cache with readahead), a MiB at a time.
-func printIDs(ds *layout.Dataset, opt shuffle.Options, rg view.Range) error {
-	c, err := cache.New(local.New(ds, false), cache.Options{Size: 16 << 20, Workers: 1})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	set, err := view.NewSet(ds, c, opt)
-	if err != nil {
-		return err
-	}
-	e, err := set.Epoch(opt.Epoch)
-	if err != nil {
-		return err
-	}
-	f, err := e.Open(context.Background(), view.IDs, rg)
-	if err != nil {
-		return err
-	}
-	return printIDStream(io.NewSectionReader(view.NewReader(f, 8<<20), 0, f.Size()))
+	return mount.Shard{R: r, W: w}, found && err1 == nil && err2 == nil && w > 0 && r < w
 }
 
 // printIDStream prints a stream of little-endian uint64 ids (a .ids file), one per line.
@@ -210,18 +209,12 @@ func sample(ord *shuffle.Order, ids []uint64, ds *layout.Dataset, lo, hi uint64)
 }
 
 func printStats(ds *layout.Dataset, opt shuffle.Options, lo, hi uint64, f orderFlags) error {
-	ids := make([]uint64, 0, ds.Records()) // source id by storage index
-	src := local.New(ds, false)
-	for b := 0; b < ds.Blocks(); b++ {
-		v, err := ds.BlockIDs(context.Background(), src, b)
-		if err != nil {
-			return err
-		}
-		ids = append(ids, v...)
+	ids, err := mount.StoredIDs(ds) // source id by storage index
+	if err != nil {
+		return err
 	}
 	var labels []int32
 	if f.labels != "" {
-		var err error
 		if labels, err = readLabels(f.labels, ds.Records()); err != nil {
 			return err
 		}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -14,8 +12,6 @@ import (
 
 	"github.com/blockfs/blockfs/mount"
 	"github.com/blockfs/blockfs/shuffle"
-	"github.com/blockfs/blockfs/source/s3"
-	"github.com/blockfs/blockfs/view"
 	"github.com/spf13/pflag"
 )
 
@@ -44,51 +40,38 @@ func runOrderMixture(fl *pflag.FlagSet, f orderFlags, data string, pinned []sour
 			spec.Sources[i].SeedGiven = true
 		}
 	}
-	mix, done, err := mount.OpenMixture(mount.Options{Data: data, Order: shuffle.Options{Seed: f.seed}, Mixture: spec})
+	d, err := mount.Open(mount.Options{Data: data, Order: shuffle.Options{Seed: f.seed}, Mixture: spec})
 	if err != nil {
 		return err
 	}
-	defer done()
-	n, err := mix.Records(f.epoch)
+	defer d.Close()
+	n, err := d.Records(f.epoch)
 	if err != nil {
 		return err
 	}
-	rg := view.Range{Start: 0, End: n}
+	var sh mount.Shard
 	if f.shard != "" {
-		r, w, ok := parseShard(f.shard)
-		if !ok {
+		var ok bool
+		if sh, ok = parseShard(f.shard); !ok {
 			return usagef("--shard %q is not R/W with 0 <= R < W", f.shard)
 		}
-		rg = view.ShardRange(n, r, w)
 	}
-	srcs, ids, err := mixtureColumns(mix, f.epoch, rg)
+	srcs, err := d.Column(f.epoch, mount.Sources, sh)
 	if err != nil {
 		return err
 	}
 	if f.ids {
-		return printSourceIDs(bytes.NewReader(srcs), bytes.NewReader(ids))
-	}
-	return printMixtureStats(mix, spec, f, srcs, n)
-}
-
-// mixtureColumns reads positions rg of epoch e's .source and .ids files as the mount serves them.
-func mixtureColumns(mix *view.Mixture, e uint64, rg view.Range) (srcs, ids []byte, err error) {
-	read := func(k view.Kind) ([]byte, error) {
-		f, err := mix.Open(context.Background(), e, k, rg)
+		ids, err := d.Column(f.epoch, mount.IDs, sh)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		b := make([]byte, f.Size())
-		if _, err := view.NewReader(f, 0).ReadAt(b, 0); err != nil && err != io.EOF {
-			return nil, err
-		}
-		return b, nil
+		return printSourceIDs(srcs, ids)
 	}
-	if srcs, err = read(view.Sources); err != nil {
-		return nil, nil, err
+	col, err := io.ReadAll(srcs)
+	if err != nil {
+		return err
 	}
-	ids, err = read(view.IDs)
-	return srcs, ids, err
+	return printMixtureStats(d, spec, f, col, n)
 }
 
 // printSourceIDs prints "SOURCE ID" per record from a .source and an .ids stream.
@@ -117,13 +100,17 @@ func printSourceIDs(srcs, ids io.Reader) error {
 // printMixtureStats prints each source's share of the epoch, how far batches of consecutive
 // records stray from those shares (against a uniform shuffle of the same records), then each
 // source's own order figures (printStats).
-func printMixtureStats(mix *view.Mixture, spec *mount.Mixture, f orderFlags, srcs []byte, records uint64) error {
-	ns := mix.Order.Sources()
+func printMixtureStats(d *mount.Data, spec *mount.Mixture, f orderFlags, srcs []byte, records uint64) error {
+	order, _, err := d.Mixture()
+	if err != nil {
+		return err
+	}
+	ns := order.Sources()
 	col := make([]uint16, len(srcs)/2)
 	for k := range col {
 		col[k] = binary.LittleEndian.Uint16(srcs[2*k:])
 	}
-	me, err := mix.Order.Epoch(f.epoch)
+	me, err := order.Epoch(f.epoch)
 	if err != nil {
 		return err
 	}
@@ -152,7 +139,7 @@ func printMixtureStats(mix *view.Mixture, spec *mount.Mixture, f orderFlags, src
 		fmt.Printf("%-48s %12.3f %16.3f\n", fmt.Sprintf("mean |count - share| per source, batch of %d", b), a.mean, ua.mean)
 	}
 	for i := range ns {
-		ds, opt := mount.SourceOrder(mix, i)
+		ds, opt := d.Source(i)
 		opt.Epoch = me.DrawOf(i, 0).Pass
 		fmt.Printf("\nsource %d (%s), its own order (pass %d):\n", i, spec.Sources[i].Name, opt.Epoch)
 		if err := printStats(ds, opt, 0, ds.Records(), orderFlags{}); err != nil {
@@ -197,31 +184,35 @@ func describeMixture(fl *pflag.FlagSet, data string) error {
 		return err
 	}
 	for _, src := range spec.Sources {
-		if s3.IsURL(src.Opt.Data) {
+		if mount.IsRemote(src.Opt.Data) {
 			return usagef("%s has a source in an object store (%s): mount the mixture and read its .blockfs/info.json", data, src.Opt.Data)
 		}
 	}
-	mix, done, err := mount.OpenMixture(mount.Options{Data: data, Mixture: spec})
+	d, err := mount.Open(mount.Options{Data: data, Mixture: spec})
 	if err != nil {
 		return err
 	}
-	defer done()
-	me, err := mix.Order.Epoch(0)
+	defer d.Close()
+	order, rs, err := d.Mixture()
+	if err != nil {
+		return err
+	}
+	me, err := order.Epoch(0)
 	if err != nil {
 		return err
 	}
 	kind := "records of several sizes (epochs have .offsets)"
-	if rs := mix.RecordSize(); rs > 0 {
+	if rs > 0 {
 		kind = "fixed-size, " + ibytes(uint64(rs)) + " each"
 	}
 	fmt.Printf("%-13s %s\n", "mixture:", spec.File)
 	fmt.Printf("%-13s %d in epoch 0 from %d sources; %s", "records:", me.Len(), len(spec.Sources), kind)
-	if mix.Order.Varies() {
+	if order.Varies() {
 		fmt.Print("; epochs differ in length (a fractional repeat)")
 	}
 	fmt.Println()
 	for i, src := range spec.Sources {
-		ds, _ := mount.SourceOrder(mix, i)
+		ds, _ := d.Source(i)
 		fmt.Printf("\nsource %d (%s): %s %s, %d records an epoch (%.2f%%)\n", i, src.Name, src.Rule.Kind, src.Rule.Text, me.Count(i), 100*float64(me.Count(i))/float64(max(1, me.Len())))
 		fmt.Print(describe(ds))
 	}
