@@ -13,9 +13,9 @@ func TestFillHitAllocs(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	p := make([]byte, 3<<20)
-	require.NoError(t, c.Fill(bg, 0, 1000, p))
+	require.NoError(t, c.Fill(bg, nil, 0, 1000, p))
 	allocs := testing.AllocsPerRun(100, func() {
-		if err := c.Fill(bg, 0, 1000, p); err != nil {
+		if err := c.Fill(bg, nil, 0, 1000, p); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -30,11 +30,11 @@ func BenchmarkFillHit(b *testing.B) {
 	require.NoError(b, err)
 	defer c.Close()
 	p := make([]byte, 4096)
-	require.NoError(b, c.Fill(bg, 0, 0, make([]byte, 8<<20)))
+	require.NoError(b, c.Fill(bg, nil, 0, 0, make([]byte, 8<<20)))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := c.Fill(bg, 0, int64(i%2000)*4096, p); err != nil {
+		if err := c.Fill(bg, nil, 0, int64(i%2000)*4096, p); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -8,8 +8,9 @@
 // Contexts: a read waits for pages with its caller's context (a FUSE request's, cancelled when
 // the reader is interrupted); the disk read itself runs on a goroutine of its own with the
 // cache's own context, because other readers may be waiting on the same pages, so a reader
-// whose context ends stops waiting at once while the load goes on. Readahead's loads carry
-// source.Background, so that a source with a bounded pool of requests serves readers first,
+// whose context ends stops waiting at once while the load goes on. A read's time waiting for
+// pages goes to the Waits it passes (Fill, Pin), if any. Readahead's loads are marked
+// source.Read.Ahead, so that a source with a bounded pool of requests serves readers first,
 // promoted as soon as a reader waits for one of their pages. Close cancels the cache's
 // context and waits for the loads.
 package cache
@@ -20,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -117,7 +117,7 @@ type entry struct {
 	refs       int
 	elem       *list.Element // in lru once loaded successfully
 	prefetched bool          // loaded by readahead and not yet read
-	promote    func()        // tells a readahead's load that a reader waits for it; nil for a reader's
+	ahead      *source.Ahead // a readahead's load's standing (Promote: a reader waits for it); nil for a reader's
 }
 
 // Cache is the page cache of a mount, safe for concurrent use. A Cache made by Namespace
@@ -260,8 +260,9 @@ var ErrRange = errors.New("read outside the file")
 
 // Fill copies len(p) bytes of file id at off into p, loading missing pages: it fills all of p
 // or returns an error (a read that would pass the end of the file is ErrRange, never a short
-// read). ctx bounds the wait for pages that another reader is loading.
-func (c *Cache) Fill(ctx context.Context, id FileID, off int64, p []byte) error {
+// read). ctx bounds the wait for pages that another reader is loading; the time waited goes to
+// w (nil: not counted).
+func (c *Cache) Fill(ctx context.Context, w *Waits, id FileID, off int64, p []byte) error {
 	id |= c.ns
 	if len(p) == 0 {
 		return nil
@@ -279,7 +280,7 @@ func (c *Cache) Fill(ctx context.Context, id FileID, off int64, p []byte) error 
 	}
 	ents, _ = c.pin(id, first, last, size, false, false, ents)
 	defer c.unpin(ents)
-	if err := waitAll(ctx, ents); err != nil {
+	if err := waitAll(ctx, w, ents); err != nil {
 		return err
 	}
 	n := 0
@@ -288,38 +289,6 @@ func (c *Cache) Fill(ctx context.Context, id FileID, off int64, p []byte) error 
 		n += copy(p[n:], e.buf[start:])
 	}
 	c.stats.served.Add(uint64(n))
-	return nil
-}
-
-// waitAll waits until every entry has loaded, and returns the first load error, or ctx's error
-// if it ends first (the entries stay pinned: the caller unpins them as usual).
-// The time spent waiting goes to ctx's Waits.
-func waitAll(ctx context.Context, ents []*entry) error {
-	var start time.Time
-	for _, e := range ents {
-		select {
-		case <-e.load.Done():
-			continue
-		default:
-		}
-		if start.IsZero() {
-			start = time.Now()
-		}
-		select {
-		case <-e.load.Done():
-		case <-ctx.Done():
-			waited(ctx, start)
-			return ctx.Err()
-		}
-	}
-	if !start.IsZero() {
-		waited(ctx, start)
-	}
-	for _, e := range ents {
-		if err := e.load.Err(); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
@@ -347,8 +316,8 @@ func (c *core) pin(id FileID, first, last, size int64, prefetch, strict bool, en
 				c.pinned++
 			}
 			e.refs++
-			if e.elem == nil && !prefetch && e.promote != nil {
-				e.promote() // a reader waits for readahead's load: serve it as a reader's
+			if e.elem == nil && !prefetch && e.ahead != nil {
+				e.ahead.Promote() // a reader waits for readahead's load: serve it as a reader's
 			}
 			if e.elem != nil {
 				c.lru.MoveToFront(e.elem)
@@ -387,58 +356,15 @@ func (c *core) pin(id FileID, first, last, size int64, prefetch, strict bool, en
 	if len(run) > 0 {
 		runs = append(runs, run)
 	}
-	ctxs := make([]context.Context, len(runs))
+	hows := make([]source.Read, len(runs))
 	for i, r := range runs {
-		ctxs[i] = c.loadContextLocked(r, prefetch)
+		hows[i] = c.loadReadLocked(r, prefetch)
 	}
 	c.mu.Unlock()
 	for i, r := range runs {
-		c.startLoad(ctxs[i], r)
+		c.startLoad(hows[i], r)
 	}
 	return ents, full
-}
-
-// pinWhole is pin for Options.Whole: when no page of file id is cached or loading and the
-// slots no one pins hold the whole file, it creates every page of the file, pins first..last
-// for the caller and loads them all with one Fill, and reports true; otherwise it does nothing
-// and reports false. The pages not asked for count as read ahead.
-func (c *core) pinWhole(id FileID, first, last, size int64, prefetch bool, ents []*entry) ([]*entry, bool) {
-	ps := int64(c.opt.PageSize)
-	n := (size + ps - 1) / ps
-	if n <= 1 {
-		return ents, false // one page: pin loads it whole anyway
-	}
-	c.mu.Lock()
-	if n > int64(c.slots-c.pinned) {
-		c.mu.Unlock()
-		return ents, false
-	}
-	// The pages asked for first: a read of cached pages stops at its first.
-	for _, r := range [][2]int64{{first, last}, {0, n - 1}} {
-		for pg := r[0]; pg <= r[1]; pg++ {
-			if c.pages[key{id, pg}] != nil {
-				c.mu.Unlock()
-				return ents, false
-			}
-		}
-	}
-	run := make([]*entry, n)
-	for pg := range n {
-		e := c.newEntryLocked(key{id, pg}, size) // takes a slot: n slots are free or unpinned
-		asked := pg >= first && pg <= last
-		if asked {
-			e.refs++ // the caller's
-			if !prefetch {
-				c.stats.misses.Add(1)
-			}
-		}
-		e.prefetched = prefetch || !asked
-		run[pg] = e
-	}
-	ctx := c.loadContextLocked(run, prefetch)
-	c.mu.Unlock()
-	c.startLoad(ctx, run)
-	return append(ents, run[first:last+1]...), true
 }
 
 // slotFreeLocked makes sure a slot is free, evicting the least recently used unpinned page if
@@ -490,67 +416,6 @@ func (c *core) removeLocked(e *entry) {
 	c.stats.evictions.Add(1)
 	if e.prefetched {
 		c.stats.readaheadWasted.Add(1)
-	}
-}
-
-// loadContextLocked returns the context to load run with: the cache's, marked
-// source.Background for readahead (prefetch), with the promotion set on run's pages. Caller
-// holds c.mu, and has not published run's pages yet.
-func (c *core) loadContextLocked(run []*entry, prefetch bool) context.Context {
-	if !prefetch {
-		return c.ctx
-	}
-	ctx, promote := source.Background(c.ctx)
-	for _, e := range run {
-		e.promote = promote
-	}
-	return ctx
-}
-
-// startLoad loads run with ctx on a goroutine of its own (load).
-func (c *core) startLoad(ctx context.Context, run []*entry) {
-	c.loads.Add(1)
-	go func() {
-		defer c.loads.Done()
-		c.load(ctx, run)
-	}()
-}
-
-// load reads a run of consecutive pages of one file with one Fill of the source, publishes
-// them and drops the load's references.
-func (c *core) load(ctx context.Context, run []*entry) {
-	bufs := make([][]byte, len(run))
-	var n int64
-	for i, e := range run {
-		bufs[i] = e.buf
-		n += int64(len(e.buf))
-	}
-	k := run[0].key
-	err := c.src.Fill(ctx, k.id, k.page*int64(c.opt.PageSize), bufs)
-	c.stats.diskReads.Add(1)
-	if err == nil {
-		c.stats.diskBytes.Add(uint64(n))
-	} else {
-		c.stats.diskErrors.Add(1)
-	}
-	c.mu.Lock()
-	for _, e := range run {
-		e.load.Set(struct{}{}, err)
-		if e.slot < 0 {
-			continue
-		}
-		c.loading--
-		if err != nil {
-			// Forget the page so a later read tries again; its slot is free once unpinned.
-			delete(c.pages, e.key)
-		} else {
-			e.elem = c.lru.PushFront(e)
-		}
-		c.unrefLocked(e)
-	}
-	c.mu.Unlock()
-	for _, e := range run {
-		e.load.Wake()
 	}
 }
 

@@ -38,7 +38,7 @@ var errInjected = errors.New("injected failure")
 
 func (s *memSource) Size(id FileID) int64 { return int64(len(s.files[id])) }
 
-func (s *memSource) Fill(ctx context.Context, id FileID, off int64, bufs [][]byte) error {
+func (s *memSource) Fill(ctx context.Context, id FileID, off int64, bufs [][]byte, how source.Read) error {
 	cur := s.inFly.Add(1)
 	defer s.inFly.Add(-1)
 	for p := s.peak.Load(); cur > p && !s.peak.CompareAndSwap(p, cur); p = s.peak.Load() {
@@ -100,14 +100,14 @@ func TestReadAtMatchesSource(t *testing.T) {
 		off := r.Int63n(size)
 		n := 1 + r.Int63n(min(size-off, 5*ps))
 		buf := make([]byte, n)
-		require.NoError(t, c.Fill(bg, id, off, buf))
+		require.NoError(t, c.Fill(bg, nil, id, off, buf))
 		require.True(t, bytes.Equal(src.files[id][off:off+n], buf), "file %d [%d,+%d)", id, off, n)
 	}
 	st := c.Stats()
 	assert.LessOrEqual(t, st.CachedBytes, c.Capacity())
 	assert.Positive(t, st.Hits)
 	assert.Positive(t, st.Evictions)
-	err := c.Fill(bg, 0, src.Size(0)-5, make([]byte, 10))
+	err := c.Fill(bg, nil, 0, src.Size(0)-5, make([]byte, 10))
 	assert.ErrorIs(t, err, ErrRange)
 }
 
@@ -117,12 +117,12 @@ func TestAlignedCoalescedReads(t *testing.T) {
 	src := newSource(20*ps + 100)
 	c := newCache(t, src, 16)
 	buf := make([]byte, 6*ps)
-	err := c.Fill(bg, 0, 3*ps+17, buf)
+	err := c.Fill(bg, nil, 0, 3*ps+17, buf)
 	require.NoError(t, err)
 	calls := src.calls()
 	// Pages 3..9 are needed: one read of 4 pages (MaxRead) and one of 3, at once.
 	assert.ElementsMatch(t, []readCall{{0, 3 * ps, 4 * ps}, {0, 7 * ps, 3 * ps}}, calls)
-	err = c.Fill(bg, 0, 20*ps+10, make([]byte, 50))
+	err = c.Fill(bg, nil, 0, 20*ps+10, make([]byte, 50))
 	require.NoError(t, err)
 	calls = src.calls()
 	assert.Equal(t, readCall{0, 20 * ps, 100}, calls[len(calls)-1], "tail page is the file's end")
@@ -142,7 +142,7 @@ func TestMergedMisses(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			buf := make([]byte, 100)
-			err := c.Fill(bg, 0, 10, buf)
+			err := c.Fill(bg, nil, 0, 10, buf)
 			assert.NoError(t, err)
 			assert.Equal(t, src.files[0][10:110], buf)
 		}()
@@ -186,7 +186,7 @@ func TestBoundHeld(t *testing.T) {
 				id := FileID(r.Intn(2))
 				off := r.Int63n(60 * ps)
 				buf := make([]byte, 1+r.Intn(3*ps))
-				err := c.Fill(bg, id, off, buf)
+				err := c.Fill(bg, nil, id, off, buf)
 				if !assert.NoError(t, err) || !assert.Equal(t, src.files[id][off:off+int64(len(buf))], buf) {
 					return
 				}
@@ -216,7 +216,7 @@ func TestEvictionLRU(t *testing.T) {
 	src := newSource(10 * ps)
 	c := newCache(t, src, 4)
 	read := func(page int64) {
-		err := c.Fill(bg, 0, page*ps, make([]byte, 1))
+		err := c.Fill(bg, nil, 0, page*ps, make([]byte, 1))
 		require.NoError(t, err)
 	}
 	for _, p := range []int64{0, 1, 2, 3} {
@@ -239,10 +239,10 @@ func TestErrorsAreNotCached(t *testing.T) {
 	c := newCache(t, src, 4)
 	src.fail.Store(true)
 	buf := make([]byte, 10)
-	err := c.Fill(bg, 0, 0, buf)
+	err := c.Fill(bg, nil, 0, 0, buf)
 	assert.ErrorIs(t, err, errInjected)
 	src.fail.Store(false)
-	err = c.Fill(bg, 0, 0, buf)
+	err = c.Fill(bg, nil, 0, 0, buf)
 	require.NoError(t, err)
 	assert.Equal(t, src.files[0][:10], buf)
 	assert.EqualValues(t, 1, c.Stats().DiskErrors)
@@ -264,7 +264,7 @@ func TestAllPinnedStillServes(t *testing.T) {
 		wg.Add(1)
 		go func(p int) {
 			defer wg.Done()
-			err := c.Fill(bg, 0, int64(p)*ps, make([]byte, 1))
+			err := c.Fill(bg, nil, 0, int64(p)*ps, make([]byte, 1))
 			assert.NoError(t, err)
 		}(p)
 	}
@@ -273,7 +273,7 @@ func TestAllPinnedStillServes(t *testing.T) {
 	go func() {
 		defer close(done)
 		buf := make([]byte, 5)
-		err := c.Fill(bg, 0, 6*ps, buf)
+		err := c.Fill(bg, nil, 0, 6*ps, buf)
 		assert.NoError(t, err)
 		assert.Equal(t, src.files[0][6*ps:6*ps+5], buf)
 	}()
@@ -292,7 +292,7 @@ func TestPrefetch(t *testing.T) {
 	require.True(t, c.Prefetch(0, 0, 8*ps))
 	require.Eventually(t, func() bool { return c.Stats().DiskBytes == 8*ps }, time.Second, time.Millisecond)
 	buf := make([]byte, 8*ps)
-	err := c.Fill(bg, 0, 0, buf)
+	err := c.Fill(bg, nil, 0, 0, buf)
 	require.NoError(t, err)
 	assert.Equal(t, src.files[0][:8*ps], buf)
 	st := c.Stats()
@@ -340,19 +340,19 @@ func TestWaitCancelled(t *testing.T) {
 	src.gate = make(chan struct{})
 	c := newCache(t, src, 4)
 	loaded := make(chan error, 1)
-	go func() { loaded <- c.Fill(bg, 0, 0, make([]byte, 10)) }()
+	go func() { loaded <- c.Fill(bg, nil, 0, 0, make([]byte, 10)) }()
 	require.Eventually(t, func() bool { return src.inFly.Load() == 1 }, 5*time.Second, time.Millisecond)
 	ctx, cancel := context.WithCancel(bg)
 	cancel()
-	assert.ErrorIs(t, c.Fill(ctx, 0, 5, make([]byte, 10)), context.Canceled)
+	assert.ErrorIs(t, c.Fill(ctx, nil, 0, 5, make([]byte, 10)), context.Canceled)
 	var pins Pins
-	_, err := c.Pin(ctx, &pins, 0, 0, 10)
+	_, err := c.Pin(ctx, nil, &pins, 0, 0, 10)
 	assert.ErrorIs(t, err, context.Canceled)
 	pins.Release()
 	close(src.gate)
 	require.NoError(t, <-loaded)
 	buf := make([]byte, 10)
-	require.NoError(t, c.Fill(ctx, 0, 0, buf), "a loaded page is served even to a cancelled context")
+	require.NoError(t, c.Fill(ctx, nil, 0, 0, buf), "a loaded page is served even to a cancelled context")
 	assert.Equal(t, src.files[0][:10], buf)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -365,9 +365,9 @@ func TestReserve(t *testing.T) {
 	c := newCache(t, src, 16)
 	// Pages in use: Reserve takes the least recently used unpinned ones, never a pinned one.
 	buf := make([]byte, 16*ps)
-	require.NoError(t, c.Fill(context.Background(), 0, 0, buf))
+	require.NoError(t, c.Fill(context.Background(), nil, 0, 0, buf))
 	var pins Pins
-	_, err := c.PinPage(context.Background(), &pins, 0, 15)
+	_, err := c.PinPage(context.Background(), nil, &pins, 0, 15)
 	require.NoError(t, err)
 	assert.EqualValues(t, 6*ps, c.Reserve(6*ps))
 	assert.EqualValues(t, 10*ps, c.Capacity())
@@ -375,11 +375,11 @@ func TestReserve(t *testing.T) {
 	assert.EqualValues(t, 6*ps, c.Reserve(100*ps))
 	assert.EqualValues(t, MinPages*ps, c.Capacity())
 	got := make([]byte, ps)
-	require.NoError(t, c.Fill(context.Background(), 0, 15*ps, got))
+	require.NoError(t, c.Fill(context.Background(), nil, 0, 15*ps, got))
 	assert.Equal(t, src.files[0][15*ps:], got)
 	pins.Release()
 	// Bytes still read right with what is left.
-	require.NoError(t, c.Fill(context.Background(), 0, 0, buf))
+	require.NoError(t, c.Fill(context.Background(), nil, 0, 0, buf))
 	assert.Equal(t, src.files[0], buf)
 
 	// Keep: what the mount needs for pages stays.

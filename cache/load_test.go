@@ -12,18 +12,18 @@ import (
 	"github.com/blockfs/blockfs/source"
 )
 
-// ctxSource is a memSource that records whether each read was marked source.Background.
+// ctxSource is a memSource that records whether each read was a readahead's (source.Read.Background).
 type ctxSource struct {
 	*memSource
 	mu sync.Mutex
 	bg []bool
 }
 
-func (s *ctxSource) Fill(ctx context.Context, id FileID, off int64, bufs [][]byte) error {
+func (s *ctxSource) Fill(ctx context.Context, id FileID, off int64, bufs [][]byte, how source.Read) error {
 	s.mu.Lock()
-	s.bg = append(s.bg, source.IsBackground(ctx))
+	s.bg = append(s.bg, how.Background())
 	s.mu.Unlock()
-	return s.memSource.Fill(ctx, id, off, bufs)
+	return s.memSource.Fill(ctx, id, off, bufs, how)
 }
 
 // requireSettled checks the slot accounting once no page is pinned or loading: every slot is
@@ -47,7 +47,7 @@ func TestOwnLoadCancelled(t *testing.T) {
 		c := newCache(t, src, 4)
 		ctx, cancel := context.WithCancel(bg)
 		done := make(chan error, 1)
-		go func() { done <- c.Fill(ctx, 0, 0, make([]byte, 2*ps)) }()
+		go func() { done <- c.Fill(ctx, nil, 0, 0, make([]byte, 2*ps)) }()
 		require.Eventually(t, func() bool { return src.inFly.Load() == 1 }, 5*time.Second, time.Millisecond)
 		cancel()
 		select {
@@ -62,17 +62,17 @@ func TestOwnLoadCancelled(t *testing.T) {
 		src.fail.Store(false)
 		src.gate = nil
 		buf := make([]byte, 2*ps)
-		require.NoError(t, c.Fill(bg, 0, 0, buf))
+		require.NoError(t, c.Fill(bg, nil, 0, 0, buf))
 		assert.Equal(t, src.files[0][:2*ps], buf)
 	}
 }
 
-// TestReadaheadIsBackground: readahead's loads carry source.Background, a reader's do not, so
+// TestReadaheadIsBackground: readahead's loads are marked source.Read.Ahead, a reader's are not, so
 // that a source with a bounded pool serves the reader first.
 func TestReadaheadIsBackground(t *testing.T) {
 	src := &ctxSource{memSource: newSource(4*ps, 4*ps)}
 	c := newCache(t, src, 8)
-	require.NoError(t, c.Fill(bg, 0, 0, make([]byte, 10)))
+	require.NoError(t, c.Fill(bg, nil, 0, 0, make([]byte, 10)))
 	require.True(t, c.Prefetch(1, 0, 4*ps))
 	require.Eventually(t, func() bool { return c.Stats().CachedBytes == 5*ps }, 5*time.Second, time.Millisecond)
 	src.mu.Lock()
@@ -89,13 +89,13 @@ func TestWholeLoads(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 
 	got := make([]byte, 10)
-	require.NoError(t, c.Fill(bg, 0, 3*ps, got))
+	require.NoError(t, c.Fill(bg, nil, 0, 3*ps, got))
 	assert.Equal(t, src.files[0][3*ps:3*ps+10], got)
 	assert.Equal(t, []readCall{{0, 0, 6*ps + 100}}, src.calls(), "one read of the whole file, past MaxRead")
 	for off := int64(0); off < 6*ps+100; off += ps / 2 {
 		n := min(int64(ps/2), 6*ps+100-off)
 		buf := make([]byte, n)
-		require.NoError(t, c.Fill(bg, 0, off, buf))
+		require.NoError(t, c.Fill(bg, nil, 0, off, buf))
 		assert.Equal(t, src.files[0][off:off+n], buf)
 	}
 	assert.Len(t, src.calls(), 1, "the rest of the file was loaded with it")
@@ -104,50 +104,72 @@ func TestWholeLoads(t *testing.T) {
 	assert.EqualValues(t, 6, st.ReadaheadHits, "the pages not asked for count as read ahead")
 
 	// Larger than the cache: only the pages asked for.
-	require.NoError(t, c.Fill(bg, 1, 5*ps, got))
+	require.NoError(t, c.Fill(bg, nil, 1, 5*ps, got))
 	assert.Equal(t, readCall{1, 5 * ps, ps}, src.calls()[1])
 
 	// A file with a page cached already: only the pages missing.
 	src.mu.Lock()
 	src.reads = nil
 	src.mu.Unlock()
-	require.NoError(t, c.Fill(bg, 2, 0, got))
+	require.NoError(t, c.Fill(bg, nil, 2, 0, got))
 	c.mu.Lock()
 	for pg := int64(1); pg < 3; pg++ {
 		c.removeLocked(c.pages[key{2, pg}])
 	}
 	c.mu.Unlock()
-	require.NoError(t, c.Fill(bg, 2, 2*ps, got))
+	require.NoError(t, c.Fill(bg, nil, 2, 2*ps, got))
 	assert.Equal(t, []readCall{{2, 0, 3 * ps}, {2, 2 * ps, ps}}, src.calls())
 	requireSettled(t, c)
 }
 
-// gateSource is a memSource whose reads wait for gate, recording their contexts.
+// gateSource is a memSource whose reads wait for gate, recording how each is to be served.
 type gateSource struct {
 	*memSource
 	gate chan struct{}
-	ctxs chan context.Context
+	hows chan source.Read
 }
 
-func (s *gateSource) Fill(ctx context.Context, id FileID, off int64, bufs [][]byte) error {
-	s.ctxs <- ctx
+func (s *gateSource) Fill(ctx context.Context, id FileID, off int64, bufs [][]byte, how source.Read) error {
+	s.hows <- how
 	<-s.gate
-	return s.memSource.Fill(ctx, id, off, bufs)
+	return s.memSource.Fill(ctx, id, off, bufs, how)
 }
 
 // TestReaderPromotesReadahead: a reader that waits for a page readahead is loading promotes
-// that load (source.IsBackground turns false), so the source serves it as a reader's.
+// that load (source.Read.Background turns false), so the source serves it as a reader's.
 func TestReaderPromotesReadahead(t *testing.T) {
-	src := &gateSource{memSource: newSource(4 * ps), gate: make(chan struct{}), ctxs: make(chan context.Context, 4)}
+	src := &gateSource{memSource: newSource(4 * ps), gate: make(chan struct{}), hows: make(chan source.Read, 4)}
 	c := newCache(t, src, 8)
 	require.True(t, c.Prefetch(0, 0, 4*ps))
-	ctx := <-src.ctxs
-	require.True(t, source.IsBackground(ctx))
+	how := <-src.hows
+	require.True(t, how.Background())
 	done := make(chan error, 1)
-	go func() { done <- c.Fill(bg, 0, ps, make([]byte, 10)) }()
-	require.Eventually(t, func() bool { return !source.IsBackground(ctx) }, 5*time.Second, time.Millisecond)
+	go func() { done <- c.Fill(bg, nil, 0, ps, make([]byte, 10)) }()
+	require.Eventually(t, func() bool { return !how.Background() }, 5*time.Second, time.Millisecond)
 	close(src.gate)
 	require.NoError(t, <-done)
 	assert.EqualValues(t, 1, c.Stats().Merged)
+	requireSettled(t, c)
+}
+
+// TestWaitsCountsTheReadsWait: the time a read waits for its pages goes to the Waits it
+// passes, and only to it; a read of loaded pages waits nothing.
+func TestWaitsCountsTheReadsWait(t *testing.T) {
+	src := &gateSource{memSource: newSource(4 * ps), gate: make(chan struct{}), hows: make(chan source.Read, 4)}
+	c := newCache(t, src, 8)
+	var w, other Waits
+	done := make(chan error, 1)
+	go func() { done <- c.Fill(bg, &w, 0, 0, make([]byte, 10)) }()
+	<-src.hows
+	time.Sleep(30 * time.Millisecond)
+	close(src.gate)
+	require.NoError(t, <-done)
+	assert.GreaterOrEqual(t, w.Duration(), 25*time.Millisecond)
+	require.NoError(t, c.Fill(bg, &other, 0, 0, make([]byte, 10)))
+	var pins Pins
+	_, err := c.Pin(bg, &other, &pins, 0, 0, 10)
+	require.NoError(t, err)
+	pins.Release()
+	assert.Zero(t, other.Duration(), "loaded pages")
 	requireSettled(t, c)
 }

@@ -27,20 +27,21 @@ type Run struct {
 // returns them as a Run. The pages stay in memory, unchanged, until ps.Release; an error (a
 // failed load, a range outside the file, ctx ending while pages load) leaves whatever was
 // pinned before in ps. Requires n > 0. Counted as hits and misses like Fill, once per page.
-func (c *Cache) Pin(ctx context.Context, ps *Pins, id FileID, off, n int64) (Run, error) {
+// The time waited for pages goes to w (nil: not counted).
+func (c *Cache) Pin(ctx context.Context, w *Waits, ps *Pins, id FileID, off, n int64) (Run, error) {
 	id |= c.ns
 	size := c.src.Size(id)
 	if n <= 0 || off < 0 || off+n > size {
 		return Run{}, fmt.Errorf("file %d: [%d, %d) of %d bytes: %w", id, off, off+n, size, ErrRange)
 	}
 	pgs := int64(c.opt.PageSize)
-	return c.PinPages(ctx, ps, id, off/pgs, (off+n-1)/pgs+1, nil)
+	return c.PinPages(ctx, w, ps, id, off/pgs, (off+n-1)/pgs+1, nil)
 }
 
 // PinPages is Pin for the pages first <= p < end of file id that are set in the bitset want
 // (bit p%64 of want[p/64] for page p; nil wants them all). Consecutive pages that are missing
 // are loaded with one read.
-func (c *Cache) PinPages(ctx context.Context, ps *Pins, id FileID, first, end int64, want []uint64) (Run, error) {
+func (c *Cache) PinPages(ctx context.Context, w *Waits, ps *Pins, id FileID, first, end int64, want []uint64) (Run, error) {
 	id |= c.ns
 	if ps.c == nil {
 		ps.c = c
@@ -72,14 +73,14 @@ func (c *Cache) PinPages(ctx context.Context, ps *Pins, id FileID, first, end in
 		ps.ents, full = c.pin(id, p, q-1, size, false, true, ps.ents)
 		copy(r.ents[p-first:], ps.ents[from:])
 		if full {
-			if err := waitAll(ctx, ps.ents[start:]); err != nil {
+			if err := waitAll(ctx, w, ps.ents[start:]); err != nil {
 				return Run{}, err
 			}
 			return Run{}, ErrFull
 		}
 		p = q
 	}
-	if err := waitAll(ctx, ps.ents[start:]); err != nil {
+	if err := waitAll(ctx, w, ps.ents[start:]); err != nil {
 		return Run{}, err
 	}
 	return r, nil
@@ -87,7 +88,7 @@ func (c *Cache) PinPages(ctx context.Context, ps *Pins, id FileID, first, end in
 
 // PinPage pins page p of file id like PinPages, except that when every slot is pinned the page
 // is read into a buffer of its own (served once, not cached) instead of failing.
-func (c *Cache) PinPage(ctx context.Context, ps *Pins, id FileID, p int64) (Run, error) {
+func (c *Cache) PinPage(ctx context.Context, w *Waits, ps *Pins, id FileID, p int64) (Run, error) {
 	id |= c.ns
 	if ps.c == nil {
 		ps.c = c
@@ -99,7 +100,7 @@ func (c *Cache) PinPage(ctx context.Context, ps *Pins, id FileID, p int64) (Run,
 	}
 	at := len(ps.ents)
 	ps.ents, _ = c.pin(id, p, p, size, false, false, ps.ents)
-	if err := waitAll(ctx, ps.ents[at:at+1]); err != nil {
+	if err := waitAll(ctx, w, ps.ents[at:at+1]); err != nil {
 		return Run{}, err
 	}
 	return Run{first: p, ps: pgs, ents: ps.ents[at : at+1 : at+1]}, nil

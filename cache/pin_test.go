@@ -57,7 +57,7 @@ func TestPinMatchesSource(t *testing.T) {
 		size := src.Size(id)
 		off := r.Int63n(size)
 		n := 1 + r.Int63n(min(size-off, 4*ps))
-		run, err := c.Pin(bg, &pins, id, off, n)
+		run, err := c.Pin(bg, nil, &pins, id, off, n)
 		require.NoError(t, err)
 		want := src.files[id][off : off+n]
 		vecs := run.Append(nil, off, n)
@@ -78,13 +78,13 @@ func TestPinMatchesSource(t *testing.T) {
 	pins.Release()
 	slotsSettled(t, c)
 
-	_, err := c.Pin(bg, &pins, 0, src.Size(0)-5, 10)
+	_, err := c.Pin(bg, nil, &pins, 0, src.Size(0)-5, 10)
 	assert.ErrorIs(t, err, ErrRange)
-	_, err = c.Pin(bg, &pins, 0, 0, 0)
+	_, err = c.Pin(bg, nil, &pins, 0, 0, 0)
 	assert.ErrorIs(t, err, ErrRange)
-	_, err = c.PinPages(bg, &pins, 1, 2, 4, nil)
+	_, err = c.PinPages(bg, nil, &pins, 1, 2, 4, nil)
 	assert.ErrorIs(t, err, ErrRange, "page 3 is past the end of a 3-page file")
-	_, err = c.PinPage(bg, &pins, 2, 1)
+	_, err = c.PinPage(bg, nil, &pins, 2, 1)
 	assert.ErrorIs(t, err, ErrRange)
 	pins.Release()
 	slotsSettled(t, c)
@@ -97,7 +97,7 @@ func TestBytesAliasesOnePage(t *testing.T) {
 	c := newCache(t, src, 8)
 	var pins Pins
 	defer pins.Release()
-	run, err := c.Pin(bg, &pins, 0, 0, 4*ps)
+	run, err := c.Pin(bg, nil, &pins, 0, 0, 4*ps)
 	require.NoError(t, err)
 	scratch := make([]byte, 16)
 	b := run.Bytes(ps+8, 8, scratch)
@@ -114,7 +114,7 @@ func TestPinnedPagesSurviveEviction(t *testing.T) {
 	src := newSource(64*ps, 64*ps)
 	c := newCache(t, src, 8)
 	var pins Pins
-	run, err := c.Pin(bg, &pins, 0, ps/2, 3*ps) // pages 0..3
+	run, err := c.Pin(bg, nil, &pins, 0, ps/2, 3*ps) // pages 0..3
 	require.NoError(t, err)
 	vecs := run.Append(nil, ps/2, 3*ps)
 	want := append([]byte(nil), src.files[0][ps/2:ps/2+3*ps]...)
@@ -133,7 +133,7 @@ func TestPinnedPagesSurviveEviction(t *testing.T) {
 				}
 				buf := make([]byte, 1+r.Intn(ps))
 				off = min(off, src.Size(id)-int64(len(buf)))
-				err := c.Fill(bg, id, off, buf)
+				err := c.Fill(bg, nil, id, off, buf)
 				if !assert.NoError(t, err) || !assert.Equal(t, src.files[id][off:off+int64(len(buf))], buf) {
 					return
 				}
@@ -148,14 +148,14 @@ func TestPinnedPagesSurviveEviction(t *testing.T) {
 	}
 	require.True(t, bytes.Equal(want, got), "pinned pages changed under eviction pressure")
 	misses := c.Stats().Misses
-	err = c.Fill(bg, 0, ps/2, make([]byte, 3*ps))
+	err = c.Fill(bg, nil, 0, ps/2, make([]byte, 3*ps))
 	require.NoError(t, err)
 	assert.Equal(t, misses, c.Stats().Misses, "the pinned pages are still cached")
 
 	pins.Release()
 	// Unpinned, the four pages give way to others.
 	for p := int64(0); p < 16; p++ {
-		err := c.Fill(bg, 1, 40*ps+p*ps, make([]byte, 1))
+		err := c.Fill(bg, nil, 1, 40*ps+p*ps, make([]byte, 1))
 		require.NoError(t, err)
 	}
 	c.mu.Lock()
@@ -176,7 +176,7 @@ func TestPinPagesWanted(t *testing.T) {
 	for _, p := range []int{2, 3, 4, 7, 9, 10} {
 		want[0] |= 1 << p
 	}
-	run, err := c.PinPages(bg, &pins, 0, 2, 11, want)
+	run, err := c.PinPages(bg, nil, &pins, 0, 2, 11, want)
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []readCall{{0, 2 * ps, 3 * ps}, {0, 7 * ps, ps}, {0, 9 * ps, 2 * ps}}, src.calls(),
 		"one read per run (the runs load at once, in any order)")
@@ -194,7 +194,7 @@ func TestPinPagesWanted(t *testing.T) {
 
 	// Pinned again (a second Pins), they are hits: no disk read.
 	var again Pins
-	_, err = c.PinPages(bg, &again, 0, 2, 11, want)
+	_, err = c.PinPages(bg, nil, &again, 0, 2, 11, want)
 	require.NoError(t, err)
 	assert.Len(t, src.calls(), 3)
 	assert.EqualValues(t, 6, c.Stats().Hits)
@@ -213,11 +213,11 @@ func TestPinPagesFull(t *testing.T) {
 	src := newSource(16 * ps)
 	c := newCache(t, src, MinPages)
 	var a, b Pins
-	_, err := c.PinPages(bg, &a, 0, 0, 2, nil) // 2 of 4 slots
+	_, err := c.PinPages(bg, nil, &a, 0, 0, 2, nil) // 2 of 4 slots
 	require.NoError(t, err)
 	assert.False(t, c.Crowded(), "half pinned is not crowded")
 
-	_, err = c.PinPages(bg, &b, 0, 8, 12, nil) // 2 fit, then none is free
+	_, err = c.PinPages(bg, nil, &b, 0, 8, 12, nil) // 2 fit, then none is free
 	require.ErrorIs(t, err, ErrFull)
 	assert.True(t, c.Crowded())
 	c.mu.Lock()
@@ -231,14 +231,14 @@ func TestPinPagesFull(t *testing.T) {
 
 	// Pages already cached can still be pinned when the cache is full.
 	var d Pins
-	run, err := c.PinPages(bg, &d, 0, 0, 1, nil)
+	run, err := c.PinPages(bg, nil, &d, 0, 0, 1, nil)
 	require.NoError(t, err)
 	assert.Equal(t, src.files[0][:ps], joined(run, 0, ps))
 	d.Release()
 
 	// A strict pin of a missing page fails again, and leaves nothing behind.
 	var e Pins
-	_, err = c.PinPages(bg, &e, 0, 14, 15, nil)
+	_, err = c.PinPages(bg, nil, &e, 0, 14, 15, nil)
 	require.ErrorIs(t, err, ErrFull)
 	e.Release()
 
@@ -248,7 +248,7 @@ func TestPinPagesFull(t *testing.T) {
 	slotsSettled(t, c)
 
 	// Every slot is usable again: four new pages pin without overflow, with the right bytes.
-	run, err = c.PinPages(bg, &b, 0, 12, 16, nil)
+	run, err = c.PinPages(bg, nil, &b, 0, 12, 16, nil)
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(src.files[0][12*ps:16*ps], joined(run, 12*ps, 4*ps)))
 	assert.True(t, c.Crowded())
@@ -263,11 +263,11 @@ func TestPinPageWhenFull(t *testing.T) {
 	src := newSource(8*ps + 100)
 	c := newCache(t, src, MinPages)
 	var all Pins
-	_, err := c.PinPages(bg, &all, 0, 0, 4, nil)
+	_, err := c.PinPages(bg, nil, &all, 0, 0, 4, nil)
 	require.NoError(t, err)
 	var one Pins
 	for _, p := range []int64{5, 8} { // 8 is the short last page
-		run, err := c.PinPage(bg, &one, 0, p)
+		run, err := c.PinPage(bg, nil, &one, 0, p)
 		require.NoError(t, err)
 		end := min((p+1)*ps, src.Size(0))
 		assert.True(t, bytes.Equal(src.files[0][p*ps:end], joined(run, p*ps, end-p*ps)), "page %d", p)
@@ -278,7 +278,7 @@ func TestPinPageWhenFull(t *testing.T) {
 	assert.Equal(t, 4, c.pinned)
 	c.mu.Unlock()
 	// A page already cached is pinned in its slot.
-	run, err := c.PinPage(bg, &one, 0, 2)
+	run, err := c.PinPage(bg, nil, &one, 0, 2)
 	require.NoError(t, err)
 	assert.Equal(t, src.files[0][2*ps:3*ps], joined(run, 2*ps, ps))
 	assert.EqualValues(t, 2, c.Stats().Overflow)
@@ -286,7 +286,7 @@ func TestPinPageWhenFull(t *testing.T) {
 	all.Release()
 	slotsSettled(t, c)
 	// With slots free again, PinPage caches the page.
-	_, err = c.PinPage(bg, &one, 0, 5)
+	_, err = c.PinPage(bg, nil, &one, 0, 5)
 	require.NoError(t, err)
 	c.mu.Lock()
 	assert.NotNil(t, c.pages[key{0, 5}])
@@ -303,13 +303,13 @@ func TestCrowded(t *testing.T) {
 	var pins []*Pins
 	for p := int64(0); p < 6; p++ {
 		pp := new(Pins)
-		_, err := c.PinPage(bg, pp, 0, p)
+		_, err := c.PinPage(bg, nil, pp, 0, p)
 		require.NoError(t, err)
 		pins = append(pins, pp)
 		assert.Equal(t, p+1 > 4, c.Crowded(), "%d of 8 pinned", p+1)
 	}
 	var twice Pins
-	_, err := c.Pin(bg, &twice, 0, 0, 2*ps) // pages 0 and 1 again
+	_, err := c.Pin(bg, nil, &twice, 0, 0, 2*ps) // pages 0 and 1 again
 	require.NoError(t, err)
 	for i := len(pins) - 1; i >= 0; i-- {
 		pins[i].Release()
@@ -327,16 +327,16 @@ func TestPinErrors(t *testing.T) {
 	c := newCache(t, src, MinPages)
 	src.fail.Store(true)
 	var pins Pins
-	_, err := c.Pin(bg, &pins, 0, 10, 2*ps)
+	_, err := c.Pin(bg, nil, &pins, 0, 10, 2*ps)
 	assert.ErrorIs(t, err, errInjected)
-	_, err = c.PinPage(bg, &pins, 0, 5)
+	_, err = c.PinPage(bg, nil, &pins, 0, 5)
 	assert.ErrorIs(t, err, errInjected)
 	pins.Release()
 	c.mu.Lock()
 	assert.Len(t, c.free, MinPages, "the failed pages' slots are free")
 	c.mu.Unlock()
 	src.fail.Store(false)
-	run, err := c.Pin(bg, &pins, 0, 10, 2*ps)
+	run, err := c.Pin(bg, nil, &pins, 0, 10, 2*ps)
 	require.NoError(t, err)
 	assert.Equal(t, src.files[0][10:10+2*ps], joined(run, 10, 2*ps))
 	pins.Release()
@@ -368,7 +368,7 @@ func TestConcurrentPins(t *testing.T) {
 				switch r.Intn(3) {
 				case 0: // one page at a time, never full
 					for p := off / ps; p <= (off+n-1)/ps; p++ {
-						run, err := c.PinPage(bg, &pins, id, p)
+						run, err := c.PinPage(bg, nil, &pins, id, p)
 						if !assert.NoError(t, err) {
 							return
 						}
@@ -376,14 +376,14 @@ func TestConcurrentPins(t *testing.T) {
 						got = append(got, joined(run, a, b-a)...)
 					}
 				default:
-					run, err := c.Pin(bg, &pins, id, off, n)
+					run, err := c.Pin(bg, nil, &pins, id, off, n)
 					if errors.Is(err, ErrFull) {
 						mu.Lock()
 						full++
 						mu.Unlock()
 						pins.Release()
 						got = make([]byte, n)
-						err = c.Fill(bg, id, off, got)
+						err = c.Fill(bg, nil, id, off, got)
 						if !assert.NoError(t, err) {
 							return
 						}
@@ -394,7 +394,7 @@ func TestConcurrentPins(t *testing.T) {
 					}
 					vecs := run.Append(nil, off, n)
 					for range r.Intn(3) { // hold the pages while the others work
-						_ = c.Fill(bg, FileID(r.Intn(2)), int64(r.Intn(30*ps)), make([]byte, 100))
+						_ = c.Fill(bg, nil, FileID(r.Intn(2)), int64(r.Intn(30*ps)), make([]byte, 100))
 						c.Prefetch(FileID(r.Intn(2)), int64(r.Intn(30*ps)), 2*ps)
 					}
 					for _, v := range vecs {
@@ -421,16 +421,16 @@ func TestPinsReusedAcrossCaches(t *testing.T) {
 	a := newCache(t, src, MinPages)
 	b := newCache(t, src, MinPages)
 	var pins Pins
-	_, err := a.Pin(bg, &pins, 0, 0, ps)
+	_, err := a.Pin(bg, nil, &pins, 0, 0, ps)
 	require.NoError(t, err)
 	pins.Release()
-	run, err := b.Pin(bg, &pins, 0, 0, 3*ps)
+	run, err := b.Pin(bg, nil, &pins, 0, 0, 3*ps)
 	require.NoError(t, err)
 	assert.Equal(t, src.files[0][:3*ps], joined(run, 0, 3*ps))
 	pins.Release()
 	slotsSettled(t, a)
 	slotsSettled(t, b)
-	_, err = b.PinPage(bg, &pins, 0, 5)
+	_, err = b.PinPage(bg, nil, &pins, 0, 5)
 	require.NoError(t, err)
 	pins.Release()
 	slotsSettled(t, b)
@@ -446,7 +446,7 @@ func TestCrowdedNotByLoads(t *testing.T) {
 	var pins Pins
 	done := make(chan error)
 	go func() {
-		_, err := c.Pin(bg, &pins, 0, 0, 6*ps) // six pages, loaded in two runs
+		_, err := c.Pin(bg, nil, &pins, 0, 0, 6*ps) // six pages, loaded in two runs
 		done <- err
 	}()
 	for deadline := time.Now().Add(2 * time.Second); src.inFly.Load() == 0 && time.Now().Before(deadline); {

@@ -167,10 +167,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	ahead := n.m.set.Readahead(n.kind, n.m.opt.Readahead)
-	if n.kind.Stat() == view.Offsets {
-		ahead = 0
-	}
+	ahead := view.ReadaheadOf(n.m.set, n.kind, n.m.opt.Readahead)
 	h := &handle{r: view.NewReader(f, ahead), pos: -1, direct: flags&syscall.O_DIRECT != 0,
 		rd: n.m.times.open(ctx, n.Path(nil), f.Size())}
 	if h.direct {
@@ -222,7 +219,7 @@ func (n *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 	g := view.NewGather()
 	var got int
 	var err error
-	start, took, waited := timedRead(ctx, func(ctx context.Context) { got, err = h.r.Gather(ctx, g, dest, off) })
+	start, took, waited := timedRead(func(w *view.Waits) { got, err = h.r.Gather(ctx, w, g, dest, off) })
 	n.m.times.read(h.rd, start, took, waited, off+int64(got), got)
 	if n.m.opt.OnRead != nil {
 		n.m.opt.OnRead(took, waited)

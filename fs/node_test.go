@@ -202,7 +202,7 @@ type faultySource struct {
 	gate chan struct{} // when non-nil, reads of bad wait for it instead of failing
 }
 
-func (s *faultySource) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]byte) error {
+func (s *faultySource) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]byte, how source.Read) error {
 	if id == s.bad {
 		if s.gate != nil {
 			<-s.gate
@@ -210,7 +210,7 @@ func (s *faultySource) Fill(ctx context.Context, id source.FileID, off int64, bu
 			return s.err
 		}
 	}
-	return s.Blocks.Fill(ctx, id, off, bufs)
+	return s.Blocks.Fill(ctx, id, off, bufs, how)
 }
 
 // captureLog collects the package's log lines for the test.

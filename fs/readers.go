@@ -13,11 +13,11 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/blockfs/blockfs/cache"
+	"github.com/blockfs/blockfs/view"
 )
 
 // Where the time of reads goes (docs/USAGE.md, "Is the trainer waiting for data?"). Every FUSE
-// read is timed, and so is the part of it spent waiting for pages to load (cache.Waits): a
+// read is timed, and so is the part of it spent waiting for pages to load (view.Waits): a
 // read served from memory waits 0. The waits are the data stall: what a reader would not have
 // waited had the data been in memory. Each open file is a reader, with the process that opened
 // it, its position and its counters; stats.json lists them, and the mount's totals.
@@ -186,11 +186,11 @@ func tgid(tid uint32) uint32 {
 	return tid
 }
 
-// timedRead runs read under a context that counts its waits, and returns how long it took and
-// waited.
-func timedRead(ctx context.Context, read func(ctx context.Context)) (start time.Time, took, waited time.Duration) {
-	var w cache.Waits
+// timedRead runs read with the Waits it is to count its waits in, and returns how long it took
+// and waited.
+func timedRead(read func(w *view.Waits)) (start time.Time, took, waited time.Duration) {
+	var w view.Waits
 	start = time.Now()
-	read(cache.WithWaits(ctx, &w))
+	read(&w)
 	return start, time.Since(start), w.Duration()
 }

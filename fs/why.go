@@ -9,6 +9,8 @@ import (
 	"os/user"
 	"strings"
 	"syscall"
+
+	"github.com/blockfs/blockfs/internal/optname"
 )
 
 // whyNoMount says, in one line, why a mount at mnt could not be made, from what the machine
@@ -34,7 +36,7 @@ func whyNoMount(allowOther bool, err error) string {
 	case !root && !found:
 		return "fusermount3 is not installed: a user without root mounts through it (install the fuse3 package)"
 	case !root && allowOther && !userAllowOther():
-		return "--allow-other needs user_allow_other in /etc/fuse.conf for a user without root (add that line, or drop --allow-other)"
+		return optname.Flag("allow-other") + " needs user_allow_other in /etc/fuse.conf for a user without root (add that line, or drop " + optname.Flag("allow-other") + ")"
 	case root && errors.Is(err, syscall.EPERM):
 		return "mounting is not permitted here: in a container, add --cap-add SYS_ADMIN (or run it privileged; see docs/USAGE.md, 'Without root, and in containers')"
 	}

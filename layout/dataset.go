@@ -301,7 +301,7 @@ func (d *Dataset) BlockIDs(ctx context.Context, src source.Blocks, b int) ([]uin
 		return ids, nil
 	}
 	raw := make([]byte, 8*n)
-	if err := src.Fill(ctx, IDsFile(b), 0, [][]byte{raw}); err != nil {
+	if err := src.Fill(ctx, IDsFile(b), 0, [][]byte{raw}, source.Read{}); err != nil {
 		return nil, d.ioError(IDsFile(b), err)
 	}
 	for i := range ids {

@@ -140,10 +140,10 @@ func checkFile(st Store, block int, rel string, size uint64) (string, source.Ide
 func (d *Dataset) checkOffsetsEnds(block int) error {
 	id := OffsetsFile(block)
 	var first, last [8]byte
-	if err := d.src.Fill(context.Background(), id, 0, [][]byte{first[:]}); err != nil {
+	if err := d.src.Fill(context.Background(), id, 0, [][]byte{first[:]}, source.Read{}); err != nil {
 		return d.ioError(id, err)
 	}
-	if err := d.src.Fill(context.Background(), id, d.Size(id)-8, [][]byte{last[:]}); err != nil {
+	if err := d.src.Fill(context.Background(), id, d.Size(id)-8, [][]byte{last[:]}, source.Read{}); err != nil {
 		return d.ioError(id, err)
 	}
 	f, l := binary.LittleEndian.Uint64(first[:]), binary.LittleEndian.Uint64(last[:])

@@ -91,9 +91,9 @@ func (s *subBlocks) Size(id FileID) int64 {
 	return s.inner.Size(s.sub.ParentFile(id))
 }
 
-func (s *subBlocks) Fill(ctx context.Context, id FileID, off int64, bufs [][]byte) error {
+func (s *subBlocks) Fill(ctx context.Context, id FileID, off int64, bufs [][]byte, how source.Read) error {
 	if BlockOfFile(id) >= s.sub.Blocks() {
 		return &source.Error{Op: "read", Name: "part file", Err: source.ErrNoFile}
 	}
-	return s.inner.Fill(ctx, s.sub.ParentFile(id), off, bufs)
+	return s.inner.Fill(ctx, s.sub.ParentFile(id), off, bufs, how)
 }

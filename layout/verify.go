@@ -12,19 +12,24 @@ import (
 // CheckCRC reads file id whole from src and compares its CRC32C with the manifest's (a file
 // without one passes). A mismatch is an error wrapping ErrCorrupt that names the file and
 // block; a failed read keeps its cause (see ioError). It reads in pieces, and checks them
-// itself: src may read only each piece (source.CallerChecks), where an object store would
-// otherwise read and check the whole object for each.
+// itself: src may read only each piece (source.Read.CallerChecks), where an object store
+// would otherwise read and check the whole object for each.
 func (d *Dataset) CheckCRC(ctx context.Context, src source.Blocks, id FileID) error {
+	return d.checkCRC(ctx, src, id, source.Read{})
+}
+
+// checkCRC is CheckCRC with its reads served as how says, besides the caller's checking.
+func (d *Dataset) checkCRC(ctx context.Context, src source.Blocks, id FileID, how source.Read) error {
 	f, ok := d.File(id)
 	if !ok || !f.HasCRC {
 		return nil
 	}
-	ctx = source.CallerChecks(ctx)
+	how = how.Checked()
 	buf := make([]byte, min(f.Size, 4<<20))
 	var crc uint32
 	for off := int64(0); off < f.Size; off += int64(len(buf)) {
 		n := min(int64(len(buf)), f.Size-off)
-		if err := src.Fill(ctx, id, off, [][]byte{buf[:n]}); err != nil {
+		if err := src.Fill(ctx, id, off, [][]byte{buf[:n]}, how); err != nil {
 			return d.ioError(id, err)
 		}
 		crc = crc32c.Update(crc, buf[:n])
@@ -119,16 +124,16 @@ func NewVerified(ds *Dataset, src source.Blocks) (*Verified, error) {
 func (v *Verified) Size(id FileID) int64 { return v.src.Size(id) }
 
 // Fill implements source.Blocks: it checks file id (once) and then reads from it.
-func (v *Verified) Fill(ctx context.Context, id FileID, off int64, bufs [][]byte) error {
-	if err := v.check(ctx, id); err != nil {
+func (v *Verified) Fill(ctx context.Context, id FileID, off int64, bufs [][]byte, how source.Read) error {
+	if err := v.check(ctx, id, how); err != nil {
 		return err
 	}
-	return v.src.Fill(ctx, id, off, bufs)
+	return v.src.Fill(ctx, id, off, bufs, how)
 }
 
 // check returns nil once file id has matched its CRC32C; until then it checks it (a failure
 // is not remembered, so a repaired file passes later).
-func (v *Verified) check(ctx context.Context, id FileID) error {
+func (v *Verified) check(ctx context.Context, id FileID, how source.Read) error {
 	if id >= FileID(len(v.ok)) {
 		return &source.Error{Op: "read", Name: v.ds.Dir, Off: -1, Err: source.ErrNoFile}
 	}
@@ -141,7 +146,7 @@ func (v *Verified) check(ctx context.Context, id FileID) error {
 	if v.ok[id].Load() {
 		return nil
 	}
-	if err := v.ds.CheckCRC(ctx, v.src, id); err != nil {
+	if err := v.ds.checkCRC(ctx, v.src, id, how); err != nil {
 		return err
 	}
 	v.ok[id].Store(true)

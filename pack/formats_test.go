@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/local"
 )
 
@@ -28,13 +29,13 @@ func readBack(t *testing.T, dir string) (map[uint64][]byte, []string) {
 	for b := 0; b < ds.Blocks(); b++ {
 		data := make([]byte, ds.BlockBytes(b))
 		if len(data) > 0 {
-			require.NoError(t, local.New(ds, false).Fill(context.Background(), layout.DataFile(b), 0, [][]byte{data}))
+			require.NoError(t, local.New(ds, false).Fill(context.Background(), layout.DataFile(b), 0, [][]byte{data}, source.Read{}))
 		}
 		n := ds.BlockRecords(b)
 		ids := make([]uint64, n)
 		if ds.HasIDs() {
 			raw := make([]byte, 8*n)
-			require.NoError(t, local.New(ds, false).Fill(context.Background(), layout.IDsFile(b), 0, [][]byte{raw}))
+			require.NoError(t, local.New(ds, false).Fill(context.Background(), layout.IDsFile(b), 0, [][]byte{raw}, source.Read{}))
 			for i := range ids {
 				ids[i] = binary.LittleEndian.Uint64(raw[8*i:])
 			}
@@ -47,7 +48,7 @@ func readBack(t *testing.T, dir string) (map[uint64][]byte, []string) {
 		offs := make([]uint64, n+1)
 		if ds.Kind() == layout.Variable {
 			raw := make([]byte, 8*(n+1))
-			require.NoError(t, local.New(ds, false).Fill(context.Background(), layout.OffsetsFile(b), 0, [][]byte{raw}))
+			require.NoError(t, local.New(ds, false).Fill(context.Background(), layout.OffsetsFile(b), 0, [][]byte{raw}, source.Read{}))
 			for i := range offs {
 				offs[i] = binary.LittleEndian.Uint64(raw[8*i:])
 			}
@@ -65,7 +66,7 @@ func readBack(t *testing.T, dir string) (map[uint64][]byte, []string) {
 	var names []string
 	if id, ok := ds.Names(); ok {
 		raw := make([]byte, ds.Size(id))
-		require.NoError(t, local.New(ds, false).Fill(context.Background(), id, 0, [][]byte{raw}))
+		require.NoError(t, local.New(ds, false).Fill(context.Background(), id, 0, [][]byte{raw}, source.Read{}))
 		names = strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
 	}
 	return out, names

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/local"
 )
 
@@ -33,14 +34,14 @@ func storedIDs(t *testing.T, dir string, rs int) [][]uint32 {
 	var out [][]uint32
 	for b := 0; b < ds.Blocks(); b++ {
 		buf := make([]byte, ds.BlockBytes(b))
-		require.NoError(t, local.New(ds, false).Fill(context.Background(), layout.DataFile(b), 0, [][]byte{buf}))
+		require.NoError(t, local.New(ds, false).Fill(context.Background(), layout.DataFile(b), 0, [][]byte{buf}, source.Read{}))
 		var ids []uint32
 		for i := 0; i < len(buf); i += rs {
 			ids = append(ids, binary.LittleEndian.Uint32(buf[i:]))
 		}
 		if ds.HasIDs() {
 			raw := make([]byte, 8*ds.BlockRecords(b))
-			require.NoError(t, local.New(ds, false).Fill(context.Background(), layout.IDsFile(b), 0, [][]byte{raw}))
+			require.NoError(t, local.New(ds, false).Fill(context.Background(), layout.IDsFile(b), 0, [][]byte{raw}, source.Read{}))
 			for i, id := range ids {
 				require.EqualValues(t, id, binary.LittleEndian.Uint64(raw[8*i:]), "ids file matches the data")
 			}

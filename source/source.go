@@ -24,8 +24,9 @@ type Blocks interface {
 	// returns an error: never a short read. A request past the end of the file is an error.
 	// A buf's capacity may reach past its length up to a 4096-byte boundary, and a backend may
 	// read into that tail (direct I/O of a file's last page). ctx bounds the wait: a backend
-	// checks it before it starts and, where it can, while it waits.
-	Fill(ctx context.Context, id FileID, off int64, bufs [][]byte) error
+	// checks it before it starts and, where it can, while it waits. how says who waits for the
+	// read and who checks its bytes (Read); a layer over another Blocks passes it on.
+	Fill(ctx context.Context, id FileID, off int64, bufs [][]byte, how Read) error
 }
 
 // Extent is where a file's bytes are: Size bytes from Offset of the object Name (a path, or an
@@ -215,12 +216,12 @@ func (m *Mux) Size(id FileID) int64 {
 }
 
 // Fill reads file id of its source.
-func (m *Mux) Fill(ctx context.Context, id FileID, off int64, bufs [][]byte) error {
+func (m *Mux) Fill(ctx context.Context, id FileID, off int64, bufs [][]byte, how Read) error {
 	i, inner, ok := m.route(id)
 	if !ok {
 		return &Error{Op: "read", Name: fmt.Sprintf("source %d", id>>NamespaceShift), Off: off, Err: ErrNoFile}
 	}
-	err := m.parts[i].Fill(ctx, inner, off, bufs)
+	err := m.parts[i].Fill(ctx, inner, off, bufs, how)
 	if err == nil {
 		m.reads[i].Add(1)
 		m.bytes[i].Add(uint64(Len(bufs)))

@@ -26,11 +26,11 @@ type cancelling struct {
 	cancel context.CancelFunc
 }
 
-func (c *cancelling) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]byte) error {
+func (c *cancelling) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]byte, how source.Read) error {
 	if c.loads.Add(1) == c.after {
 		c.cancel()
 	}
-	return c.Blocks.Fill(ctx, id, off, bufs)
+	return c.Blocks.Fill(ctx, id, off, bufs, how)
 }
 
 // TestReadStopsWhenInterrupted: a read whose context ends (the kernel interrupts a killed
@@ -59,10 +59,10 @@ func TestReadStopsWhenInterrupted(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		g := NewGather()
 		if regular {
-			_, err = f.(*dataFile).gather(ctx, g, buf, 0)
+			_, err = f.(*dataFile).gather(call{ctx: ctx}, g, buf, 0)
 		} else {
 			// The span path, as windows of short segments take.
-			err = f.(*dataFile).copyRest(ctx, g, buf, 0, 0, 0)
+			err = f.(*dataFile).copyRest(call{ctx: ctx}, g, buf, 0, 0, 0)
 		}
 		g.Release()
 		assert.True(t, errors.Is(err, context.Canceled), "regular %v: the read ends with its context: %v", regular, err)

@@ -83,21 +83,26 @@ func (e *Epoch) Shard(r, w uint64) Range { return ShardRange(e.ord.Len(), r, w) 
 // Open returns the file of kind k over positions rg of the epoch. ctx bounds the reads a
 // variable-length epoch needs to find the range's bytes.
 func (e *Epoch) Open(ctx context.Context, k Kind, rg Range) (File, error) {
+	return e.open(call{ctx: ctx}, k, rg)
+}
+
+// open is Open for the read rc (a mixture's read of its sources' epochs).
+func (e *Epoch) open(rc call, k Kind, rg Range) (File, error) {
 	switch k {
 	case IDs:
 		return &idsFile{e: e, rg: rg}, nil
 	case Offsets:
-		base, err := e.byteOf(ctx, rg.Start)
+		base, err := e.byteOf(rc, rg.Start)
 		if err != nil {
 			return nil, err
 		}
 		return &offsetsFile{e: e, rg: rg, base: base}, nil
 	default:
-		base, err := e.byteOf(ctx, rg.Start)
+		base, err := e.byteOf(rc, rg.Start)
 		if err != nil {
 			return nil, err
 		}
-		end, err := e.byteOf(ctx, rg.End)
+		end, err := e.byteOf(rc, rg.End)
 		if err != nil {
 			return nil, err
 		}
@@ -120,14 +125,14 @@ type varWindow struct {
 }
 
 // varWindow returns the layout of window w, building it from the blocks' offsets indexes.
-func (e *Epoch) varWindow(ctx context.Context, w int) (*varWindow, error) {
+func (e *Epoch) varWindow(rc call, w int) (*varWindow, error) {
 	if v, ok := e.vwin.Get(w); ok {
 		return v, nil
 	}
 	win := e.ord.Window(w)
 	offs := make(map[int][]uint64, len(win.Blocks))
 	for _, b := range win.Blocks {
-		o, err := e.readOffsets(ctx, b)
+		o, err := e.readOffsets(rc, b)
 		if err != nil {
 			return nil, err
 		}
@@ -145,10 +150,10 @@ func (e *Epoch) varWindow(ctx context.Context, w int) (*varWindow, error) {
 
 // readOffsets reads and checks block b's offsets index (records+1 ascending values from 0 to
 // the block's size).
-func (e *Epoch) readOffsets(ctx context.Context, b int) ([]uint64, error) {
+func (e *Epoch) readOffsets(rc call, b int) ([]uint64, error) {
 	id := layout.OffsetsFile(b)
 	buf := make([]byte, e.ds.Size(id))
-	if err := e.c.Fill(ctx, id, 0, buf); err != nil {
+	if err := e.c.Fill(rc.ctx, rc.waits, id, 0, buf); err != nil {
 		return nil, err
 	}
 	o := make([]uint64, len(buf)/8)
@@ -163,7 +168,7 @@ func (e *Epoch) readOffsets(ctx context.Context, b int) ([]uint64, error) {
 }
 
 // byteOf returns the epoch byte offset of position pos (pos may equal Records()).
-func (e *Epoch) byteOf(ctx context.Context, pos uint64) (uint64, error) {
+func (e *Epoch) byteOf(rc call, pos uint64) (uint64, error) {
 	if rs := e.ds.RecordSize(); rs > 0 {
 		return pos * uint64(rs), nil
 	}
@@ -171,7 +176,7 @@ func (e *Epoch) byteOf(ctx context.Context, pos uint64) (uint64, error) {
 		return e.ds.Bytes(), nil
 	}
 	w := e.ord.WindowOf(pos)
-	v, err := e.varWindow(ctx, w)
+	v, err := e.varWindow(rc, w)
 	if err != nil {
 		return 0, err
 	}
@@ -180,7 +185,7 @@ func (e *Epoch) byteOf(ctx context.Context, pos uint64) (uint64, error) {
 
 // walk calls fn for the records at positions from, from+1, ... until fn returns false. For the
 // record at from, skip bytes are to be skipped (the caller's offset into it).
-func (e *Epoch) walk(ctx context.Context, from uint64, fn func(pos uint64, r record) bool) error {
+func (e *Epoch) walk(rc call, from uint64, fn func(pos uint64, r record) bool) error {
 	rs, regular := uint64(e.ds.RecordSize()), e.ds.Regular()
 	for pos := from; pos < e.ord.Len(); {
 		w := e.ord.WindowOf(pos)
@@ -188,7 +193,7 @@ func (e *Epoch) walk(ctx context.Context, from uint64, fn func(pos uint64, r rec
 		var v *varWindow
 		if rs == 0 {
 			var err error
-			if v, err = e.varWindow(ctx, w); err != nil {
+			if v, err = e.varWindow(rc, w); err != nil {
 				return err
 			}
 		}
@@ -211,12 +216,12 @@ func (e *Epoch) walk(ctx context.Context, from uint64, fn func(pos uint64, r rec
 
 // positionOf returns the position of the record holding epoch byte offset off (< total bytes)
 // and off's distance from that record's start.
-func (e *Epoch) positionOf(ctx context.Context, off uint64) (uint64, uint64, error) {
+func (e *Epoch) positionOf(rc call, off uint64) (uint64, uint64, error) {
 	if rs := uint64(e.ds.RecordSize()); rs > 0 {
 		return off / rs, off % rs, nil
 	}
 	w := sort.Search(e.ord.Windows(), func(w int) bool { return e.winByte(w+1) > off })
-	v, err := e.varWindow(ctx, w)
+	v, err := e.varWindow(rc, w)
 	if err != nil {
 		return 0, 0, err
 	}

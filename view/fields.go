@@ -19,13 +19,10 @@ import (
 // the first field cut at the samples. Safe for concurrent use.
 type Fields struct {
 	// Immutable after NewFields.
-	Sets   []*Set
+	group  // the fields' Sets and their cache; the dataset's directory; the mount's facts
 	Names  []string
 	Own    []bool // by field: cut at blocks of its own
 	anchor int
-	Cache  *cache.Cache
-	dir    string
-	facts  map[string]any
 	kinds  []Kind
 	// Ahead is each field's readahead, in its own bytes (its share of the mount's, as the
 	// memory was planned); nil: the mount's for every field.
@@ -73,7 +70,7 @@ func NewFields(sets []*Set, names []string, own []bool, c *cache.Cache, dir stri
 	if len(sets) == 0 || len(sets) != len(names) || len(own) != len(sets) {
 		return nil, fmt.Errorf("view: %d fields named %d times", len(sets), len(names))
 	}
-	f := &Fields{Sets: sets, Names: names, Own: own, anchor: -1, Cache: c, dir: dir, facts: facts, kinds: []Kind{IDs}}
+	f := &Fields{group: group{Sets: sets, Cache: c, dir: dir, facts: facts}, Names: names, Own: own, anchor: -1, kinds: []Kind{IDs}}
 	for i, s := range sets {
 		switch {
 		case own[i] && (s.Variable() || s.DS.HasIDs()):
@@ -181,7 +178,7 @@ func (f *ownFile) Size() int64 { return int64(f.rg.Len()) * f.ds.RecordSize() }
 
 func (f *ownFile) ReadAt(p []byte, off int64) (int, error) { return readAt(f, p, off) }
 
-func (f *ownFile) gather(ctx context.Context, g *Gather, buf []byte, off int64) (int, error) {
+func (f *ownFile) gather(rc call, g *Gather, buf []byte, off int64) (int, error) {
 	n := clamp(buf, off, f.Size())
 	if n == 0 {
 		return 0, nil
@@ -206,7 +203,7 @@ func (f *ownFile) gather(ctx context.Context, g *Gather, buf []byte, off int64) 
 			return v, nil
 		}
 		id := layout.DataFile(b)
-		run, err := f.c.PinPage(ctx, &ps, id, p)
+		run, err := f.c.PinPage(rc.ctx, rc.waits, &ps, id, p)
 		if err != nil {
 			return nil, err
 		}
@@ -236,33 +233,12 @@ func (f *ownFile) gather(ctx context.Context, g *Gather, buf []byte, off int64) 
 	return n, nil
 }
 
-// Dir returns the dataset's directory.
-func (f *Fields) Dir() string { return f.dir }
-
 // Stamp returns the fields manifest.
 func (f *Fields) Stamp() string { return f.dir + "/blockfs-fields.json" }
 
-// OpenNames reports false: fields carry their own names (a WebDataset key is not kept as one).
-func (f *Fields) OpenNames() (File, bool) { return nil, false }
-
-// Stats returns the shared cache's counters.
-func (f *Fields) Stats() CacheStats { return f.Cache.Stats() }
-
-// OrderBytes returns the order state the fields' Sets hold, together.
-func (f *Fields) OrderBytes() int64 {
-	var n int64
-	for _, s := range f.Sets {
-		n += s.OrderBytes()
-	}
-	return n
-}
-
 // Facts returns info.json's facts of the dataset: the mount's, with each field's names.
 func (f *Fields) Facts() map[string]any {
-	out := map[string]any{}
-	for k, v := range f.facts {
-		out[k] = v
-	}
+	out := f.factsCopy()
 	s := f.Sets[f.anchor]
 	out["kind"] = "fields"
 	out["records"] = s.DS.Records()
@@ -289,7 +265,7 @@ func FieldFile(n uint64, name string, offsets bool) string {
 
 // ParseEpochFileOf parses the name of an epoch's file that s serves: "epoch-NNNN" (canonical
 // digits) followed by the suffix of one of s's Kinds.
-func ParseEpochFileOf(s Served, name string) (uint64, Kind, bool) {
+func ParseEpochFileOf(s Namer, name string) (uint64, Kind, bool) {
 	rest, ok := strings.CutPrefix(name, epochPrefix)
 	if !ok {
 		return 0, 0, false
@@ -309,5 +285,3 @@ func ParseEpochFileOf(s Served, name string) (uint64, Kind, bool) {
 	}
 	return 0, 0, false
 }
-
-var _ Served = (*Fields)(nil)

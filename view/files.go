@@ -1,7 +1,6 @@
 package view
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -17,7 +16,7 @@ type File interface {
 	io.ReaderAt
 	Size() int64
 	// gather serves [off, off+len(buf)) clamped to the file as slices in g (see Reader.Gather).
-	gather(ctx context.Context, g *Gather, buf []byte, off int64) (int, error)
+	gather(rc call, g *Gather, buf []byte, off int64) (int, error)
 }
 
 // Kind of a served file.
@@ -39,7 +38,7 @@ const NumKinds = int(numKinds)
 func readAt(f File, p []byte, off int64) (int, error) {
 	g := NewGather()
 	defer g.Release()
-	n, err := f.gather(context.Background(), g, p, off)
+	n, err := f.gather(background(), g, p, off)
 	if err != nil {
 		return 0, err
 	}
@@ -49,11 +48,11 @@ func readAt(f File, p []byte, off int64) (int, error) {
 	return n, eofIf(n, len(p))
 }
 
-// readFull fills p from f at off under ctx, or fails.
-func readFull(ctx context.Context, f File, p []byte, off int64) error {
+// readFull fills p from f at off under rc, or fails.
+func readFull(rc call, f File, p []byte, off int64) error {
 	g := NewGather()
 	defer g.Release()
-	n, err := f.gather(ctx, g, p, off)
+	n, err := f.gather(rc, g, p, off)
 	if err != nil {
 		return err
 	}
@@ -102,12 +101,12 @@ func (f *plainFile) Size() int64 { return f.size }
 
 func (f *plainFile) ReadAt(p []byte, off int64) (int, error) { return readAt(f, p, off) }
 
-func (f *plainFile) gather(ctx context.Context, g *Gather, buf []byte, off int64) (int, error) {
+func (f *plainFile) gather(rc call, g *Gather, buf []byte, off int64) (int, error) {
 	n := clamp(buf, off, f.size)
 	if n == 0 {
 		return 0, nil
 	}
-	if err := f.c.Fill(ctx, f.id, off, buf[:n]); err != nil {
+	if err := f.c.Fill(rc.ctx, rc.waits, f.id, off, buf[:n]); err != nil {
 		return 0, err
 	}
 	g.Vecs = append(g.Vecs, buf[:n])
@@ -126,12 +125,12 @@ func (f *dataFile) Size() int64 { return f.size }
 // ReadAt copies the records overlapping [off, off+len(p)) into p.
 func (f *dataFile) ReadAt(p []byte, off int64) (int, error) { return readAt(f, p, off) }
 
-func (f *dataFile) gather(ctx context.Context, g *Gather, buf []byte, off int64) (int, error) {
+func (f *dataFile) gather(rc call, g *Gather, buf []byte, off int64) (int, error) {
 	n := clamp(buf, off, f.size)
 	if n == 0 {
 		return 0, nil
 	}
-	return n, f.gatherData(ctx, g, buf, off, n)
+	return n, f.gatherData(rc, g, buf, off, n)
 }
 
 // idsFile is the source ids of a range of an epoch's records.
@@ -145,9 +144,9 @@ func (f *idsFile) Size() int64 { return 8 * int64(f.rg.Len()) }
 // ReadAt fills p with the uint64 LE source ids of the records overlapping [off, off+len(p)).
 func (f *idsFile) ReadAt(p []byte, off int64) (int, error) { return readAt(f, p, off) }
 
-func (f *idsFile) gather(ctx context.Context, g *Gather, buf []byte, off int64) (int, error) {
+func (f *idsFile) gather(rc call, g *Gather, buf []byte, off int64) (int, error) {
 	n, err := readTable(buf, off, f.Size(), 8, func(first uint64, vals []uint64) error {
-		return f.fillIDs(ctx, g, first, vals) // leaves g reset after each chunk
+		return f.fillIDs(rc, g, first, vals) // leaves g reset after each chunk
 	})
 	if n > 0 && err == nil {
 		g.Vecs = append(g.Vecs, buf[:n])
@@ -207,9 +206,9 @@ func (f *offsetsFile) Size() int64 { return 8 * int64(f.rg.Len()+1) }
 // records overlapping [off, off+len(p)), and after the last record the range's size.
 func (f *offsetsFile) ReadAt(p []byte, off int64) (int, error) { return readAt(f, p, off) }
 
-func (f *offsetsFile) gather(ctx context.Context, g *Gather, buf []byte, off int64) (int, error) {
+func (f *offsetsFile) gather(rc call, g *Gather, buf []byte, off int64) (int, error) {
 	n, err := readTable(buf, off, f.Size(), 8, func(first uint64, vals []uint64) error {
-		start, err := f.e.byteOf(ctx, f.rg.Start+first)
+		start, err := f.e.byteOf(rc, f.rg.Start+first)
 		if err != nil {
 			return err
 		}
@@ -218,7 +217,7 @@ func (f *offsetsFile) gather(ctx context.Context, g *Gather, buf []byte, off int
 		if first == f.rg.Len() {
 			return nil
 		}
-		return f.e.walk(ctx, f.rg.Start+first, func(pos uint64, r record) bool {
+		return f.e.walk(rc, f.rg.Start+first, func(pos uint64, r record) bool {
 			at += r.length
 			i := pos - f.rg.Start - first + 1
 			if i < uint64(len(vals)) {

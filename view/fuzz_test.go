@@ -33,7 +33,7 @@ func FuzzOffsetMapping(f *testing.F) {
 		}
 		var prev uint64
 		for pos := uint64(0); pos <= e.Records(); pos++ {
-			off, err := e.byteOf(bg, pos)
+			off, err := e.byteOf(background(), pos)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,18 +47,18 @@ func FuzzOffsetMapping(f *testing.F) {
 				}
 				break
 			}
-			next, _ := e.byteOf(bg, pos+1)
+			next, _ := e.byteOf(background(), pos+1)
 			if next == off {
 				continue // an empty record owns no byte
 			}
-			back, skip, err := e.positionOf(bg, off)
+			back, skip, err := e.positionOf(background(), off)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if back != pos || skip != 0 {
 				t.Fatalf("byte %d maps to position %d+%d, want %d", off, back, skip, pos)
 			}
-			if last, skip, _ := e.positionOf(bg, next-1); last != pos || skip != next-1-off {
+			if last, skip, _ := e.positionOf(background(), next-1); last != pos || skip != next-1-off {
 				t.Fatalf("byte %d maps to position %d+%d, want %d+%d", next-1, last, skip, pos, next-1-off)
 			}
 		}

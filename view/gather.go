@@ -97,18 +97,18 @@ const copySpans = 4096
 // most MaxVecs slices of pinned cache pages where it can, and otherwise copied into buf (which
 // must hold n bytes; g.Vecs is then buf[:n]), a bounded number of records at a time, pinning
 // one page at a time when the cache has no slot left to pin (many readers on a small cache).
-func (f *dataFile) gatherData(ctx context.Context, g *Gather, buf []byte, off int64, n int) error {
-	pos0, skip0, err := f.e.positionOf(ctx, f.base+uint64(off))
+func (f *dataFile) gatherData(rc call, g *Gather, buf []byte, off int64, n int) error {
+	pos0, skip0, err := f.e.positionOf(rc, f.base+uint64(off))
 	if err != nil {
 		return err
 	}
 	p := &g.plan
-	covered, pos, skip, err := p.locate(ctx, f.e, pos0, skip0, uint64(n), MaxVecs)
+	covered, pos, skip, err := p.locate(rc, f.e, pos0, skip0, uint64(n), MaxVecs)
 	if err != nil {
 		return err
 	}
 	if covered == uint64(n) && !f.e.c.Crowded() {
-		err = p.pin(ctx, f.e.c, layout.DataFile)
+		err = p.pin(rc, f.e.c, layout.DataFile)
 		if err == nil {
 			if g.Vecs = p.appendVecs(g.Vecs); len(g.Vecs) <= MaxVecs {
 				f.e.c.Served(n)
@@ -124,9 +124,9 @@ func (f *dataFile) gatherData(ctx context.Context, g *Gather, buf []byte, off in
 	if f.e.ds.RecordSize() > 0 && f.e.ds.Regular() && geometryOf(f.e.c).pow2 {
 		// Small fixed-size records: copied a window's run at a time (runs.go).
 		g.reset()
-		err = f.copyFixed(ctx, g, buf[:n], pos0, skip0, n)
+		err = f.copyFixed(rc, g, buf[:n], pos0, skip0, n)
 	} else {
-		err = f.copyRest(ctx, g, buf[:n], covered, pos, skip)
+		err = f.copyRest(rc, g, buf[:n], covered, pos, skip)
 	}
 	if err != nil {
 		return err
@@ -138,12 +138,12 @@ func (f *dataFile) gatherData(ctx context.Context, g *Gather, buf []byte, off in
 
 // copyRest copies into buf the spans g's plan has located (covered bytes), then the rest from
 // the record at pos (skip bytes into it) a chunk of spans at a time.
-func (f *dataFile) copyRest(ctx context.Context, g *Gather, buf []byte, covered, pos, skip uint64) error {
+func (f *dataFile) copyRest(rc call, g *Gather, buf []byte, covered, pos, skip uint64) error {
 	for done := 0; ; {
-		if err := ctx.Err(); err != nil {
+		if err := rc.ctx.Err(); err != nil {
 			return err
 		}
-		if err := f.copySpans(ctx, g, buf[done:done+int(covered)]); err != nil {
+		if err := f.copySpans(rc, g, buf[done:done+int(covered)]); err != nil {
 			return err
 		}
 		if done += int(covered); done == len(buf) {
@@ -151,7 +151,7 @@ func (f *dataFile) copyRest(ctx context.Context, g *Gather, buf []byte, covered,
 		}
 		g.reset()
 		var err error
-		if covered, pos, skip, err = g.plan.locate(ctx, f.e, pos, skip, uint64(len(buf)-done), copySpans); err != nil {
+		if covered, pos, skip, err = g.plan.locate(rc, f.e, pos, skip, uint64(len(buf)-done), copySpans); err != nil {
 			return err
 		}
 	}
@@ -159,12 +159,12 @@ func (f *dataFile) copyRest(ctx context.Context, g *Gather, buf []byte, covered,
 
 // copySpans copies the spans of g's plan into buf: from pinned pages, or, when the cache has
 // no slot left to pin them all at once, one page at a time (plan.copyByPage).
-func (f *dataFile) copySpans(ctx context.Context, g *Gather, buf []byte) error {
+func (f *dataFile) copySpans(rc call, g *Gather, buf []byte) error {
 	p := &g.plan
-	err := p.pin(ctx, f.e.c, layout.DataFile)
+	err := p.pin(rc, f.e.c, layout.DataFile)
 	if errors.Is(err, cache.ErrFull) {
 		p.pins.Release()
-		return p.copyByPage(ctx, f.e.c, buf, g.Vecs)
+		return p.copyByPage(rc, f.e.c, buf, g.Vecs)
 	}
 	if err != nil {
 		return err
@@ -175,3 +175,15 @@ func (f *dataFile) copySpans(ctx context.Context, g *Gather, buf []byte) error {
 	p.pins.Release()
 	return nil
 }
+
+// call is one read on its way down to the cache: ctx bounds its waits for pages (a FUSE
+// request's, cancelled when the reader is interrupted), and the time it waits for them goes
+// to waits (nil: not counted). Every cache read of view takes the call it serves, so that the
+// reads a read needs (an offsets index, ids) are cancelled and counted with it.
+type call struct {
+	ctx   context.Context
+	waits *cache.Waits
+}
+
+// background is the call of a read no reader makes (building a mixture, io.ReaderAt's).
+func background() call { return call{ctx: context.Background()} }

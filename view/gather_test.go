@@ -64,7 +64,7 @@ func gatherAt(t *testing.T, r *Reader, off int64, n int) gathered {
 	g := NewGather()
 	defer g.Release()
 	buf := make([]byte, n)
-	got, err := r.Gather(bg, g, buf, off)
+	got, err := r.Gather(bg, nil, g, buf, off)
 	require.NoError(t, err, "Gather(%d, %d)", off, n)
 	require.Equal(t, got, g.Len())
 	out := gathered{n: got, bytes: make([]byte, got)}
@@ -179,9 +179,9 @@ func TestGatherMaxVecs(t *testing.T) {
 		for _, off := range []int64{0, 12345} {
 			// How many spans the read is, as gatherData locates them.
 			g := NewGather()
-			pos, skip, err := e.positionOf(bg, uint64(off))
+			pos, skip, err := e.positionOf(background(), uint64(off))
 			require.NoError(t, err)
-			covered, _, _, err := g.plan.locate(bg, e, pos, skip, uint64(l), MaxVecs)
+			covered, _, _, err := g.plan.locate(background(), e, pos, skip, uint64(l), MaxVecs)
 			require.NoError(t, err)
 			g.Release()
 
@@ -223,7 +223,7 @@ func requireNothingPinned(t *testing.T, s *Set) {
 			for _, id := range []layout.FileID{layout.DataFile(b), layout.IDsFile(b), layout.OffsetsFile(b)} {
 				pages := int((s.DS.Size(id) + ps - 1) / ps)
 				if take := min(pages, slots-pinned); take > 0 {
-					if _, err := c.PinPages(bg, &pins, id, 0, int64(take), nil); err != nil {
+					if _, err := c.PinPages(bg, nil, &pins, id, 0, int64(take), nil); err != nil {
 						return fmt.Errorf("pinning %d pages after %d of %d slots: %w", take, pinned, slots, err)
 					}
 					pinned += take
@@ -292,7 +292,7 @@ func TestGatherConcurrent(t *testing.T) {
 							l := 1 + r.Intn(20000)
 							g := NewGather()
 							buf := make([]byte, l)
-							n, err := rd.Gather(bg, g, buf, off)
+							n, err := rd.Gather(bg, nil, g, buf, off)
 							if !assert.NoError(t, err) {
 								g.Release()
 								return

@@ -1,7 +1,6 @@
 package view
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 
@@ -12,13 +11,13 @@ import (
 
 // fillIDs sets vals to the source ids of the range's records first, first+1, ...: a window's
 // run at a time (plan.sourceIDs). g is left reset after each run.
-func (f *idsFile) fillIDs(ctx context.Context, g *Gather, first uint64, vals []uint64) error {
+func (f *idsFile) fillIDs(rc call, g *Gather, first uint64, vals []uint64) error {
 	for len(vals) > 0 {
 		pos := f.rg.Start + first
 		win := f.e.ord.Window(f.e.ord.WindowOf(pos))
 		i0 := pos - win.Start
 		k := min(uint64(len(vals)), win.Count-i0, runSegment)
-		if err := g.plan.sourceIDs(ctx, f.e, win, i0, vals[:k]); err != nil {
+		if err := g.plan.sourceIDs(rc, f.e, win, i0, vals[:k]); err != nil {
 			return err
 		}
 		first, vals = first+k, vals[k:]
@@ -32,11 +31,11 @@ func (f *idsFile) fillIDs(ctx context.Context, g *Gather, first uint64, vals []u
 // block's ids file (uint64 little-endian at 8 times its index), from pinned pages or, when the
 // cache cannot pin them all (every slot pinned), a record at a time. p must be reset; it is
 // left reset.
-func (p *plan) sourceIDs(ctx context.Context, e *Epoch, win *shuffle.Window, i0 uint64, vals []uint64) error {
+func (p *plan) sourceIDs(rc call, e *Epoch, win *shuffle.Window, i0 uint64, vals []uint64) error {
 	defer p.reset()
 	stored, pinned := e.ds.HasIDs(), false
 	if stored {
-		err := p.pinWindowRun(ctx, e, win, i0, uint64(len(vals)), layout.IDsFile, 8, 8)
+		err := p.pinWindowRun(rc, e, win, i0, uint64(len(vals)), layout.IDsFile, 8, 8)
 		if err != nil && !errors.Is(err, cache.ErrFull) {
 			return err
 		}
@@ -54,7 +53,7 @@ func (p *plan) sourceIDs(ctx context.Context, e *Epoch, win *shuffle.Window, i0 
 			}
 		case stored:
 			for j, local := range it.locals {
-				if err := e.c.Fill(ctx, layout.IDsFile(win.Blocks[it.ks[j]]), int64(8*local), b[:]); err != nil {
+				if err := e.c.Fill(rc.ctx, rc.waits, layout.IDsFile(win.Blocks[it.ks[j]]), int64(8*local), b[:]); err != nil {
 					return err
 				}
 				out[j] = binary.LittleEndian.Uint64(b[:])

@@ -76,9 +76,9 @@ func checkMixRead(t *testing.T, f *mixFixture, n uint64, off, length int64) {
 	_, err := NewReader(open(Data), aheadForTest).ReadAt(data, off)
 	require.NoError(t, err)
 	me := &mixEpoch{m: f.m, e: mustEpoch(t, f.m)}
-	p0, skip, err := me.positionOf(bg, uint64(off))
+	p0, skip, err := me.positionOf(background(), uint64(off))
 	require.NoError(t, err)
-	p1, _, err := me.positionOf(bg, uint64(off+length-1))
+	p1, _, err := me.positionOf(background(), uint64(off+length-1))
 	require.NoError(t, err)
 	k := int64(p1 - p0 + 1)
 	table := func(kind Kind, width, extra int64) []byte {

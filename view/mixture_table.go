@@ -1,7 +1,6 @@
 package view
 
 import (
-	"context"
 	"encoding/binary"
 )
 
@@ -25,9 +24,9 @@ func (f *mixTable) Size() int64 {
 
 func (f *mixTable) ReadAt(p []byte, off int64) (int, error) { return readAt(f, p, off) }
 
-func (f *mixTable) gather(ctx context.Context, g *Gather, buf []byte, off int64) (int, error) {
+func (f *mixTable) gather(rc call, g *Gather, buf []byte, off int64) (int, error) {
 	n, err := readTable(buf, off, f.Size(), f.width, func(first uint64, vals []uint64) error {
-		return f.fill(ctx, f.rg.Start+first, vals)
+		return f.fill(rc, f.rg.Start+first, vals)
 	})
 	if n > 0 && err == nil {
 		g.Vecs = append(g.Vecs, buf[:n])
@@ -37,7 +36,7 @@ func (f *mixTable) gather(ctx context.Context, g *Gather, buf []byte, off int64)
 
 // fill sets vals to the values of positions from, from+1, ... of the epoch (an offsets file's
 // last value, at the range's end, is its size).
-func (f *mixTable) fill(ctx context.Context, from uint64, vals []uint64) error {
+func (f *mixTable) fill(rc call, from uint64, vals []uint64) error {
 	me := f.me
 	ns := len(me.m.Sets)
 	end := min(from+uint64(len(vals)), f.rg.End) // records whose own value is read
@@ -55,7 +54,7 @@ func (f *mixTable) fill(ctx context.Context, from uint64, vals []uint64) error {
 	var segs []segment
 	for i := range ns {
 		for _, sg := range me.segments(i, at[i], n1[i], segs[:0]) {
-			v, err := f.sourceValues(ctx, sg)
+			v, err := f.sourceValues(rc, sg)
 			if err != nil {
 				return err
 			}
@@ -65,7 +64,7 @@ func (f *mixTable) fill(ctx context.Context, from uint64, vals []uint64) error {
 	taken := make([]int, ns)
 	var pos uint64
 	if f.kind == Offsets {
-		b, err := me.byteOf(ctx, from)
+		b, err := me.byteOf(rc, from)
 		if err != nil {
 			return err
 		}
@@ -90,7 +89,7 @@ func (f *mixTable) fill(ctx context.Context, from uint64, vals []uint64) error {
 }
 
 // sourceValues returns the ids (IDs) or the lengths (Offsets) of a source's segment.
-func (f *mixTable) sourceValues(ctx context.Context, sg segment) ([]uint64, error) {
+func (f *mixTable) sourceValues(rc call, sg segment) ([]uint64, error) {
 	s := f.me.m.Sets[sg.src]
 	if f.kind == Offsets {
 		if rs := uint64(s.DS.RecordSize()); rs > 0 {
@@ -100,7 +99,7 @@ func (f *mixTable) sourceValues(ctx context.Context, sg segment) ([]uint64, erro
 			}
 			return out, nil
 		}
-		return f.me.lengths(ctx, sg)
+		return f.me.lengths(rc, sg)
 	}
 	if t := f.me.m.tiny[sg.src]; t != nil {
 		return t.values(sg, IDs)
@@ -109,12 +108,12 @@ func (f *mixTable) sourceValues(ctx context.Context, sg segment) ([]uint64, erro
 	if err != nil {
 		return nil, err
 	}
-	file, err := e.Open(ctx, IDs, sg.Range)
+	file, err := e.open(rc, IDs, sg.Range)
 	if err != nil {
 		return nil, err
 	}
 	raw := make([]byte, file.Size())
-	if err := readFull(ctx, file, raw, 0); err != nil {
+	if err := readFull(rc, file, raw, 0); err != nil {
 		return nil, err
 	}
 	out := make([]uint64, sg.Len())

@@ -264,7 +264,7 @@ func BenchmarkMixtureGather(b *testing.B) {
 					off = 0
 				}
 				g := NewGather()
-				if _, err := r.Gather(bg, g, buf, off); err != nil {
+				if _, err := r.Gather(bg, nil, g, buf, off); err != nil {
 					b.Fatal(err)
 				}
 				g.Release()

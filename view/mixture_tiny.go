@@ -1,7 +1,6 @@
 package view
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 
@@ -81,19 +80,19 @@ func (m *Mixture) holdTiny() error {
 // loadTiny reads a small source's records through its Set: its epoch 0's files, put back in
 // stored order by that epoch's order.
 func loadTiny(s *Set) (*tiny, error) {
-	ctx := context.Background()
+	rc := background()
 	e, err := s.Epoch(0)
 	if err != nil {
 		return nil, err
 	}
 	all, n := e.All(), s.DS.Records()
 	read := func(k Kind) ([]byte, error) {
-		f, err := e.Open(ctx, k, all)
+		f, err := e.open(rc, k, all)
 		if err != nil {
 			return nil, err
 		}
 		b := make([]byte, f.Size())
-		return b, readFull(ctx, f, b, 0)
+		return b, readFull(rc, f, b, 0)
 	}
 	data, err := read(Data)
 	if err != nil {

@@ -1,7 +1,6 @@
 package view
 
 import (
-	"context"
 	"math/bits"
 
 	"github.com/blockfs/blockfs/cache"
@@ -135,7 +134,7 @@ func (p *plan) markRun(g geometry, ks []uint32, locals []uint64, stride, length 
 // beyond maxSpans, and returns how much it covered and where the next record starts (position
 // and byte skip). It does no I/O beyond what a variable-length window's layout needs, and no
 // per-record locking.
-func (p *plan) locate(ctx context.Context, e *Epoch, pos, skip, want uint64, maxSpans int) (covered, next, nextSkip uint64, err error) {
+func (p *plan) locate(rc call, e *Epoch, pos, skip, want uint64, maxSpans int) (covered, next, nextSkip uint64, err error) {
 	rs, stride, regular := uint64(e.ds.RecordSize()), uint64(e.ds.RecordStride()), e.ds.Regular()
 	g := geometryOf(e.c)
 	for covered < want && pos < e.ord.Len() {
@@ -143,7 +142,7 @@ func (p *plan) locate(ctx context.Context, e *Epoch, pos, skip, want uint64, max
 		win := e.ord.Window(w)
 		var v *varWindow
 		if rs == 0 {
-			if v, err = e.varWindow(ctx, w); err != nil {
+			if v, err = e.varWindow(rc, w); err != nil {
 				return 0, 0, 0, err
 			}
 		}
@@ -182,7 +181,7 @@ func (p *plan) locate(ctx context.Context, e *Epoch, pos, skip, want uint64, max
 // pin pins, for each block file the plan touches, the pages it needs of the file of role.
 // It returns cache.ErrFull when the cache cannot pin them all; the caller releases p.pins
 // (or resets p) either way.
-func (p *plan) pin(ctx context.Context, c *cache.Cache, role func(block int) layout.FileID) error {
+func (p *plan) pin(rc call, c *cache.Cache, role func(block int) layout.FileID) error {
 	g := geometryOf(c)
 	for i := range p.blocks {
 		br := &p.blocks[i]
@@ -191,7 +190,7 @@ func (p *plan) pin(ctx context.Context, c *cache.Cache, role func(block int) lay
 		}
 		first, _ := g.page(br.lo)
 		last, _ := g.page(br.hi - 1)
-		run, err := c.PinPages(ctx, &p.pins, role(br.block), int64(first), int64(last+1), p.bits[br.bits:])
+		run, err := c.PinPages(rc.ctx, rc.waits, &p.pins, role(br.block), int64(first), int64(last+1), p.bits[br.bits:])
 		if err != nil {
 			return err
 		}
@@ -227,7 +226,7 @@ func (p *plan) copyPinned(buf []byte, scratch [][]byte) [][]byte {
 // for a cache with no slot left to pin them all at once. Each page is loaded once, into a
 // buffer of its own if every slot is pinned. scratch is a slice to reuse for one page's
 // bytes.
-func (p *plan) copyByPage(ctx context.Context, c *cache.Cache, buf []byte, scratch [][]byte) error {
+func (p *plan) copyByPage(rc call, c *cache.Cache, buf []byte, scratch [][]byte) error {
 	ps := uint64(c.PageSize())
 	for slot := range p.blocks {
 		br := &p.blocks[slot]
@@ -239,12 +238,12 @@ func (p *plan) copyByPage(ctx context.Context, c *cache.Cache, buf []byte, scrat
 			if p.bits[br.bits+int(pg/64)]&(1<<(pg%64)) == 0 {
 				continue
 			}
-			if err := ctx.Err(); err != nil {
+			if err := rc.ctx.Err(); err != nil {
 				// A page already loaded is not waited for, so the context is looked at here:
 				// an interrupted read (a killed reader, an unmount) stops at once.
 				return err
 			}
-			run, err := c.PinPage(ctx, &p.pins, id, int64(pg))
+			run, err := c.PinPage(rc.ctx, rc.waits, &p.pins, id, int64(pg))
 			if err != nil {
 				return err
 			}
@@ -267,13 +266,13 @@ func (p *plan) copyByPage(ctx context.Context, c *cache.Cache, buf []byte, scrat
 // block files of role that hold bytes [local*stride, local*stride+length) of each record, and
 // fills p's page table for them (see page). It returns cache.ErrFull when the cache cannot pin
 // them all (p's pins are then released). p must be reset.
-func (p *plan) pinWindowRun(ctx context.Context, e *Epoch, win *shuffle.Window, i0, m uint64, role func(int) layout.FileID, stride, length uint64) error {
+func (p *plan) pinWindowRun(rc call, e *Epoch, win *shuffle.Window, i0, m uint64, role func(int) layout.FileID, stride, length uint64) error {
 	g := geometryOf(e.c)
 	p.addBlocks(e, win, role, true)
 	for it := p.runs(win, i0, m); it.next(); {
 		p.markRun(g, it.ks, it.locals, stride, length)
 	}
-	if err := p.pin(ctx, e.c, role); err != nil {
+	if err := p.pin(rc, e.c, role); err != nil {
 		p.pins.Release()
 		return err
 	}

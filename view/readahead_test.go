@@ -26,11 +26,11 @@ type recordingSource struct {
 	files map[cache.FileID]bool
 }
 
-func (s *recordingSource) Fill(ctx context.Context, id cache.FileID, off int64, bufs [][]byte) error {
+func (s *recordingSource) Fill(ctx context.Context, id cache.FileID, off int64, bufs [][]byte, how source.Read) error {
 	s.mu.Lock()
 	s.files[id] = true
 	s.mu.Unlock()
-	return s.Blocks.Fill(ctx, id, off, bufs)
+	return s.Blocks.Fill(ctx, id, off, bufs, how)
 }
 
 func (s *recordingSource) read() []cache.FileID {

@@ -1,7 +1,6 @@
 package view
 
 import (
-	"context"
 	"errors"
 	"unsafe"
 
@@ -23,36 +22,36 @@ const runSegment = 1 << 16
 
 // copyFixed copies n bytes of fixed-size records, from the record at pos (skip bytes into it),
 // into buf. g must be reset; it is left reset.
-func (f *dataFile) copyFixed(ctx context.Context, g *Gather, buf []byte, pos, skip uint64, n int) error {
+func (f *dataFile) copyFixed(rc call, g *Gather, buf []byte, pos, skip uint64, n int) error {
 	rs := uint64(f.e.ds.RecordSize())
 	stride := uint64(f.e.ds.RecordStride())
 	d := 0
 	if skip > 0 {
 		d = int(min(rs-skip, uint64(n)))
-		if err := f.copyBySpans(ctx, g, buf[:d], pos, skip); err != nil {
+		if err := f.copyBySpans(rc, g, buf[:d], pos, skip); err != nil {
 			return err
 		}
 		pos++
 	}
 	for whole := uint64(n-d) / rs; whole > 0; {
-		if err := ctx.Err(); err != nil {
+		if err := rc.ctx.Err(); err != nil {
 			return err
 		}
 		win := f.e.ord.Window(f.e.ord.WindowOf(pos))
 		i0 := pos - win.Start
 		m := min(whole, win.Count-i0, runSegment)
 		dst := buf[d : d+int(m*rs)]
-		err := g.plan.pinWindowRun(ctx, f.e, win, i0, m, layout.DataFile, stride, rs)
+		err := g.plan.pinWindowRun(rc, f.e, win, i0, m, layout.DataFile, stride, rs)
 		switch {
 		case err == nil:
 			ok := g.plan.copyRun(win, i0, dst, rs, stride, geometryOf(f.e.c))
 			g.reset()
 			if !ok {
-				err = f.copyBySpans(ctx, g, dst, pos, 0)
+				err = f.copyBySpans(rc, g, dst, pos, 0)
 			}
 		case errors.Is(err, cache.ErrFull):
 			g.reset()
-			err = f.copyBySpans(ctx, g, dst, pos, 0)
+			err = f.copyBySpans(rc, g, dst, pos, 0)
 		}
 		if err != nil {
 			return err
@@ -60,7 +59,7 @@ func (f *dataFile) copyFixed(ctx context.Context, g *Gather, buf []byte, pos, sk
 		pos, d, whole = pos+m, d+len(dst), whole-m
 	}
 	if d < n {
-		return f.copyBySpans(ctx, g, buf[d:n], pos, 0)
+		return f.copyBySpans(rc, g, buf[d:n], pos, 0)
 	}
 	return nil
 }
@@ -123,14 +122,14 @@ func copyRunOf[T any](p *plan, win *shuffle.Window, i0 uint64, dst []byte, strid
 
 // copyBySpans copies len(dst) bytes from the record at pos (skip bytes into it) into dst by
 // spans, a bounded number at a time. g must be reset; it is left reset.
-func (f *dataFile) copyBySpans(ctx context.Context, g *Gather, dst []byte, pos, skip uint64) error {
+func (f *dataFile) copyBySpans(rc call, g *Gather, dst []byte, pos, skip uint64) error {
 	for done := 0; done < len(dst); {
-		if err := ctx.Err(); err != nil {
+		if err := rc.ctx.Err(); err != nil {
 			return err
 		}
-		covered, next, nextSkip, err := g.plan.locate(ctx, f.e, pos, skip, uint64(len(dst)-done), copySpans)
+		covered, next, nextSkip, err := g.plan.locate(rc, f.e, pos, skip, uint64(len(dst)-done), copySpans)
 		if err == nil {
-			err = f.copySpans(ctx, g, dst[done:done+int(covered)])
+			err = f.copySpans(rc, g, dst[done:done+int(covered)])
 		}
 		g.reset()
 		if err != nil {

@@ -133,7 +133,7 @@ func TestRunCopiersErrors(t *testing.T) {
 		require.ErrorIs(t, err, fs.ErrNotExist, "kind %d", k)
 		// Again through a Reader's Gather (the FUSE path), from the middle of a record.
 		g := NewGather()
-		_, err = NewReader(f, 1<<16).Gather(bg, g, buf[:len(buf)-13], 13)
+		_, err = NewReader(f, 1<<16).Gather(bg, nil, g, buf[:len(buf)-13], 13)
 		g.Release()
 		require.ErrorIs(t, err, fs.ErrNotExist, "kind %d", k)
 	}

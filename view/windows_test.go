@@ -110,7 +110,7 @@ func TestWindows(t *testing.T) {
 			rd := NewReader(fd, 8192)
 			for off := 0; off < len(data); { // small reads through Gather, as FUSE does
 				g := NewGather()
-				k, err := rd.Gather(bg, g, data[off:min(len(data), off+1+r.Intn(3*win))], int64(off))
+				k, err := rd.Gather(bg, nil, g, data[off:min(len(data), off+1+r.Intn(3*win))], int64(off))
 				require.NoError(t, err)
 				if !g.InBuf(data[off:]) {
 					g.CopyTo(data[off:])

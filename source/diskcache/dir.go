@@ -30,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/blockfs/blockfs/internal/optname"
 	"golang.org/x/sys/unix"
 )
 
@@ -40,14 +41,16 @@ const (
 	// skip a directory so marked).
 	markerName = "CACHEDIR.TAG"
 	markerSig  = "Signature: 8a477f597d28d172789f06886806bc55"
-	markerText = markerSig + "\n" +
-		"# This file is a cache directory tag created by blockfs (blockfs mount --disk-cache).\n" +
-		"# blockfs keeps copies of a dataset's files here, and deletes only files it wrote here.\n" +
-		"# For information about cache directory tags, see https://bford.info/cachedir/\n"
 	// oldLockName is the lock file of the layout before the own directory (DIR/.lock and
 	// DIR/FINGERPRINT/*.blk): its presence says an older blockfs used DIR.
 	oldLockName = ".lock"
 )
+
+// markerText is what the marker says.
+var markerText = markerSig + "\n" +
+	"# This file is a cache directory tag created by blockfs (blockfs mount " + optname.Flag("disk-cache") + ").\n" +
+	"# blockfs keeps copies of a dataset's files here, and deletes only files it wrote here.\n" +
+	"# For information about cache directory tags, see https://bford.info/cachedir/\n"
 
 // ErrNotOurs: the path where the cache keeps its files holds something it did not make.
 var ErrNotOurs = errors.New("not a disk cache blockfs made for this user")
@@ -143,7 +146,7 @@ func checkOwn(fd int, sub string) error {
 }
 
 func notOurs(sub, why string) error {
-	return fmt.Errorf("%s %s: %w; remove it, or use a --disk-cache directory that only you can write", sub, why, ErrNotOurs)
+	return fmt.Errorf("%s %s: %w; remove it, or use a %s directory that only you can write", sub, why, ErrNotOurs, optname.Flag("disk-cache"))
 }
 
 // hasMarker reports whether the directory open as fd holds blockfs's CACHEDIR.TAG.

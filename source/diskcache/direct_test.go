@@ -41,7 +41,7 @@ func TestDirectReads(t *testing.T) {
 	}
 	whole := func(b *Blocks, id int) ([]byte, error) {
 		bufs := pages(int64(len(m.files[id])))
-		err := b.Fill(context.Background(), source.FileID(id), 0, bufs)
+		err := b.Fill(context.Background(), source.FileID(id), 0, bufs, source.Read{})
 		return bytes.Join(bufs, nil), err
 	}
 	b := openDirect()

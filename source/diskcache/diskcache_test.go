@@ -49,7 +49,7 @@ func (m *memSource) Extent(id source.FileID) (source.Extent, bool) {
 
 func (m *memSource) Size(id source.FileID) int64 { e, _ := m.Extent(id); return e.Size }
 
-func (m *memSource) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]byte) error {
+func (m *memSource) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]byte, how source.Read) error {
 	m.fills.Add(1)
 	if m.fail.Load() {
 		return &source.Error{Op: "get", Name: fmt.Sprint(id), Off: off, Err: source.ErrUnavailable}
@@ -80,7 +80,7 @@ func open(t *testing.T, m *memSource, dir string, size int64) *Blocks {
 func read(b *Blocks, id source.FileID, off, n int64) ([]byte, error) {
 	out := make([]byte, n)
 	bufs := [][]byte{out[:n/3], out[n/3 : 2*n/3], out[2*n/3:]}
-	return out, b.Fill(context.Background(), id, off, bufs)
+	return out, b.Fill(context.Background(), id, off, bufs, source.Read{})
 }
 
 func TestWholeAndPartReuseAcrossOpens(t *testing.T) {
@@ -235,7 +235,7 @@ func TestBusyAndConcurrent(t *testing.T) {
 	require.EqualValues(t, 3, b.Stats().Fetches, "each file fetched once")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	require.True(t, errors.Is(b.Fill(ctx, 0, 0, [][]byte{make([]byte, 10)}), context.Canceled))
+	require.True(t, errors.Is(b.Fill(ctx, 0, 0, [][]byte{make([]byte, 10)}, source.Read{}), context.Canceled))
 }
 
 // TestFixedSet: a dataset twice the bound keeps a fixed set, its first files by FileID, and

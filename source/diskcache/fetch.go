@@ -17,7 +17,7 @@ import (
 // f.id in progress (inflight). With bad, the copy on disk failed its check and goes first. It
 // reports again when a copy appeared before it started (another fetch just finished): then
 // the caller reads that.
-func (b *Blocks) fetch(ctx context.Context, f file, off int64, bufs [][]byte, bad bool) (again bool, err error) {
+func (b *Blocks) fetch(ctx context.Context, f file, off int64, bufs [][]byte, how source.Read, bad bool) (again bool, err error) {
 	b.mu.Lock()
 	_, have := b.ents[f.rel]
 	b.mu.Unlock()
@@ -30,7 +30,7 @@ func (b *Blocks) fetch(ctx context.Context, f file, off int64, bufs [][]byte, ba
 	whole := off == 0 && int64(source.Len(bufs)) == f.size
 	if whole {
 		b.fetchedBytes.Add(f.size)
-		if err := b.inner.Fill(ctx, f.id, 0, bufs); err != nil {
+		if err := b.inner.Fill(ctx, f.id, 0, bufs, how); err != nil {
 			return false, err
 		}
 		_ = b.keep(f, func(w io.Writer) error { // the bytes are served either way
@@ -53,14 +53,14 @@ func (b *Blocks) fetch(ctx context.Context, f file, off int64, bufs [][]byte, ba
 	// This loop sums every byte of the file and checks it before any is served: the inner
 	// source may read each chunk alone (an object store would otherwise read and check the
 	// whole object for each chunk).
-	checked := source.CallerChecks(ctx)
+	checked := how.Checked()
 	var crc uint32
 	kept := b.keep(f, func(w io.Writer) error {
 		crc = 0
 		for at := int64(0); at < f.size; at += chunkSize {
 			p := buf[:min(chunkSize, f.size-at)]
 			b.fetchedBytes.Add(int64(len(p)))
-			if err := b.inner.Fill(checked, f.id, at, [][]byte{p}); err != nil {
+			if err := b.inner.Fill(ctx, f.id, at, [][]byte{p}, checked); err != nil {
 				return &fillError{err}
 			}
 			crc = crc32c.Update(crc, p)
@@ -80,7 +80,7 @@ func (b *Blocks) fetch(ctx context.Context, f file, off int64, bufs [][]byte, ba
 		return false, fe.err
 	case kept != nil:
 		b.fetchedBytes.Add(int64(source.Len(bufs)))
-		return false, b.inner.Fill(ctx, f.id, off, bufs) // not kept: read the part alone
+		return false, b.inner.Fill(ctx, f.id, off, bufs, how) // not kept: read the part alone
 	}
 	return false, nil
 }

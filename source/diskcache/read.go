@@ -19,11 +19,12 @@ import (
 // Fill implements source.Blocks: from the cached copy of file id when there is a good one,
 // else from the inner source (whose errors it returns as they are), keeping a copy. A failure
 // to keep the copy (a full disk) is logged and does not fail the read.
-func (b *Blocks) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]byte) error {
+// how goes to the inner source's reads.
+func (b *Blocks) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]byte, how source.Read) error {
 	e, ok := b.t.Extent(id)
 	n := int64(source.Len(bufs))
 	if !ok || !e.Ident.HasCRC || len(e.Parts) > 0 || e.Size > b.limit || off < 0 || off+n > e.Size || n == 0 {
-		return b.inner.Fill(ctx, id, off, bufs)
+		return b.inner.Fill(ctx, id, off, bufs, how)
 	}
 	name := fileName(id, e)
 	f := file{id: id, rel: b.ns + "/" + name, path: filepath.Join(b.sub, b.ns, name), size: e.Size, crc: e.Ident.CRC32C}
@@ -51,10 +52,10 @@ func (b *Blocks) Fill(ctx context.Context, id source.FileID, off int64, bufs [][
 			}
 			b.fetches.Add(1)
 			b.fetchedBytes.Add(n)
-			return b.inner.Fill(ctx, id, off, bufs)
+			return b.inner.Fill(ctx, id, off, bufs, how)
 		}
 		bad := !errors.Is(err, errMiss)
-		again, err, shared := b.inflight.Do(ctx, id, func() (bool, error) { return b.fetch(ctx, f, off, bufs, bad) })
+		again, err, shared := b.inflight.Do(ctx, id, func() (bool, error) { return b.fetch(ctx, f, off, bufs, how, bad) })
 		if shared {
 			continue // the other fetch has kept a copy (or failed: then try ourselves), or ctx ended
 		}

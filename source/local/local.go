@@ -55,8 +55,8 @@ func (f *Files) Size(id source.FileID) int64 { return source.TableSize(f.t, id) 
 
 // Fill implements source.Blocks. Errors are *source.Error wrapping the cause: the errno of a
 // failed open or read (ENOENT for a file that is gone, EMFILE, EIO), or source.ErrShort for a
-// file that ends before the table says.
-func (f *Files) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]byte) error {
+// file that ends before the table says. Every read is served alike: how is not used.
+func (f *Files) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]byte, how source.Read) error {
 	return source.FillTable(ctx, f.t, id, off, bufs, func(name string) string { return name },
 		func(e source.Extent, off int64, bufs [][]byte) error {
 			return f.fill(e, off, bufs, f.streams == nil || f.streams(id))

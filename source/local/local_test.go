@@ -39,20 +39,20 @@ func TestFillNeverShort(t *testing.T) {
 	require.NoError(t, err)
 	f := local.New(ds, false)
 	buf := make([]byte, 64)
-	require.NoError(t, f.Fill(bg, layout.DataFile(0), 0, [][]byte{buf[:10], buf[10:]}))
+	require.NoError(t, f.Fill(bg, layout.DataFile(0), 0, [][]byte{buf[:10], buf[10:]}, source.Read{}))
 	assert.Equal(t, dstest.Record(0, 16), buf[:16])
 
 	p0 := filepath.Join(d.Dir, "blocks/000000.bin")
 	require.NoError(t, os.Truncate(p0, 40))
-	err = local.New(table{0: {Name: p0, Size: 64}}, false).Fill(bg, 0, 0, [][]byte{buf})
+	err = local.New(table{0: {Name: p0, Size: 64}}, false).Fill(bg, 0, 0, [][]byte{buf}, source.Read{})
 	assert.ErrorIs(t, err, source.ErrShort)
 	assert.ErrorContains(t, err, "000000.bin at offset 40")
-	err = f.Fill(bg, layout.DataFile(0), 0, [][]byte{buf})
+	err = f.Fill(bg, layout.DataFile(0), 0, [][]byte{buf}, source.Read{})
 	assert.ErrorIs(t, err, source.ErrChanged)
 	assert.ErrorContains(t, err, "000000.bin: changed since the dataset was opened: its size is 40 bytes, was 64")
 
 	require.NoError(t, os.Remove(filepath.Join(d.Dir, "blocks/000001.bin")))
-	err = f.Fill(bg, layout.DataFile(1), 0, [][]byte{buf})
+	err = f.Fill(bg, layout.DataFile(1), 0, [][]byte{buf}, source.Read{})
 	assert.ErrorIs(t, err, syscall.ENOENT)
 	var se *source.Error
 	require.True(t, errors.As(err, &se))
@@ -66,11 +66,11 @@ func TestFillRefuses(t *testing.T) {
 	ds, err := local.Open(d.Dir)
 	require.NoError(t, err)
 	f := local.New(ds, false)
-	assert.ErrorIs(t, f.Fill(bg, layout.IDsFile(0), 0, [][]byte{make([]byte, 8)}), source.ErrNoFile, "no ids file")
-	assert.ErrorIs(t, f.Fill(bg, layout.DataFile(0), 60, [][]byte{make([]byte, 8)}), source.ErrNoFile, "past the end")
+	assert.ErrorIs(t, f.Fill(bg, layout.IDsFile(0), 0, [][]byte{make([]byte, 8)}, source.Read{}), source.ErrNoFile, "no ids file")
+	assert.ErrorIs(t, f.Fill(bg, layout.DataFile(0), 60, [][]byte{make([]byte, 8)}, source.Read{}), source.ErrNoFile, "past the end")
 	ctx, cancel := context.WithCancel(bg)
 	cancel()
-	assert.ErrorIs(t, f.Fill(ctx, layout.DataFile(0), 0, [][]byte{make([]byte, 8)}), context.Canceled)
+	assert.ErrorIs(t, f.Fill(ctx, layout.DataFile(0), 0, [][]byte{make([]byte, 8)}, source.Read{}), context.Canceled)
 	assert.EqualValues(t, 64, f.Size(layout.DataFile(0)))
 	assert.EqualValues(t, 0, f.Size(layout.IDsFile(0)))
 }
@@ -83,22 +83,22 @@ func TestDirectIO(t *testing.T) {
 	require.NoError(t, err)
 	size := int(ds.BlockBytes(0))
 	want := make([]byte, size)
-	require.NoError(t, local.New(ds, false).Fill(bg, layout.DataFile(0), 0, [][]byte{want}))
+	require.NoError(t, local.New(ds, false).Fill(bg, layout.DataFile(0), 0, [][]byte{want}, source.Read{}))
 	arena, err := unix.Mmap(-1, 0, 3*4096+8192, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	require.NoError(t, err)
 	defer unix.Munmap(arena)
 	f := local.New(ds, true)
 	// Pages 0-3 as separate iovecs; the last one short, with room to the slot's end.
 	bufs := [][]byte{arena[0:4096], arena[4096:8192], arena[8192:12288], arena[12288 : 12288+size-12288 : 12288+8192]}
-	require.NoError(t, f.Fill(bg, layout.DataFile(0), 0, bufs))
+	require.NoError(t, f.Fill(bg, layout.DataFile(0), 0, bufs, source.Read{}))
 	assert.True(t, bytes.Equal(want, arena[:size]))
 	// Unaligned offset and buffer: served by the buffered path.
 	odd := make([]byte, 100)
-	require.NoError(t, f.Fill(bg, layout.DataFile(0), 9999, [][]byte{odd}))
+	require.NoError(t, f.Fill(bg, layout.DataFile(0), 9999, [][]byte{odd}, source.Read{}))
 	assert.Equal(t, want[9999:10099], odd)
 	// A truncated file is still an error, not a short read.
 	require.NoError(t, os.Truncate(filepath.Join(d.Dir, "blocks/000000.bin"), 9000))
-	assert.ErrorIs(t, f.Fill(bg, layout.DataFile(0), 0, bufs), source.ErrChanged)
+	assert.ErrorIs(t, f.Fill(bg, layout.DataFile(0), 0, bufs, source.Read{}), source.ErrChanged)
 }
 
 // TestChangedUnderneath: a file replaced, re-packed, rewritten in place, grown, turned into a
@@ -146,7 +146,7 @@ func TestChangedUnderneath(t *testing.T) {
 			for _, direct := range []bool{false, true} {
 				buf := make([]byte, 64)
 				done := make(chan error, 1)
-				go func() { done <- local.New(ds, direct).Fill(bg, layout.DataFile(1), 0, [][]byte{buf}) }()
+				go func() { done <- local.New(ds, direct).Fill(bg, layout.DataFile(1), 0, [][]byte{buf}, source.Read{}) }()
 				select {
 				case err = <-done:
 				case <-time.After(5 * time.Second):
@@ -157,7 +157,7 @@ func TestChangedUnderneath(t *testing.T) {
 				assert.NotContains(t, string(buf), "s", "no byte of the file elsewhere")
 			}
 			buf := make([]byte, 64)
-			assert.NoError(t, local.New(ds, false).Fill(bg, layout.DataFile(0), 0, [][]byte{buf}), "other files are fine")
+			assert.NoError(t, local.New(ds, false).Fill(bg, layout.DataFile(0), 0, [][]byte{buf}, source.Read{}), "other files are fine")
 		})
 	}
 }
@@ -174,10 +174,10 @@ func TestFlatExtents(t *testing.T) {
 	require.NoError(t, err)
 	f := local.New(ds, false)
 	buf := make([]byte, 100)
-	require.NoError(t, f.Fill(bg, layout.DataFile(2), 0, [][]byte{buf}))
+	require.NoError(t, f.Fill(bg, layout.DataFile(2), 0, [][]byte{buf}, source.Read{}))
 	assert.Equal(t, data[600:700], buf)
 	assert.EqualValues(t, 100, f.Size(layout.DataFile(3)))
-	assert.ErrorIs(t, f.Fill(bg, layout.OffsetsFile(0), 0, [][]byte{buf[:8]}), source.ErrNoFile)
+	assert.ErrorIs(t, f.Fill(bg, layout.OffsetsFile(0), 0, [][]byte{buf[:8]}, source.Read{}), source.ErrNoFile)
 }
 
 // TestStreamingKeepsResidentSet: NewStreaming reads the files it is told to buffered, so the
@@ -205,7 +205,7 @@ func TestStreamingKeepsResidentSet(t *testing.T) {
 	defer unix.Munmap(arena)
 	want := make([]byte, 1<<20)
 	for b := range paths {
-		require.NoError(t, f.Fill(bg, layout.DataFile(b), 0, [][]byte{arena}))
+		require.NoError(t, f.Fill(bg, layout.DataFile(b), 0, [][]byte{arena}, source.Read{}))
 		raw, err := os.ReadFile(paths[b])
 		require.NoError(t, err)
 		copy(want, raw)
@@ -214,7 +214,7 @@ func TestStreamingKeepsResidentSet(t *testing.T) {
 	}
 	// ReadFile cached every file and the advice dropped them; read again through f only.
 	for b := range paths {
-		require.NoError(t, f.Fill(bg, layout.DataFile(b), 0, [][]byte{arena}))
+		require.NoError(t, f.Fill(bg, layout.DataFile(b), 0, [][]byte{arena}, source.Read{}))
 	}
 	for b, p := range paths {
 		n := cachedPages(t, p)
@@ -273,7 +273,7 @@ func TestStreamingUnaligned(t *testing.T) {
 	f := local.NewStreaming(ds, func(id source.FileID) bool { return layout.BlockOfFile(id) >= 2 })
 	buf := make([]byte, 1<<20)
 	for b := 0; b < 4; b++ {
-		require.NoError(t, f.Fill(bg, layout.DataFile(b), 0, [][]byte{buf}))
+		require.NoError(t, f.Fill(bg, layout.DataFile(b), 0, [][]byte{buf}, source.Read{}))
 		require.True(t, bytes.Equal(raw[100+b<<20:100+(b+1)<<20], buf), "block %d", b)
 	}
 	vec := cachedVec(t, p)

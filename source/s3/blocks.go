@@ -31,7 +31,8 @@ import (
 //     object through the checksum: the parts of it the read wants go into its buffers, the
 //     others through a small scratch buffer, and nothing is kept.
 //
-// A read whose caller checks the whole file itself (source.CallerChecks) reads only its part.
+// A read whose caller checks the whole file itself (source.Read.CallerChecks) reads only its
+// part. A readahead's read (source.Read.Ahead) waits for a request slot after the readers'.
 type Blocks struct {
 	s     *Store       // immutable
 	t     source.Table // immutable
@@ -57,35 +58,35 @@ func (b *Blocks) Size(id source.FileID) int64 { return source.TableSize(b.t, id)
 // object was replaced or is shorter), source.ErrCorrupt (a bad checksum, twice),
 // source.ErrUnavailable (the store did not answer within the retry budget), syscall.ENOENT
 // (the object is gone) or the context's error.
-func (b *Blocks) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]byte) error {
+func (b *Blocks) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]byte, how source.Read) error {
 	return source.FillTable(ctx, b.t, id, off, bufs, b.s.url,
-		func(e source.Extent, off int64, bufs [][]byte) error { return b.fill(ctx, e, off, bufs) })
+		func(e source.Extent, off int64, bufs [][]byte) error { return b.fill(ctx, e, off, bufs, how) })
 }
 
 // fill reads bufs from off of the single extent e.
-func (b *Blocks) fill(ctx context.Context, e source.Extent, off int64, bufs [][]byte) error {
+func (b *Blocks) fill(ctx context.Context, e source.Extent, off int64, bufs [][]byte, how source.Read) error {
 	at, n, id := e.Offset+off, int64(source.Len(bufs)), e.Ident
 	whole := at == 0 && n == id.Size
 	switch {
-	case !id.HasCRC || !whole && source.IsCallerChecks(ctx):
-		_, err := b.fetch(ctx, e.Name, id, at, bufs, false)
+	case !id.HasCRC || !whole && how.CallerChecks:
+		_, err := b.fetch(ctx, how, e.Name, id, at, bufs, false)
 		return err
 	case !whole && id.Size <= stageMax:
-		if staged, err := b.stage.read(ctx, b, e.Name, id, at, bufs); staged {
+		if staged, err := b.stage.read(ctx, how, b, e.Name, id, at, bufs); staged {
 			return err
 		}
 	}
-	return b.fetchChecked(ctx, e.Name, id, at, bufs)
+	return b.fetchChecked(ctx, how, e.Name, id, at, bufs)
 }
 
 // fetchChecked fills bufs from at of object key with the whole object read through its
 // CRC32C (summed as the body arrives), which must match. A mismatch is fetched once more
 // (damage in transit); a second one is source.ErrCorrupt. bufs hold whatever arrived until
 // then: the caller publishes them only on success.
-func (b *Blocks) fetchChecked(ctx context.Context, key string, id source.Identity, at int64, bufs [][]byte) error {
+func (b *Blocks) fetchChecked(ctx context.Context, how source.Read, key string, id source.Identity, at int64, bufs [][]byte) error {
 	var bad error
 	for try := 0; try < 2; try++ {
-		crc, err := b.fetch(ctx, key, id, at, bufs, true)
+		crc, err := b.fetch(ctx, how, key, id, at, bufs, true)
 		if err != nil {
 			return err
 		}
@@ -128,14 +129,14 @@ func parts(lo, hi, size, at int64, bufs [][]byte) []part {
 // fetches). With whole, the GETs cover the whole object, the bytes outside bufs' range only
 // summed, and fetch returns the object's CRC32C (each part summed as it arrives, the parts
 // combined in order); without, they cover bufs' range only, unsummed.
-func (b *Blocks) fetch(ctx context.Context, key string, id source.Identity, at int64, bufs [][]byte, whole bool) (uint32, error) {
+func (b *Blocks) fetch(ctx context.Context, how source.Read, key string, id source.Identity, at int64, bufs [][]byte, whole bool) (uint32, error) {
 	lo, hi := at, at+int64(source.Len(bufs))
 	if whole {
 		lo, hi = 0, id.Size
 	}
 	ps := parts(lo, hi, b.s.opt.PartSize, at, bufs)
 	if len(ps) == 1 {
-		return b.s.getRange(ctx, key, id.Tag, ps[0], whole)
+		return b.s.getRange(ctx, how, key, id.Tag, ps[0], whole)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -149,7 +150,7 @@ func (b *Blocks) fetch(ctx context.Context, key string, id source.Identity, at i
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			crc, err := b.s.getRange(ctx, key, id.Tag, ps[i], whole)
+			crc, err := b.s.getRange(ctx, how, key, id.Tag, ps[i], whole)
 			if err != nil {
 				once.Do(func() { first = err; cancel() })
 			}
@@ -170,9 +171,9 @@ func (b *Blocks) fetch(ctx context.Context, key string, id source.Identity, at i
 // getRange reads part p of object key: one ranged GET with If-Match, retried (with a slot of
 // the pool per try) until the budget is spent. With sum, it returns the CRC32C of the part's
 // bytes, summed as they arrive (readSum).
-func (s *Store) getRange(ctx context.Context, key, etag string, p part, sum bool) (uint32, error) {
+func (s *Store) getRange(ctx context.Context, how source.Read, key, etag string, p part, sum bool) (uint32, error) {
 	var crc uint32
-	err := s.retry(ctx, func(ctx context.Context, progress func()) error {
+	err := s.retryRead(ctx, how, func(ctx context.Context, progress func()) error {
 		var opt minio.GetObjectOptions
 		if etag != "" {
 			if err := opt.SetMatchETag(etag); err != nil {

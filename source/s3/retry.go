@@ -22,7 +22,7 @@ import (
 //     body: a store that hangs);
 //   - a failed try is retried Options.Retries times with backoff, holding a slot of the
 //     store's pool (slots) only while it runs; reads a reader waits for get slots before
-//     readahead's (source.Background, until promoted);
+//     readahead's (source.Read.Ahead, until promoted);
 //   - the store's health remembers since when it has answered nothing. Once the store has been
 //     silent for the silence budget, (Retries+1) x StallTimeout, a request gives up after its
 //     next try, and a readahead request at once, queued or not. A reader's request always
@@ -82,13 +82,13 @@ type slots struct {
 
 func newSlots(n int) *slots { return &slots{free: n} }
 
-// acquire takes a token for a request with context ctx, waiting for one: a readahead
-// request (source.IsBackground) after every reader's, moved among them when promoted while it
+// acquire takes a token for a request, waiting for one: a readahead request
+// (how.Background) after every reader's, moved among them when promoted while it
 // waits. It returns ctx's error if ctx ends first, and giveUp's if giveUp says so first:
 // giveUp is asked every poll while the request waits.
-func (s *slots) acquire(ctx context.Context, poll time.Duration, giveUp func() error) error {
+func (s *slots) acquire(ctx context.Context, how source.Read, poll time.Duration, giveUp func() error) error {
 	q := 0
-	if source.IsBackground(ctx) {
+	if how.Background() {
 		q = 1
 	}
 	s.mu.Lock()
@@ -114,7 +114,7 @@ func (s *slots) acquire(ctx context.Context, poll time.Duration, giveUp func() e
 				s.leave(q, w)
 				return err
 			}
-			if q == 1 && !source.IsBackground(ctx) && s.move(w) {
+			if q == 1 && !how.Background() && s.move(w) {
 				q = 0
 			}
 			t.Reset(poll)
@@ -246,7 +246,13 @@ func (a *attempt) end(parent context.Context) error {
 // answers or sends bytes. Each try holds a slot of the pool (waiting for one does not count)
 // and has Timeout to finish, and StallTimeout between signs of progress.
 func (s *Store) retry(ctx context.Context, fn func(ctx context.Context, progress func()) error) error {
-	return s.retryFor(ctx, s.opt.Timeout, s.opt.StallTimeout, fn)
+	return s.retryRead(ctx, source.Read{}, fn)
+}
+
+// retryRead is retry for a read of a dataset's bytes served as how says: a readahead's waits
+// for a slot after the readers' and gives up on a silent store without a try.
+func (s *Store) retryRead(ctx context.Context, how source.Read, fn func(ctx context.Context, progress func()) error) error {
+	return s.retryFor(ctx, how, s.opt.Timeout, s.opt.StallTimeout, fn)
 }
 
 // silenceBudget is how long the store may answer nothing before a request gives up: the time
@@ -262,7 +268,7 @@ func (s *Store) errSilent() error {
 
 // retryFor is retry with a time limit of limit and a stall timeout of stall per try (0: none,
 // and no silence budget either: uploads).
-func (s *Store) retryFor(ctx context.Context, limit, stall time.Duration, fn func(ctx context.Context, progress func()) error) error {
+func (s *Store) retryFor(ctx context.Context, how source.Read, limit, stall time.Duration, fn func(ctx context.Context, progress func()) error) error {
 	budget := s.silenceBudget()
 	silent := func() error {
 		if stall > 0 && s.h.silentFor() >= budget {
@@ -272,7 +278,7 @@ func (s *Store) retryFor(ctx context.Context, limit, stall time.Duration, fn fun
 	}
 	// A readahead request gives up on a silent store without a try, queued or not.
 	bgSilent := func() error {
-		if source.IsBackground(ctx) {
+		if how.Background() {
 			return silent()
 		}
 		return nil
@@ -286,7 +292,7 @@ func (s *Store) retryFor(ctx context.Context, limit, stall time.Duration, fn fun
 		return err
 	}
 	for try := 0; ; try++ {
-		if err := s.slots.acquire(ctx, poll, bgSilent); err != nil {
+		if err := s.slots.acquire(ctx, how, poll, bgSilent); err != nil {
 			return err
 		}
 		start := now()

@@ -61,15 +61,15 @@ func TestSlotsReadersFirst(t *testing.T) {
 	s := newSlots(1)
 	bg := context.Background()
 	never := func() error { return nil }
-	require.NoError(t, s.acquire(bg, time.Hour, never))
+	require.NoError(t, s.acquire(bg, source.Read{}, time.Hour, never))
 	var mu sync.Mutex
 	var order []string
 	var wg sync.WaitGroup
-	start := func(name string, ctx context.Context) {
+	start := func(name string, how source.Read) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			require.NoError(t, s.acquire(ctx, 5*time.Millisecond, never))
+			require.NoError(t, s.acquire(bg, how, 5*time.Millisecond, never))
 			mu.Lock()
 			order = append(order, name)
 			mu.Unlock()
@@ -83,21 +83,19 @@ func TestSlotsReadersFirst(t *testing.T) {
 			return len(s.wait[q]) == n
 		}, 5*time.Second, time.Millisecond)
 	}
-	ra1, _ := source.Background(bg)
-	start("readahead 1", ra1)
+	start("readahead 1", source.Read{Ahead: new(source.Ahead)})
 	waiting(1, 1)
-	ra2, _ := source.Background(bg)
-	start("readahead 2", ra2)
+	start("readahead 2", source.Read{Ahead: new(source.Ahead)})
 	waiting(1, 2)
-	ra3, promote := source.Background(bg)
-	start("readahead 3, promoted", ra3)
+	ra3 := new(source.Ahead)
+	start("readahead 3, promoted", source.Read{Ahead: ra3})
 	waiting(1, 3)
-	start("reader", bg)
+	start("reader", source.Read{})
 	waiting(0, 1)
-	promote()
+	ra3.Promote()
 	waiting(0, 2)
 	gone := errors.New("gone")
-	err := s.acquire(bg, time.Millisecond, func() error { return gone })
+	err := s.acquire(bg, source.Read{}, time.Millisecond, func() error { return gone })
 	require.ErrorIs(t, err, gone)
 	s.release()
 	wg.Wait()
@@ -167,7 +165,7 @@ func TestStoreSilent(t *testing.T) {
 	require.Equal(t, 4*stall, budget)
 	buf := make([]byte, 100)
 	start := time.Now()
-	err := b.Fill(context.Background(), 0, 0, [][]byte{buf})
+	err := b.Fill(context.Background(), 0, 0, [][]byte{buf}, source.Read{})
 	took := time.Since(start)
 	require.ErrorIs(t, err, source.ErrUnavailable)
 	assert.Contains(t, err.Error(), "no progress for")
@@ -179,16 +177,15 @@ func TestStoreSilent(t *testing.T) {
 	// Silent for the budget already: a reader's read makes one try (to find the store if it is
 	// back), a readahead's none.
 	start = time.Now()
-	err = b.Fill(context.Background(), 1, 0, [][]byte{buf})
+	err = b.Fill(context.Background(), 1, 0, [][]byte{buf}, source.Read{})
 	require.ErrorIs(t, err, source.ErrUnavailable)
 	t.Log(err)
 	took = time.Since(start)
 	assert.GreaterOrEqual(t, took, stall)
 	assert.Less(t, took, 3*stall, "a read once the store is known silent")
 	assert.Equal(t, 5, conns())
-	ra, _ := source.Background(context.Background())
 	start = time.Now()
-	err = b.Fill(ra, 2, 0, [][]byte{buf})
+	err = b.Fill(context.Background(), 2, 0, [][]byte{buf}, source.Read{Ahead: new(source.Ahead)})
 	require.ErrorIs(t, err, source.ErrUnavailable)
 	t.Log(err)
 	assert.Less(t, time.Since(start), stall/2, "readahead once the store is known silent")
@@ -202,11 +199,11 @@ func TestStoreSilent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx := context.Background()
+			var how source.Read
 			if i >= 2 {
-				ctx, _ = source.Background(ctx)
+				how.Ahead = new(source.Ahead)
 			}
-			assert.ErrorIs(t, b.Fill(ctx, source.FileID(i), 0, [][]byte{make([]byte, 100)}), source.ErrUnavailable)
+			assert.ErrorIs(t, b.Fill(context.Background(), source.FileID(i), 0, [][]byte{make([]byte, 100)}, how), source.ErrUnavailable)
 		}()
 	}
 	wg.Wait()

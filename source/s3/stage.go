@@ -45,7 +45,7 @@ func newStager(budget int64) *stager {
 // read fills bufs from off of object key (identity id, with a checksum), fetching and
 // checking the whole object unless it is staged already. It reports false, having done
 // nothing, when the object does not fit in the budget now.
-func (st *stager) read(ctx context.Context, b *Blocks, key string, id source.Identity, off int64, bufs [][]byte) (bool, error) {
+func (st *stager) read(ctx context.Context, how source.Read, b *Blocks, key string, id source.Identity, off int64, bufs [][]byte) (bool, error) {
 	st.mu.Lock()
 	o := st.objs[key]
 	switch {
@@ -63,7 +63,7 @@ func (st *stager) read(ctx context.Context, b *Blocks, key string, id source.Ide
 		st.objs[key] = o
 		st.used += o.size
 		st.mu.Unlock()
-		o.fetch.Finish(st.load(ctx, b, key, id))
+		o.fetch.Finish(st.load(ctx, how, b, key, id))
 	}
 	buf, err := o.fetch.Wait(ctx) // the fetch's error, or ctx's: this read gave up
 	if err != nil {
@@ -90,12 +90,12 @@ func (st *stager) roomLocked(n int64) bool {
 }
 
 // load fetches the whole object into a new buffer and checks it.
-func (st *stager) load(ctx context.Context, b *Blocks, key string, id source.Identity) ([]byte, error) {
+func (st *stager) load(ctx context.Context, how source.Read, b *Blocks, key string, id source.Identity) ([]byte, error) {
 	buf, err := unix.Mmap(-1, 0, int(id.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
 	if err != nil {
 		return nil, &source.Error{Op: "stage", Name: b.s.url(key), Off: -1, Err: err}
 	}
-	if err := b.fetchChecked(ctx, key, id, 0, [][]byte{buf}); err != nil {
+	if err := b.fetchChecked(ctx, how, key, id, 0, [][]byte{buf}); err != nil {
 		_ = unix.Munmap(buf)
 		return nil, err
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/source"
 )
 
@@ -379,7 +380,7 @@ func (s *Store) describe(err error, key string) error {
 	case "NoSuchKey":
 		return fmt.Errorf("%s%w (%s)", name, fs.ErrNotExist, code)
 	case "NoSuchBucket":
-		return fmt.Errorf("there is no bucket %q at %s (check the bucket's name and --endpoint)", s.loc.Bucket, s.endpoint())
+		return fmt.Errorf("there is no bucket %q at %s (check the bucket's name and %s)", s.loc.Bucket, s.endpoint(), optname.Flag("endpoint"))
 	case "PreconditionFailed":
 		return fmt.Errorf("%w: the object was replaced (its ETag changed)", source.ErrChanged)
 	case "InvalidRange":

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/minio/minio-go/v7"
 )
 
@@ -63,7 +64,7 @@ func (s *Store) begin(ctx context.Context, force bool, spool, manifest string) (
 		_, err := s.statObject(ctx, mkey)
 		switch {
 		case err == nil && !force:
-			return nil, fmt.Errorf("%s: %w (use --force to replace it)", s.Location(), ErrExists)
+			return nil, fmt.Errorf("%s: %w (use %s to replace it)", s.Location(), ErrExists, optname.Flag("force"))
 		case err == nil:
 			if err := s.retry(ctx, func(ctx context.Context, _ func()) error {
 				return s.cl.RemoveObject(ctx, s.loc.Bucket, mkey, minio.RemoveObjectOptions{})

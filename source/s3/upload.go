@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/blockfs/blockfs/source"
 	"github.com/minio/minio-go/v7"
 )
 
@@ -48,7 +49,7 @@ func (s *Store) putFile(ctx context.Context, path, rel string) error {
 // retryNoTimeout is retry with no time limit and no stall timeout on each try (uploads of
 // large objects: a store may take a while to answer a part it has received whole).
 func (s *Store) retryNoTimeout(ctx context.Context, fn func(context.Context, func()) error) error {
-	return s.retryFor(ctx, 0, 0, fn)
+	return s.retryFor(ctx, source.Read{}, 0, 0, fn)
 }
 
 // removeOthers deletes the objects under the prefix that are not in keep (relative paths):

@@ -1,0 +1,111 @@
+package cache
+
+import "github.com/blockfs/blockfs/source"
+
+// Loads: a run of missing pages is read from the source with one Fill, on a goroutine of its
+// own, and published to the readers waiting for it.
+
+// pinWhole is pin for Options.Whole: when no page of file id is cached or loading and the
+// slots no one pins hold the whole file, it creates every page of the file, pins first..last
+// for the caller and loads them all with one Fill, and reports true; otherwise it does nothing
+// and reports false. The pages not asked for count as read ahead.
+func (c *core) pinWhole(id FileID, first, last, size int64, prefetch bool, ents []*entry) ([]*entry, bool) {
+	ps := int64(c.opt.PageSize)
+	n := (size + ps - 1) / ps
+	if n <= 1 {
+		return ents, false // one page: pin loads it whole anyway
+	}
+	c.mu.Lock()
+	if n > int64(c.slots-c.pinned) {
+		c.mu.Unlock()
+		return ents, false
+	}
+	// The pages asked for first: a read of cached pages stops at its first.
+	for _, r := range [][2]int64{{first, last}, {0, n - 1}} {
+		for pg := r[0]; pg <= r[1]; pg++ {
+			if c.pages[key{id, pg}] != nil {
+				c.mu.Unlock()
+				return ents, false
+			}
+		}
+	}
+	run := make([]*entry, n)
+	for pg := range n {
+		e := c.newEntryLocked(key{id, pg}, size) // takes a slot: n slots are free or unpinned
+		asked := pg >= first && pg <= last
+		if asked {
+			e.refs++ // the caller's
+			if !prefetch {
+				c.stats.misses.Add(1)
+			}
+		}
+		e.prefetched = prefetch || !asked
+		run[pg] = e
+	}
+	how := c.loadReadLocked(run, prefetch)
+	c.mu.Unlock()
+	c.startLoad(how, run)
+	return append(ents, run[first:last+1]...), true
+}
+
+// loadReadLocked returns how the source is to serve run's load: as a reader's, or for
+// readahead (prefetch) marked Ahead, the mark set on run's pages so that a reader who comes to
+// wait for one promotes it. Caller holds c.mu, and has not published run's pages yet.
+func (c *core) loadReadLocked(run []*entry, prefetch bool) source.Read {
+	if !prefetch {
+		return source.Read{}
+	}
+	a := new(source.Ahead)
+	for _, e := range run {
+		e.ahead = a
+	}
+	return source.Read{Ahead: a}
+}
+
+// startLoad loads run as how says on a goroutine of its own (load), under the cache's
+// context: other readers may wait for the same pages, so no reader's context ends it.
+func (c *core) startLoad(how source.Read, run []*entry) {
+	c.loads.Add(1)
+	go func() {
+		defer c.loads.Done()
+		c.load(how, run)
+	}()
+}
+
+// load reads a run of consecutive pages of one file with one Fill of the source, publishes
+// them and drops the load's references.
+func (c *core) load(how source.Read, run []*entry) {
+	bufs := make([][]byte, len(run))
+	var n int64
+	for i, e := range run {
+		bufs[i] = e.buf
+		n += int64(len(e.buf))
+	}
+	k := run[0].key
+	err := c.src.Fill(c.ctx, k.id, k.page*int64(c.opt.PageSize), bufs, how)
+	c.stats.diskReads.Add(1)
+	if err == nil {
+		c.stats.diskBytes.Add(uint64(n))
+	} else {
+		c.stats.diskErrors.Add(1)
+	}
+	c.mu.Lock()
+	for _, e := range run {
+		e.load.Set(struct{}{}, err)
+		if e.slot < 0 {
+			continue
+		}
+		c.loading--
+		if err != nil {
+			// Forget the page so a later read tries again; its slot is free once unpinned.
+			delete(c.pages, e.key)
+		} else {
+			e.elem = c.lru.PushFront(e)
+		}
+		c.unrefLocked(e)
+	}
+	c.mu.Unlock()
+	for _, e := range run {
+		e.load.Wake()
+	}
+}
