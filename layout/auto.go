@@ -1,5 +1,7 @@
 package layout
 
+import "github.com/blockfs/blockfs/internal/optname"
+
 // Data served in place has no block files: its blocks are logical ranges, chosen here when
 // --block-size is not given. They are small enough that the order can mix many of them (an
 // epoch window of mount's automatic --mix spans hundreds), and large enough that each is one
@@ -35,6 +37,6 @@ const (
 
 // tooManyBlocks refuses windows whose blocks of blockSize would be more than MaxBlocks.
 func tooManyBlocks(path string, blockSize int64) error {
-	return errorf(ErrFormat, path, -1, "windows in blocks of %d bytes make more than %d blocks; blockfs keeps about 40 bytes of state for each block and allows at most %d: raise --block-size (or leave it out: auto)",
-		blockSize, MaxBlocks, MaxBlocks)
+	return errorf(ErrFormat, path, -1, "windows in blocks of %d bytes make more than %d blocks; blockfs keeps about 40 bytes of state for each block and allows at most %d: raise %s (or leave it out: auto)",
+		blockSize, MaxBlocks, MaxBlocks, optname.Flag("block-size"))
 }

@@ -3,6 +3,7 @@ package layout
 import (
 	"fmt"
 
+	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/source"
 )
 
@@ -65,6 +66,12 @@ func (e *Error) Unwrap() []error {
 
 func errorf(kind error, path string, block int, format string, args ...any) *Error {
 	return &Error{Path: path, Block: block, Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
+
+// existsError refuses to write a dataset at dst, which exists, without force (a Writer's and
+// a FieldWriter's).
+func existsError(dst string) error {
+	return errorf(ErrExists, dst, -1, "already exists (use %s to replace it)", optname.Flag("force"))
 }
 
 // wrapf is errorf keeping cause as the error's cause.

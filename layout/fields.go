@@ -176,7 +176,7 @@ func CreateFieldsWith(dst string, fields []Field, opt FieldsOptions) (*FieldWrit
 	dst = filepath.Clean(dst)
 	removeStale(dst)
 	if _, err := os.Lstat(dst); err == nil && !force {
-		return nil, errorf(ErrExists, dst, -1, "already exists (use --force to replace it)")
+		return nil, existsError(dst)
 	}
 	td, err := newTempDir(dst)
 	if err != nil {
@@ -221,11 +221,9 @@ func (w *FieldWriter) Append(values [][]byte) error {
 		}
 		w.pending += int64(len(v)) + indexBytes(w.m.Fields[k].Kind)
 		if w.own[k] >= 0 {
-			if w.own[k] += int64(len(v)); w.own[k] >= w.block {
-				w.own[k] = 0
-				if err := w.ws[k].Cut(); err != nil {
-					return fmt.Errorf("field %q: %w", w.m.Fields[k].Name, err)
-				}
+			w.own[k] += int64(len(v))
+			if err := w.cutOwn(k); err != nil {
+				return err
 			}
 		}
 	}
@@ -241,20 +239,9 @@ func (w *FieldWriter) Append(values [][]byte) error {
 // dataset is the one Append of each sample would write, cut at the same samples; the values
 // are copied a run of samples at a time.
 func (w *FieldWriter) AppendColumns(rows int, cols [][]byte, lens [][]uint64) error {
-	if len(cols) != len(w.ws) || len(lens) != len(w.ws) {
-		return fmt.Errorf("samples %d on: %d columns for %d fields", w.m.Records, len(cols), len(w.ws))
-	}
-	var fixed int64 // a sample's bytes in its fixed fields and its variable fields' offsets
-	for k, f := range w.m.Fields {
-		fixed += indexBytes(f.Kind)
-		if f.Kind == Fixed {
-			if lens[k] != nil || int64(len(cols[k])) != int64(rows)*f.RecordSize {
-				return fmt.Errorf("samples %d on, field %q: %d bytes for %d values of %d bytes", w.m.Records, f.Name, len(cols[k]), rows, f.RecordSize)
-			}
-			fixed += f.RecordSize
-		} else if len(lens[k]) != rows {
-			return fmt.Errorf("samples %d on, field %q: %d lengths for %d values", w.m.Records, f.Name, len(lens[k]), rows)
-		}
+	fixed, err := w.checkColumns(rows, cols, lens)
+	if err != nil {
+		return err
 	}
 	at := make([]int, len(w.ws)) // where the run starts in each column
 	var variable []int
@@ -264,65 +251,20 @@ func (w *FieldWriter) AppendColumns(rows int, cols [][]byte, lens [][]uint64) er
 		}
 	}
 	for a := 0; a < rows; {
-		// The run ends after the first sample that closes a block: of the samples (the
-		// pending bytes reach the block size) or of a field with blocks of its own. Before a
-		// run, every count is below the block size.
-		m := rows - a
-		for k, f := range w.m.Fields {
-			if w.own[k] >= 0 {
-				m = min(m, int((w.block-w.own[k]+f.RecordSize-1)/f.RecordSize))
-			}
-		}
-		if len(variable) == 0 && fixed > 0 {
-			m = min(m, int((w.block-w.pending+fixed-1)/fixed))
-		}
-		b := a
-		if len(variable) == 0 {
-			w.pending += int64(m) * fixed
-			b = a + m
-		}
-		for b < a+m {
-			size := fixed
-			for _, k := range variable {
-				size += int64(lens[k][b])
-			}
-			w.pending += size
-			b++
-			if w.pending >= w.block {
-				break
-			}
-		}
+		b := w.runEnd(a, rows, fixed, variable, lens)
 		sample := w.pending >= w.block
 		for k, f := range w.m.Fields {
 			if w.own[k] >= 0 {
 				w.own[k] += int64(b-a) * f.RecordSize
 			}
 		}
-		for k, fw := range w.ws {
-			var l []uint64
-			n := (b - a) * int(w.m.Fields[k].RecordSize)
-			if w.m.Fields[k].Kind == Variable {
-				l = lens[k][a:b]
-				n = 0
-				for _, x := range l {
-					n += int(x)
-				}
-			}
-			if at[k]+n > len(cols[k]) {
-				return fmt.Errorf("samples %d on, field %q: the lengths pass the column's %d bytes", w.m.Records, w.m.Fields[k].Name, len(cols[k]))
-			}
-			if err := fw.AppendRun(w.m.Records, cols[k][at[k]:at[k]+n], l); err != nil {
-				return fmt.Errorf("field %q: %w", w.m.Fields[k].Name, err)
-			}
-			at[k] += n
+		if err := w.appendRun(a, b, cols, lens, at); err != nil {
+			return err
 		}
 		w.m.Records += uint64(b - a)
 		for k := range w.ws {
-			if w.own[k] >= w.block {
-				w.own[k] = 0
-				if err := w.ws[k].Cut(); err != nil {
-					return fmt.Errorf("field %q: %w", w.m.Fields[k].Name, err)
-				}
+			if err := w.cutOwn(k); err != nil {
+				return err
 			}
 		}
 		if sample {
@@ -336,6 +278,98 @@ func (w *FieldWriter) AppendColumns(rows int, cols [][]byte, lens [][]uint64) er
 		if at[k] != len(cols[k]) {
 			return fmt.Errorf("samples %d on, field %q: %d bytes past its values", w.m.Records, w.m.Fields[k].Name, len(cols[k])-at[k])
 		}
+	}
+	return nil
+}
+
+// checkColumns checks AppendColumns' columns against the fields (a fixed field's bytes, a
+// variable field's count of lengths) and returns a sample's bytes in its fixed fields and its
+// variable fields' offsets.
+func (w *FieldWriter) checkColumns(rows int, cols [][]byte, lens [][]uint64) (int64, error) {
+	if len(cols) != len(w.ws) || len(lens) != len(w.ws) {
+		return 0, fmt.Errorf("samples %d on: %d columns for %d fields", w.m.Records, len(cols), len(w.ws))
+	}
+	var fixed int64
+	for k, f := range w.m.Fields {
+		fixed += indexBytes(f.Kind)
+		if f.Kind == Fixed {
+			if lens[k] != nil || int64(len(cols[k])) != int64(rows)*f.RecordSize {
+				return 0, fmt.Errorf("samples %d on, field %q: %d bytes for %d values of %d bytes", w.m.Records, f.Name, len(cols[k]), rows, f.RecordSize)
+			}
+			fixed += f.RecordSize
+		} else if len(lens[k]) != rows {
+			return 0, fmt.Errorf("samples %d on, field %q: %d lengths for %d values", w.m.Records, f.Name, len(lens[k]), rows)
+		}
+	}
+	return fixed, nil
+}
+
+// runEnd returns where AppendColumns' run of samples from a ends, and adds the run's bytes to
+// the pending count. The run ends after the first sample that closes a block: of the samples
+// (the pending bytes reach the block size) or of a field with blocks of its own. Before a run,
+// every count is below the block size. fixed is a sample's bytes beside its variable values
+// (checkColumns), variable the variable fields.
+func (w *FieldWriter) runEnd(a, rows int, fixed int64, variable []int, lens [][]uint64) int {
+	m := rows - a
+	for k, f := range w.m.Fields {
+		if w.own[k] >= 0 {
+			m = min(m, int((w.block-w.own[k]+f.RecordSize-1)/f.RecordSize))
+		}
+	}
+	if len(variable) == 0 {
+		if fixed > 0 {
+			m = min(m, int((w.block-w.pending+fixed-1)/fixed))
+		}
+		w.pending += int64(m) * fixed
+		return a + m
+	}
+	b := a
+	for b < a+m {
+		size := fixed
+		for _, k := range variable {
+			size += int64(lens[k][b])
+		}
+		w.pending += size
+		b++
+		if w.pending >= w.block {
+			break
+		}
+	}
+	return b
+}
+
+// appendRun appends samples a to b (not included) of the columns to the fields' writers: field
+// k's values from at[k] in cols[k], and at[k] moves past them.
+func (w *FieldWriter) appendRun(a, b int, cols [][]byte, lens [][]uint64, at []int) error {
+	for k, fw := range w.ws {
+		var l []uint64
+		n := (b - a) * int(w.m.Fields[k].RecordSize)
+		if w.m.Fields[k].Kind == Variable {
+			l = lens[k][a:b]
+			n = 0
+			for _, x := range l {
+				n += int(x)
+			}
+		}
+		if at[k]+n > len(cols[k]) {
+			return fmt.Errorf("samples %d on, field %q: the lengths pass the column's %d bytes", w.m.Records, w.m.Fields[k].Name, len(cols[k]))
+		}
+		if err := fw.AppendRun(w.m.Records, cols[k][at[k]:at[k]+n], l); err != nil {
+			return fmt.Errorf("field %q: %w", w.m.Fields[k].Name, err)
+		}
+		at[k] += n
+	}
+	return nil
+}
+
+// cutOwn closes the block of field k, cut at blocks of its own, once it holds a block's bytes.
+func (w *FieldWriter) cutOwn(k int) error {
+	if w.own[k] < w.block {
+		return nil
+	}
+	w.own[k] = 0
+	if err := w.ws[k].Cut(); err != nil {
+		return fmt.Errorf("field %q: %w", w.m.Fields[k].Name, err)
 	}
 	return nil
 }
@@ -368,11 +402,8 @@ func (w *FieldWriter) cut() error {
 				w.own[k] = int64(uint64(w.m.Fields[k].RecordSize) * w.m.Records)
 				// Already a block's worth (the other fields' values take almost nothing):
 				// its first block closes here too, as it would at its next value's check.
-				if w.own[k] >= w.block {
-					w.own[k] = 0
-					if err := w.ws[k].Cut(); err != nil {
-						return fmt.Errorf("field %q: %w", w.m.Fields[k].Name, err)
-					}
+				if err := w.cutOwn(k); err != nil {
+					return err
 				}
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/source"
 )
 
@@ -64,32 +65,9 @@ func OpenFlat(path string, opt FlatOptions) (*Dataset, error) {
 		return nil, errorf(ErrFormat, path, -1, "not a regular file")
 	}
 	m := &Manifest{Format: FormatName, Version: Version, Kind: Fixed, Source: abs}
-	var offset, n int64
-	if IsNpy(f) {
-		if opt.Offset != 0 || opt.Records != 0 {
-			return nil, errorf(ErrFormat, path, -1, "--offset and --records are for raw files; a .npy file gives its own data offset and length")
-		}
-		npy, err := ParseNpy(path, f, st.Size())
-		if err != nil {
-			return nil, err
-		}
-		if opt.RecordSize != 0 && opt.RecordSize != npy.RecordSize {
-			return nil, errorf(ErrFormat, path, -1, "--record-size %d disagrees with the .npy rows of %d bytes (%s %v)", opt.RecordSize, npy.RecordSize, npy.DType, npy.Shape)
-		}
-		if err := agreeNpy(path, opt, npy); err != nil {
-			return nil, err
-		}
-		m.RecordSize, m.DType, m.Shape, offset = npy.RecordSize, npy.DType, npy.Shape, npy.DataOffset
-		n = (st.Size() - offset) / m.RecordSize
-	} else {
-		var err error
-		if opt, err = rawElement(path, opt); err != nil {
-			return nil, err
-		}
-		if n, err = rawExtent(path, st.Size(), opt); err != nil {
-			return nil, err
-		}
-		m.RecordSize, m.DType, m.Shape, offset = opt.RecordSize, opt.DType, opt.Shape, opt.Offset
+	offset, n, err := flatRecords(path, f, st.Size(), opt, m)
+	if err != nil {
+		return nil, err
 	}
 	if m.RecordSize > MaxRecordSize {
 		return nil, errorf(ErrFormat, path, -1, "record size %d exceeds the limit of %d", m.RecordSize, MaxRecordSize)
@@ -108,8 +86,8 @@ func OpenFlat(path string, opt FlatOptions) (*Dataset, error) {
 	nb := (uint64(n) + per - 1) / per
 	if nb > MaxBlocks {
 		least := (uint64(n) + MaxBlocks - 1) / MaxBlocks * uint64(m.RecordSize)
-		return nil, errorf(ErrFormat, path, -1, "--block-size %d cuts the file into %d blocks; blockfs keeps about 40 bytes of state for each block and allows at most %d: raise --block-size to at least %d (or leave it out: auto)",
-			bs, nb, MaxBlocks, least)
+		return nil, errorf(ErrFormat, path, -1, "%s %d cuts the file into %d blocks; blockfs keeps about 40 bytes of state for each block and allows at most %d: raise %s to at least %d (or leave it out: auto)",
+			optname.Flag("block-size"), bs, nb, MaxBlocks, optname.Flag("block-size"), least)
 	}
 	m.Records, m.Bytes = uint64(n), uint64(n)*uint64(m.RecordSize)
 	in := &flatFile{inOrder: newInOrder(int(nb), m.RecordSize), path: abs, dataOffset: offset, ident: FileIdentity(st)}
@@ -119,31 +97,64 @@ func OpenFlat(path string, opt FlatOptions) (*Dataset, error) {
 	return &Dataset{Dir: filepath.Dir(abs), Manifest: m, starts: in.starts, shape: in}, nil
 }
 
+// flatRecords sets m's record size, dtype and shape for the file f of size bytes (a .npy's
+// own, checked against opt; a raw file's from opt) and returns where record 0 starts and how
+// many records the file serves.
+func flatRecords(path string, f *os.File, size int64, opt FlatOptions, m *Manifest) (offset, n int64, err error) {
+	if !IsNpy(f) {
+		if opt, err = rawElement(path, opt); err != nil {
+			return 0, 0, err
+		}
+		if n, err = rawExtent(path, size, opt); err != nil {
+			return 0, 0, err
+		}
+		m.RecordSize, m.DType, m.Shape = opt.RecordSize, opt.DType, opt.Shape
+		return opt.Offset, n, nil
+	}
+	if opt.Offset != 0 || opt.Records != 0 {
+		return 0, 0, errorf(ErrFormat, path, -1, "%s and %s are for raw files; a .npy file gives its own data offset and length", optname.Flag("offset"), optname.Flag("records"))
+	}
+	npy, err := ParseNpy(path, f, size)
+	if err != nil {
+		return 0, 0, err
+	}
+	if opt.RecordSize != 0 && opt.RecordSize != npy.RecordSize {
+		return 0, 0, errorf(ErrFormat, path, -1, "%s %d disagrees with the .npy rows of %d bytes (%s %v)", optname.Flag("record-size"), opt.RecordSize, npy.RecordSize, npy.DType, npy.Shape)
+	}
+	if err := agreeNpy(path, opt, npy); err != nil {
+		return 0, 0, err
+	}
+	m.RecordSize, m.DType, m.Shape = npy.RecordSize, npy.DType, npy.Shape
+	return npy.DataOffset, (size - npy.DataOffset) / m.RecordSize, nil
+}
+
 // rawExtent checks the record size, offset and count of a raw file of size bytes and returns
 // how many records it serves.
 func rawExtent(path string, size int64, opt FlatOptions) (int64, error) {
 	rs := opt.RecordSize
 	switch {
 	case rs <= 0:
-		return 0, errorf(ErrFormat, path, -1, "a raw file needs --record-size (the size of one record in bytes), or --dtype (and --shape) of its records")
+		return 0, errorf(ErrFormat, path, -1, "a raw file needs %s (the size of one record in bytes), or %s (and %s) of its records", optname.Flag("record-size"), optname.Flag("dtype"), optname.Flag("shape"))
 	case opt.Offset < 0 || opt.Offset > size:
-		return 0, errorf(ErrFormat, path, -1, "--offset %d is outside the file (%d bytes)", opt.Offset, size)
+		return 0, errorf(ErrFormat, path, -1, "%s %d is outside the file (%d bytes)", optname.Flag("offset"), opt.Offset, size)
 	case opt.Records < 0:
-		return 0, errorf(ErrFormat, path, -1, "--records %d is negative", opt.Records)
+		return 0, errorf(ErrFormat, path, -1, "%s %d is negative", optname.Flag("records"), opt.Records)
 	}
 	avail := size - opt.Offset
 	if opt.Records > 0 {
 		if opt.Records > avail/rs {
-			return 0, errorf(ErrFormat, path, -1, "--records %d of %d bytes from --offset %d pass the end of the file: there are %d bytes after the offset (%d whole records)", opt.Records, rs, opt.Offset, avail, avail/rs)
+			return 0, errorf(ErrFormat, path, -1, "%s %d of %d bytes from %s %d pass the end of the file: there are %d bytes after the offset (%d whole records)",
+				optname.Flag("records"), opt.Records, rs, optname.Flag("offset"), opt.Offset, avail, avail/rs)
 		}
 		return opt.Records, nil
 	}
 	if avail%rs != 0 {
 		what := "file is"
 		if opt.Offset > 0 {
-			what = fmt.Sprintf("the file after --offset %d is", opt.Offset)
+			what = fmt.Sprintf("the file after %s %d is", optname.Flag("offset"), opt.Offset)
 		}
-		return 0, errorf(ErrFormat, path, -1, "%s %d bytes, not a multiple of the record size %d (%d bytes left over); check --record-size, or give --records for a file with a trailer", what, avail, rs, avail%rs)
+		return 0, errorf(ErrFormat, path, -1, "%s %d bytes, not a multiple of the record size %d (%d bytes left over); check %s, or give %s for a file with a trailer",
+			what, avail, rs, avail%rs, optname.Flag("record-size"), optname.Flag("records"))
 	}
 	return avail / rs, nil
 }
@@ -182,23 +193,24 @@ func (f *flatFile) inPlace() (string, int64, bool) { return f.path, f.dataOffset
 func rawElement(path string, opt FlatOptions) (FlatOptions, error) {
 	if opt.DType == "" {
 		if opt.Shape != nil {
-			return opt, errorf(ErrFormat, path, -1, "--shape goes with --dtype (the type of each element)")
+			return opt, errorf(ErrFormat, path, -1, "%s goes with %s (the type of each element)", optname.Flag("shape"), optname.Flag("dtype"))
 		}
 		return opt, nil
 	}
 	dt, err := ParseDType(opt.DType)
 	if err != nil {
-		return opt, errorf(ErrFormat, path, -1, "--dtype: %v", err)
+		return opt, errorf(ErrFormat, path, -1, "%s: %v", optname.Flag("dtype"), err)
 	}
 	size, _ := DTypeSize(dt)
 	for _, d := range opt.Shape {
 		if d < 1 || size > MaxRecordSize/d {
-			return opt, errorf(ErrFormat, path, -1, "--shape %v: each dimension must be at least 1, and a record at most %d bytes", opt.Shape, int64(MaxRecordSize))
+			return opt, errorf(ErrFormat, path, -1, "%s %v: each dimension must be at least 1, and a record at most %d bytes", optname.Flag("shape"), opt.Shape, int64(MaxRecordSize))
 		}
 		size *= d
 	}
 	if opt.RecordSize != 0 && opt.RecordSize != size {
-		return opt, errorf(ErrFormat, path, -1, "--record-size %d disagrees with --dtype %s and --shape %v (%d bytes a record); drop --record-size, or fix the shape", opt.RecordSize, dt, opt.Shape, size)
+		return opt, errorf(ErrFormat, path, -1, "%s %d disagrees with %s %s and %s %v (%d bytes a record); drop %s, or fix the shape",
+			optname.Flag("record-size"), opt.RecordSize, optname.Flag("dtype"), dt, optname.Flag("shape"), opt.Shape, size, optname.Flag("record-size"))
 	}
 	opt.DType, opt.RecordSize = dt, size
 	if opt.Shape == nil {
@@ -212,14 +224,15 @@ func agreeNpy(path string, opt FlatOptions, npy *Npy) error {
 	if opt.DType != "" {
 		dt, err := ParseDType(opt.DType)
 		if err != nil {
-			return errorf(ErrFormat, path, -1, "--dtype: %v", err)
+			return errorf(ErrFormat, path, -1, "%s: %v", optname.Flag("dtype"), err)
 		}
 		if dt != npy.DType {
-			return errorf(ErrFormat, path, -1, "--dtype %s disagrees with the .npy's %s (a .npy gives its own dtype; drop --dtype)", opt.DType, npy.DType)
+			return errorf(ErrFormat, path, -1, "%s %s disagrees with the .npy's %s (a .npy gives its own dtype; drop %s)",
+				optname.Flag("dtype"), opt.DType, npy.DType, optname.Flag("dtype"))
 		}
 	}
 	if opt.Shape != nil && !slices.Equal(opt.Shape, npy.Shape) {
-		return errorf(ErrFormat, path, -1, "--shape %v disagrees with the .npy's rows shaped %v (drop --shape)", opt.Shape, npy.Shape)
+		return errorf(ErrFormat, path, -1, "%s %v disagrees with the .npy's rows shaped %v (drop %s)", optname.Flag("shape"), opt.Shape, npy.Shape, optname.Flag("shape"))
 	}
 	return nil
 }

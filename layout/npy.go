@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/blockfs/blockfs/internal/optname"
 )
 
 // NpyMagic starts every .npy file.
@@ -96,7 +98,7 @@ func parseNpyDict(h string) (*Npy, error) {
 		return nil, fmt.Errorf(".npy header has no 'descr'")
 	}
 	if d[1] == "[" {
-		return nil, fmt.Errorf("structured dtypes are not supported; save a plain array (or pack it as raw records with --record-size)")
+		return nil, fmt.Errorf("structured dtypes are not supported; save a plain array (or pack it as raw records with %s)", optname.Flag("record-size"))
 	}
 	f := npyFortran.FindStringSubmatch(h)
 	if f == nil {

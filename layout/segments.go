@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/internal/userfile"
 )
 
@@ -59,8 +60,8 @@ func checkSegments(path string, segs []Segment, n int64) error {
 }
 
 func tooManySegments(path string, n int) error {
-	return errorf(ErrFormat, path, -1, "more than %d segments (%d or more); blockfs keeps 16 bytes of state for each and allows at most %d: merge short segments, or serve the rows in place without --segments",
-		MaxSegments, n, MaxSegments)
+	return errorf(ErrFormat, path, -1, "more than %d segments (%d or more); blockfs keeps 16 bytes of state for each and allows at most %d: merge short segments, or serve the rows in place without %s",
+		MaxSegments, n, MaxSegments, optname.Flag("segments"))
 }
 
 // ReadSegments reads a segment list for a file of rows rows, sorted by start row: a JSON file

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/source"
 )
 
@@ -119,18 +120,18 @@ func Windows(rows *Dataset, opt WindowOptions, blockSize int64) (*Dataset, error
 	case rows.Kind() != Fixed:
 		return nil, bad("windows need fixed-size rows; this dataset holds variable-length records")
 	case rows.HasIDs():
-		return nil, bad("windows need rows in stored order, and pack pre-shuffled these; pack the source again with --no-shuffle, or serve the .npy or raw file in place")
+		return nil, bad("windows need rows in stored order, and pack pre-shuffled these; pack the source again with %s, or serve the .npy or raw file in place", optname.Flag("no-shuffle"))
 	}
 	if opt.Stride == 0 {
 		opt.Stride = 1
 	}
 	switch {
 	case opt.Length < 1:
-		return nil, bad("--window %d: a window needs at least 1 row", opt.Length)
+		return nil, bad("%s %d: a window needs at least 1 row", optname.Flag("window"), opt.Length)
 	case opt.Stride < 1:
-		return nil, bad("--stride %d: must be at least 1", opt.Stride)
+		return nil, bad("%s %d: must be at least 1", optname.Flag("stride"), opt.Stride)
 	case opt.Length > MaxRecordSize/R:
-		return nil, bad("--window %d rows of %d bytes exceed the record limit of %d bytes", opt.Length, R, int64(MaxRecordSize))
+		return nil, bad("%s %d rows of %d bytes exceed the record limit of %d bytes", optname.Flag("window"), opt.Length, R, int64(MaxRecordSize))
 	}
 	segs := opt.Segments
 	if segs == nil {
@@ -148,43 +149,21 @@ func Windows(rows *Dataset, opt WindowOptions, blockSize int64) (*Dataset, error
 		return nil, bad("block size %d exceeds the limit of %d", blockSize, int64(MaxBlockBytes))
 	case opt.Length*R > blockSize:
 		// Each window would be a block of its own: O(windows) of state instead of O(blocks).
-		return nil, bad("a window of %d rows (%d bytes) is larger than --block-size %d; raise --block-size (a block should hold many windows)", opt.Length, opt.Length*R, blockSize)
+		return nil, bad("a window of %d rows (%d bytes) is larger than %s %d; raise %s (a block should hold many windows)",
+			opt.Length, opt.Length*R, optname.Flag("block-size"), blockSize, optname.Flag("block-size"))
 	}
 	rowsPer := blockSize / R
 	per := max(1, (rowsPer-opt.Length)/opt.Stride+1) // windows a block holds
 	w := &windows{starts: recordStarts{0}, length: opt.Length, stride: opt.Stride, rowBytes: R, segments: len(segs), rows: src}
-	runs := make([]windowRun, 0, min(len(segs), 1<<16))
-	open, shared := false, false // the last block holds short segments; a block holds several
-	for _, s := range segs {
-		if s.End-s.Start+1 < opt.Length {
-			continue
-		}
-		count := (s.End-s.Start+1-opt.Length)/opt.Stride + 1
-		last := len(w.starts) - 1
-		runs = append(runs, windowRun{rec: w.starts[last], row: s.Start})
-		if count < per && open && s.Start+(count-1)*opt.Stride+opt.Length-w.first[last-1] <= rowsPer {
-			w.starts[last] += uint64(count)
-			shared = true
-			continue
-		}
-		for k := int64(0); k < count; k += per {
-			if len(w.first) == MaxBlocks {
-				return nil, tooManyBlocks(path, blockSize)
-			}
-			w.first = append(w.first, s.Start+k*opt.Stride)
-			w.starts = append(w.starts, w.starts[len(w.starts)-1]+uint64(min(per, count-k)))
-		}
-		open = count < per
-	}
-	if shared {
-		w.runs = runs
+	if !w.cut(segs, per, rowsPer) {
+		return nil, tooManyBlocks(path, blockSize)
 	}
 	total := w.starts[len(w.starts)-1]
 	if total == 0 {
-		return nil, bad("no segment holds a window of %d rows (the longest has %d); lower --window", opt.Length, longest(segs))
+		return nil, bad("no segment holds a window of %d rows (the longest has %d); lower %s", opt.Length, longest(segs), optname.Flag("window"))
 	}
 	if total > uint64(math.MaxInt64/(opt.Length*R)) {
-		return nil, bad("%d windows of %d bytes make an epoch larger than 8 EiB; raise --stride or lower --window", total, opt.Length*R)
+		return nil, bad("%d windows of %d bytes make an epoch larger than 8 EiB; raise %s or lower %s", total, opt.Length*R, optname.Flag("stride"), optname.Flag("window"))
 	}
 	m := *rows.Manifest
 	m.RecordSize, m.Records, m.Bytes = opt.Length*R, total, total*uint64(opt.Length*R)
@@ -197,6 +176,40 @@ func Windows(rows *Dataset, opt WindowOptions, blockSize int64) (*Dataset, error
 		d.src = d.store.Blocks(d) // the pack's files, where they were opened
 	}
 	return d, nil
+}
+
+// cut cuts the windows of segs into blocks as Windows says, per windows and rowsPer rows a
+// block at most: a long segment's windows into blocks of their own, a short one's into the
+// block of the short segments before it where they fit. It reports false when they would
+// take more than MaxBlocks blocks.
+func (w *windows) cut(segs []Segment, per, rowsPer int64) bool {
+	runs := make([]windowRun, 0, min(len(segs), 1<<16))
+	open, shared := false, false // the last block holds short segments; a block holds several
+	for _, s := range segs {
+		if s.End-s.Start+1 < w.length {
+			continue
+		}
+		count := (s.End-s.Start+1-w.length)/w.stride + 1
+		last := len(w.starts) - 1
+		runs = append(runs, windowRun{rec: w.starts[last], row: s.Start})
+		if count < per && open && s.Start+(count-1)*w.stride+w.length-w.first[last-1] <= rowsPer {
+			w.starts[last] += uint64(count)
+			shared = true
+			continue
+		}
+		for k := int64(0); k < count; k += per {
+			if len(w.first) == MaxBlocks {
+				return false
+			}
+			w.first = append(w.first, s.Start+k*w.stride)
+			w.starts = append(w.starts, w.starts[len(w.starts)-1]+uint64(min(per, count-k)))
+		}
+		open = count < per
+	}
+	if shared {
+		w.runs = runs
+	}
+	return true
 }
 
 func longest(segs []Segment) int64 {

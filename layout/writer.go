@@ -12,6 +12,7 @@ import (
 
 	"github.com/blockfs/blockfs/internal/background"
 	"github.com/blockfs/blockfs/internal/crc32c"
+	"github.com/blockfs/blockfs/internal/optname"
 )
 
 // DefaultBlockSize is the block size pack uses unless told otherwise; docs/FORMAT.md explains
@@ -103,7 +104,7 @@ func Create(dst string, opt WriterOptions, force bool) (*Writer, error) {
 			return nil, fmt.Errorf("record size %d is out of range (1 B to %d B)", opt.RecordSize, MaxRecordSize)
 		}
 		if opt.RecordSize > opt.BlockSize {
-			return nil, fmt.Errorf("record size %d is larger than the block size %d; choose a larger --block-size", opt.RecordSize, opt.BlockSize)
+			return nil, fmt.Errorf("record size %d is larger than the block size %d; choose a larger %s", opt.RecordSize, opt.BlockSize, optname.Flag("block-size"))
 		}
 		w.perBlock = uint64(opt.BlockSize / opt.RecordSize)
 		if opt.ManualBlocks {
@@ -124,7 +125,7 @@ func Create(dst string, opt WriterOptions, force bool) (*Writer, error) {
 		removeStale(w.dst)
 	}
 	if _, err := os.Lstat(w.dst); err == nil && !force {
-		return nil, errorf(ErrExists, w.dst, -1, "already exists (use --force to replace it)")
+		return nil, existsError(w.dst)
 	}
 	var err error
 	if opt.nested {

@@ -61,7 +61,7 @@ type arrowFile struct {
 	schema *arrow.Schema
 	file   *ipc.FileReader // the file format, or
 	stream *ipc.Reader     // the stream format
-	read   *arrowCounter   // stream: the bytes read
+	read   *countingReader // stream: the bytes read
 	batch  int             // file: the next batch
 }
 
@@ -95,7 +95,7 @@ func openArrowFile(path string, mem memory.Allocator) (a *arrowFile, err error) 
 	case bytes.HasPrefix(head, []byte("FEA1")):
 		return nil, fmt.Errorf("%s is a Feather version 1 file, which pack does not read; rewrite it as Feather version 2 (Arrow IPC), e.g. pyarrow.feather.write_feather", path)
 	default:
-		a.read = &arrowCounter{r: f}
+		a.read = &countingReader{r: f}
 		if a.stream, err = ipc.NewReader(bufio.NewReaderSize(a.read, 64<<10), ipc.WithAllocator(mem)); err != nil {
 			return nil, fmt.Errorf("%s is neither an Arrow IPC file (it does not start with ARROW1) nor a readable Arrow IPC stream: %w", path, err)
 		}
@@ -147,16 +147,4 @@ func (a *arrowFile) close() error {
 		a.stream.Release()
 	}
 	return a.f.Close()
-}
-
-// arrowCounter counts the bytes read through it (a stream's progress).
-type arrowCounter struct {
-	r io.Reader
-	n int64
-}
-
-func (c *arrowCounter) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/blockfs/blockfs/internal/optname"
 )
 
 // A table input (Parquet, Arrow IPC) is read as Arrow record batches, file after file, by one
@@ -94,7 +95,7 @@ func newTableReader(format tableFormat, paths, columns []string) (*tableReader, 
 		r.fields = append(r.fields, c.spec)
 	}
 	if err := CheckFieldNames(r.fields); err != nil {
-		return nil, fmt.Errorf("%s: %w; or leave the column out with --columns", paths[0], err)
+		return nil, fmt.Errorf("%s: %w; or leave the column out with %s", paths[0], err, optname.Flag("columns"))
 	}
 	for _, p := range paths[1:] {
 		s, err := format.schema(p)
@@ -119,11 +120,11 @@ func checkSameColumns(first string, firstLeaves, cols []tableColumn, all bool, p
 		for i := 0; i < max(len(firstLeaves), len(leaves)); i++ {
 			switch {
 			case i >= len(leaves):
-				return fmt.Errorf("%s has no column %s, which %s has: %s (or choose columns with --columns)", path, firstLeaves[i].name(), first, hint)
+				return fmt.Errorf("%s has no column %s, which %s has: %s (or choose columns with %s)", path, firstLeaves[i].name(), first, hint, optname.Flag("columns"))
 			case i >= len(firstLeaves):
-				return fmt.Errorf("%s has a column %s, which %s has not: %s (or choose columns with --columns)", path, leaves[i].name(), first, hint)
+				return fmt.Errorf("%s has a column %s, which %s has not: %s (or choose columns with %s)", path, leaves[i].name(), first, hint, optname.Flag("columns"))
 			case leaves[i].name() != firstLeaves[i].name():
-				return fmt.Errorf("column %d of %s is %s, where %s has %s: %s (or choose columns with --columns)", i+1, path, leaves[i].name(), first, firstLeaves[i].name(), hint)
+				return fmt.Errorf("column %d of %s is %s, where %s has %s: %s (or choose columns with %s)", i+1, path, leaves[i].name(), first, firstLeaves[i].name(), hint, optname.Flag("columns"))
 			}
 		}
 	}
@@ -199,8 +200,8 @@ func (r *tableReader) Next() (values [][]byte, err error) {
 	for k, v := range r.values {
 		b, err := v(r.row)
 		if err != nil {
-			return nil, fmt.Errorf("%s: column %s %v at row %d; fill it or leave the column out with --columns",
-				r.paths[r.file], r.cols[k].name(), err, r.fileRow+int64(r.row))
+			return nil, fmt.Errorf("%s: column %s %v at row %d; fill it or leave the column out with %s",
+				r.paths[r.file], r.cols[k].name(), err, r.fileRow+int64(r.row), optname.Flag("columns"))
 		}
 		r.out[k] = b
 	}
@@ -249,8 +250,8 @@ func (r *tableReader) NextColumns() (c *Columns, err error) {
 		for i := a; i < b; i++ {
 			v, err := r.values[k](i)
 			if err != nil {
-				return nil, fmt.Errorf("%s: column %s %v at row %d; fill it or leave the column out with --columns",
-					r.paths[r.file], r.cols[k].name(), err, r.fileRow+int64(i))
+				return nil, fmt.Errorf("%s: column %s %v at row %d; fill it or leave the column out with %s",
+					r.paths[r.file], r.cols[k].name(), err, r.fileRow+int64(i), optname.Flag("columns"))
 			}
 			data = append(data, v...)
 			if variable {

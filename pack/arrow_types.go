@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/blockfs/blockfs/internal/optname"
 )
 
 // Parquet and Arrow columns as fields: how OpenParquet and OpenArrow map a table's columns
@@ -120,7 +121,7 @@ func selectColumns(leaves []tableColumn, names []string, src string) ([]tableCol
 			}
 			for _, m := range match {
 				if slices.ContainsFunc(picked, func(c tableColumn) bool { return c.name() == m.name() }) {
-					return nil, fmt.Errorf("--columns chooses column %s twice", m.name())
+					return nil, fmt.Errorf("%s chooses column %s twice", optname.Flag("columns"), m.name())
 				}
 			}
 			picked = append(picked, match...)
@@ -245,7 +246,7 @@ func fieldSpec(name string, t arrow.DataType) (FieldSpec, error) {
 			return spec, nil
 		}
 	}
-	return spec, fmt.Errorf("column %s is %s, which a field cannot hold (numbers, bools, dates and times, strings, binary, and fixed-size or variable lists of numbers can); leave it out with --columns", name, t)
+	return spec, fmt.Errorf("column %s is %s, which a field cannot hold (numbers, bools, dates and times, strings, binary, and fixed-size or variable lists of numbers can); leave it out with %s", name, t, optname.Flag("columns"))
 }
 
 // Errors of a value function: the row is null, or an element inside its value is.

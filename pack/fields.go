@@ -16,6 +16,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/blockfs/blockfs/cache"
+	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/layout"
 )
 
@@ -117,12 +118,12 @@ func checkFieldCount(n int, format Format) error {
 	if n <= MaxFields {
 		return nil
 	}
-	how := "choose at most " + strconv.Itoa(MaxFields) + " with --columns"
+	how := "choose at most " + strconv.Itoa(MaxFields) + " with " + optname.Flag("columns")
 	if format != Parquet && format != Arrow {
 		how = "pack at most " + strconv.Itoa(MaxFields) + " fields"
 	}
-	return fmt.Errorf("the input has %d fields; a mount serves each as a file of its own and needs at least %s of cache for each, %s for all, whatever --mix and --readahead: %s",
-		n, humanize.IBytes(uint64(FieldCache)), humanize.IBytes(uint64(FieldCache)*uint64(n)), how)
+	return fmt.Errorf("the input has %d fields; a mount serves each as a file of its own and needs at least %s of cache for each, %s for all, whatever %s and %s: %s",
+		n, humanize.IBytes(uint64(FieldCache)), humanize.IBytes(uint64(FieldCache)*uint64(n)), optname.Flag("mix"), optname.Flag("readahead"), how)
 }
 
 // The formats whose samples have fields, packed by PackFields.
@@ -294,8 +295,8 @@ func PackFields(ctx context.Context, r SampleReader, dst string, format Format, 
 		res.Notes = n.Notes()
 	}
 	if need := FieldCache * int64(len(fields)); len(fields) > 1 && need >= 1<<30 {
-		res.Notes = append(res.Notes, fmt.Sprintf("a mount of its %d fields needs at least %s of cache (%s each, whatever --mix and --readahead); --columns packs fewer",
-			len(fields), humanize.IBytes(uint64(need)), humanize.IBytes(uint64(FieldCache))))
+		res.Notes = append(res.Notes, fmt.Sprintf("a mount of its %d fields needs at least %s of cache (%s each, whatever %s and %s); %s packs fewer",
+			len(fields), humanize.IBytes(uint64(need)), humanize.IBytes(uint64(FieldCache)), optname.Flag("mix"), optname.Flag("readahead"), optname.Flag("columns")))
 	}
 	return res, nil
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/blockfs/blockfs/internal/optname"
 )
 
 // headerPeek is how much of a lines input headerNote reads: enough for two lines of any
@@ -49,7 +51,7 @@ func headerNote(src string) string {
 	if len(shown) > 60 {
 		shown = shown[:57] + "..."
 	}
-	return fmt.Sprintf("the first line of %s looks like a header (%q), and it was packed as record 0; --skip-header leaves it out", filepath.Base(src), shown)
+	return fmt.Sprintf("the first line of %s looks like a header (%q), and it was packed as record 0; %s leaves it out", filepath.Base(src), shown, optname.Flag("skip-header"))
 }
 
 // looksLikeHeader reports whether first looks like the header of a table whose rows look like

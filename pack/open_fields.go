@@ -1,6 +1,10 @@
 package pack
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/blockfs/blockfs/internal/optname"
+)
 
 // FieldOptions are what opening an input with fields takes beyond its paths.
 type FieldOptions struct {
@@ -11,10 +15,10 @@ type FieldOptions struct {
 // OpenSamples opens the inputs of a format with fields (FieldInputs' paths).
 func OpenSamples(format Format, paths []string, opt FieldOptions) (SampleReader, error) {
 	if len(opt.Columns) > 0 && format != Parquet && format != Arrow {
-		return nil, fmt.Errorf("--columns is for Parquet and Arrow inputs")
+		return nil, fmt.Errorf("%s is for Parquet and Arrow inputs", optname.Flag("columns"))
 	}
 	if opt.FillMissing && format != WebDataset {
-		return nil, fmt.Errorf("--fill-missing is for WebDataset inputs")
+		return nil, fmt.Errorf("%s is for WebDataset inputs", optname.Flag("fill-missing"))
 	}
 	switch format {
 	case TFRecord:

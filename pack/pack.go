@@ -12,6 +12,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/layout"
 )
 
@@ -130,26 +131,7 @@ func Pack(ctx context.Context, src, dst string, opt Options) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Format: format, BlockSize: opt.BlockSize}
-	var in input
-	var el element
-	switch format {
-	case Raw:
-		in, el, err = openRaw(src, opt.RecordSize)
-	case Npy:
-		in, el, err = openNpy(src, opt.RecordSize)
-	case Lines:
-		in, el, err = openLines(src, opt.SkipHeader)
-		if err == nil && !opt.SkipHeader {
-			if note := headerNote(src); note != "" {
-				res.Notes = append(res.Notes, note)
-			}
-		}
-	case Files:
-		in, el, err = openFiles(src, sel)
-		res.Skipped = sel.skipped
-	default:
-		err = fmt.Errorf("unknown format %q", format)
-	}
+	in, el, err := openInput(src, format, opt, sel, res)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +142,7 @@ func Pack(ctx context.Context, src, dst string, opt Options) (*Result, error) {
 		res.BlockReason = autoBlockReason(in.size(), el.recordSize)
 	}
 	if opt.RecordSize != 0 && el.kind == layout.Variable {
-		return nil, fmt.Errorf("--record-size does not apply to %s input (its records vary in length)", format)
+		return nil, fmt.Errorf("%s does not apply to %s input (its records vary in length)", optname.Flag("record-size"), format)
 	}
 	w, err := layout.Create(dst, layout.WriterOptions{
 		Kind: el.kind, RecordSize: el.recordSize, BlockSize: opt.BlockSize,
@@ -196,13 +178,37 @@ func Pack(ctx context.Context, src, dst string, opt Options) (*Result, error) {
 	return res, nil
 }
 
+// openInput opens src as format's input and returns it and its element; it notes in res
+// what the user should know of it (a lines input's header) and what a folder pack skipped.
+func openInput(src string, format Format, opt Options, sel *selection, res *Result) (input, element, error) {
+	switch format {
+	case Raw:
+		return openRaw(src, opt.RecordSize)
+	case Npy:
+		return openNpy(src, opt.RecordSize)
+	case Lines:
+		in, el, err := openLines(src, opt.SkipHeader)
+		if err == nil && !opt.SkipHeader {
+			if note := headerNote(src); note != "" {
+				res.Notes = append(res.Notes, note)
+			}
+		}
+		return in, el, err
+	case Files:
+		in, el, err := openFiles(src, sel)
+		res.Skipped = sel.skipped
+		return in, el, err
+	}
+	return nil, element{}, fmt.Errorf("unknown format %q", format)
+}
+
 // optionsApply refuses options that do not apply to the input's format.
 func optionsApply(opt Options, format Format, src string) error {
 	if format != Files && (len(opt.Include) > 0 || len(opt.Exclude) > 0 || opt.AllFiles) {
-		return fmt.Errorf("--include, --exclude and --all-files choose the files of a folder; %s is %s input", src, format)
+		return fmt.Errorf("%s, %s and %s choose the files of a folder; %s is %s input", optname.Flag("include"), optname.Flag("exclude"), optname.Flag("all-files"), src, format)
 	}
 	if format != Lines && opt.SkipHeader {
-		return fmt.Errorf("--skip-header is for lines input (CSV, TSV, JSON Lines, text); %s is %s input", src, format)
+		return fmt.Errorf("%s is for lines input (CSV, TSV, JSON Lines, text); %s is %s input", optname.Flag("skip-header"), src, format)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package pack
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -19,8 +20,10 @@ import (
 // memory in any process that links them, before it reads a byte. The mount's daemon must not
 // carry that (its RSS is its cache plus a small constant), so arrow-go is linked only into a
 // second binary, blockfs-tables (the same command, built with the tag "tables"), and blockfs
-// pack runs it to read a table: the child writes the samples to a pipe in the stream below,
-// and the parent's SampleReader reads them from there.
+// pack runs it to read a table: pack runs blockfs-tables read-samples (ReadSamplesCommand) with
+// what to read, a SamplesSpec, as JSON on its stdin (no flags: the child's command line is not
+// the user's); the child writes the samples to a pipe in the stream below, and the parent's
+// SampleReader reads them from there.
 //
 // The stream: one line of JSON (pipeHeader), then frames: 'C' uvarint(input bytes read so far),
 // uvarint(rows) and, per field, for a variable one rows uint64 little-endian lengths, then
@@ -30,13 +33,47 @@ import (
 // TablesBinary is the name of the binary that reads Parquet and Arrow.
 const TablesBinary = "blockfs-tables"
 
+// ReadSamplesCommand is the hidden command of blockfs-tables that pack runs (ServeSamples).
+const ReadSamplesCommand = "read-samples"
+
+// SamplesSpec is what pack asks blockfs-tables read-samples to read: the files of a table
+// format, and the columns to read (nil: all).
+type SamplesSpec struct {
+	Format  Format   `json:"format"`
+	Paths   []string `json:"paths"`
+	Columns []string `json:"columns,omitempty"`
+}
+
+// maxSamplesSpec bounds the spec read from stdin (the paths of many shards fit in it).
+const maxSamplesSpec = 64 << 20
+
+// ServeSamples is blockfs-tables read-samples: it reads a SamplesSpec (JSON) from in and writes
+// the samples of its files to out as the stream above.
+func ServeSamples(in io.Reader, out io.Writer) error {
+	var spec SamplesSpec
+	dec := json.NewDecoder(io.LimitReader(in, maxSamplesSpec))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		return fmt.Errorf("%s reads what to read as JSON on stdin: %w", ReadSamplesCommand, err)
+	}
+	if len(spec.Paths) == 0 {
+		return fmt.Errorf("%s: no files to read", ReadSamplesCommand)
+	}
+	r, err := ReadTable(spec.Format, spec.Paths, spec.Columns)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return WriteSamples(out, r)
+}
+
 // pipeHeader is the stream's first line.
 type pipeHeader struct {
 	Fields []FieldSpec `json:"fields"`
 	Total  int64       `json:"total"`
 }
 
-// WriteSamples writes r's samples to w as the stream above (blockfs-tables read-samples). An
+// WriteSamples writes r's samples to w as the stream above (ServeSamples). An
 // error of r's is written into the stream for the reader to return, and returned.
 func WriteSamples(w io.Writer, r ColumnReader) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
@@ -120,18 +157,19 @@ func FindTables() (string, error) {
 	return "", fmt.Errorf("reading Parquet and Arrow, and drawing plots, needs %s beside blockfs (make build makes both; the wheel carries both), or $BLOCKFS_TABLES_BIN", TablesBinary)
 }
 
-// openPiped runs blockfs-tables read-samples on the inputs and returns its stream as a
-// SampleReader.
+// openPiped runs blockfs-tables read-samples on the inputs (a SamplesSpec on its stdin) and
+// returns its stream as a SampleReader.
 func openPiped(format Format, paths, columns []string) (SampleReader, error) {
 	bin, err := FindTables()
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"read-samples", "--format", string(format)}
-	if len(columns) > 0 {
-		args = append(args, "--columns", strings.Join(columns, ","))
+	spec, err := json.Marshal(SamplesSpec{Format: format, Paths: paths, Columns: columns})
+	if err != nil {
+		return nil, err
 	}
-	cmd := exec.Command(bin, append(append(args, "--"), paths...)...)
+	cmd := exec.Command(bin, ReadSamplesCommand)
+	cmd.Stdin = bytes.NewReader(spec)
 	p := &pipeReader{cmd: cmd, stderr: &strings.Builder{}}
 	cmd.Stderr = p.stderr
 	if p.in, err = cmd.StdoutPipe(); err != nil {

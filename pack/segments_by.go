@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/layout"
 )
 
@@ -40,105 +41,28 @@ type segment struct {
 func PackSegmented(ctx context.Context, r SampleReader, dst, by string, opt Options) (*SegmentsResult, error) {
 	defer r.Close()
 	specs := r.Fields()
-	key := -1
-	var features []int
-	var dtype string
-	var row int64
-	for i, f := range specs {
-		if f.Name == by {
-			key = i
-			continue
-		}
-		if f.Kind != FixedField || f.DType == "" {
-			return nil, fmt.Errorf("--segments-by %s makes rows of the other columns for windows, so they must be numbers of fixed size; %s is %s: leave it out with --columns", by, f.Name, describeSpec(f))
-		}
-		if dtype != "" && f.DType != dtype {
-			return nil, fmt.Errorf("--segments-by %s makes rows of the other columns, which must have one dtype: %s is %s, %s is %s; choose columns of one type with --columns", by, specs[features[0]].Name, dtype, f.Name, f.DType)
-		}
-		dtype = f.DType
-		features = append(features, i)
-		row += f.RecordSize
-	}
-	names := make([]string, 0, len(specs))
-	for _, f := range specs {
-		names = append(names, f.Name)
-	}
-	if key < 0 {
-		return nil, fmt.Errorf("--segments-by %s: the input has no such column (it has %s)", by, strings.Join(names, ", "))
-	}
-	if len(features) == 0 {
-		return nil, fmt.Errorf("--segments-by %s: no other column to make rows of", by)
-	}
-	item, err := layout.DTypeSize(dtype)
+	rows, err := planRows(specs, by)
 	if err != nil {
 		return nil, err
 	}
 	res := &SegmentsResult{BlockSize: opt.BlockSize}
-	for _, i := range features {
+	for _, i := range rows.features {
 		res.Features = append(res.Features, specs[i].Name)
 	}
 	if res.BlockSize == 0 {
 		_, total := r.Progress()
-		res.BlockSize = AutoBlockSize(max(total, 1), row)
+		res.BlockSize = AutoBlockSize(max(total, 1), rows.size)
 	}
-	w, err := layout.Create(dst, layout.WriterOptions{Kind: layout.Fixed, RecordSize: row, BlockSize: max(res.BlockSize, row),
-		DType: dtype, Shape: []int64{row / item}, Source: "table rows of " + strings.Join(res.Features, ", ") + ", segments by " + by,
+	w, err := layout.Create(dst, layout.WriterOptions{Kind: layout.Fixed, RecordSize: rows.size, BlockSize: max(res.BlockSize, rows.size),
+		DType: rows.dtype, Shape: []int64{rows.size / rows.item}, Source: "table rows of " + strings.Join(res.Features, ", ") + ", segments by " + by,
 		BlockDone: opt.BlockDone}, opt.Force)
 	if err != nil {
 		return nil, err
 	}
-	var segs []segment
-	seen := map[string]int64{} // entity -> its first row
-	var last string            // the entity of the row before, as bytes
-	buf := make([]byte, 0, row)
-	var n int64
-	for ; ; n++ {
-		if n%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				w.Abort()
-				return nil, err
-			}
-			if opt.Progress != nil {
-				done, total := r.Progress()
-				opt.Progress(done, total, uint64(n))
-			}
-		}
-		values, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			w.Abort()
-			return nil, err
-		}
-		entity := string(values[key])
-		if len(segs) == 0 || last != entity {
-			last = entity
-			if first, ok := seen[entity]; ok {
-				w.Abort()
-				return nil, fmt.Errorf("--segments-by %s: the rows of %s %q are not together (rows %d and %d, with others between): the table must be sorted by %s; sort it first, e.g. duckdb -c \"COPY (SELECT * FROM 'in.parquet' ORDER BY %s, <time column>) TO 'sorted.parquet'\"",
-					by, by, printable(values[key], specs[key]), first, n, by, by)
-			}
-			seen[entity] = n
-			segs = append(segs, segment{Entity: printable(values[key], specs[key]), Start: n})
-		}
-		segs[len(segs)-1].End = n
-		buf = buf[:0]
-		for _, i := range features {
-			buf = append(buf, values[i]...)
-		}
-		if err := w.Append(uint64(n), buf); err != nil {
-			w.Abort()
-			return nil, err
-		}
-	}
-	if n == 0 {
-		w.Abort()
-		return nil, fmt.Errorf("the input has no rows")
-	}
-	doc, err := json.MarshalIndent(map[string]any{"column": by, "index_map": segs}, "", " ")
+	sg := &segmenter{rows: rows, by: by, key: specs[rows.key], seen: map[string]int64{}}
+	err = sg.pack(ctx, r, w, opt.Progress)
 	if err == nil {
-		err = os.WriteFile(filepath.Join(w.TempDir(), layout.SegmentsName), append(doc, '\n'), 0o644)
+		err = writeSegments(w.TempDir(), by, sg.segs)
 	}
 	if err != nil {
 		w.Abort()
@@ -147,8 +71,132 @@ func PackSegmented(ctx context.Context, r SampleReader, dst, by string, opt Opti
 	if res.Manifest, err = w.Commit(); err != nil {
 		return nil, err
 	}
-	res.Segments = len(segs)
+	res.Segments = len(sg.segs)
 	return res, nil
+}
+
+// tableRows is how PackSegmented makes rows of a table's samples: the entity column key, and
+// the feature columns whose values, back to back, are a row of size bytes of dtype (item bytes
+// an element).
+type tableRows struct {
+	key      int
+	features []int
+	dtype    string
+	item     int64
+	size     int64
+}
+
+// planRows checks the fields for rows of every field but column by, all fixed-size numbers of
+// one dtype, and returns the plan.
+func planRows(specs []FieldSpec, by string) (tableRows, error) {
+	flag := optname.Flag("segments-by")
+	t := tableRows{key: -1}
+	for i, f := range specs {
+		if f.Name == by {
+			t.key = i
+			continue
+		}
+		if f.Kind != FixedField || f.DType == "" {
+			return t, fmt.Errorf("%s %s makes rows of the other columns for windows, so they must be numbers of fixed size; %s is %s: leave it out with %s",
+				flag, by, f.Name, describeSpec(f), optname.Flag("columns"))
+		}
+		if t.dtype != "" && f.DType != t.dtype {
+			return t, fmt.Errorf("%s %s makes rows of the other columns, which must have one dtype: %s is %s, %s is %s; choose columns of one type with %s",
+				flag, by, specs[t.features[0]].Name, t.dtype, f.Name, f.DType, optname.Flag("columns"))
+		}
+		t.dtype = f.DType
+		t.features = append(t.features, i)
+		t.size += f.RecordSize
+	}
+	names := make([]string, 0, len(specs))
+	for _, f := range specs {
+		names = append(names, f.Name)
+	}
+	if t.key < 0 {
+		return t, fmt.Errorf("%s %s: the input has no such column (it has %s)", flag, by, strings.Join(names, ", "))
+	}
+	if len(t.features) == 0 {
+		return t, fmt.Errorf("%s %s: no other column to make rows of", flag, by)
+	}
+	var err error
+	t.item, err = layout.DTypeSize(t.dtype)
+	return t, err
+}
+
+// segmenter packs a table's rows in input order and lists its entities' row ranges.
+type segmenter struct {
+	rows tableRows
+	by   string
+	key  FieldSpec        // the entity column's
+	segs []segment        // so far; the last is open
+	seen map[string]int64 // entity -> its first row
+	last string           // the entity of the row before, as bytes
+}
+
+// pack appends every sample of r to w as a row, checking ctx and reporting progress every
+// 4096 rows; it refuses an input of no rows.
+func (sg *segmenter) pack(ctx context.Context, r SampleReader, w *layout.Writer, progress func(done, total int64, records uint64)) error {
+	buf := make([]byte, 0, sg.rows.size)
+	var n int64
+	for ; ; n++ {
+		if n%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if progress != nil {
+				done, total := r.Progress()
+				progress(done, total, uint64(n))
+			}
+		}
+		values, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if err := sg.add(n, values[sg.rows.key]); err != nil {
+			return err
+		}
+		buf = buf[:0]
+		for _, i := range sg.rows.features {
+			buf = append(buf, values[i]...)
+		}
+		if err := w.Append(uint64(n), buf); err != nil {
+			return err
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("the input has no rows")
+	}
+	return nil
+}
+
+// add counts row n, of entity key, in its segment: the last one, or a new one. An entity seen
+// before, with others between, is refused: the table must be sorted by it.
+func (sg *segmenter) add(n int64, key []byte) error {
+	entity := string(key)
+	if len(sg.segs) == 0 || sg.last != entity {
+		sg.last = entity
+		if first, ok := sg.seen[entity]; ok {
+			by := sg.by
+			return fmt.Errorf("%s %s: the rows of %s %q are not together (rows %d and %d, with others between): the table must be sorted by %s; sort it first, e.g. duckdb -c \"COPY (SELECT * FROM 'in.parquet' ORDER BY %s, <time column>) TO 'sorted.parquet'\"",
+				optname.Flag("segments-by"), by, by, printable(key, sg.key), first, n, by, by)
+		}
+		sg.seen[entity] = n
+		sg.segs = append(sg.segs, segment{Entity: printable(key, sg.key), Start: n})
+	}
+	sg.segs[len(sg.segs)-1].End = n
+	return nil
+}
+
+// writeSegments writes the segments file (layout.SegmentsName) into dir.
+func writeSegments(dir, by string, segs []segment) error {
+	doc, err := json.MarshalIndent(map[string]any{"column": by, "index_map": segs}, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, layout.SegmentsName), append(doc, '\n'), 0o644)
 }
 
 // printable returns an entity's value as text: a number as its value, a string as it is,

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"github.com/blockfs/blockfs/internal/optname"
 )
 
 // JunkNames are the names of files and folders that a folder pack skips unless
@@ -122,14 +124,14 @@ type selection struct {
 func newSelection(opt Options) (*selection, error) {
 	s := &selection{allFiles: opt.AllFiles}
 	for _, list := range []struct {
-		flag string
-		in   []string
-		out  *[]pattern
-	}{{"--include", opt.Include, &s.include}, {"--exclude", opt.Exclude, &s.exclude}} {
+		option string
+		in     []string
+		out    *[]pattern
+	}{{"include", opt.Include, &s.include}, {"exclude", opt.Exclude, &s.exclude}} {
 		for _, t := range list.in {
 			p, err := parsePattern(t)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", list.flag, err)
+				return nil, optname.Errorf(list.option, "%s: %w", optname.Flag(list.option), err)
 			}
 			*list.out = append(*list.out, p)
 		}
@@ -204,10 +206,10 @@ func (s Skipped) String() string {
 		if more := s.Junk - len(s.Examples); more > 0 {
 			ex += fmt.Sprintf(" and %d more", more)
 		}
-		parts = append(parts, fmt.Sprintf("%d hidden or junk %s (%s; --all-files keeps them)", s.Junk, plural(s.Junk, "file or folder", "files and folders"), ex))
+		parts = append(parts, fmt.Sprintf("%d hidden or junk %s (%s; %s keeps them)", s.Junk, plural(s.Junk, "file or folder", "files and folders"), ex, optname.Flag("all-files")))
 	}
 	if s.Filtered > 0 {
-		parts = append(parts, fmt.Sprintf("%d by --include/--exclude", s.Filtered))
+		parts = append(parts, fmt.Sprintf("%d by %s/%s", s.Filtered, optname.Flag("include"), optname.Flag("exclude")))
 	}
 	if s.Special > 0 {
 		parts = append(parts, fmt.Sprintf("%d %s (not followed)", s.Special, plural(s.Special, "symlink or special file", "symlinks or special files")))

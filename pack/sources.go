@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/layout"
 )
 
@@ -71,7 +72,7 @@ func Detect(src string) (Format, error) {
 type unknownFormatError struct{ src string }
 
 func (e unknownFormatError) Error() string {
-	return fmt.Sprintf("cannot tell the format of %s; give --format raw (with --record-size), npy, lines or files", e.src)
+	return fmt.Sprintf("cannot tell the format of %s; give %s raw (with %s), npy, lines or files", e.src, optname.Flag("format"), optname.Flag("record-size"))
 }
 
 // input yields records in source order. A record is valid until the next call to next.
@@ -125,7 +126,7 @@ type fixedInput struct {
 
 func openRaw(src string, recordSize int64) (input, element, error) {
 	if recordSize <= 0 {
-		return nil, element{}, errors.New("--record-size is required for raw input (the size of one record in bytes)")
+		return nil, element{}, fmt.Errorf("%s is required for raw input (the size of one record in bytes)", optname.Flag("record-size"))
 	}
 	f, st, err := openRegular(src)
 	if err != nil {
@@ -133,7 +134,7 @@ func openRaw(src string, recordSize int64) (input, element, error) {
 	}
 	if st.Size()%recordSize != 0 {
 		f.Close()
-		return nil, element{}, fmt.Errorf("%s is %d bytes, not a multiple of the record size %d (%d bytes left over); check --record-size", src, st.Size(), recordSize, st.Size()%recordSize)
+		return nil, element{}, fmt.Errorf("%s is %d bytes, not a multiple of the record size %d (%d bytes left over); check %s", src, st.Size(), recordSize, st.Size()%recordSize, optname.Flag("record-size"))
 	}
 	return newFixedInput(f, 0, st.Size(), recordSize), element{kind: layout.Fixed, recordSize: recordSize}, nil
 }
@@ -150,7 +151,7 @@ func openNpy(src string, recordSize int64) (input, element, error) {
 	}
 	if recordSize != 0 && recordSize != npy.RecordSize {
 		f.Close()
-		return nil, element{}, fmt.Errorf("--record-size %d disagrees with the .npy rows of %d bytes (%s %v)", recordSize, npy.RecordSize, npy.DType, npy.Shape)
+		return nil, element{}, fmt.Errorf("%s %d disagrees with the .npy rows of %d bytes (%s %v)", optname.Flag("record-size"), recordSize, npy.RecordSize, npy.DType, npy.Shape)
 	}
 	if npy.Records == 0 {
 		f.Close()
@@ -223,7 +224,7 @@ func openLines(src string, skipHeader bool) (input, element, error) {
 		}
 		if _, err := in.r.Peek(1); errors.Is(err, io.EOF) {
 			f.Close()
-			return nil, element{}, fmt.Errorf("%s has no lines after its header (--skip-header): nothing to pack", src)
+			return nil, element{}, fmt.Errorf("%s has no lines after its header (%s): nothing to pack", src, optname.Flag("skip-header"))
 		}
 		in.n -= in.pos // the records' bytes, for progress and the pre-shuffle's buckets
 	}
@@ -340,7 +341,7 @@ func openFiles(src string, sel *selection) (input, element, error) {
 			return fmt.Errorf("cannot stat %s: %w", p, unwrap(err))
 		}
 		if strings.ContainsAny(rel, "\n\x00") {
-			return fmt.Errorf("the name %q contains a newline; rename the file, or leave it out with --exclude", rel)
+			return fmt.Errorf("the name %q contains a newline; rename the file, or leave it out with %s", rel, optname.Flag("exclude"))
 		}
 		in.paths = append(in.paths, rel)
 		in.n += info.Size()
@@ -446,4 +447,17 @@ func unwrap(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// countingReader counts the bytes read through it: the progress of an input read as a stream
+// (a WebDataset shard, an Arrow IPC stream).
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }

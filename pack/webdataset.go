@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/dustin/go-humanize"
 )
 
@@ -114,8 +115,8 @@ func OpenWebDataset(paths []string, fillMissing bool) (SampleReader, error) {
 		for j, name := range sc.names {
 			if lack := sc.samples - sc.count[j]; lack > 0 {
 				at := sc.firstMissing[j]
-				return nil, fmt.Errorf("%s: sample %q has no %q member (%d of %d samples lack one): pass --fill-missing to pack an empty %s for them, or fix the data",
-					at.shard, at.key, name, lack, sc.samples, name)
+				return nil, fmt.Errorf("%s: sample %q has no %q member (%d of %d samples lack one): pass %s to pack an empty %s for them, or fix the data",
+					at.shard, at.key, name, lack, sc.samples, optname.Flag("fill-missing"), name)
 			}
 		}
 	}
@@ -210,7 +211,7 @@ func (w *wdsReader) Next() ([][]byte, error) {
 		case w.fill:
 			w.values[j] = []byte{} // not nil: a value, of 0 bytes
 		default:
-			return nil, fmt.Errorf("%s: sample %q has no %q member: pass --fill-missing to pack an empty %s for it, or fix the data", sh.name, key, f.Name, f.Name)
+			return nil, fmt.Errorf("%s: sample %q has no %q member: pass %s to pack an empty %s for it, or fix the data", sh.name, key, f.Name, optname.Flag("fill-missing"), f.Name)
 		}
 	}
 	w.key = key
@@ -306,21 +307,9 @@ func wdsClassifyName(name string) (kind wdsKind, key, field string) {
 type wdsShard struct {
 	name  string
 	f     *os.File
-	count wdsCounter // f, counted
+	count countingReader // f, counted
 	tr    *tar.Reader
 	last  string // the name of the last member read, for errors
-}
-
-// wdsCounter counts the bytes read through it.
-type wdsCounter struct {
-	r io.Reader
-	n int64
-}
-
-func (c *wdsCounter) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // openWdsShard opens a shard to read its members' data, through a read buffer.

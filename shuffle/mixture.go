@@ -147,42 +147,94 @@ func NewMixture(srcs []MixSource, epochRecords uint64) (*Mixture, error) {
 		return nil, mixErr("%d sources; at most %d", len(srcs), MaxSources)
 	}
 	m := &Mixture{src: srcs, fixed: make([]uint64, len(srcs)), constant: make([]bool, len(srcs))}
-	var others uint64    // records an epoch of the sources without a weight, when constant
-	var weighted []int   // the weighted sources
-	wsum := new(big.Rat) // their weights
-	var derived uint64   // their records
-	varying := -1        // a source whose count varies, if any
-	for i, s := range srcs {
+	u, err := m.unweighted()
+	if err != nil {
+		return nil, err
+	}
+	most, empty := mostUnweighted(srcs)
+	if empty && len(u.weighted) == 0 {
+		return nil, mixErr("every source gives less than one record an epoch (repeat times its records), so epoch 0 would be empty: raise a repeat, or give a source a weight or records")
+	}
+	if most > MaxMixtureRecords {
+		return nil, mixErr("an epoch would have up to %d records; at most %d", most, uint64(MaxMixtureRecords))
+	}
+	switch {
+	case len(u.weighted) == 0 && epochRecords > 0:
+		return nil, mixErr("epoch_records is given but no source has a weight: it sizes the weighted sources' share; leave it out, or give sources weights")
+	case len(u.weighted) == 0:
+		return m, nil
+	case epochRecords > 0 && u.varying >= 0:
+		return nil, mixErr("epoch_records is given with source %d, whose repeat %s of %d records gives a fractional count per epoch: give that source records, or leave epoch_records out", u.varying, srcs[u.varying].Rule.Text, srcs[u.varying].N)
+	case epochRecords > MaxMixtureRecords:
+		return nil, mixErr("epoch_records %d is more than %d", epochRecords, uint64(MaxMixtureRecords))
+	case epochRecords > 0 && epochRecords <= u.others:
+		return nil, mixErr("epoch_records %d leaves no records to the weighted sources: the sources without a weight give %d an epoch; raise epoch_records", epochRecords, u.others)
+	}
+	tw := u.derived
+	if epochRecords > 0 {
+		tw = epochRecords - u.others
+	}
+	if tw+most > MaxMixtureRecords {
+		return nil, mixErr("the weighted sources would give %d records an epoch; at most %d (give epoch_records)", tw, uint64(MaxMixtureRecords))
+	}
+	m.apportion(u.weighted, u.wsum, tw)
+	for _, i := range u.weighted {
+		if m.fixed[i] == 0 {
+			return nil, mixErr("source %d: weight %s of %d records an epoch rounds to 0 records; raise its weight or epoch_records", i, srcs[i].Rule.Text, tw)
+		}
+	}
+	return m, nil
+}
+
+// mixCounts is what NewMixture learns of the sources before it shares out the weighted ones'.
+type mixCounts struct {
+	others   uint64   // records an epoch of the sources without a weight, when constant
+	weighted []int    // the weighted sources
+	wsum     *big.Rat // their weights
+	derived  uint64   // their records
+	varying  int      // a source whose count varies, if any; else -1
+}
+
+// unweighted checks every source's rule and sets the counts of the sources without a weight
+// that are the same every epoch (records, and a repeat of a whole count).
+func (m *Mixture) unweighted() (mixCounts, error) {
+	u := mixCounts{wsum: new(big.Rat), varying: -1}
+	for i, s := range m.src {
 		if s.N == 0 {
-			return nil, mixErr("source %d has no records", i)
+			return u, mixErr("source %d has no records", i)
 		}
 		v := s.Rule.Value
 		switch s.Rule.Kind {
 		case Weight:
-			weighted = append(weighted, i)
-			wsum.Add(wsum, v)
-			derived += s.N
+			u.weighted = append(u.weighted, i)
+			u.wsum.Add(u.wsum, v)
+			u.derived += s.N
 			continue
 		case Records:
 			m.fixed[i], m.constant[i] = v.Num().Uint64(), true
 			if !v.Num().IsUint64() || m.fixed[i] > MaxMixtureRecords {
-				return nil, mixErr("source %d: records %s is more than %d", i, s.Rule.Text, uint64(MaxMixtureRecords))
+				return u, mixErr("source %d: records %s is more than %d", i, s.Rule.Text, uint64(MaxMixtureRecords))
 			}
 		case Repeat:
 			perEpoch := new(big.Rat).Mul(v, new(big.Rat).SetUint64(s.N))
 			if perEpoch.Cmp(new(big.Rat).SetUint64(MaxMixtureRecords)) > 0 {
-				return nil, mixErr("source %d: repeat %s of %d records is more than %d records an epoch", i, s.Rule.Text, s.N, uint64(MaxMixtureRecords))
+				return u, mixErr("source %d: repeat %s of %d records is more than %d records an epoch", i, s.Rule.Text, s.N, uint64(MaxMixtureRecords))
 			}
 			if perEpoch.IsInt() {
 				m.fixed[i], m.constant[i] = perEpoch.Num().Uint64(), true
 			} else {
-				varying = i
+				u.varying = i
 			}
 		}
-		others += m.fixed[i]
+		u.others += m.fixed[i]
 	}
-	var most uint64 // the most records an epoch of the sources without a weight can have
-	empty := len(weighted) == 0
+	return u, nil
+}
+
+// mostUnweighted returns the most records an epoch of the sources without a weight can have,
+// and whether every one of them gives less than one record an epoch (true when there is none).
+func mostUnweighted(srcs []MixSource) (most uint64, empty bool) {
+	empty = true
 	for _, s := range srcs {
 		if s.Rule.Kind == Weight {
 			continue
@@ -197,38 +249,7 @@ func NewMixture(srcs []MixSource, epochRecords uint64) (*Mixture, error) {
 		ceil := new(big.Int).Quo(new(big.Int).Add(perEpoch.Num(), new(big.Int).Sub(perEpoch.Denom(), big.NewInt(1))), perEpoch.Denom())
 		most += ceil.Uint64()
 	}
-	if empty {
-		return nil, mixErr("every source gives less than one record an epoch (repeat times its records), so epoch 0 would be empty: raise a repeat, or give a source a weight or records")
-	}
-	if most > MaxMixtureRecords {
-		return nil, mixErr("an epoch would have up to %d records; at most %d", most, uint64(MaxMixtureRecords))
-	}
-	switch {
-	case len(weighted) == 0 && epochRecords > 0:
-		return nil, mixErr("epoch_records is given but no source has a weight: it sizes the weighted sources' share; leave it out, or give sources weights")
-	case len(weighted) == 0:
-		return m, nil
-	case epochRecords > 0 && varying >= 0:
-		return nil, mixErr("epoch_records is given with source %d, whose repeat %s of %d records gives a fractional count per epoch: give that source records, or leave epoch_records out", varying, srcs[varying].Rule.Text, srcs[varying].N)
-	case epochRecords > MaxMixtureRecords:
-		return nil, mixErr("epoch_records %d is more than %d", epochRecords, uint64(MaxMixtureRecords))
-	case epochRecords > 0 && epochRecords <= others:
-		return nil, mixErr("epoch_records %d leaves no records to the weighted sources: the sources without a weight give %d an epoch; raise epoch_records", epochRecords, others)
-	}
-	tw := derived
-	if epochRecords > 0 {
-		tw = epochRecords - others
-	}
-	if tw+most > MaxMixtureRecords {
-		return nil, mixErr("the weighted sources would give %d records an epoch; at most %d (give epoch_records)", tw, uint64(MaxMixtureRecords))
-	}
-	m.apportion(weighted, wsum, tw)
-	for _, i := range weighted {
-		if m.fixed[i] == 0 {
-			return nil, mixErr("source %d: weight %s of %d records an epoch rounds to 0 records; raise its weight or epoch_records", i, srcs[i].Rule.Text, tw)
-		}
-	}
-	return m, nil
+	return most, empty
 }
 
 // apportion splits tw records among the weighted sources by the largest remainder method.

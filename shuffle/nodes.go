@@ -1,8 +1,9 @@
 package shuffle
 
 import (
-	"fmt"
 	"math/big"
+
+	"github.com/blockfs/blockfs/internal/optname"
 )
 
 // A node-aware order (docs/SHUFFLE.md, "Many nodes"): the blocks are dealt once, for every
@@ -56,15 +57,17 @@ type Nodes struct {
 func (n Nodes) Validate(blocks int) error {
 	switch {
 	case n.Nodes < 1:
-		return fmt.Errorf("--nodes %d: need at least 1", n.Nodes)
+		return optname.Errorf("nodes", "%s %d: need at least 1", optname.Flag("nodes"), n.Nodes)
 	case n.Node < 0 || n.Node >= n.Nodes:
-		return fmt.Errorf("--node %d of --nodes %d: need 0 <= node < nodes", n.Node, n.Nodes)
+		return optname.Errorf("node", "%s %d of %s %d: need 0 <= node < nodes", optname.Flag("node"), n.Node, optname.Flag("nodes"), n.Nodes)
 	case n.Parts < 1 || n.Parts > MaxParts:
-		return fmt.Errorf("--parts %d is out of range (1 to %d)", n.Parts, MaxParts)
+		return optname.Errorf("parts", "%s %d is out of range (1 to %d)", optname.Flag("parts"), n.Parts, MaxParts)
 	case n.Parts > blocks:
-		return fmt.Errorf("--parts %d is more than the dataset's %d blocks: each part holds whole blocks; lower --parts (it must stay a multiple of --nodes)", n.Parts, blocks)
+		return optname.Errorf("parts", "%s %d is more than the dataset's %d blocks: each part holds whole blocks; lower %s (it must stay a multiple of %s)",
+			optname.Flag("parts"), n.Parts, blocks, optname.Flag("parts"), optname.Flag("nodes"))
 	case n.Parts%n.Nodes != 0:
-		return fmt.Errorf("--nodes %d does not divide the %d canonical parts: a node keeps whole parts; run on a node count that divides %d, or give --parts a multiple of %d (another order: start a new job, not a resume)", n.Nodes, n.Parts, n.Parts, n.Nodes)
+		return optname.Errorf("nodes", "%s %d does not divide the %d canonical parts: a node keeps whole parts; run on a node count that divides %d, or give %s a multiple of %d (another order: start a new job, not a resume)",
+			optname.Flag("nodes"), n.Nodes, n.Parts, n.Parts, optname.Flag("parts"), n.Nodes)
 	}
 	return nil
 }

@@ -283,32 +283,16 @@ func runPackFields(f packFlags, format pack.Format, src, dst string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	opt := pack.Options{BlockSize: bs, Force: f.force}
-	var bar *progressbar.ProgressBar
+	var clearBar func()
 	if !f.quiet && term.IsTerminal(int(os.Stderr.Fd())) {
-		opt.Progress = func(done, total int64, records uint64) {
-			if bar == nil && total > 0 {
-				bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowBytes(true),
-					progressbar.OptionSetWidth(30), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
-			}
-			if bar != nil {
-				bar.Describe(fmt.Sprintf("packing %s samples", humanize.Comma(int64(records))))
-				_ = bar.Set64(done)
-			}
-		}
+		opt.Progress, clearBar = samplesBar()
 	}
 	start := time.Now()
 	// write packs into dir; to an object store, dir is local and up streams it there.
 	var sres *pack.SegmentsResult
 	var res *pack.FieldsResult
 	write := func(dir string, up *s3.Stream) error {
-		o := opt
-		if up != nil {
-			o.Force = false
-			o.BlockDone = up.Add
-			o.FieldBlockDone = func(field, dir string, files []string) error {
-				return up.AddUnder(dir, files, layout.FieldDir(field)+"/")
-			}
-		}
+		o := streamedOptions(opt, up)
 		var err error
 		if f.segmentsBy != "" {
 			sres, err = pack.PackSegmented(ctx, r, dir, f.segmentsBy, o)
@@ -322,24 +306,73 @@ func runPackFields(f packFlags, format pack.Format, src, dst string) error {
 	} else {
 		err = write(dst, nil)
 	}
-	if bar != nil {
-		_ = bar.Clear()
+	if clearBar != nil {
+		clearBar()
 	}
 	if err != nil {
 		r.Close()
 		return err
 	}
+	secs := time.Since(start).Seconds()
 	if f.segmentsBy != "" {
-		m := sres.Manifest
-		secs := time.Since(start).Seconds()
-		fmt.Printf("packed %d rows of %s (%s %v, %s each) with %d segments by %s into %d blocks at %s, in input order, in %.1fs (%s); mount it with --window L: windows never cross a segment\n",
-			m.Records, strings.Join(sres.Features, ", "), m.DType, m.Shape, ibytes(uint64(m.RecordSize)), sres.Segments, f.segmentsBy, len(m.Blocks), dst, secs, rate(m.Bytes, secs))
+		fmt.Println(segmentsSummary(sres, f.segmentsBy, dst, secs))
 		return nil
 	}
-	secs := time.Since(start).Seconds()
 	for _, note := range res.Notes {
 		fmt.Fprintln(os.Stderr, "note: "+note)
 	}
+	fmt.Println(fieldsSummary(res, dst, secs))
+	return nil
+}
+
+// samplesBar returns a pack's Progress for an input with fields, which draws a progress bar on
+// stderr once the input's size is known, and the function that clears it.
+func samplesBar() (progress func(done, total int64, records uint64), clearBar func()) {
+	var bar *progressbar.ProgressBar
+	progress = func(done, total int64, records uint64) {
+		if bar == nil && total > 0 {
+			bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowBytes(true),
+				progressbar.OptionSetWidth(30), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+		}
+		if bar != nil {
+			bar.Describe(fmt.Sprintf("packing %s samples", humanize.Comma(int64(records))))
+			_ = bar.Set64(done)
+		}
+	}
+	clearBar = func() {
+		if bar != nil {
+			_ = bar.Clear()
+		}
+	}
+	return progress, clearBar
+}
+
+// streamedOptions returns opt for a pack whose blocks up uploads as they are written (opt
+// itself when up is nil: a local pack).
+func streamedOptions(opt pack.Options, up *s3.Stream) pack.Options {
+	if up != nil {
+		opt.Force = false
+		opt.BlockDone = up.Add
+		opt.FieldBlockDone = func(field, dir string, files []string) error {
+			return up.AddUnder(dir, files, layout.FieldDir(field)+"/")
+		}
+	}
+	return opt
+}
+
+// segmentsSummary is pack --segments-by's summary: "packed 1000 rows of a, b (<f4 [2], 8 B
+// each) with 10 segments by id into 1 blocks at DST, in input order, in 0.1s (...); mount it
+// with --window L: windows never cross a segment".
+func segmentsSummary(sres *pack.SegmentsResult, by, dst string, secs float64) string {
+	m := sres.Manifest
+	return fmt.Sprintf("packed %d rows of %s (%s %v, %s each) with %d segments by %s into %d blocks at %s, in input order, in %.1fs (%s); mount it with --window L: windows never cross a segment",
+		m.Records, strings.Join(sres.Features, ", "), m.DType, m.Shape, ibytes(uint64(m.RecordSize)), sres.Segments, by, len(m.Blocks), dst, secs, rate(m.Bytes, secs))
+}
+
+// fieldsSummary is the summary of a pack of an input with fields: "packed 100 samples with
+// fields jpg (variable), cls (fixed <i8) from 2 files (1.2 MiB) into blocks of 256 KiB at DST,
+// in input order, in 0.1s (...)".
+func fieldsSummary(res *pack.FieldsResult, dst string, secs float64) string {
 	var names []string
 	for _, fl := range res.Manifest.Fields {
 		d := string(fl.Kind)
@@ -358,7 +391,6 @@ func runPackFields(f packFlags, format pack.Format, src, dst string) error {
 	if res.OneField {
 		how += " (one field: a plain dataset, served as epoch-NNNN)"
 	}
-	fmt.Printf("packed %d samples with fields %s from %d %s (%s) into %s at %s, in input order, in %.1fs (%s)\n",
+	return fmt.Sprintf("packed %d samples with fields %s from %d %s (%s) into %s at %s, in input order, in %.1fs (%s)",
 		res.Manifest.Records, strings.Join(names, ", "), res.Inputs, plural(res.Inputs, "file", "files"), ibytes(uint64(res.Bytes)), how, dst, secs, rate(uint64(res.Bytes), secs))
-	return nil
 }

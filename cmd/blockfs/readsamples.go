@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -10,28 +9,14 @@ import (
 )
 
 // newReadSamples is the hidden command blockfs pack runs in blockfs-tables to read Parquet and
-// Arrow: it writes the samples to stdout as pack's sample stream (pack/samplepipe.go).
+// Arrow: it reads what to read (pack.SamplesSpec, JSON) on stdin and writes the samples to
+// stdout as pack's sample stream (pack/samplepipe.go).
 func newReadSamples() *cobra.Command {
-	var format, columns string
-	c := &cobra.Command{
-		Use:    "read-samples --format parquet|arrow [--columns A,B] -- FILE...",
+	return &cobra.Command{
+		Use:    pack.ReadSamplesCommand + " < SPEC.json",
 		Short:  "Write a table's samples as pack's sample stream (run by blockfs pack in " + pack.TablesBinary + ")",
 		Hidden: true,
-		Args:   cobra.MinimumNArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			var cols []string
-			if columns != "" {
-				cols = strings.Split(columns, ",")
-			}
-			r, err := pack.ReadTable(pack.Format(format), args, cols)
-			if err != nil {
-				return err
-			}
-			defer r.Close()
-			return pack.WriteSamples(os.Stdout, r)
-		},
+		Args:   cobra.NoArgs,
+		RunE:   func(c *cobra.Command, args []string) error { return pack.ServeSamples(os.Stdin, os.Stdout) },
 	}
-	c.Flags().StringVar(&format, "format", "", "parquet or arrow")
-	c.Flags().StringVar(&columns, "columns", "", "the columns to read, comma-separated")
-	return c
 }
