@@ -37,11 +37,18 @@ UNIT := ./source/... ./layout/... ./shuffle/... ./cache/... ./view/... ./pack/..
 
 # Unit tests run with the race detector; test/ mounts the built binary. The object store tests
 # run against a MinIO server that scripts/minio.sh builds once per machine (about 5 minutes).
-test: deps vet
+test: deps vet typecheck
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(UNIT)
 	$(GO) test -race -count=1 -tags tables -run 'Parquet|Arrow|Table' ./pack/
 	BLOCKFS_MINIO="$$(scripts/minio.sh)" $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/...
 	$(MAKE) --no-print-directory fuzz
+
+# Type checks python/ with Debian's mypy (apt-get install python3-mypy): the package strictly
+# (python/pyproject.toml's [tool.mypy]), the tests' annotated functions (python/tests/mypy.ini).
+.PHONY: typecheck
+typecheck:
+	cd python && $(PYTHON) -m mypy --cache-dir ../build/mypy blockfs
+	cd python/tests && $(PYTHON) -m mypy --config-file mypy.ini --cache-dir ../../build/mypy-tests .
 
 # Bounded runs of every fuzz target (the seed corpora also run in plain go test). Budgets are
 # execution counts, about 10 s each on a 2-vCPU VM: a duration (-fuzztime 10s) races the fuzz

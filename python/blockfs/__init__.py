@@ -16,7 +16,8 @@ blockfs.torch needs torch and blockfs.hdf5 h5py (import them by name); the rest 
 """
 from ._files import (Field, epoch_path, epoch_records, field_path, fields, labels_from_names, load_labels, order,
                      read_info, record_names, record_sources, shard_range)
-from ._mount import Mount, MountError, OrderWarning, attach, binary
+from ._binary import binary
+from ._mount import Mount, MountError, OrderWarning, attach
 
 __version__ = "0.1.0"  # the package's version, read by pyproject.toml's build
 __all__ = ["Field", "Mount", "MountError", "OrderWarning", "attach", "binary", "epoch_path", "epoch_records", "field_path",

@@ -29,9 +29,6 @@ import numpy.typing as npt
 
 from ._types import HasPath, Info, MountPath, ShardSpec
 
-# How a client finds the rest of the tree: the one name not read from the mount.
-INFO = os.path.join(".blockfs", "info.json")
-
 # The names of a tree whose info.json has no "tree" (a mount by a binary older than it).
 LEGACY_TREE: Mapping[str, str] = MappingProxyType({
     "epoch": "epoch-%04d",
@@ -44,6 +41,10 @@ LEGACY_TREE: Mapping[str, str] = MappingProxyType({
     "names": "names.txt",
     "shard_rule": "floor",
 })
+
+# How a client finds the rest of the tree: the one name not read from the mount (every
+# binary's, "tree" or not).
+INFO = os.path.join(LEGACY_TREE["meta_dir"], LEGACY_TREE["info"])
 
 
 def _floor_shard(n: int, r: int, w: int) -> Tuple[int, int]:
@@ -75,7 +76,8 @@ class Tree:
     the sidecar of each record's source index, which only a mixture's mount has (else None).
     field and field_offsets are printf patterns of a field's name, the suffixes of its values'
     file and of their offsets, which a mount of a dataset with fields has (else None; see
-    field_suffix).
+    field_suffix). info and stats are the files in meta_dir of the mount's facts and of its
+    live counters (LEGACY_TREE's names where info.json does not name them).
     """
 
     epoch: str
@@ -88,6 +90,8 @@ class Tree:
     source: Optional[str] = None
     field: Optional[str] = None
     field_offsets: Optional[str] = None
+    info: str = LEGACY_TREE["info"]
+    stats: str = LEGACY_TREE["stats"]
 
     @classmethod
     def from_info(cls, info: Mapping[str, Any]) -> Tree:
@@ -99,14 +103,16 @@ class Tree:
             names = LEGACY_TREE
         if not isinstance(names, Mapping):
             raise ValueError(f"info.json's tree is {names!r}, not an object of names")
-        optional = {f.name for f in dataclasses.fields(cls) if f.default is None}
-        missing = [f.name for f in dataclasses.fields(cls) if f.name not in optional and not isinstance(names.get(f.name), str)]
+        keys = [f.name for f in dataclasses.fields(cls)]
+        optional = {f.name for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+        missing = [k for k in keys if k not in optional and not isinstance(names.get(k), str)]
         if missing:
             raise ValueError(f"info.json's tree has no name for {', '.join(missing)}")
         bad = [k for k in optional if names.get(k) is not None and not isinstance(names[k], str)]
         if bad:
             raise ValueError(f"info.json's tree: {', '.join(sorted(bad))} is not a name")
-        tree = cls(**{f.name: names.get(f.name) for f in dataclasses.fields(cls)})
+        given: Dict[str, Any] = {k: names[k] for k in keys if names.get(k) is not None}
+        tree = cls(**given)
         for key, numbers in (("epoch", (0,)), ("shard_dir", (0, 1))):
             pattern = getattr(tree, key)
             try:

@@ -16,7 +16,8 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Union, cast
 
 from ._nodes import node_options
 from ._binary import binary
-from ._files import mount_path, read_info
+from ._files import mount_path, read_info, tree_of
+from .options import flag, flags, schema_of
 from ._types import Info, MountPath
 
 
@@ -100,17 +101,22 @@ def _mixture_digest(data: str) -> Optional[str]:
         return hashlib.sha256(f.read()).hexdigest()[:16]
 
 
-def _flags(options: Dict[str, Any]) -> List[str]:
-    """Command-line flags from keyword options: cache_size="1GiB" is --cache-size=1GiB, a True
-    value is a bare flag, False and None leave the flag out."""
-    out = []
-    for k in sorted(options):
-        v = options[k]
-        flag = "--" + k.replace("_", "-")
-        if v is None or v is False:
-            continue
-        out.append(flag if v is True else f"{flag}={v}")
-    return out
+# The options Mount gives the binary itself (a keyword may not set them).
+_OWN = ("daemon", "users_lock", "remove_mountpoint")
+
+
+def check_options(options: Dict[str, Any]) -> Dict[str, Any]:
+    """Mount's keyword options checked against the options schema of the binary it runs
+    (blockfs.options), their values as their flags take them; unchecked where the binary
+    publishes no schema (one older than `blockfs options`) or there is no binary yet (open
+    says so). Raises TypeError for a keyword that is no option and for a value of the wrong
+    kind, ValueError for a value out of range, each naming the option."""
+    try:
+        b = binary()
+    except FileNotFoundError:
+        return options
+    schema = schema_of(b)
+    return options if schema is None else schema.check(options, reserved=_OWN)
 
 
 def is_mounted(path: Union[str, "os.PathLike[str]"]) -> bool:
@@ -222,8 +228,12 @@ class Mount:
     data is a dataset directory, a file served in place (with record_size=... or window=...),
     an s3:// URL, or a mixture's JSON file (several datasets in one epoch, docs/SHUFFLE.md;
     each source's own options are in that file, and keyword options are the whole mount's).
-    Keyword options are blockfs mount's flags with '_' for '-'. It runs
-    `blockfs mount --daemon` (see binary()) and unmounts on exit, also after an exception.
+    Keyword options are blockfs mount's flags with '_' for '-' (`blockfs options` lists
+    them), checked when Mount is called against the schema the binary publishes: a keyword
+    that is no option raises TypeError naming the closest one and listing them all, a value
+    of the wrong kind TypeError, and one the option does not take (a negative size, a choice
+    not offered) ValueError, each naming the option. It runs `blockfs mount --daemon` (see
+    binary()) and unmounts on exit, also after an exception.
 
     Without a mountpoint, the mountpoint is a directory under /tmp/blockfs-UID named after
     data and the options, so every process of a node that asks for the same mount (the local
@@ -249,9 +259,10 @@ class Mount:
         self.data: str = str(data) if "://" in str(data) else os.path.abspath(os.fspath(data))
         self.options = dict(options)
         node_options(self.options)
+        self.options = check_options(self.options)
         self._mixture = _mixture_digest(self.data)
         if mountpoint is None:
-            parts: List[object] = [self.data, _flags(self.options)] + ([self._mixture] if self._mixture else [])
+            parts: List[Any] = [self.data, flags(self.options)] + ([self._mixture] if self._mixture else [])
             mountpoint = os.path.join(runtime_dir(), "mnt-" + _digest(*parts))
             self._made_dir = True
         else:
@@ -284,13 +295,14 @@ class Mount:
         for the disk or the object store: the data stall) and "stall" (that over the readers'
         time), the cache's and the source's counters, and "readers", one per open file (its
         pid, position, bytes, wait_seconds, stall). blockfs stats MOUNTPOINT shows the same live."""
-        with open(os.path.join(self.path, ".blockfs", "stats.json"), "rb") as f:
+        tree = tree_of(self)
+        with open(os.path.join(self.path, tree.meta_dir, tree.stats), "rb") as f:
             return cast(Dict[str, Any], json.load(f))
 
     def _whom(self) -> Dict[str, Any]:
         """What the users lock file records of a mount: its data and flags (and a mixture
         file's content digest)."""
-        whom: Dict[str, Any] = {"data": str(self.data), "flags": _flags(self.options)}
+        whom: Dict[str, Any] = {"data": str(self.data), "flags": flags(self.options)}
         if self._mixture:
             whom["mixture"] = self._mixture
         return whom
@@ -409,8 +421,8 @@ class Mount:
         return False
 
     def _mount(self) -> None:
-        daemon = ["--users-lock", self._lock] + (["--remove-mountpoint"] if self._made_dir else [])
-        cmd = [binary(), "mount", "--daemon"] + daemon + _flags(self.options) + [str(self.data), self.path]
+        daemon = [flag("users_lock"), self._lock] + ([flag("remove_mountpoint")] if self._made_dir else [])
+        cmd = [binary(), "mount", flag("daemon")] + daemon + flags(self.options) + [str(self.data), self.path]
         p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
         if p.returncode != 0:
             lines = (p.stderr or p.stdout).strip().splitlines() or [f"exit status {p.returncode}"]

@@ -11,7 +11,7 @@ resume point at any node count.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -121,7 +121,7 @@ def node_options(options: Dict[str, Any]) -> None:
 
 
 def node_keys(epoch: int, nodes: Nodes, position: int, batch_size: int, local_rank: int, local_world: int,
-              world: int, drop_last: bool) -> Any:
+              world: int, drop_last: bool) -> Iterator[Tuple[int, int, int, int]]:
     """The batch keys (epoch, start, end, after) of local rank local_rank of local_world on a
     node-aware mount. Each step takes positions of the whole epoch (Nodes.step_end: S =
     batch_size x world of them while every part has records left, so that every node has

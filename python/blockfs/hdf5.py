@@ -31,6 +31,8 @@ from typing import Any, List, Optional, Sequence, Tuple, TypedDict, Union
 
 import numpy as np
 
+from .options import flag
+
 PathLike = Union[str, "os.PathLike[str]"]
 
 
@@ -181,7 +183,7 @@ def to_npy(path: PathLike, dataset: str, out: PathLike, chunk_mib: int = 64) -> 
         rows = int(ds.shape[0])
         step = max(1, (chunk_mib << 20) // max(1, record))
         try:
-            arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(rows,) + shape)
+            arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(rows,) + shape)  # type: ignore[no-untyped-call]
             for i in range(0, rows, step):
                 arr[i:i + step] = ds[i:i + step]
             arr.flush()
@@ -213,7 +215,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         if a.cmd == "flags":
             options = mount_options(a.file, a.dataset)
-            print(" ".join(f"--{k.replace('_', '-')} {v}" for k, v in options.items()))
+            print(" ".join(f"{flag(k)} {v}" for k, v in options.items()))
             what = "a compound type"
             if "dtype" in options:
                 shape = tuple(int(d) for d in options["shape"].split(",")) if "shape" in options else ()

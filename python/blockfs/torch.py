@@ -125,10 +125,10 @@ def _state_int(state: Dict[str, Any], key: str, lo: int, hi: int) -> int:
     v = state[key]
     if isinstance(v, bool) or not isinstance(v, numbers.Integral):
         raise ValueError(f"loader state {key} {v!r} is not an integer ({type(v).__name__})")
-    v = int(v)
-    if not lo <= v <= hi:
-        raise ValueError(f"loader state {key} {v} is out of range ({lo} to {hi})")
-    return v
+    n = int(v)
+    if not lo <= n <= hi:
+        raise ValueError(f"loader state {key} {n} is out of range ({lo} to {hi})")
+    return n
 
 
 class Loader:

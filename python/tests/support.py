@@ -1,19 +1,75 @@
-"""Datasets and checks shared by the package's tests. They need the blockfs binary
-($BLOCKFS_BIN) and FUSE; test/python_pkg_test.go runs them from `make test`."""
+"""Datasets and checks shared by the package's tests, and what they run: every test module
+imports this one before blockfs.
+
+The tests run with plain unittest given a built binary (make build):
+
+    cd python/tests && python3 -m unittest              # or: python3 -m unittest test_mount
+    python3 -m unittest discover -s python/tests        # from the checkout's root
+
+blockfs is the installed package where one is importable (make test's TestPythonPackage runs
+them against a venv it installed python/ into), else this checkout's python/blockfs (put in
+$PYTHONPATH too, for the Python processes the tests start). The binary
+is $BLOCKFS_BIN, else the checkout's bin/blockfs, else the package's own (blockfs.binary()); it
+is put in $BLOCKFS_BIN for the tests and the processes they start. Tests that pack or mount
+(needs_mount) skip where there is no binary or no /dev/fuse, naming what is missing; with
+BLOCKFS_REQUIRE_FUSE=1 (CI) that is an error instead, raised here, so no test can pass by
+skipping."""
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
 import numpy as np
 
-import blockfs
+TESTS = os.path.dirname(os.path.abspath(__file__))
+CHECKOUT = os.path.dirname(os.path.dirname(TESTS))  # the repository (python/tests is two levels down)
+
+if importlib.util.find_spec("blockfs") is None:
+    # This checkout's package, for the tests and the Python processes they start.
+    sys.path.insert(0, os.path.dirname(TESTS))
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.dirname(TESTS), os.environ.get("PYTHONPATH")) if p)
+
+import blockfs  # noqa: E402
+import blockfs._binary  # noqa: E402
+
+
+def _find_binary():
+    """The blockfs binary the tests run, and "" with why there is none."""
+    b = os.environ.get("BLOCKFS_BIN")
+    if b:
+        return (b, "") if os.access(b, os.X_OK) else ("", f"BLOCKFS_BIN={b} is not an executable file")
+    built = os.path.join(CHECKOUT, "bin", "blockfs")
+    if os.access(built, os.X_OK):
+        return built, ""
+    try:
+        return blockfs._binary.binary(), ""
+    except FileNotFoundError as e:
+        return "", f"no blockfs binary ({e}); run make build, or set BLOCKFS_BIN"
+
+
+BINARY, _why = _find_binary()
+if BINARY:
+    os.environ["BLOCKFS_BIN"] = BINARY
+elif not _why:
+    _why = "no blockfs binary"
+if BINARY and not os.path.exists("/dev/fuse"):
+    _why = "no /dev/fuse: the tests that mount need FUSE (modprobe fuse; in a container, --device /dev/fuse)"
+REQUIRED = os.environ.get("BLOCKFS_REQUIRE_FUSE") == "1"
+if _why and REQUIRED:
+    raise RuntimeError(f"python/tests: {_why} (BLOCKFS_REQUIRE_FUSE=1: the tests that mount may not skip)")
+
+# needs_mount marks a test case that packs or mounts: it skips, saying why, without a binary or
+# FUSE (never under BLOCKFS_REQUIRE_FUSE=1, where importing this module fails instead).
+needs_mount = unittest.skipIf(bool(_why), _why)
 
 COLS = 8  # float32 values per record: record i holds i*COLS .. i*COLS+7
 
 
+@needs_mount
 class Scratch(unittest.TestCase):
     """A test case with a scratch directory and a fixed-size dataset of n records."""
 

@@ -6,6 +6,8 @@ import tempfile
 import unittest
 from unittest import mock
 
+import support  # noqa: F401 (first: it finds the blockfs package and binary)
+
 import blockfs
 import blockfs._binary
 

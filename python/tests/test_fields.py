@@ -23,10 +23,11 @@ import unittest
 import numpy as np
 import torch
 
+from support import needs_mount, pack_npy, roundtrip, run
+
 import blockfs
 import blockfs.torch
 from blockfs._files import LEGACY_TREE, Tree, fields_of
-from support import pack_npy, roundtrip, run
 
 # CRC32C (Castagnoli), reflected polynomial 0x82F63B78, table-driven: TFRecord's checksum.
 _CRC32C_TABLE = []
@@ -75,6 +76,7 @@ def write_shard(path, samples):
                 t.addfile(ti, io.BytesIO(data))
 
 
+@needs_mount
 class Tmp(unittest.TestCase):
     """A test case with a scratch directory."""
 

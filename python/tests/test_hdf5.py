@@ -9,6 +9,8 @@ import unittest
 
 import numpy as np
 
+import support  # noqa: F401 (first: it finds the blockfs package and binary)
+
 import blockfs.hdf5
 
 try:

@@ -6,9 +6,10 @@ import unittest
 
 import numpy as np
 
+from support import Scratch, pack_npy, roundtrip, run, write_names
+
 import blockfs
 import blockfs.torch
-from support import Scratch, pack_npy, roundtrip, run, write_names
 
 B = 64
 

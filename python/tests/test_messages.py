@@ -7,11 +7,13 @@ import tempfile
 import unittest
 from unittest import mock
 
+from support import Scratch, needs_mount
+
 import blockfs
 from blockfs._mount import is_mounted
-from support import Scratch
 
 
+@needs_mount
 class MissingDataTest(unittest.TestCase):
     def test_missing_file_in_place_is_named(self):
         tmp = tempfile.mkdtemp(prefix="blockfs-py-")

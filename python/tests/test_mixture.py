@@ -17,10 +17,11 @@ import unittest
 
 import numpy as np
 
+from support import needs_mount, roundtrip, run
+
 import blockfs
 import blockfs.torch
 from blockfs._files import LEGACY_TREE
-from support import roundtrip, run
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "examples"))
 import mixture_order  # noqa: E402
@@ -262,6 +263,7 @@ class FakeMixtureTest(LoaderChecks, unittest.TestCase):
         self.assertNotEqual(mountpoint(dict(WEIGHTS, epoch_records=999)), first)
 
 
+@needs_mount
 class MountedMixtureTest(LoaderChecks, unittest.TestCase):
     """Mixtures mounted with blockfs.Mount against the reference, and the Loader over one."""
 

@@ -14,10 +14,11 @@ from unittest import mock
 
 import numpy as np
 
+from support import Scratch, check_image_folder_labels, daemon_pid, run, write_names
+
 import blockfs
 from blockfs import _mount
 from blockfs._mount import is_mounted
-from support import Scratch, check_image_folder_labels, daemon_pid, run, write_names
 
 
 class MountTest(Scratch):

@@ -8,6 +8,8 @@ import tempfile
 import unittest
 from unittest import mock
 
+import support  # noqa: F401 (first: it finds the blockfs package and binary)
+
 from blockfs._mount import _unescape, is_mounted
 
 

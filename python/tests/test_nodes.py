@@ -6,6 +6,8 @@ from unittest import mock
 
 import numpy as np
 
+import support  # noqa: F401 (first: it finds the blockfs package and binary)
+
 from blockfs._nodes import Nodes, env_node, env_nodes, node_batches, node_keys, node_options
 
 

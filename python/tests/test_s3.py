@@ -7,9 +7,10 @@ import unittest
 
 import numpy as np
 
+from support import Scratch, run
+
 import blockfs
 import blockfs.torch
-from support import Scratch, run
 
 EP = os.environ.get("BLOCKFS_TEST_S3_ENDPOINT")
 BUCKET = os.environ.get("BLOCKFS_TEST_S3_BUCKET")

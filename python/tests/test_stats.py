@@ -5,10 +5,11 @@ import os
 import time
 import unittest
 
+from support import Scratch
+
 import blockfs
 import blockfs.torch
 
-from support import Scratch
 
 
 class StatsTest(Scratch):

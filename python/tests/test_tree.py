@@ -10,6 +10,8 @@ import unittest
 
 import numpy as np
 
+import support  # noqa: F401 (first: it finds the blockfs package and binary)
+
 import blockfs
 import blockfs.torch
 from blockfs._files import LEGACY_TREE, Tree
