@@ -17,9 +17,10 @@ type served struct {
 	node   bool        // a node-aware mount: its parts under mux, one dataset's stack
 }
 
-// build opens the sources, the cache and the tree: one dataset's epochs, a mixture's or a
-// dataset with fields' over one cache whose namespaces are its sources (source.Mux), or a
-// node's parts (nodesPlan.build).
+// build is the one builder of a stack: it opens the sources, the cache and the tree of a plan,
+// a mount's (Serve) or data read without a mount (Open, whose plan asks for a small cache):
+// one dataset's epochs, a mixture's or a dataset with fields' over one cache whose namespaces
+// are its sources (source.Mux), or a node's parts (nodesPlan.build).
 func (p *Plan) build() (*served, error) {
 	if p.nodes == nil {
 		return p.buildSources()
