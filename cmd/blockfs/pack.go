@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/mount"
 	"github.com/blockfs/blockfs/pack"
 	"github.com/blockfs/blockfs/source/s3"
 )
@@ -301,7 +302,7 @@ func runPackFields(f packFlags, format pack.Format, src, dst string) error {
 		}
 		return err
 	}
-	if s3.IsURL(dst) {
+	if mount.IsRemote(dst) {
 		err = streamTo(ctx, dst, &f.s3, f.force, f.segmentsBy == "" && len(r.Fields()) > 1, write)
 	} else {
 		err = write(dst, nil)
