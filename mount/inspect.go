@@ -131,7 +131,7 @@ func (d *Data) Mixture() (*shuffle.Mixture, int64, error) {
 		return nil, 0, err
 	}
 	var rs int64
-	if m, ok := t.(interface{ RecordSize() int64 }); ok {
+	if m, ok := t.(*view.Mixture); ok {
 		rs = m.RecordSize()
 	}
 	return d.p.mix.order, rs, nil
