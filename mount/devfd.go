@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	bfs "github.com/blockfs/blockfs/fs"
+	"github.com/blockfs/blockfs/internal/userfile"
 )
 
 // A mount point /dev/fd/N (bfs.FuseFD) names a FUSE connection that a privileged parent
@@ -36,7 +37,7 @@ func checkFuseFD(mnt string, fd int) error {
 		return fmt.Errorf("mount point %s: descriptor %d is not open: the process that starts blockfs passes it a /dev/fuse descriptor it has mounted (%s)", mnt, fd, devfdHelp)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != fuseDevice {
-		return fmt.Errorf("mount point %s: descriptor %d is not /dev/fuse but %s: pass the /dev/fuse descriptor that was mounted (%s)", mnt, fd, kindOf(st.Mode), devfdHelp)
+		return fmt.Errorf("mount point %s: descriptor %d is not /dev/fuse but %s: pass the /dev/fuse descriptor that was mounted (%s)", mnt, fd, userfile.KindOf(st.Mode), devfdHelp)
 	}
 	if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil && fl&unix.O_ACCMODE != unix.O_RDWR {
 		return fmt.Errorf("mount point %s: descriptor %d is /dev/fuse open for only reading or writing; open it for both (O_RDWR)", mnt, fd)
@@ -100,23 +101,6 @@ func servedHere() map[string]bool {
 		}
 	}
 	return own
-}
-
-// kindOf names a file type for messages.
-func kindOf(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return "a regular file"
-	case unix.S_IFDIR:
-		return "a directory"
-	case unix.S_IFCHR:
-		return "another character device"
-	case unix.S_IFIFO:
-		return "a pipe"
-	case unix.S_IFSOCK:
-		return "a socket"
-	}
-	return "another kind of file"
 }
 
 // serveMount serves the mount at mnt until it goes away or a signal stops it, and logs how

@@ -341,18 +341,24 @@ func (me *mixEpoch) positionOf(rc call, off uint64) (uint64, uint64, error) {
 // lengths returns the byte length of each record of a source's segment: from its epoch's
 // offsets for variable-length records, nil for fixed-size ones.
 func (me *mixEpoch) lengths(rc call, sg segment) ([]uint64, error) {
-	s := me.m.Sets[sg.src]
-	if s.DS.RecordSize() > 0 {
+	if me.m.Sets[sg.src].DS.RecordSize() > 0 {
 		return nil, nil
 	}
+	return me.segmentValues(rc, sg, Offsets)
+}
+
+// segmentValues returns the ids (IDs) or the records' byte lengths (Offsets, of
+// variable-length records) of a source's segment, read from the source's own epoch (or its
+// held records).
+func (me *mixEpoch) segmentValues(rc call, sg segment, kind Kind) ([]uint64, error) {
 	if t := me.m.tiny[sg.src]; t != nil {
-		return t.values(sg, Offsets)
+		return t.values(sg, kind)
 	}
-	e, err := s.Epoch(sg.pass)
+	e, err := me.m.Sets[sg.src].Epoch(sg.pass)
 	if err != nil {
 		return nil, err
 	}
-	f, err := e.open(rc, Offsets, sg.Range)
+	f, err := e.open(rc, kind, sg.Range)
 	if err != nil {
 		return nil, err
 	}
@@ -362,7 +368,11 @@ func (me *mixEpoch) lengths(rc call, sg segment) ([]uint64, error) {
 	}
 	out := make([]uint64, sg.Len())
 	for k := range out {
-		out[k] = binary.LittleEndian.Uint64(raw[8*k+8:]) - binary.LittleEndian.Uint64(raw[8*k:])
+		v := binary.LittleEndian.Uint64(raw[8*k:])
+		if kind == Offsets {
+			v = binary.LittleEndian.Uint64(raw[8*k+8:]) - v
+		}
+		out[k] = v
 	}
 	return out, nil
 }

@@ -1,9 +1,5 @@
 package view
 
-import (
-	"encoding/binary"
-)
-
 // mixTable is a mixture epoch's file of one value per record: ids (uint64), sources (uint16)
 // or offsets (uint64, with the range's end).
 type mixTable struct {
@@ -90,35 +86,12 @@ func (f *mixTable) fill(rc call, from uint64, vals []uint64) error {
 
 // sourceValues returns the ids (IDs) or the lengths (Offsets) of a source's segment.
 func (f *mixTable) sourceValues(rc call, sg segment) ([]uint64, error) {
-	s := f.me.m.Sets[sg.src]
-	if f.kind == Offsets {
-		if rs := uint64(s.DS.RecordSize()); rs > 0 {
-			out := make([]uint64, sg.Len())
-			for k := range out {
-				out[k] = rs
-			}
-			return out, nil
+	if rs := uint64(f.me.m.Sets[sg.src].DS.RecordSize()); f.kind == Offsets && rs > 0 {
+		out := make([]uint64, sg.Len())
+		for k := range out {
+			out[k] = rs
 		}
-		return f.me.lengths(rc, sg)
+		return out, nil
 	}
-	if t := f.me.m.tiny[sg.src]; t != nil {
-		return t.values(sg, IDs)
-	}
-	e, err := s.Epoch(sg.pass)
-	if err != nil {
-		return nil, err
-	}
-	file, err := e.open(rc, IDs, sg.Range)
-	if err != nil {
-		return nil, err
-	}
-	raw := make([]byte, file.Size())
-	if err := readFull(rc, file, raw, 0); err != nil {
-		return nil, err
-	}
-	out := make([]uint64, sg.Len())
-	for k := range out {
-		out[k] = binary.LittleEndian.Uint64(raw[8*k:])
-	}
-	return out, nil
+	return f.me.segmentValues(rc, sg, f.kind)
 }

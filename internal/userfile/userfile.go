@@ -60,7 +60,7 @@ func Open(path string, limit int64) (*os.File, int64, error) {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		unix.Close(fd)
-		return nil, 0, &fs.PathError{Op: "open", Path: path, Err: &problem{kindOf(st.Mode) + ", not a regular file", ErrNotRegular}}
+		return nil, 0, &fs.PathError{Op: "open", Path: path, Err: &problem{KindOf(st.Mode) + ", not a regular file", ErrNotRegular}}
 	}
 	if limit >= 0 && st.Size > limit {
 		unix.Close(fd)
@@ -136,9 +136,11 @@ func tooLarge(size, limit int64) error {
 	return &problem{fmt.Sprintf("%s, more than the limit of %s", ibytes(size), ibytes(limit)), ErrTooLarge}
 }
 
-// kindOf names a file's type (st_mode) as a user knows it.
-func kindOf(mode uint32) string {
+// KindOf names a file's type (st_mode) as a user knows it, for messages.
+func KindOf(mode uint32) string {
 	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return "a regular file"
 	case unix.S_IFIFO:
 		return "a named pipe (FIFO)"
 	case unix.S_IFCHR:
