@@ -26,7 +26,7 @@ func TestCheckFuseFD(t *testing.T) {
 	closed.Close()
 	for fd, msg := range map[int]string{
 		int(f.Fd()): "is not /dev/fuse but a regular file",
-		int(r.Fd()): "is not /dev/fuse but a pipe",
+		int(r.Fd()): "is not /dev/fuse but a named pipe (FIFO)",
 		gone:        "is not open",
 		1:           "is standard output or error (descriptor 1); pass the /dev/fuse descriptor as 3 or above",
 	} {
