@@ -42,7 +42,7 @@ type sourceDoc struct {
 func ReadMixture(path string, given Values) (*Mixture, error) {
 	for _, opt := range schema {
 		if _, ok := given[opt.Name]; ok && opt.Group == GroupInPlace {
-			return nil, optionErr(opt.Name, "%s is a source's option: %s is a mixture, so give it in that source's \"options\" (%q)", flag(opt.Name), path, opt.Key())
+			return nil, optionErr(opt.Name, "%s is a source's flag: %s is a mixture, so give it in that source's \"options\" (%q)", flag(opt.Name), path, opt.Key())
 		}
 	}
 	abs, err := filepath.Abs(path)

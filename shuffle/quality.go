@@ -155,24 +155,45 @@ func entropy(h map[int64]float64, n int) float64 {
 	return e
 }
 
-// positionCorrelation is the Pearson correlation between the position of each id in a and in b
-// (a and b are orders of the same ids).
+// positionCorrelation is the Pearson correlation between the position of each id in a and in
+// b, over the ids in both (a shard's ids in one epoch and the next are different sets: only
+// those it holds in both count); NaN for fewer than two.
 func positionCorrelation(a, b []uint64) float64 {
-	if len(a) != len(b) || len(a) < 2 {
+	if len(a) < 2 || len(b) < 2 {
 		return math.NaN()
 	}
-	posB := make(map[uint64]int, len(b))
-	if maxID(b) < uint64(4*len(b)) {
-		dense := make([]int32, maxID(b)+1)
+	var posOf func(id uint64) (int, bool)
+	if m := maxID(b); m < uint64(4*len(b)) {
+		dense := make([]int32, m+1)
+		for i := range dense {
+			dense[i] = -1
+		}
 		for i, id := range b {
 			dense[id] = int32(i)
 		}
-		return pearson(len(a), func(i int) (float64, float64) { return float64(i), float64(dense[a[i]]) })
+		posOf = func(id uint64) (int, bool) {
+			if id > m || dense[id] < 0 {
+				return 0, false
+			}
+			return int(dense[id]), true
+		}
+	} else {
+		posB := make(map[uint64]int, len(b))
+		for i, id := range b {
+			posB[id] = i
+		}
+		posOf = func(id uint64) (int, bool) { p, ok := posB[id]; return p, ok }
 	}
-	for i, id := range b {
-		posB[id] = i
+	var xs, ys []int
+	for i, id := range a {
+		if p, ok := posOf(id); ok {
+			xs, ys = append(xs, i), append(ys, p)
+		}
 	}
-	return pearson(len(a), func(i int) (float64, float64) { return float64(i), float64(posB[a[i]]) })
+	if len(xs) < 2 {
+		return math.NaN()
+	}
+	return pearson(len(xs), func(i int) (float64, float64) { return float64(xs[i]), float64(ys[i]) })
 }
 
 func maxID(ids []uint64) uint64 {
