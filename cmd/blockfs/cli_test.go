@@ -186,7 +186,7 @@ func TestMixtureOptionsDecode(t *testing.T) {
 	}
 	_, err, code = parseMount(t, "mount", "--record-size", "4", write(`{"sources": [{"data": "tokens.bin", "weight": 1}]}`), "m")
 	assert.Equal(t, 2, code)
-	assert.ErrorContains(t, err, `--record-size is a source's option: `)
+	assert.ErrorContains(t, err, `--record-size is a source's flag: `)
 }
 
 func TestOptionsSchemaPublished(t *testing.T) {

@@ -17,7 +17,6 @@ import (
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/mount"
 	"github.com/blockfs/blockfs/pack"
-	"github.com/blockfs/blockfs/source/s3"
 )
 
 type packFlags struct {
@@ -292,8 +291,7 @@ func runPackFields(f packFlags, format pack.Format, src, dst string) error {
 	// write packs into dir; to an object store, dir is local and up streams it there.
 	var sres *pack.SegmentsResult
 	var res *pack.FieldsResult
-	write := func(dir string, up *s3.Stream) error {
-		o := streamedOptions(opt, up)
+	write := func(dir string, o pack.Options) error {
 		var err error
 		if f.segmentsBy != "" {
 			sres, err = pack.PackSegmented(ctx, r, dir, f.segmentsBy, o)
@@ -303,9 +301,13 @@ func runPackFields(f packFlags, format pack.Format, src, dst string) error {
 		return err
 	}
 	if mount.IsRemote(dst) {
-		err = streamTo(ctx, dst, &f.s3, f.force, f.segmentsBy == "" && len(r.Fields()) > 1, write)
+		so, derr := f.s3.decode()
+		if derr != nil {
+			return derr
+		}
+		err = usageIfStore(pack.ToStore(ctx, dst, so.S3, f.force, f.segmentsBy == "" && len(r.Fields()) > 1, opt, write))
 	} else {
-		err = write(dst, nil)
+		err = write(dst, opt)
 	}
 	if clearBar != nil {
 		clearBar()
@@ -346,19 +348,6 @@ func samplesBar() (progress func(done, total int64, records uint64), clearBar fu
 		}
 	}
 	return progress, clearBar
-}
-
-// streamedOptions returns opt for a pack whose blocks up uploads as they are written (opt
-// itself when up is nil: a local pack).
-func streamedOptions(opt pack.Options, up *s3.Stream) pack.Options {
-	if up != nil {
-		opt.Force = false
-		opt.BlockDone = up.Add
-		opt.FieldBlockDone = func(field, dir string, files []string) error {
-			return up.AddUnder(dir, files, layout.FieldDir(field)+"/")
-		}
-	}
-	return opt
 }
 
 // segmentsSummary is pack --segments-by's summary: "packed 1000 rows of a, b (<f4 [2], 8 B

@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"path/filepath"
+	"errors"
 
 	"github.com/spf13/pflag"
 
 	"github.com/blockfs/blockfs/mount"
 	"github.com/blockfs/blockfs/pack"
-	"github.com/blockfs/blockfs/source/s3"
 )
 
 // s3Flags are the object store options of mount, pack, verify and info (for s3:// DATA).
@@ -23,74 +20,32 @@ func (f *s3Flags) register(fl *pflag.FlagSet) {
 	registerOptions(fl, f.vals, mount.GroupStore)
 }
 
-// options checks the options and returns them as the object store's.
-func (f *s3Flags) options() (s3.Options, error) {
-	o, err := mount.Decode("", "", f.vals)
-	return o.S3, err
-}
+// decode checks the options and returns them as mount's (their S3 is the object store's).
+func (f *s3Flags) decode() (mount.Options, error) { return mount.Decode("", "", f.vals) }
 
-// openStore returns the object store of an s3:// URL.
-func (f *s3Flags) openStore(url string) (*s3.Store, error) {
-	opt, err := f.options()
-	if err != nil {
-		return nil, err
-	}
-	st, err := s3.Open(url, opt)
-	if err != nil {
-		return nil, usagef("%v", err)
-	}
-	return st, nil
-}
-
-// packTo packs src into dst: a directory, or an s3:// URL. To an object store, each block's
-// files are uploaded as soon as they are written (in a temporary directory in $TMPDIR, beside
-// the pre-shuffle's spill) and deleted locally, and the manifest goes last; a failed pack
-// removes what it uploaded, best effort.
+// packTo packs src into dst: a directory, or an s3:// URL (pack.ToStore: each block's files
+// are uploaded as soon as they are written, and the manifest goes last).
 func packTo(ctx context.Context, src, dst string, opt pack.Options, f *s3Flags) (*pack.Result, error) {
 	if !mount.IsRemote(dst) {
 		return pack.Pack(ctx, src, dst, opt)
 	}
+	so, err := f.decode()
+	if err != nil {
+		return nil, err
+	}
 	var res *pack.Result
-	err := streamTo(ctx, dst, f, opt.Force, false, func(local string, up *s3.Stream) error {
-		opt.Force, opt.BlockDone = false, up.Add
+	err = pack.ToStore(ctx, dst, so.S3, opt.Force, false, opt, func(local string, o pack.Options) error {
 		var err error
-		res, err = pack.Pack(ctx, src, local, opt)
+		res, err = pack.Pack(ctx, src, local, o)
 		return err
 	})
-	return res, err
+	return res, usageIfStore(err)
 }
 
-// streamTo runs write, which makes a dataset in the local directory it is given while up
-// uploads its files to dst (an s3:// URL) as they are done, and then finishes the upload
-// (the manifest last: a dataset with fields' when fields is set). A failed write or upload
-// removes what was uploaded, best effort. The local directory is in $TMPDIR, with the
-// upload's spool beside it.
-func streamTo(ctx context.Context, dst string, f *s3Flags, force, fields bool, write func(local string, up *s3.Stream) error) error {
-	st, err := f.openStore(dst)
-	if err != nil {
-		return err
+// usageIfStore makes an error in opening the destination store a usage error (exit 2).
+func usageIfStore(err error) error {
+	if errors.Is(err, pack.ErrOpenStore) {
+		return usageError{err}
 	}
-	tmp, err := os.MkdirTemp("", "blockfs-pack-")
-	if err != nil {
-		return fmt.Errorf("cannot make a scratch directory for the pack: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	spool := filepath.Join(tmp, "upload")
-	if err := os.Mkdir(spool, 0o700); err != nil {
-		return err
-	}
-	begin := st.Begin
-	if fields {
-		begin = st.BeginFields
-	}
-	up, err := begin(ctx, force, spool)
-	if err != nil {
-		return err
-	}
-	local := filepath.Join(tmp, "data")
-	if err := write(local, up); err != nil {
-		up.Abort()
-		return err
-	}
-	return up.Finish(local)
+	return err
 }

@@ -20,12 +20,9 @@ what is wrong) and exits 1 if there is any, 0 if the dataset is sound.`,
 		Args: exactArgs("DATA"),
 		RunE: func(c *cobra.Command, args []string) error {
 			report := func(err error) { fmt.Fprintf(os.Stderr, "blockfs: %v\n", err) }
-			opt := mount.Options{Data: args[0]}
-			if mount.IsRemote(args[0]) {
-				var err error
-				if opt.S3, err = s3f.options(); err != nil {
-					return err
-				}
+			opt, err := mount.Decode(args[0], "", s3f.vals)
+			if err != nil {
+				return err
 			}
 			res, err := mount.Verify(opt, report)
 			if err != nil {
