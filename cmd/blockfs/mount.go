@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/mount"
 	"github.com/blockfs/blockfs/shuffle"
 )
@@ -65,25 +64,6 @@ func (f *inPlaceFlags) register(fl *pflag.FlagSet) {
 		f.vals = mount.Values{}
 	}
 	registerOptions(fl, f.vals, mount.GroupInPlace)
-}
-
-// openData opens the dataset data names (a directory, a file in place, an s3:// URL) with
-// the in-place options f and the object store options s3f (nil: the defaults).
-func openData(f inPlaceFlags, s3f *s3Flags, data string) (*layout.Dataset, error) {
-	vals := mount.Values{}
-	for k, v := range f.vals {
-		vals[k] = v
-	}
-	if s3f != nil {
-		for k, v := range s3f.vals {
-			vals[k] = v
-		}
-	}
-	o, err := mount.Decode(data, "", vals)
-	if err != nil {
-		return nil, err
-	}
-	return mount.OpenDataset(mount.Locate(data), o.InPlace, o.S3)
 }
 
 // mountRun runs blockfs mount with the options given (tests replace it to see them).

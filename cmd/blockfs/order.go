@@ -30,6 +30,7 @@ type orderFlags struct {
 	labels  string
 	plot    string
 	inPlace inPlaceFlags
+	order   mount.Values // --seed, --shuffle, --mix as given (the schema's GroupOrder)
 }
 
 func newOrder() *cobra.Command {
@@ -56,10 +57,9 @@ shuffle (1 = as random); and the correlation of record positions in this epoch a
 		RunE: func(c *cobra.Command, args []string) error { return runOrder(c.Flags(), f, args[0]) },
 	}
 	fl := c.Flags()
-	fl.Uint64Var(&f.seed, "seed", 0, "shuffle seed")
+	f.order = mount.Values{}
+	registerOptions(fl, f.order, mount.GroupOrder)
 	fl.Uint64Var(&f.epoch, "epoch", 0, "epoch")
-	fl.StringVar(&f.shuffle, "shuffle", "full", "order: full, blocks, none")
-	fl.StringVar(&f.mix, "mix", "auto", "blocks per window (full only), or auto: as mount chooses")
 	fl.StringVar(&f.shard, "shard", "", "only slice R of W, as R/W")
 	fl.BoolVar(&f.ids, "ids", false, "print the record ids, one per line")
 	fl.BoolVar(&f.stats, "stats", false, "print quality figures")
@@ -70,6 +70,14 @@ shuffle (1 = as random); and the correlation of record positions in this epoch a
 }
 
 func runOrder(fl *pflag.FlagSet, f orderFlags, data string) error {
+	o, err := mount.Decode("", "", f.order)
+	if err != nil {
+		return err
+	}
+	f.seed, f.shuffle, f.mix = o.Order.Seed, o.Order.Mode.String(), "auto"
+	if mix, ok := f.order["mix"]; ok {
+		f.mix = mix
+	}
 	if f.ids == f.stats {
 		return usagef("give exactly one of --ids and --stats")
 	}
