@@ -1,6 +1,7 @@
 """blockfs from Python.
 
     blockfs.Mount(data, mountpoint=None, **options)   mount for a with block (shared per node)
+    blockfs.options.schema_of(blockfs.binary())       the options Mount takes (blockfs options --json)
     blockfs.attach(path)                               an existing mount
     blockfs.order(path, epoch, shard=None)             an epoch's record ids (numpy uint64)
     blockfs.record_sources(path, epoch, shard=None)    a mixture's epoch: each record's source

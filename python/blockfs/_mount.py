@@ -111,6 +111,8 @@ def check_options(options: Dict[str, Any]) -> Dict[str, Any]:
     publishes no schema (one older than `blockfs options`) or there is no binary yet (open
     says so). Raises TypeError for a keyword that is no option and for a value of the wrong
     kind, ValueError for a value out of range, each naming the option."""
+    if not options:
+        return options
     try:
         b = binary()
     except FileNotFoundError:

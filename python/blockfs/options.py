@@ -216,12 +216,12 @@ class Schema:
             if key in reserved:
                 raise TypeError(f"{caller} sets {key}= itself: leave it out")
             if opt is None or (scopes is not None and opt.scope not in scopes):
-                raise TypeError(self._unknown(key, caller, scopes))
+                raise TypeError(self._unknown(key, caller, scopes, reserved))
             out[key] = opt.value(v)
         return out
 
-    def _unknown(self, key: str, caller: str, scopes: Optional[Collection[str]]) -> str:
-        names = self.names(scopes)
+    def _unknown(self, key: str, caller: str, scopes: Optional[Collection[str]], reserved: Collection[str]) -> str:
+        names = [n for n in self.names(scopes) if n not in reserved]
         msg = f"{caller} got an unexpected keyword argument {key!r}"
         known = self.options.get(key)
         if known is not None and scopes is not None:

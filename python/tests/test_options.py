@@ -12,6 +12,8 @@ import unittest
 from typing import Any, Dict, List, Tuple
 from unittest import mock
 
+import numpy as np
+
 import support
 
 import blockfs
@@ -159,7 +161,9 @@ class FakeBinaryTest(unittest.TestCase):
             return len(f.read())
 
     def test_mount_checks_at_call_time(self) -> None:
-        with self.assertRaisesRegex(TypeError, r"^blockfs.Mount\(\) got an unexpected keyword argument 'sead' \(did you mean seed\?\)"):
+        with self.assertRaisesRegex(TypeError, r"^blockfs.Mount\(\) got an unexpected keyword argument 'sead' \(did you mean seed\?\); "
+                                               r"its options are cache_size, dtype, future, lazy_meta, log, mix, node, offset, "
+                                               r"s3_timeout, seed, shape, shuffle, verify$"):
             blockfs.Mount(self.tmp, sead=1)
         with self.assertRaisesRegex(ValueError, "^shuffle='random': is not one of full, blocks, none"):
             blockfs.Mount(self.tmp, shuffle="random")
@@ -192,7 +196,7 @@ class RealSchemaTest(unittest.TestCase):
     def setUp(self) -> None:
         s = schema_of(support.BINARY)
         if s is None:
-            self.skipTest(f"{support.BINARY} has no options command yet")
+            self.fail(f"{support.BINARY} publishes no options schema (blockfs options --json): rebuild it (make build)")
         self.schema: Schema = s
 
     def test_every_option_has_a_known_type_and_scope(self) -> None:
@@ -208,12 +212,32 @@ class RealSchemaTest(unittest.TestCase):
             self.assertIn(k, names)
 
     def test_mount_refuses_a_misspelling(self) -> None:
-        with self.assertRaisesRegex(TypeError, r"'cache_sise' \(did you mean cache_size\?\); its options are .*seed"):
+        with self.assertRaises(TypeError) as cm:
             blockfs.Mount("/nonexistent", cache_sise="1GiB")
+        want = "blockfs.Mount() got an unexpected keyword argument 'cache_sise' (did you mean cache_size?); its options are "
+        self.assertTrue(str(cm.exception).startswith(want), cm.exception)
+        listed = str(cm.exception)[len(want):].split(", ")
+        self.assertEqual(listed, [n for n in self.schema.names() if n not in ("daemon", "users_lock", "remove_mountpoint")],
+                         "every option users give, not those Mount gives itself")
         with self.assertRaisesRegex(ValueError, "^shuffle='random'"):
             blockfs.Mount("/nonexistent", shuffle="random")
         with self.assertRaisesRegex(TypeError, r"sets users_lock= itself"):
             blockfs.Mount("/nonexistent", users_lock="/tmp/x")
+
+
+    def test_python_values_mount(self) -> None:
+        # Values in Python's own forms (a shape tuple, int sizes, a pathlib.Path, bools) reach
+        # the binary as its flags take them.
+        tmp = tempfile.mkdtemp(prefix="blockfs-opts-")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        raw = os.path.join(tmp, "x.f32")
+        np.arange(64 * 8, dtype="<f4").tofile(raw)
+        log = pathlib.Path(tmp) / "mount.log"
+        with blockfs.Mount(raw, dtype="<f4", shape=(2, 4), block_size=4096, readahead=0, seed=1, verify=False, log=log) as m:
+            assert m.info is not None
+            self.assertEqual((m.info["dtype"], m.info["shape"], m.info["record_size"], m.info["records"]), ("<f4", [2, 4], 32, 64))
+            got = np.fromfile(blockfs.epoch_path(m, 0), dtype="<f4").reshape(-1, 8)
+            np.testing.assert_array_equal(np.sort(got[:, 0]), np.arange(64) * 8.0)
 
 
 if __name__ == "__main__":
