@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/source"
@@ -32,12 +31,6 @@ func (s *Set) Stamp() string {
 // OpenNames returns the dataset's names file (one source name per line, in source id order),
 // read through the cache, or false if the dataset has none.
 func (s *Set) OpenNames() (File, bool) { return OpenNames(s.DS, s.Cache) }
-
-// CacheStats are the page cache's counters.
-type CacheStats = cache.Stats
-
-// Stats returns the page cache's counters now.
-func (s *Set) Stats() CacheStats { return s.Cache.Stats() }
 
 // Facts returns what a mount's .blockfs/info.json says of the dataset, its order and the
 // tree's names: enough for a reader to configure itself.

@@ -42,8 +42,6 @@ type Describer interface {
 	Stamp() string
 	// Facts returns what .blockfs/info.json says of the data, its order and the tree's names.
 	Facts() map[string]any
-	// Stats returns the page cache's counters now.
-	Stats() CacheStats
 	// OrderBytes returns the bytes of the cache's budget the order state may hold.
 	OrderBytes() int64
 }
@@ -88,9 +86,6 @@ type group struct {
 
 // Dir returns what is served: the mixture file, or the dataset's directory.
 func (g *group) Dir() string { return g.dir }
-
-// Stats returns the shared cache's counters.
-func (g *group) Stats() CacheStats { return g.Cache.Stats() }
 
 // OrderBytes returns the order state the Sets hold, together.
 func (g *group) OrderBytes() int64 {
