@@ -373,7 +373,7 @@ func TestNodesLocal(t *testing.T) {
 		{[]string{"--nodes", "4", "--node", "4"}, "--node 4 of --nodes 4: need 0 <= node < nodes"},
 		{[]string{"--nodes", "4", "--parts", "96"}, "--parts 96 is more than the dataset's 64 blocks"},
 		{[]string{"--node", "1"}, "--node and --parts go with --nodes N"},
-		{[]string{"--nodes", "-1"}, "need positive counts"},
+		{[]string{"--nodes", "-1"}, "--nodes -1: need a positive count"},
 	} {
 		_, errs, code := run(t, append([]string{"mount"}, append(tc.args, ds, t.TempDir())...)...)
 		require.Equal(t, 2, code, "%v: %s", tc.args, errs)
