@@ -27,9 +27,12 @@ import (
 // What fs drops behind readers (fs/drop.go): the kernel keeps at most about the slack, a chunk
 // and its own readahead (raised to 4 MiB on the mount) of an open epoch file.
 const (
-	dropSlack      = 8 << 20
-	dropChunk      = 16 << 20
-	kernelAhead    = 4 << 20
+	dropSlack   = 8 << 20
+	dropChunk   = 16 << 20
+	kernelAhead = 4 << 20
+	// refault is what the kernel may read again of a range dropped while its own readahead
+	// was in flight (a loaded machine gave 16 KiB): served twice, never less than once.
+	refault        = 1 << 20
 	closeDropDelay = 2 * time.Second
 )
 
@@ -92,7 +95,8 @@ func TestDropBehind(t *testing.T) {
 		var got []byte
 		first := servedDelta(t, m, func() { got = readWhole(t, name, 1<<20) })
 		checkByIDs(got, "first read, 1 MiB reads")
-		assert.Equal(t, size, first, "the first read is served whole by the daemon")
+		assert.GreaterOrEqual(t, first, size, "the first read is served whole by the daemon")
+		assert.LessOrEqual(t, first, size+refault, "the first read is served once (a dropped page read again at most)")
 
 		// At once, in smaller reads: what was dropped behind the first reader comes from the
 		// daemon again. Without the drop, the kernel (FOPEN_KEEP_CACHE) would serve it all.
@@ -100,7 +104,7 @@ func TestDropBehind(t *testing.T) {
 		checkByIDs(got, "second read, 128 KiB reads")
 		t.Logf("second read: %d MiB of %d served by the daemon", second>>20, size>>20)
 		assert.GreaterOrEqual(t, second, size-dropSlack-dropChunk-kernelAhead, "what the first reader passed was dropped")
-		assert.LessOrEqual(t, second, size)
+		assert.LessOrEqual(t, second, size+refault)
 
 		// After the last close, the whole file goes: dd is served everything by the daemon.
 		time.Sleep(closeDropDelay + 500*time.Millisecond)
@@ -112,7 +116,8 @@ func TestDropBehind(t *testing.T) {
 		require.NoError(t, err)
 		checkByIDs(got, "dd bs=64k after the file was dropped whole")
 		t.Logf("dd after %v idle: %d MiB of %d served by the daemon", closeDropDelay, third>>20, size>>20)
-		assert.Equal(t, size, third, "the whole file was dropped after its last close")
+		assert.GreaterOrEqual(t, third, size, "the whole file was dropped after its last close")
+		assert.LessOrEqual(t, third, size+refault)
 	})
 
 	t.Run("two readers at different offsets", func(t *testing.T) {
