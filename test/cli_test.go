@@ -43,7 +43,7 @@ func TestRefusals(t *testing.T) {
 		{[]string{"mount", "--shuffle", "random", p.dir, empty}, 2, "unknown shuffle mode"},
 		{[]string{"mount", "--shuffle", "blocks", "--mix", "2", p.dir, empty}, 2, "--mix 2: mix 2 needs shuffle mode full (mode is blocks)"},
 		{[]string{"mount", "--epochs", "0", p.dir, empty}, 2, "--epochs 0 is out of range"},
-		{[]string{"mount", "--seed", "-3", p.dir, empty}, 2, "invalid argument"},
+		{[]string{"mount", "--seed", "-3", p.dir, empty}, 2, `--seed "-3": want a whole number from 0 to`},
 		{[]string{"mount", p.dir, filepath.Join(dir, "missing")}, 1, "does not exist"},
 		{[]string{"mount", p.dir, file}, 1, "is not a directory"},
 		{[]string{"mount", p.dir, full}, 1, "is not empty"},

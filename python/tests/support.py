@@ -12,8 +12,9 @@ $PYTHONPATH too, for the Python processes the tests start). The binary
 is $BLOCKFS_BIN, else the checkout's bin/blockfs, else the package's own (blockfs.binary()); it
 is put in $BLOCKFS_BIN for the tests and the processes they start. Tests that pack or mount
 (needs_mount) skip where there is no binary or no /dev/fuse, naming what is missing; with
-BLOCKFS_REQUIRE_FUSE=1 (CI) that is an error instead, raised here, so no test can pass by
-skipping."""
+BLOCKFS_REQUIRE_FUSE=1 (CI) that is an error instead, raised by each such test, so no test can
+pass by skipping."""
+import functools
 import importlib.util
 import json
 import os
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from typing import Any
 
 import numpy as np
 
@@ -59,12 +61,26 @@ elif not _why:
 if BINARY and not os.path.exists("/dev/fuse"):
     _why = "no /dev/fuse: the tests that mount need FUSE (modprobe fuse; in a container, --device /dev/fuse)"
 REQUIRED = os.environ.get("BLOCKFS_REQUIRE_FUSE") == "1"
-if _why and REQUIRED:
-    raise RuntimeError(f"python/tests: {_why} (BLOCKFS_REQUIRE_FUSE=1: the tests that mount may not skip)")
 
-# needs_mount marks a test case that packs or mounts: it skips, saying why, without a binary or
-# FUSE (never under BLOCKFS_REQUIRE_FUSE=1, where importing this module fails instead).
-needs_mount = unittest.skipIf(bool(_why), _why)
+
+def needs_mount(obj: Any) -> Any:
+    """Marks a test case (a class or a method) that packs or mounts: without a binary or FUSE it
+    skips, saying why; under BLOCKFS_REQUIRE_FUSE=1 it fails instead, so no test passes by
+    skipping. Only such tests need a binary: a script that imports this module for its helpers
+    runs without one."""
+    if not _why:
+        return obj
+    if not REQUIRED:
+        return unittest.skip(_why)(obj)
+    msg = f"python/tests: {_why} (BLOCKFS_REQUIRE_FUSE=1: the tests that mount may not skip)"
+
+    def fail(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError(msg)
+
+    if isinstance(obj, type):
+        obj.setUpClass = classmethod(fail)  # type: ignore[attr-defined]
+        return obj
+    return functools.wraps(obj)(fail)
 
 COLS = 8  # float32 values per record: record i holds i*COLS .. i*COLS+7
 
