@@ -12,7 +12,7 @@ if [ ! -f "$work/input.bin" ] || [ "$(stat -c %s "$work/input.bin")" -ne $((mb <
 	echo "== making ${mb} MiB of 4 KiB records: $work/input.bin"
 	head -c $((mb << 20)) /dev/urandom > "$work/input.bin"
 fi
-echo "== packing (pre-shuffle on, 16 MiB blocks)"
+echo "== packing (pre-shuffle on; pack chooses the block size, and says it)"
 "$bin" pack --format raw --record-size 4KiB --force "$work/input.bin" "$work/dataset"
 "$bin" info "$work/dataset"
 cleanup
