@@ -163,7 +163,7 @@ func orderData(fl *pflag.FlagSet, f orderFlags, data string) error {
 	ds, ord := d.Order()
 	ord.Epoch = f.epoch
 	lo, hi := sh.Positions(ds.Records())
-	return printStats(ds, ord, lo, hi, f)
+	return printStats(statsName(d, data), ds, ord, lo, hi, f)
 }
 
 // readOptions returns the options that open data for order and info: the options of a file in
@@ -216,7 +216,7 @@ func sample(ord *shuffle.Order, ids []uint64, ds *layout.Dataset, lo, hi uint64)
 	return s
 }
 
-func printStats(ds *layout.Dataset, opt shuffle.Options, lo, hi uint64, f orderFlags) error {
+func printStats(name string, ds *layout.Dataset, opt shuffle.Options, lo, hi uint64, f orderFlags) error {
 	ids, err := mount.StoredIDs(ds) // source id by storage index
 	if err != nil {
 		return err
@@ -258,7 +258,7 @@ func printStats(ds *layout.Dataset, opt shuffle.Options, lo, hi uint64, f orderF
 	if f.shard != "" {
 		desc += ", shard " + f.shard
 	}
-	fmt.Printf("%s: %d records in %d blocks; %s\n", ds.Dir, n, ds.Blocks(), desc)
+	fmt.Printf("%s: %d records in %d blocks; %s\n", name, n, ds.Blocks(), desc)
 	fmt.Printf("%-40s %12s %16s\n", "", "this order", "uniform shuffle")
 	row := func(name string, a, b float64, format string) {
 		fmt.Printf("%-40s %12s %16s\n", name, fmtNum(a, format), fmtNum(b, format))
@@ -288,4 +288,19 @@ func fmtNum(v float64, format string) string {
 		return "-"
 	}
 	return fmt.Sprintf(format, v)
+}
+
+// statsName is what order --stats' header names: the file or directory data opened (a file
+// in place, not its folder), or for a dataset with fields the dataset and the field whose
+// order every field is served in.
+func statsName(d *mount.Data, data string) string {
+	ds, _ := d.Order()
+	if man, dss := d.Fields(); man != nil {
+		for i, fds := range dss {
+			if fds == ds {
+				return fmt.Sprintf("%s (its fields' order, cut at field %s's blocks)", data, man.Fields[i].Name)
+			}
+		}
+	}
+	return ds.Where()
 }

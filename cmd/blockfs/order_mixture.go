@@ -142,7 +142,7 @@ func printMixtureStats(d *mount.Data, spec *mount.Mixture, f orderFlags, srcs []
 		ds, opt := d.Source(i)
 		opt.Epoch = me.DrawOf(i, 0).Pass
 		fmt.Printf("\nsource %d (%s), its own order (pass %d):\n", i, spec.Sources[i].Name, opt.Epoch)
-		if err := printStats(ds, opt, 0, ds.Records(), orderFlags{}); err != nil {
+		if err := printStats(ds.Where(), ds, opt, 0, ds.Records(), orderFlags{}); err != nil {
 			return err
 		}
 	}
