@@ -40,6 +40,7 @@ UNIT := ./source/... ./layout/... ./shuffle/... ./cache/... ./view/... ./pack/..
 test: deps vet typecheck
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(UNIT)
 	$(GO) test -race -count=1 -tags tables -run 'Parquet|Arrow|Table' ./pack/
+	$(GO) test -count=1 -tags tables -run 'Plot' ./cmd/blockfs/
 	BLOCKFS_MINIO="$$(scripts/minio.sh)" $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/...
 	$(MAKE) --no-print-directory fuzz
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -85,6 +86,8 @@ func seriesPlot(title, x, y string, ours, uniform []float64) (*plot.Plot, error)
 	p.X.Label.Text = x
 	p.Y.Label.Text = y
 	p.Legend.Top = true
+	p.X.Tick.Marker, p.Y.Tick.Marker = plainTicks{}, plainTicks{}
+	top := 0.0
 	for _, s := range []struct {
 		name string
 		v    []float64
@@ -93,6 +96,7 @@ func seriesPlot(title, x, y string, ours, uniform []float64) (*plot.Plot, error)
 		pts := make(plotter.XYs, len(s.v))
 		for i, v := range s.v {
 			pts[i] = plotter.XY{X: float64(i), Y: v}
+			top = max(top, v)
 		}
 		l, err := plotter.NewLine(pts)
 		if err != nil {
@@ -103,8 +107,25 @@ func seriesPlot(title, x, y string, ours, uniform []float64) (*plot.Plot, error)
 		p.Add(l)
 		p.Legend.Add(s.name, l)
 	}
-	p.Y.Min = 0
+	// Room above the highest line for the legend: a good order's line runs along the top,
+	// where the legend would hide it.
+	p.Y.Min, p.Y.Max = 0, max(top, 1e-9)*1.3
 	return p, nil
+}
+
+// plainTicks are gonum's default ticks labelled as numbers are written: 250000, 0.25 (not
+// 250000.00, 0.25000).
+type plainTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+		}
+	}
+	return ts
 }
 
 // movesPlot draws, for up to plotPoints records spread over epoch a, their position in a
@@ -125,6 +146,7 @@ func movesPlot(title string, a, b shuffle.Sample, c color.Color) (*plot.Plot, er
 	p.Title.Text = title
 	p.X.Label.Text = "position in epoch e"
 	p.Y.Label.Text = "position in epoch e+1"
+	p.X.Tick.Marker, p.Y.Tick.Marker = plainTicks{}, plainTicks{}
 	s, err := plotter.NewScatter(pts)
 	if err != nil {
 		return nil, err
