@@ -136,6 +136,13 @@ func Pack(ctx context.Context, src, dst string, opt Options) (*Result, error) {
 		return nil, err
 	}
 	defer in.close()
+	return packInput(ctx, in, el, dst, filepath.Base(src), opt, res)
+}
+
+// packInput packs the opened input in, of element el, into a dataset at dst (Pack and
+// PackPart); source is the manifest's source, res has the input's format.
+func packInput(ctx context.Context, in input, el element, dst, source string, opt Options, res *Result) (*Result, error) {
+	format := res.Format
 	if opt.BlockSize == 0 {
 		opt.BlockSize = AutoBlockSize(in.size(), el.recordSize)
 		res.BlockSize, res.AutoBlock = opt.BlockSize, true
@@ -149,7 +156,7 @@ func Pack(ctx context.Context, src, dst string, opt Options) (*Result, error) {
 		DType: el.dtype, Shape: el.shape,
 		IDs:        !opt.NoShuffle,
 		PreShuffle: layout.PreShuffle{Shuffled: !opt.NoShuffle, Seed: opt.Seed},
-		Source:     filepath.Base(src),
+		Source:     source,
 		Names:      format == Files,
 		BlockDone:  opt.BlockDone,
 	}, opt.Force)

@@ -36,12 +36,14 @@ type packFlags struct {
 	segmentsBy  string   // a table's entity column: rows of the others, segments by it
 	clean       bool     // pack --clean DST: remove what interrupted packs of DST left
 	s3          s3Flags  // DST s3://BUCKET/PREFIX
+	part        string   // pack --part I/N INPUT... OUT: one part of a pack in parts
+	merge       bool     // pack --merge OUT: the dataset of the parts in OUT
 }
 
 func newPack() *cobra.Command {
 	var f packFlags
 	c := &cobra.Command{
-		Use:   "pack [--format auto|raw|npy|lines|files|parquet|arrow|webdataset|tfrecord] [--include GLOB] [--exclude GLOB] [--skip-header] [--columns A,B] [--fill-missing] [flags] SRC DST",
+		Use:   "pack [--part I/N | --merge] [--format auto|raw|npy|lines|files|parquet|arrow|webdataset|tfrecord] [--include GLOB] [--exclude GLOB] [--skip-header] [--columns A,B] [--fill-missing] [flags] SRC DST",
 		Short: "Pack input records into a block dataset",
 		Long: `pack turns SRC into a dataset directory DST. Formats:
 
@@ -93,8 +95,19 @@ is removed by the next pack of DST, or by blockfs pack --clean DST (never a runn
 DST may be s3://BUCKET/PREFIX: each block file is uploaded as soon as it is written and then
 deleted locally ($TMPDIR holds a few blocks, and the pre-shuffle's spill), and the manifest
 goes last, so the dataset appears whole or not at all. A dataset with fields too: each field's
-blocks as they are written, then the fields' manifests, then blockfs-fields.json.`,
-		Args: func(c *cobra.Command, args []string) error { return packArgs(f.clean)(c, args) },
+blocks as they are written, then the fields' manifests, then blockfs-fields.json.
+
+A pack too large for one machine is packed in parts, each anywhere and with no coordination,
+then merged: blockfs pack --part I/N [flags] INPUT... OUT packs part I (0 <= I < N) of the
+inputs (files, quoted globs, @LISTFILE: a file listing one input a line; a folder for
+--format files, whose files are shared) into OUT/parts/part-I-of-N/ and writes
+OUT/parts/part-I-of-N.json last; a failed part is run again alone. Part I takes inputs
+floor(I*n/N) to floor((I+1)*n/N) of n, and pre-shuffles its records with its own seed, derived
+from --seed and I. Once every part is there, blockfs pack --merge OUT writes OUT/blockfs.json
+over the parts' blocks, without copying them: an ordinary dataset, whose sample ids number the
+inputs' records in order, as one pack would. Merge refuses a missing, duplicated or foreign
+part. Raw, npy (of one dtype and shape), lines and files inputs; OUT a directory.`,
+		Args: func(c *cobra.Command, args []string) error { return packArgs(f)(c, args) },
 		RunE: func(c *cobra.Command, args []string) error { return runPackArgs(f, args) },
 	}
 	fl := c.Flags()
@@ -113,6 +126,8 @@ blocks as they are written, then the fields' manifests, then blockfs-fields.json
 	fl.StringSliceVar(&f.columns, "columns", nil, "parquet, arrow: pack only these columns, in this order (comma-separated; a struct's leaves are parent.child)")
 	fl.StringVar(&f.segmentsBy, "segments-by", "", "parquet, arrow: a time series table sorted by this column (an entity id): pack rows of the other columns (fixed-size numbers of one dtype; --columns to choose) in order, with each entity's rows as a segment, for mount --window")
 	fl.BoolVar(&f.fillMissing, "fill-missing", false, "webdataset: give a sample missing a field an empty value instead of refusing the input")
+	fl.StringVar(&f.part, "part", "", "pack --part I/N INPUT... OUT: pack part I of N (0 <= I < N) of the inputs into OUT/parts/ (pack --merge OUT once all are there)")
+	fl.BoolVar(&f.merge, "merge", false, "pack --merge OUT: write the dataset of the parts packed in OUT (pack --part), over their blocks")
 	f.s3.register(fl)
 	return c
 }
@@ -128,40 +143,12 @@ func runPack(f packFlags, src, dst string) error {
 	if format.HasFields() {
 		return runPackFields(f, format, src, dst)
 	}
-	if len(f.columns) > 0 || f.fillMissing || f.segmentsBy != "" {
-		return usagef("--columns, --segments-by and --fill-missing are for inputs with fields (--format parquet, arrow, webdataset)")
-	}
-	var rs int64
-	if f.recordSize != "" {
-		if rs, err = parseSize("record-size", f.recordSize); err != nil {
-			return err
-		}
-		if rs == 0 {
-			return usagef("--record-size must be at least 1 byte")
-		}
-	}
-	if format == pack.Raw && rs == 0 {
-		return usagef("--record-size is required for --format raw (the size of one record in bytes)")
-	}
-	var bs int64 // 0: pack chooses
-	if f.blockSize != "" {
-		if bs, err = parseSize("block-size", f.blockSize); err != nil {
-			return err
-		}
-		if bs == 0 {
-			return usagef("--block-size must be at least 1 byte")
-		}
-	}
-	if bs > 0 && rs > bs {
-		return usagef("--record-size %s is larger than --block-size %s; raise --block-size", ibytes(uint64(rs)), ibytes(uint64(bs)))
+	opt, err := plainOptions(f, format)
+	if err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opt := pack.Options{Format: format, RecordSize: rs, BlockSize: bs, Seed: f.seed, NoShuffle: f.noShuffle, Force: f.force,
-		Include: f.include, Exclude: f.exclude, AllFiles: f.allFiles, SkipHeader: f.skipHeader}
-	if err := opt.Validate(); err != nil {
-		return usagef("%v", err)
-	}
 	var bar *progressbar.ProgressBar
 	if !f.quiet && term.IsTerminal(int(os.Stderr.Fd())) {
 		opt.Progress = func(done, total int64, records uint64) {
@@ -197,18 +184,74 @@ func runPack(f packFlags, src, dst string) error {
 	return nil
 }
 
-// runPackArgs runs pack SRC DST, or pack --clean DST.
+// plainOptions checks pack's flags for an input of format (raw, npy, lines, files) and
+// converts them to pack's options.
+func plainOptions(f packFlags, format pack.Format) (pack.Options, error) {
+	if len(f.columns) > 0 || f.fillMissing || f.segmentsBy != "" {
+		return pack.Options{}, usagef("--columns, --segments-by and --fill-missing are for inputs with fields (--format parquet, arrow, webdataset)")
+	}
+	var rs int64
+	var err error
+	if f.recordSize != "" {
+		if rs, err = parseSize("record-size", f.recordSize); err != nil {
+			return pack.Options{}, err
+		}
+		if rs == 0 {
+			return pack.Options{}, usagef("--record-size must be at least 1 byte")
+		}
+	}
+	if format == pack.Raw && rs == 0 {
+		return pack.Options{}, usagef("--record-size is required for --format raw (the size of one record in bytes)")
+	}
+	var bs int64 // 0: pack chooses
+	if f.blockSize != "" {
+		if bs, err = parseSize("block-size", f.blockSize); err != nil {
+			return pack.Options{}, err
+		}
+		if bs == 0 {
+			return pack.Options{}, usagef("--block-size must be at least 1 byte")
+		}
+	}
+	if bs > 0 && rs > bs {
+		return pack.Options{}, usagef("--record-size %s is larger than --block-size %s; raise --block-size", ibytes(uint64(rs)), ibytes(uint64(bs)))
+	}
+	opt := pack.Options{Format: format, RecordSize: rs, BlockSize: bs, Seed: f.seed, NoShuffle: f.noShuffle, Force: f.force,
+		Include: f.include, Exclude: f.exclude, AllFiles: f.allFiles, SkipHeader: f.skipHeader}
+	if err := opt.Validate(); err != nil {
+		return pack.Options{}, usagef("%v", err)
+	}
+	return opt, nil
+}
+
+// runPackArgs runs pack SRC DST, pack --clean DST, pack --part I/N INPUT... OUT or pack
+// --merge OUT.
 func runPackArgs(f packFlags, args []string) error {
-	if f.clean {
+	switch {
+	case f.clean:
 		return runPackClean(args[0])
+	case f.merge:
+		return runPackMerge(f, args[0])
+	case f.part != "":
+		return runPackPart(f, args[:len(args)-1], args[len(args)-1])
 	}
 	return runPack(f, args[0], args[1])
 }
 
-// packArgs checks pack's arguments: SRC DST, or DST alone with --clean.
-func packArgs(clean bool) cobra.PositionalArgs {
-	if clean {
+// packArgs checks pack's arguments: SRC DST, DST alone with --clean, INPUT... OUT with
+// --part, OUT alone with --merge.
+func packArgs(f packFlags) cobra.PositionalArgs {
+	switch {
+	case f.merge && (f.part != "" || f.clean):
+		return func(*cobra.Command, []string) error { return usagef("--merge does not go with --part or --clean") }
+	case f.clean || f.merge:
 		return exactArgs("DST")
+	case f.part != "":
+		return func(c *cobra.Command, args []string) error {
+			if len(args) < 2 {
+				return usagef("pack --part I/N takes INPUT... OUT (files, quoted globs or @LISTFILE, then the output), got %d arguments", len(args))
+			}
+			return nil
+		}
 	}
 	return exactArgs("SRC", "DST")
 }
@@ -383,4 +426,71 @@ func fieldsSummary(res *pack.FieldsResult, dst string, secs float64) string {
 	}
 	return fmt.Sprintf("packed %d samples with fields %s from %d %s (%s) into %s at %s, in input order, in %.1fs (%s)",
 		res.Manifest.Records, strings.Join(names, ", "), res.Inputs, plural(res.Inputs, "file", "files"), ibytes(uint64(res.Bytes)), how, dst, secs, rate(uint64(res.Bytes), secs))
+}
+
+// runPackPart runs pack --part I/N INPUT... OUT (pack.PackPart).
+func runPackPart(f packFlags, args []string, out string) error {
+	p, err := pack.ParsePart(f.part)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if mount.IsRemote(out) {
+		return usagef("--part writes to a directory; an s3:// OUT is not supported yet (pack the parts into a directory)")
+	}
+	inputs, err := pack.ExpandInputs(args)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	format, err := pack.ParseFormat(f.format)
+	if err != nil {
+		return usagef("--format: %v", err)
+	}
+	if ff, ok := pack.DetectFields(inputs[0]); format.HasFields() || (ok && format == pack.Auto) {
+		if !format.HasFields() {
+			format = ff
+		}
+		return usagef("--part is for raw, npy, lines and files inputs; --format %s is not packed in parts yet (pack it whole)", format)
+	}
+	opt, err := plainOptions(f, format)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	res, err := pack.PackPart(ctx, inputs, out, p, opt)
+	if err != nil {
+		return err
+	}
+	secs := time.Since(start).Seconds()
+	pm := res.Manifest
+	if res.Result == nil {
+		fmt.Printf("part %d of %d has no inputs (%d inputs in all): wrote an empty part %s/parts/%s.json\n", p.Index, p.Count, res.All, out, p.Name())
+		return nil
+	}
+	m := res.Result.Manifest
+	fmt.Printf("packed part %d of %d: %d records (%s) of %d of %d inputs into %d %s of %s at %s/parts/%s, in %.1fs (%s)\n",
+		p.Index, p.Count, pm.Records, ibytes(m.Bytes), res.Inputs, res.All, len(m.Blocks), plural(len(m.Blocks), "block", "blocks"),
+		ibytes(uint64(pm.Options.BlockSize)), out, p.Name(), secs, rate(m.Bytes, secs))
+	return nil
+}
+
+// runPackMerge runs pack --merge OUT (pack.Merge).
+func runPackMerge(f packFlags, out string) error {
+	if mount.IsRemote(out) {
+		return usagef("--merge reads a directory; an s3:// OUT is not supported yet")
+	}
+	start := time.Now()
+	res, err := pack.Merge(out, f.force)
+	if err != nil {
+		return err
+	}
+	m := res.Manifest
+	order := fmt.Sprintf("pre-shuffled with seed %d", m.PreShuffle.Seed)
+	if !m.PreShuffle.Shuffled {
+		order = "in input order"
+	}
+	fmt.Printf("merged %d parts (%d empty): %d records (%s) in %d blocks at %s, %s, in %.1fs\n",
+		res.Parts, res.Empty, m.Records, ibytes(m.Bytes), len(m.Blocks), out, order, time.Since(start).Seconds())
+	return nil
 }

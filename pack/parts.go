@@ -1,0 +1,342 @@
+package pack
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/blockfs/blockfs/internal/optname"
+	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/shuffle"
+)
+
+// A pack in parts (pack --part I/N, then pack --merge; docs/FORMAT.md, "Packs in parts"):
+// part I packs its share of the inputs into OUT/parts/part-I-of-N/, an ordinary dataset, and
+// then writes its part manifest OUT/parts/part-I-of-N.json; the merge writes OUT/blockfs.json
+// over the parts' blocks.
+
+// PartFormat and PartVersion identify a part manifest.
+const (
+	PartFormat  = "blockfs-part"
+	PartVersion = 1
+	// PartsDir is the folder of OUT that holds the parts.
+	PartsDir = "parts"
+)
+
+// Part is one part of a pack in parts: Index of Count.
+type Part struct{ Index, Count int }
+
+// ParsePart reads pack --part's value, "I/N" with 0 <= I < N.
+func ParsePart(s string) (Part, error) {
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n || n > 1<<20 {
+		return Part{}, optname.Errorf("part", "%s %q is not I/N with 0 <= I < N (part 0/4 is the first of 4)", optname.Flag("part"), s)
+	}
+	return Part{Index: i, Count: n}, nil
+}
+
+// Name is the part's name: its dataset's folder in OUT/parts, and its manifest's name
+// without ".json": "part-1-of-4".
+func (p Part) Name() string { return fmt.Sprintf("part-%d-of-%d", p.Index, p.Count) }
+
+// Share returns the inputs part p takes of n: [floor(I*n/N), floor((I+1)*n/N)). The shares of
+// the N parts cover 0..n-1 once, in order; a part may get none (when n < N).
+func (p Part) Share(n int) (lo, hi int) {
+	return int(int64(p.Index) * int64(n) / int64(p.Count)), int(int64(p.Index+1) * int64(n) / int64(p.Count))
+}
+
+// PartSeed is the pre-shuffle seed of part i of a pack with seed seed:
+// shuffle.Derive(seed, shuffle.DomainPackAssign, i+1, 0). (One pack pre-shuffles with the seed
+// itself; epoch 0 of the domain is its stream, so no part's stream is one pack's.)
+func PartSeed(seed uint64, i int) uint64 {
+	return shuffle.Derive(seed, shuffle.DomainPackAssign, uint64(i)+1, 0)
+}
+
+// PartOptions are the options of a pack in parts that every part must agree on. Kind, the
+// record size, dtype and shape come from the part's records (an empty part has only what the
+// flags say).
+type PartOptions struct {
+	Format     Format      `json:"format"`
+	Kind       layout.Kind `json:"kind,omitempty"`
+	RecordSize int64       `json:"record_size,omitempty"`
+	DType      string      `json:"dtype,omitempty"`
+	Shape      []int64     `json:"shape,omitempty"`
+	BlockSize  int64       `json:"block_size"`
+	Seed       uint64      `json:"seed"`
+	NoShuffle  bool        `json:"no_shuffle"`
+	SkipHeader bool        `json:"skip_header,omitempty"`
+}
+
+// PartManifest is a part's manifest, OUT/parts/part-I-of-N.json, written last by the part.
+type PartManifest struct {
+	Format       string      `json:"format"`
+	Version      int         `json:"version"`
+	Part         int         `json:"part"`
+	Parts        int         `json:"parts"`
+	InputsDigest string      `json:"inputs_digest"`
+	Options      PartOptions `json:"options"`
+	Records      uint64      `json:"records"`
+	Dataset      string      `json:"dataset"`
+	Source       string      `json:"source,omitempty"`
+}
+
+// PartResult says what PackPart did.
+type PartResult struct {
+	Manifest *PartManifest
+	Result   *Result // the part's pack; nil for an empty part
+	Inputs   int     // the inputs the part took
+	All      int     // the inputs of all parts
+}
+
+// inputFile is one input of a pack in parts (a file of a folder, for format files).
+type inputFile struct {
+	path string
+	size int64
+}
+
+// PackPart packs part p of inputs (ExpandInputs's) into out/parts/p.Name(), replacing what
+// an earlier run of the part left, and writes the part manifest last, atomically. opt is a
+// pack's options; opt.Seed is the pack's seed (the part pre-shuffles with PartSeed). out may
+// not hold a merged dataset unless opt.Force.
+func PackPart(ctx context.Context, inputs []string, out string, p Part, opt Options) (*PartResult, error) {
+	if err := checkNotMerged(out, opt.Force); err != nil {
+		return nil, err
+	}
+	sel, err := newSelection(opt)
+	if err != nil {
+		return nil, err
+	}
+	format, err := partFormat(inputs, opt)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Format: format}
+	files, err := listInputs(inputs, format, sel, res)
+	if err != nil {
+		return nil, err
+	}
+	popt, err := partOptions(files, format, opt)
+	if err != nil {
+		return nil, err
+	}
+	lo, hi := p.Share(len(files))
+	pm := &PartManifest{Format: PartFormat, Version: PartVersion, Part: p.Index, Parts: p.Count,
+		InputsDigest: inputsDigest(files), Options: popt, Dataset: p.Name()}
+	dir := filepath.Join(out, PartsDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	manPath := filepath.Join(dir, p.Name()+".json")
+	if err := os.Remove(manPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	pr := &PartResult{Manifest: pm, Inputs: hi - lo, All: len(files)}
+	if lo == hi {
+		if err := os.RemoveAll(filepath.Join(dir, p.Name())); err != nil {
+			return nil, err
+		}
+	} else {
+		opt.Seed, opt.BlockSize, opt.Force, opt.Format = PartSeed(opt.Seed, p.Index), popt.BlockSize, true, format
+		if pr.Result, err = packShare(ctx, inputs, files[lo:hi], filepath.Join(dir, p.Name()), opt, res); err != nil {
+			return nil, err
+		}
+		m := pr.Result.Manifest
+		pm.Records, pm.Source = m.Records, m.Source
+		pm.Options.Kind, pm.Options.RecordSize, pm.Options.DType, pm.Options.Shape = m.Kind, m.RecordSize, m.DType, m.Shape
+	}
+	data, err := json.MarshalIndent(pm, "", " ")
+	if err != nil {
+		return nil, err
+	}
+	return pr, writeAtomic(manPath, append(data, '\n'))
+}
+
+// checkNotMerged refuses out when it holds a merged dataset, unless force.
+func checkNotMerged(out string, force bool) error {
+	if _, err := os.Stat(filepath.Join(out, layout.ManifestName)); err == nil && !force {
+		return fmt.Errorf("%s holds a merged dataset already; give %s to pack its parts again", out, optname.Flag("force"))
+	}
+	return nil
+}
+
+// partFormat is the format of the inputs: opt.Format, or what the first input is (Detect).
+func partFormat(inputs []string, opt Options) (Format, error) {
+	format := opt.Format
+	if format == "" || format == Auto {
+		var err error
+		if format, err = Detect(inputs[0]); err != nil {
+			if opt.RecordSize == 0 || !errors.As(err, new(unknownFormatError)) {
+				return "", err
+			}
+			format = Raw
+		}
+	}
+	if format.HasFields() {
+		return "", fmt.Errorf("%s is for raw, npy, lines and files inputs; packing %s in parts is not supported yet (pack it whole)", optname.Flag("part"), format)
+	}
+	if err := optionsApply(opt, format, inputs[0]); err != nil {
+		return "", err
+	}
+	if format == Files && len(inputs) != 1 {
+		return "", fmt.Errorf("%s files packs one folder (its files are shared between the parts); got %d inputs", optname.Flag("format"), len(inputs))
+	}
+	return format, nil
+}
+
+// listInputs returns the inputs of all parts with their sizes: the input files, or for
+// format files the files of the folder that a pack of it would pack, in its order.
+func listInputs(inputs []string, format Format, sel *selection, res *Result) ([]inputFile, error) {
+	if format == Files {
+		in, _, err := openFiles(inputs[0], sel)
+		res.Skipped = sel.skipped
+		if err != nil {
+			return nil, err
+		}
+		fi := in.(*filesInput)
+		files := make([]inputFile, len(fi.paths))
+		for i, rel := range fi.paths {
+			st, err := os.Stat(filepath.Join(inputs[0], filepath.FromSlash(rel)))
+			if err != nil {
+				return nil, fmt.Errorf("cannot stat %s: %w", rel, unwrap(err))
+			}
+			files[i] = inputFile{path: rel, size: st.Size()}
+		}
+		return files, nil
+	}
+	files := make([]inputFile, len(inputs))
+	for i, p := range inputs {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read the input: %w", err)
+		}
+		if !st.Mode().IsRegular() {
+			return nil, fmt.Errorf("%s is not a regular file (%s %s takes files)", p, optname.Flag("format"), format)
+		}
+		files[i] = inputFile{path: p, size: st.Size()}
+	}
+	return files, nil
+}
+
+// partOptions resolves the options every part must agree on: the block size (given, or
+// AutoBlockSize of all the inputs, as one pack of them would choose) and, for raw and npy, the
+// record size (npy: the first input's rows).
+func partOptions(files []inputFile, format Format, opt Options) (PartOptions, error) {
+	po := PartOptions{Format: format, RecordSize: opt.RecordSize, BlockSize: opt.BlockSize, Seed: opt.Seed, NoShuffle: opt.NoShuffle, SkipHeader: opt.SkipHeader}
+	if po.BlockSize > 0 {
+		return po, nil
+	}
+	rs := opt.RecordSize
+	if format == Npy {
+		in, el, err := openNpy(files[0].path, opt.RecordSize)
+		if err != nil {
+			return po, err
+		}
+		in.close()
+		rs = el.recordSize
+	}
+	var total int64
+	for _, f := range files {
+		total += f.size
+	}
+	po.BlockSize = AutoBlockSize(total, rs)
+	return po, nil
+}
+
+// inputsDigest is the SHA-256, in hex, of the inputs' paths and sizes, one "path\x00size\n"
+// each in order: parts of other inputs do not merge.
+func inputsDigest(files []inputFile) string {
+	h := sha256.New()
+	for _, f := range files {
+		fmt.Fprintf(h, "%s\x00%d\n", f.path, f.size)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// packShare packs the part's share of the inputs, files, into dst. inputs are all the inputs
+// (for format files, the folder).
+func packShare(ctx context.Context, inputs []string, files []inputFile, dst string, opt Options, res *Result) (*Result, error) {
+	var in input
+	var el element
+	switch opt.Format {
+	case Files:
+		fi := &filesInput{root: inputs[0]}
+		for _, f := range files {
+			fi.paths = append(fi.paths, f.path)
+			fi.n += f.size
+		}
+		in, el = fi, element{kind: layout.Variable}
+	default:
+		paths, sizes := make([]string, len(files)), make([]int64, len(files))
+		for i, f := range files {
+			paths[i], sizes[i] = f.path, f.size
+		}
+		m, err := openMulti(paths, sizes, func(p string) (input, element, error) { return openPlain(p, opt) })
+		if err != nil {
+			return nil, err
+		}
+		in, el = m, m.el
+	}
+	defer in.close()
+	return packInput(ctx, in, el, dst, filepath.Base(files[0].path), opt, res)
+}
+
+// openPlain opens one input of a raw, npy or lines pack in parts.
+func openPlain(path string, opt Options) (input, element, error) {
+	switch opt.Format {
+	case Raw:
+		return openRaw(path, opt.RecordSize)
+	case Npy:
+		return openNpy(path, opt.RecordSize)
+	case Lines:
+		return openLines(path, opt.SkipHeader)
+	}
+	return nil, element{}, fmt.Errorf("unknown format %q", opt.Format)
+}
+
+// writeAtomic writes data to path through a temporary file beside it, synced and renamed
+// over path, and syncs the folder.
+func writeAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// syncDir syncs a folder, so that a rename in it is durable.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}

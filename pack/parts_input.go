@@ -1,0 +1,180 @@
+package pack
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// ExpandInputs turns pack --part's INPUT arguments into the inputs, in order: a file or folder
+// as given, a glob ('shards/*.npy', quoted so that the shell leaves it) as its matches sorted
+// by name, and @LISTFILE as the paths it lists, one a line in file order (blank lines and lines
+// starting with '#' skipped; a relative path is relative to the current directory, as on the
+// command line). A glob that matches nothing, or a list that lists nothing, is an error.
+func ExpandInputs(args []string) ([]string, error) {
+	var out []string
+	for _, a := range args {
+		switch {
+		case strings.HasPrefix(a, "@"):
+			list, err := readList(a[1:])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, list...)
+		case isGlob(a):
+			if _, err := os.Lstat(a); err == nil {
+				out = append(out, a) // a file whose name has a '*' in it
+				continue
+			}
+			m, err := filepath.Glob(a)
+			if err != nil {
+				return nil, fmt.Errorf("bad glob %q: %w", a, err)
+			}
+			if len(m) == 0 {
+				return nil, fmt.Errorf("%s matches no file", a)
+			}
+			slices.Sort(m)
+			out = append(out, m...)
+		default:
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no inputs: give files, quoted globs or @LISTFILE")
+	}
+	return out, nil
+}
+
+// isGlob reports whether s has glob syntax.
+func isGlob(s string) bool { return strings.ContainsAny(s, "*?[") }
+
+// readList reads a list file of input paths, one a line.
+func readList(name string) ([]string, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the list of inputs: %w", err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		out = append(out, line)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", name, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s lists no inputs", name)
+	}
+	return out, nil
+}
+
+// multiInput reads several inputs of one format as one stream, in order: the records of the
+// first, then of the second, and so on. It opens each input as it comes to it (a part of many
+// shards holds one open at a time) and requires each to have the first's element (raw: the
+// same record size; npy: the same dtype and record shape).
+type multiInput struct {
+	paths []string
+	open  func(path string) (input, element, error)
+	el    element
+	first string // the input that set el, for errors
+	n     int64  // the inputs' bytes (their sizes on disk)
+	cur   input
+	i     int    // index in paths of cur
+	base  uint64 // source id of cur's first record
+	id    uint64 // source id of the next record
+}
+
+// openMulti opens the first of paths (to learn the element) and returns the stream of all.
+// sizes are the inputs' sizes, summed for progress and the pre-shuffle's buckets.
+func openMulti(paths []string, sizes []int64, open func(string) (input, element, error)) (*multiInput, error) {
+	m := &multiInput{paths: paths, open: open, first: paths[0]}
+	for _, s := range sizes {
+		m.n += s
+	}
+	cur, el, err := open(paths[0])
+	if err != nil {
+		return nil, err
+	}
+	m.cur, m.el = cur, el
+	return m, nil
+}
+
+// next returns the next record of the current input, moving on to the next input at the end
+// of one.
+func (m *multiInput) next() (record, error) {
+	for {
+		rec, err := m.cur.next()
+		if err == nil {
+			m.id++
+			return rec, nil
+		}
+		if !errors.Is(err, io.EOF) || m.i+1 == len(m.paths) {
+			return rec, err
+		}
+		if err := m.cur.close(); err != nil {
+			return record{}, err
+		}
+		m.cur = nil
+		m.i++
+		cur, el, err := m.open(m.paths[m.i])
+		if err != nil {
+			return record{}, err
+		}
+		m.cur, m.base = cur, m.id
+		if err := sameElement(m.paths[m.i], el, m.first, m.el); err != nil {
+			return record{}, err
+		}
+	}
+}
+
+// sameElement refuses an input whose records are not those of the first input.
+func sameElement(path string, el element, first string, want element) error {
+	if el.kind == want.kind && el.recordSize == want.recordSize && el.dtype == want.dtype && slices.Equal(el.shape, want.shape) {
+		return nil
+	}
+	return fmt.Errorf("%s holds records of %s, but %s holds records of %s: the inputs of a pack in parts must hold records of one kind", path, el, first, want)
+}
+
+// String describes an element for errors: "fixed 16 B <f4 [4]".
+func (el element) String() string {
+	s := string(el.kind)
+	if el.kind != "" && el.recordSize > 0 {
+		s += fmt.Sprintf(" %d B", el.recordSize)
+	}
+	if el.dtype != "" {
+		s += fmt.Sprintf(" %s %v", el.dtype, el.shape)
+	}
+	return s
+}
+
+func (m *multiInput) name() string { return m.cur.name() }
+
+// describe names the record with source id id, which is in the current input.
+func (m *multiInput) describe(id uint64) string {
+	if m.cur == nil || id < m.base {
+		return fmt.Sprintf("record %d of the part", id)
+	}
+	return m.cur.describe(id - m.base)
+}
+
+func (m *multiInput) size() int64 { return m.n }
+
+func (m *multiInput) close() error {
+	if m.cur == nil {
+		return nil
+	}
+	err := m.cur.close()
+	m.cur = nil
+	return err
+}
