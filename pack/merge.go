@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/internal/strictjson"
@@ -28,7 +29,7 @@ var partFile = regexp.MustCompile(`^part-([0-9]+)-of-([0-9]+)\.json$`)
 // mergePart is one part being merged: its manifest and, unless empty, its dataset's.
 type mergePart struct {
 	pm   *PartManifest
-	file string           // the part manifest's name, for errors
+	file string           // the part's name, part-I-of-N, for errors
 	ds   *layout.Manifest // nil for an empty part
 }
 
@@ -105,7 +106,7 @@ func readParts(out string) ([]*mergePart, error) {
 		}
 	}
 	if first == nil {
-		return nil, fmt.Errorf("no parts to merge: %s holds no part-I-of-N.json (pack --part I/N writes them)", dir)
+		return nil, fmt.Errorf("no parts to merge: %s holds no part-I-of-N.json (pack %s I/N writes them)", dir, optname.Flag("part"))
 	}
 	n := first.pm.Parts
 	parts := make([]*mergePart, n)
@@ -117,7 +118,7 @@ func readParts(out string) ([]*mergePart, error) {
 	}
 	for i, p := range parts {
 		if p == nil {
-			return nil, fmt.Errorf("part %d of %d is missing (no %s): pack it with --part %d/%d, then merge", i, n, path.Join(PartsDir, Part{i, n}.Name()+".json"), i, n)
+			return nil, fmt.Errorf("part %d of %d is missing (no %s): pack it with %s %d/%d, then merge", i, n, path.Join(PartsDir, Part{i, n}.Name()+".json"), optname.Flag("part"), i, n)
 		}
 	}
 	return parts, nil
@@ -131,18 +132,18 @@ func readPart(dir, name string) (*mergePart, error) {
 	}
 	var pm PartManifest
 	if err := strictjson.Decode(data, &pm); err != nil {
-		return nil, fmt.Errorf("part %s is not a part manifest (%v); pack the part again", name, err)
+		return nil, fmt.Errorf("%s is not a part manifest (%v); pack the part again", name, err)
 	}
 	sub := partFile.FindStringSubmatch(name)
 	i, _ := strconv.Atoi(sub[1])
 	n, _ := strconv.Atoi(sub[2])
 	switch {
 	case pm.Format != PartFormat || pm.Version != PartVersion:
-		return nil, fmt.Errorf("part %s is not a part manifest (format %q version %d, want %q %d)", name, pm.Format, pm.Version, PartFormat, PartVersion)
+		return nil, fmt.Errorf("%s is not a part manifest (format %q version %d, want %q %d)", name, pm.Format, pm.Version, PartFormat, PartVersion)
 	case pm.Part != i || pm.Parts != n || pm.Dataset != (Part{i, n}).Name():
-		return nil, fmt.Errorf("part %s says it is part %d of %d with dataset %q; pack the part again", name, pm.Part, pm.Parts, pm.Dataset)
+		return nil, fmt.Errorf("%s says it is part %d of %d with dataset %q; pack the part again", name, pm.Part, pm.Parts, pm.Dataset)
 	}
-	return &mergePart{pm: &pm, file: name}, nil
+	return &mergePart{pm: &pm, file: strings.TrimSuffix(name, ".json")}, nil
 }
 
 // checkAgree refuses a foreign part: one of other inputs or options than part 0's.
@@ -153,9 +154,9 @@ func checkAgree(parts []*mergePart) error {
 		o, r := p.pm.Options, ref.Options
 		switch {
 		case p.pm.InputsDigest != ref.InputsDigest:
-			return fmt.Errorf("part %s is foreign: it packed other inputs than part 0 (inputs_digest %.12s, not %.12s); pack it again with the same inputs", p.file, p.pm.InputsDigest, ref.InputsDigest)
+			return fmt.Errorf("%s is foreign: it packed other inputs than part 0 (inputs_digest %.12s, not %.12s); pack it again with the same inputs", p.file, p.pm.InputsDigest, ref.InputsDigest)
 		case o.Format != r.Format || o.BlockSize != r.BlockSize || o.Seed != r.Seed || o.NoShuffle != r.NoShuffle || o.SkipHeader != r.SkipHeader:
-			return fmt.Errorf("part %s is foreign: its options %s are not part 0's %s; pack it again with the same options", p.file, optionsText(o), optionsText(r))
+			return fmt.Errorf("%s is foreign: its options %s are not part 0's %s; pack it again with the same options", p.file, optionsText(o), optionsText(r))
 		}
 		if p.pm.Records == 0 {
 			continue
@@ -166,7 +167,7 @@ func checkAgree(parts []*mergePart) error {
 		}
 		e := elRef.pm.Options
 		if o.Kind != e.Kind || o.RecordSize != e.RecordSize || o.DType != e.DType || !slices.Equal(o.Shape, e.Shape) {
-			return fmt.Errorf("part %s is foreign: its records are %s, but %s's are %s", p.file, optionsText(o), elRef.file, optionsText(e))
+			return fmt.Errorf("%s is foreign: its records are %s, but %s's are %s", p.file, optionsText(o), elRef.file, optionsText(e))
 		}
 	}
 	if elRef == nil {
@@ -203,22 +204,22 @@ func (p *mergePart) open(out string) error {
 	name := filepath.Join(dir, layout.ManifestName)
 	data, err := os.ReadFile(name)
 	if err != nil {
-		return fmt.Errorf("part %s's dataset cannot be read: %v; pack the part again", p.file, unwrap(err))
+		return fmt.Errorf("%s's dataset cannot be read: %v; pack the part again", p.file, unwrap(err))
 	}
 	ds, err := layout.ParseManifest(name, data)
 	if err != nil {
-		return fmt.Errorf("part %s's dataset does not check: %v; pack the part again", p.file, err)
+		return fmt.Errorf("%s's dataset does not check: %v; pack the part again", p.file, err)
 	}
 	o := p.pm.Options
 	switch {
 	case ds.Records != p.pm.Records:
-		return fmt.Errorf("part %s says %d records, but its dataset holds %d; pack the part again", p.file, p.pm.Records, ds.Records)
+		return fmt.Errorf("%s says %d records, but its dataset holds %d; pack the part again", p.file, p.pm.Records, ds.Records)
 	case ds.Kind != o.Kind || ds.RecordSize != o.RecordSize || ds.DType != o.DType || !slices.Equal(ds.Shape, o.Shape):
-		return fmt.Errorf("part %s's dataset holds other records than its manifest says; pack the part again", p.file)
+		return fmt.Errorf("%s's dataset holds other records than its manifest says; pack the part again", p.file)
 	case ds.IDs == o.NoShuffle || ds.PreShuffle.Shuffled == o.NoShuffle:
-		return fmt.Errorf("part %s's dataset is not pre-shuffled as its manifest says; pack the part again", p.file)
+		return fmt.Errorf("%s's dataset is not pre-shuffled as its manifest says; pack the part again", p.file)
 	case (ds.Names != nil) != (o.Format == Files):
-		return fmt.Errorf("part %s's dataset has names where its manifest says otherwise; pack the part again", p.file)
+		return fmt.Errorf("%s's dataset has names where its manifest says otherwise; pack the part again", p.file)
 	}
 	for i, b := range ds.Blocks {
 		sizes := map[string]int64{b.File: int64(b.Bytes)}
@@ -228,10 +229,10 @@ func (p *mergePart) open(out string) error {
 		for f, want := range sizes {
 			st, err := os.Stat(filepath.Join(dir, filepath.FromSlash(f)))
 			if err != nil {
-				return fmt.Errorf("part %s's dataset does not check: block %d: %v; pack the part again", p.file, i, unwrap(err))
+				return fmt.Errorf("%s's dataset does not check: block %d: %v; pack the part again", p.file, i, unwrap(err))
 			}
 			if st.Size() != want {
-				return fmt.Errorf("part %s's dataset does not check: block %d: %s is %d bytes, not %d; pack the part again", p.file, i, f, st.Size(), want)
+				return fmt.Errorf("%s's dataset does not check: block %d: %s is %d bytes, not %d; pack the part again", p.file, i, f, st.Size(), want)
 			}
 		}
 	}

@@ -24,15 +24,15 @@ func offsetIDs(out string, p *mergePart, i int, b layout.BlockEntry, base uint64
 	src := filepath.Join(out, PartsDir, p.pm.Dataset, filepath.FromSlash(b.IDsFile))
 	data, err := os.ReadFile(src)
 	if err != nil {
-		return "", 0, fmt.Errorf("part %s's dataset does not check: block %d: %v; pack the part again", p.file, i, unwrap(err))
+		return "", 0, fmt.Errorf("%s's dataset does not check: block %d: %v; pack the part again", p.file, i, unwrap(err))
 	}
 	if err := crc32c.Check(layout.CRC32C(data), b.IDsCRC32C); err != nil || uint64(len(data)) != 8*b.Records {
-		return "", 0, fmt.Errorf("part %s's dataset does not check: block %d: %s is damaged; pack the part again", p.file, i, b.IDsFile)
+		return "", 0, fmt.Errorf("%s's dataset does not check: block %d: %s is damaged; pack the part again", p.file, i, b.IDsFile)
 	}
 	for k := 0; k < len(data); k += 8 {
 		id := binary.LittleEndian.Uint64(data[k:])
 		if id >= p.ds.Records {
-			return "", 0, fmt.Errorf("part %s's dataset does not check: block %d: id %d of %d records; pack the part again", p.file, i, id, p.ds.Records)
+			return "", 0, fmt.Errorf("%s's dataset does not check: block %d: id %d of %d records; pack the part again", p.file, i, id, p.ds.Records)
 		}
 		binary.LittleEndian.PutUint64(data[k:], id+base)
 	}
@@ -66,11 +66,11 @@ func mergeNames(out string, parts []*mergePart) (*layout.NamesEntry, error) {
 			continue
 		}
 		if p.ds.Names == nil {
-			return nil, fmt.Errorf("part %s's dataset has no names; pack the part again", p.file)
+			return nil, fmt.Errorf("%s's dataset has no names; pack the part again", p.file)
 		}
 		data, err := os.ReadFile(filepath.Join(out, PartsDir, p.pm.Dataset, filepath.FromSlash(p.ds.Names.File)))
 		if err != nil || crc32c.Check(layout.CRC32C(data), p.ds.Names.CRC32C) != nil || uint64(len(data)) != p.ds.Names.Bytes {
-			return nil, fmt.Errorf("part %s's dataset does not check: its names file is missing or damaged; pack the part again", p.file)
+			return nil, fmt.Errorf("%s's dataset does not check: its names file is missing or damaged; pack the part again", p.file)
 		}
 		if _, err := f.Write(data); err != nil {
 			return nil, err

@@ -40,12 +40,8 @@ type packFlags struct {
 	merge       bool     // pack --merge OUT: the dataset of the parts in OUT
 }
 
-func newPack() *cobra.Command {
-	var f packFlags
-	c := &cobra.Command{
-		Use:   "pack [--part I/N | --merge] [--format auto|raw|npy|lines|files|parquet|arrow|webdataset|tfrecord] [--include GLOB] [--exclude GLOB] [--skip-header] [--columns A,B] [--fill-missing] [flags] SRC DST",
-		Short: "Pack input records into a block dataset",
-		Long: `pack turns SRC into a dataset directory DST. Formats:
+// packLong is pack's --help.
+const packLong = `pack turns SRC into a dataset directory DST. Formats:
 
   raw    a flat file of fixed-size records (--record-size), as numpy's tofile or np.memmap write
   npy    a NumPy .npy file (1.0, 2.0, 3.0): one record per row along the first axis; dtype and
@@ -106,9 +102,16 @@ floor(I*n/N) to floor((I+1)*n/N) of n, and pre-shuffles its records with its own
 from --seed and I. Once every part is there, blockfs pack --merge OUT writes OUT/blockfs.json
 over the parts' blocks, without copying them: an ordinary dataset, whose sample ids number the
 inputs' records in order, as one pack would. Merge refuses a missing, duplicated or foreign
-part. Raw, npy (of one dtype and shape), lines and files inputs; OUT a directory.`,
-		Args: func(c *cobra.Command, args []string) error { return packArgs(f)(c, args) },
-		RunE: func(c *cobra.Command, args []string) error { return runPackArgs(f, args) },
+part. Raw, npy (of one dtype and shape), lines and files inputs; OUT a directory.`
+
+func newPack() *cobra.Command {
+	var f packFlags
+	c := &cobra.Command{
+		Use:   "pack [--part I/N | --merge] [--format auto|raw|npy|lines|files|parquet|arrow|webdataset|tfrecord] [--include GLOB] [--exclude GLOB] [--skip-header] [--columns A,B] [--fill-missing] [flags] SRC DST",
+		Short: "Pack input records into a block dataset",
+		Long:  packLong,
+		Args:  func(c *cobra.Command, args []string) error { return packArgs(f)(c, args) },
+		RunE:  func(c *cobra.Command, args []string) error { return runPackArgs(f, args) },
 	}
 	fl := c.Flags()
 	fl.StringVar(&f.format, "format", "auto", "input format: auto, raw, npy, lines, files, parquet, arrow, webdataset, tfrecord")

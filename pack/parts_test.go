@@ -1,0 +1,284 @@
+package pack
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/blockfs/blockfs/layout"
+)
+
+func TestPartShare(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 3, 4, 5, 7, 100, 1001} {
+		for _, parts := range []int{1, 2, 3, 4, 7, 64} {
+			next := 0
+			for i := 0; i < parts; i++ {
+				lo, hi := Part{i, parts}.Share(n)
+				require.Equal(t, next, lo, "n %d part %d/%d starts where the one before ends", n, i, parts)
+				require.LessOrEqual(t, lo, hi)
+				require.LessOrEqual(t, hi-lo, (n+parts-1)/parts, "shares are even")
+				require.GreaterOrEqual(t, hi-lo, n/parts, "shares are even")
+				next = hi
+			}
+			require.Equal(t, n, next, "n %d in %d parts: every input once", n, parts)
+		}
+	}
+	lo, hi := Part{1, 4}.Share(10) // floor(10/4), floor(20/4)
+	require.Equal(t, []int{2, 5}, []int{lo, hi})
+	lo, hi = Part{0, 4}.Share(2) // 2 inputs, 4 parts: part 0 is empty
+	require.Equal(t, lo, hi)
+}
+
+func TestParsePart(t *testing.T) {
+	p, err := ParsePart("3/4")
+	require.NoError(t, err)
+	require.Equal(t, Part{3, 4}, p)
+	require.Equal(t, "part-3-of-4", p.Name())
+	for _, bad := range []string{"4/4", "-1/4", "1/0", "1", "a/b", "1/4/5", ""} {
+		_, err := ParsePart(bad)
+		require.Error(t, err, bad)
+		require.Contains(t, err.Error(), "--part")
+	}
+	require.NotEqual(t, PartSeed(7, 0), PartSeed(7, 1))
+	require.NotEqual(t, PartSeed(7, 0), PartSeed(8, 0))
+	require.Equal(t, PartSeed(7, 2), PartSeed(7, 2))
+}
+
+func TestExpandInputs(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"b.raw", "a.raw", "c.raw"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, n), []byte("x"), 0o644))
+	}
+	got, err := ExpandInputs([]string{filepath.Join(dir, "*.raw")})
+	require.NoError(t, err)
+	require.Equal(t, []string{filepath.Join(dir, "a.raw"), filepath.Join(dir, "b.raw"), filepath.Join(dir, "c.raw")}, got)
+	list := filepath.Join(dir, "list")
+	require.NoError(t, os.WriteFile(list, []byte("c.raw\n\n# comment\na.raw\n"), 0o644))
+	got, err = ExpandInputs([]string{"@" + list, "z"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"c.raw", "a.raw", "z"}, got)
+	_, err = ExpandInputs([]string{filepath.Join(dir, "*.npy")})
+	require.ErrorContains(t, err, "matches no file")
+}
+
+// writeRecords writes records first..first+n-1 of 16 bytes (the record's number twice) to
+// name in dir.
+func writeRecords(t *testing.T, dir, name string, first, n uint64) string {
+	b := make([]byte, 0, 16*n)
+	for k := first; k < first+n; k++ {
+		b = binary.LittleEndian.AppendUint64(b, k)
+		b = binary.LittleEndian.AppendUint64(b, ^k)
+	}
+	p := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(p, b, 0o644))
+	return p
+}
+
+// rawInputs writes counts[i] records to in-i.raw, numbered on from input to input.
+func rawInputs(t *testing.T, counts ...uint64) []string {
+	dir := t.TempDir()
+	var paths []string
+	var next uint64
+	for i, n := range counts {
+		paths = append(paths, writeRecords(t, dir, fmt.Sprintf("in-%02d.raw", i), next, n))
+		next += n
+	}
+	return paths
+}
+
+// packParts packs the parts of inputs into out.
+func packParts(t *testing.T, inputs []string, out string, parts int, opt Options) {
+	for i := 0; i < parts; i++ {
+		_, err := PackPart(context.Background(), inputs, out, Part{i, parts}, opt)
+		require.NoError(t, err, "part %d/%d", i, parts)
+	}
+}
+
+// checkMerged requires that the merged dataset in out holds records 0..want-1 once each, and
+// that each record's id is its number (one pack's numbering).
+func checkMerged(t *testing.T, out string, want uint64) *layout.Manifest {
+	data, err := os.ReadFile(filepath.Join(out, layout.ManifestName))
+	require.NoError(t, err)
+	m, err := layout.ParseManifest(out, data)
+	require.NoError(t, err)
+	require.Equal(t, want, m.Records)
+	seen := make([]bool, want)
+	var pos uint64
+	for _, b := range m.Blocks {
+		recs, err := os.ReadFile(filepath.Join(out, b.File))
+		require.NoError(t, err)
+		require.Equal(t, b.CRC32C, layout.CRC32C(recs))
+		var ids []byte
+		if m.IDs {
+			ids, err = os.ReadFile(filepath.Join(out, b.IDsFile))
+			require.NoError(t, err)
+			require.Equal(t, b.IDsCRC32C, layout.CRC32C(ids))
+		}
+		for r := uint64(0); r < b.Records; r++ {
+			k := binary.LittleEndian.Uint64(recs[16*r:])
+			require.Equal(t, ^k, binary.LittleEndian.Uint64(recs[16*r+8:]))
+			id := pos
+			if m.IDs {
+				id = binary.LittleEndian.Uint64(ids[8*r:])
+			}
+			require.Equal(t, k, id, "record %d's id is its index in the inputs", k)
+			require.False(t, seen[k], "record %d twice", k)
+			seen[k] = true
+			pos++
+		}
+	}
+	return m
+}
+
+func TestPackPartsMerge(t *testing.T) {
+	inputs := rawInputs(t, 300, 10, 555, 1, 200, 77)
+	for _, noShuffle := range []bool{false, true} {
+		out := t.TempDir()
+		opt := Options{Format: Raw, RecordSize: 16, BlockSize: 1024, Seed: 5, NoShuffle: noShuffle}
+		packParts(t, inputs, out, 4, opt)
+		res, err := Merge(out, false)
+		require.NoError(t, err)
+		require.Equal(t, 4, res.Parts)
+		m := checkMerged(t, out, 1143)
+		require.Equal(t, !noShuffle, m.PreShuffle.Shuffled)
+		require.Equal(t, uint64(5), m.PreShuffle.Seed)
+		_, err = Merge(out, false)
+		require.ErrorContains(t, err, "--force")
+		_, err = PackPart(context.Background(), inputs, out, Part{0, 4}, opt)
+		require.ErrorContains(t, err, "--force")
+		_, err = Merge(out, true)
+		require.NoError(t, err)
+	}
+}
+
+func TestPackPartsEmptyParts(t *testing.T) {
+	inputs := rawInputs(t, 40, 50)
+	out := t.TempDir()
+	packParts(t, inputs, out, 5, Options{Format: Raw, RecordSize: 16, BlockSize: 256})
+	res, err := Merge(out, false)
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Empty)
+	checkMerged(t, out, 90)
+}
+
+// TestPackPartsAutoBlock: with no block size, every part chooses the one a pack of all the
+// inputs would, so that the parts agree.
+func TestPackPartsAutoBlock(t *testing.T) {
+	inputs := rawInputs(t, 1000, 1000, 20000)
+	out := t.TempDir()
+	packParts(t, inputs, out, 3, Options{Format: Raw, RecordSize: 16})
+	_, err := Merge(out, false)
+	require.NoError(t, err)
+	checkMerged(t, out, 22000)
+}
+
+func TestPackPartsLinesAndFiles(t *testing.T) {
+	dir := t.TempDir()
+	var inputs []string
+	for i := 0; i < 3; i++ {
+		p := filepath.Join(dir, fmt.Sprintf("%d.txt", i))
+		require.NoError(t, os.WriteFile(p, []byte(fmt.Sprintf("h\n%d-a\n%d-b\n", i, i)), 0o644))
+		inputs = append(inputs, p)
+	}
+	out := t.TempDir()
+	packParts(t, inputs, out, 2, Options{Format: Lines, SkipHeader: true, BlockSize: 4})
+	_, err := Merge(out, false)
+	require.NoError(t, err)
+
+	tree := t.TempDir()
+	for _, n := range []string{"a/1", "a/2", "b/1", "c", "d/e/f"} {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(tree, n)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(tree, n), []byte(n), 0o644))
+	}
+	out = t.TempDir()
+	packParts(t, []string{tree}, out, 3, Options{Format: Files, BlockSize: 4})
+	res, err := Merge(out, false)
+	require.NoError(t, err)
+	require.NotNil(t, res.Manifest.Names)
+	names, err := os.ReadFile(filepath.Join(out, res.Manifest.Names.File))
+	require.NoError(t, err)
+	require.Equal(t, "a/1\na/2\nb/1\nc\nd/e/f\n", string(names))
+}
+
+func TestMergeRefuses(t *testing.T) {
+	inputs := rawInputs(t, 100, 100, 100, 100)
+	opt := Options{Format: Raw, RecordSize: 16, BlockSize: 512}
+	fresh := func() string {
+		out := t.TempDir()
+		packParts(t, inputs, out, 4, opt)
+		return out
+	}
+	refuse := func(out, want string) {
+		t.Helper()
+		_, err := Merge(out, false)
+		require.Error(t, err)
+		require.Contains(t, err.Error(), want)
+		require.NotContains(t, err.Error(), "\n")
+		_, err = os.Stat(filepath.Join(out, layout.ManifestName))
+		require.ErrorIs(t, err, os.ErrNotExist, "a refused merge writes no manifest")
+	}
+	out := fresh()
+	require.NoError(t, os.Remove(filepath.Join(out, PartsDir, "part-2-of-4.json")))
+	refuse(out, "part 2 of 4 is missing")
+
+	out = fresh()
+	_, err := PackPart(context.Background(), inputs, out, Part{1, 3}, opt)
+	require.NoError(t, err)
+	refuse(out, "part 1 is there twice: part-1-of-3 and part-1-of-4")
+
+	out = fresh()
+	other := opt
+	other.Seed = 9
+	_, err = PackPart(context.Background(), inputs, out, Part{3, 4}, other)
+	require.NoError(t, err)
+	refuse(out, "part-3-of-4 is foreign: its options")
+
+	out = fresh()
+	_, err = PackPart(context.Background(), inputs[:3], out, Part{3, 4}, opt)
+	require.NoError(t, err)
+	refuse(out, "part-3-of-4 is foreign: it packed other inputs")
+
+	out = fresh()
+	require.NoError(t, os.Remove(filepath.Join(out, PartsDir, "part-1-of-4", "blocks", "000001.bin")))
+	refuse(out, "part-1-of-4's dataset does not check: block 1")
+
+	out = fresh()
+	ids := filepath.Join(out, PartsDir, "part-0-of-4", "blocks", "000000.ids")
+	b, err := os.ReadFile(ids)
+	require.NoError(t, err)
+	b[0] ^= 1
+	require.NoError(t, os.WriteFile(ids, b, 0o644))
+	refuse(out, "000000.ids is damaged")
+
+	out = fresh()
+	require.NoError(t, os.WriteFile(filepath.Join(out, PartsDir, "part-0-of-4.json"), []byte("{"), 0o644))
+	refuse(out, "part-0-of-4.json is not a part manifest")
+
+	refuse(t.TempDir(), "no parts to merge")
+
+	// A failed part is packed again alone, and the merge goes on.
+	out = fresh()
+	require.NoError(t, os.RemoveAll(filepath.Join(out, PartsDir, "part-2-of-4")))
+	refuse(out, "part-2-of-4's dataset cannot be read")
+	_, err = PackPart(context.Background(), inputs, out, Part{2, 4}, opt)
+	require.NoError(t, err)
+	_, err = Merge(out, false)
+	require.NoError(t, err)
+	checkMerged(t, out, 400)
+}
+
+func TestPackPartsRefusesMixedRecords(t *testing.T) {
+	dir := t.TempDir()
+	a := writeRecords(t, dir, "a.raw", 0, 10)
+	b := filepath.Join(dir, "b.raw")
+	require.NoError(t, os.WriteFile(b, make([]byte, 24), 0o644)) // not a multiple of 16
+	_, err := PackPart(context.Background(), []string{a, b}, t.TempDir(), Part{0, 1}, Options{Format: Raw, RecordSize: 16})
+	require.ErrorContains(t, err, "not a multiple of the record size")
+	_, err = PackPart(context.Background(), []string{a}, t.TempDir(), Part{0, 1}, Options{Format: WebDataset})
+	require.ErrorContains(t, err, "--part")
+}
