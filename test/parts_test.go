@@ -1,0 +1,133 @@
+package test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/blockfs/blockfs/internal/dstest"
+)
+
+// partsRecord is the size of the records of the pack-in-parts tests.
+const partsRecord = 512
+
+// partsInputs writes raw inputs of counts[i] records each, numbered on from one input to the
+// next (record k is dstest.Record(k)), and returns their paths and the records in order.
+func partsInputs(t *testing.T, counts ...int) (string, []string, [][]byte) {
+	dir := t.TempDir()
+	var paths []string
+	var records [][]byte
+	for i, n := range counts {
+		var b []byte
+		for j := 0; j < n; j++ {
+			rec := dstest.Record(uint64(len(records)), partsRecord)
+			records = append(records, rec)
+			b = append(b, rec...)
+		}
+		p := filepath.Join(dir, fmt.Sprintf("in-%02d.raw", i))
+		require.NoError(t, os.WriteFile(p, b, 0o644))
+		paths = append(paths, p)
+	}
+	return dir, paths, records
+}
+
+// packPartsCLI runs blockfs pack --part I/N for each I, with inputs (as given on the command
+// line) and the flags.
+func packPartsCLI(t *testing.T, inputs []string, out string, parts int, flags ...string) {
+	for i := 0; i < parts; i++ {
+		args := append([]string{"pack", "--part", fmt.Sprintf("%d/%d", i, parts), "--quiet"}, flags...)
+		mustRun(t, append(append(args, inputs...), out)...)
+	}
+}
+
+// checkEpoch requires that epoch file data of the mount holds every record once, each the
+// record its .ids file names: record id k is input record k, as one pack numbers them.
+func checkEpoch(t *testing.T, m *mounted, epoch string, records [][]byte) {
+	data, err := os.ReadFile(m.path(epoch))
+	require.NoError(t, err)
+	ids, err := os.ReadFile(m.path(epoch + ".ids"))
+	require.NoError(t, err)
+	require.Len(t, data, len(records)*partsRecord)
+	require.Len(t, ids, len(records)*8)
+	seen := make([]bool, len(records))
+	for i := range records {
+		id := binary.LittleEndian.Uint64(ids[8*i:])
+		require.Less(t, id, uint64(len(records)))
+		require.False(t, seen[id], "%s: record %d twice", epoch, id)
+		seen[id] = true
+		require.Equal(t, records[id], data[i*partsRecord:(i+1)*partsRecord], "%s position %d: id %d", epoch, i, id)
+	}
+}
+
+func TestPackParts(t *testing.T) {
+	dir, paths, records := partsInputs(t, 700, 13, 1200, 1, 600, 486, 300)
+	list := filepath.Join(dir, "inputs.txt")
+	require.NoError(t, os.WriteFile(list, []byte(strings.Join(paths, "\n")+"\n"), 0o644))
+	flags := []string{"--format", "raw", "--record-size", fmt.Sprint(partsRecord), "--block-size", "16KiB", "--seed", "3"}
+
+	t.Run("shuffled", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "ds")
+		// Parts 0 and 1 from a glob, 2 and 3 from a list: the same inputs, so they merge.
+		for i, in := range []string{filepath.Join(dir, "in-*.raw"), filepath.Join(dir, "in-*.raw"), "@" + list, "@" + list} {
+			mustRun(t, append(append([]string{"pack", "--part", fmt.Sprintf("%d/4", i), "--quiet"}, flags...), in, out)...)
+		}
+		_, err := os.Stat(filepath.Join(out, "blockfs.json"))
+		require.ErrorIs(t, err, os.ErrNotExist, "the dataset appears only at the merge")
+		merged := mustRun(t, "pack", "--merge", out)
+		require.Contains(t, merged, "merged 4 parts")
+		require.Contains(t, mustRun(t, "verify", out), "ok")
+		require.Contains(t, mustRun(t, "info", out), fmt.Sprintf("records:      %d", len(records)))
+		ids := mustRun(t, "order", out, "--seed", "11", "--epoch", "1", "--ids")
+		require.Len(t, strings.Fields(ids), len(records))
+		m := mount(t, out, "--seed", "11")
+		checkEpoch(t, m, "epoch-0000", records)
+		checkEpoch(t, m, "epoch-0001", records)
+		require.Equal(t, ids, idsText(t, m.path("epoch-0001.ids")), "order --ids and the mount agree")
+	})
+
+	t.Run("no-shuffle", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "ds")
+		packPartsCLI(t, []string{filepath.Join(dir, "in-*.raw")}, out, 3, append(flags, "--no-shuffle")...)
+		mustRun(t, "pack", "--merge", out)
+		require.Contains(t, mustRun(t, "verify", out), "ok")
+		m := mount(t, out, "--seed", "2")
+		checkEpoch(t, m, "epoch-0000", records)
+	})
+
+	t.Run("refusals", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "ds")
+		glob := []string{filepath.Join(dir, "in-*.raw")}
+		refuse := func(want string) {
+			t.Helper()
+			_, errs, code := run(t, "pack", "--merge", out)
+			require.Equal(t, 1, code, errs)
+			require.Equal(t, 1, strings.Count(errs, "\n"), "one line: %s", errs)
+			require.Contains(t, errs, want)
+		}
+		packPartsCLI(t, glob, out, 4, flags...)
+		require.NoError(t, os.Remove(filepath.Join(out, "parts", "part-3-of-4.json")))
+		refuse("part 3 of 4 is missing")
+		mustRun(t, append(append([]string{"pack", "--part", "3/4", "--quiet"}, flags...), glob[0], out)...)
+		mustRun(t, append(append([]string{"pack", "--part", "1/3", "--quiet"}, flags...), glob[0], out)...)
+		refuse("part 1 is there twice: part-1-of-3 and part-1-of-4")
+		require.NoError(t, os.RemoveAll(filepath.Join(out, "parts", "part-1-of-3")))
+		require.NoError(t, os.Remove(filepath.Join(out, "parts", "part-1-of-3.json")))
+		foreign := append(append([]string{"pack", "--part", "2/4", "--quiet"}, flags...), "--seed", "4")
+		mustRun(t, append(foreign, glob[0], out)...)
+		refuse("part-2-of-4 is foreign")
+		mustRun(t, append(append([]string{"pack", "--part", "2/4", "--quiet"}, flags...), paths[0], paths[1], paths[2], out)...)
+		refuse("part-2-of-4 is foreign: it packed other inputs")
+		// The failed part is packed again alone; then the merge succeeds.
+		mustRun(t, append(append([]string{"pack", "--part", "2/4", "--quiet"}, flags...), glob[0], out)...)
+		mustRun(t, "pack", "--merge", out)
+		require.Contains(t, mustRun(t, "verify", out), "ok")
+		_, errs, code := run(t, "pack", "--merge", out)
+		require.Equal(t, 1, code)
+		require.Contains(t, errs, "--force")
+	})
+}
