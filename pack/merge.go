@@ -1,11 +1,11 @@
 package pack
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -14,6 +14,7 @@ import (
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/internal/strictjson"
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/source/s3"
 )
 
 // MergeResult says what Merge did.
@@ -42,8 +43,24 @@ type mergePart struct {
 // (other inputs or options) and a part whose manifest or dataset does not check. out may hold
 // a merged dataset only with force (it is replaced).
 func Merge(out string, force bool) (*MergeResult, error) {
-	if _, err := os.Stat(filepath.Join(out, layout.ManifestName)); err == nil && !force {
-		return nil, fmt.Errorf("%s holds a merged dataset already; give %s to merge again", out, optname.Flag("force"))
+	return merge(dirOut{out}, force)
+}
+
+// MergeToStore is Merge of the parts under the object store's prefix url: it reads the part
+// manifests and the parts' manifests and ids from the store, and writes the ids files, the
+// names and the manifest there (the manifest last).
+func MergeToStore(ctx context.Context, url string, store s3.Options, force bool) (*MergeResult, error) {
+	st, err := s3.Open(url, store)
+	if err != nil {
+		return nil, openStoreError{err}
+	}
+	return merge(&storeOut{ctx: ctx, st: st}, force)
+}
+
+// merge is Merge into out.
+func merge(out partsOut, force bool) (*MergeResult, error) {
+	if _, err := out.size(layout.ManifestName); err == nil && !force {
+		return nil, fmt.Errorf("%s holds a merged dataset already; give %s to merge again", out.location(), optname.Flag("force"))
 	}
 	parts, err := readParts(out)
 	if err != nil {
@@ -61,13 +78,13 @@ func Merge(out string, force bool) (*MergeResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := m.Validate(filepath.Join(out, layout.ManifestName)); err != nil {
+	if err := m.Validate(out.location() + "/" + layout.ManifestName); err != nil {
 		return nil, err
 	}
-	if err := syncFS(out); err != nil {
+	if err := out.durable(); err != nil {
 		return nil, err
 	}
-	if err := writeAtomic(filepath.Join(out, layout.ManifestName), layout.ManifestJSON(m)); err != nil {
+	if err := out.write(layout.ManifestName, layout.ManifestJSON(m)); err != nil {
 		return nil, err
 	}
 	res := &MergeResult{Manifest: m, Parts: len(parts)}
@@ -81,19 +98,19 @@ func Merge(out string, force bool) (*MergeResult, error) {
 
 // readParts reads the part manifests in out/parts and returns parts 0..N-1 in order. It refuses
 // no parts, a part there twice, parts of different N and a missing part.
-func readParts(out string) ([]*mergePart, error) {
-	dir := filepath.Join(out, PartsDir)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("no parts to merge in %s: %w", out, unwrap(err))
+func readParts(out partsOut) ([]*mergePart, error) {
+	ents, err := out.names(PartsDir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("cannot list the parts in %s: %w", out.location(), unwrap(err))
 	}
+	slices.Sort(ents)
 	byIndex := map[int]*mergePart{}
 	var first *mergePart
 	for _, e := range ents {
-		if !partFile.MatchString(e.Name()) {
+		if !partFile.MatchString(e) {
 			continue
 		}
-		p, err := readPart(dir, e.Name())
+		p, err := readPart(out, e)
 		if err != nil {
 			return nil, err
 		}
@@ -106,7 +123,7 @@ func readParts(out string) ([]*mergePart, error) {
 		}
 	}
 	if first == nil {
-		return nil, fmt.Errorf("no parts to merge: %s holds no part-I-of-N.json (pack %s I/N writes them)", dir, optname.Flag("part"))
+		return nil, fmt.Errorf("no parts to merge: %s holds no part-I-of-N.json (pack %s I/N writes them)", out.location()+"/"+PartsDir, optname.Flag("part"))
 	}
 	n := first.pm.Parts
 	parts := make([]*mergePart, n)
@@ -124,9 +141,9 @@ func readParts(out string) ([]*mergePart, error) {
 	return parts, nil
 }
 
-// readPart reads and checks the part manifest name in dir.
-func readPart(dir, name string) (*mergePart, error) {
-	data, err := os.ReadFile(filepath.Join(dir, name))
+// readPart reads and checks the part manifest name in out's parts.
+func readPart(out partsOut, name string) (*mergePart, error) {
+	data, err := out.read(path.Join(PartsDir, name))
 	if err != nil {
 		return nil, fmt.Errorf("cannot read part %s: %w", name, unwrap(err))
 	}
@@ -196,13 +213,13 @@ func optionsText(o PartOptions) string {
 
 // open reads and checks the part's dataset manifest against its part manifest, and that each
 // of its files is there at its size. An empty part has none.
-func (p *mergePart) open(out string) error {
+func (p *mergePart) open(out partsOut) error {
 	if p.pm.Records == 0 {
 		return nil
 	}
-	dir := filepath.Join(out, PartsDir, p.pm.Dataset)
-	name := filepath.Join(dir, layout.ManifestName)
-	data, err := os.ReadFile(name)
+	dir := path.Join(PartsDir, p.pm.Dataset)
+	name := out.location() + "/" + path.Join(dir, layout.ManifestName)
+	data, err := out.read(path.Join(dir, layout.ManifestName))
 	if err != nil {
 		return fmt.Errorf("%s's dataset cannot be read: %v; pack the part again", p.file, unwrap(err))
 	}
@@ -227,12 +244,12 @@ func (p *mergePart) open(out string) error {
 			sizes[b.IDsFile] = int64(8 * b.Records)
 		}
 		for f, want := range sizes {
-			st, err := os.Stat(filepath.Join(dir, filepath.FromSlash(f)))
+			size, err := out.size(path.Join(dir, f))
 			if err != nil {
 				return fmt.Errorf("%s's dataset does not check: block %d: %v; pack the part again", p.file, i, unwrap(err))
 			}
-			if st.Size() != want {
-				return fmt.Errorf("%s's dataset does not check: block %d: %s is %d bytes, not %d; pack the part again", p.file, i, f, st.Size(), want)
+			if size != want {
+				return fmt.Errorf("%s's dataset does not check: block %d: %s is %d bytes, not %d; pack the part again", p.file, i, f, size, want)
 			}
 		}
 	}
@@ -242,7 +259,7 @@ func (p *mergePart) open(out string) error {
 
 // mergeManifest builds the merged dataset's manifest over the parts' blocks, writing the ids
 // files (offset by the records of the parts before) and the names file it names.
-func mergeManifest(out string, parts []*mergePart) (*layout.Manifest, error) {
+func mergeManifest(out partsOut, parts []*mergePart) (*layout.Manifest, error) {
 	var m *layout.Manifest
 	var base uint64 // records of the parts before
 	for _, p := range parts {

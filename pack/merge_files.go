@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
@@ -20,9 +19,8 @@ const IDsDir = "ids"
 // offsetIDs reads block i's ids file of part p, b, checks it, and writes it with base added to
 // each id as out/ids/part-I/NNNNNN.ids. It returns the new file's path in the dataset and its
 // CRC32C.
-func offsetIDs(out string, p *mergePart, i int, b layout.BlockEntry, base uint64) (string, uint32, error) {
-	src := filepath.Join(out, PartsDir, p.pm.Dataset, filepath.FromSlash(b.IDsFile))
-	data, err := os.ReadFile(src)
+func offsetIDs(out partsOut, p *mergePart, i int, b layout.BlockEntry, base uint64) (string, uint32, error) {
+	data, err := out.read(path.Join(PartsDir, p.pm.Dataset, b.IDsFile))
 	if err != nil {
 		return "", 0, fmt.Errorf("%s's dataset does not check: block %d: %v; pack the part again", p.file, i, unwrap(err))
 	}
@@ -37,11 +35,7 @@ func offsetIDs(out string, p *mergePart, i int, b layout.BlockEntry, base uint64
 		binary.LittleEndian.PutUint64(data[k:], id+base)
 	}
 	rel := path.Join(IDsDir, fmt.Sprintf("part-%d", p.pm.Part), fmt.Sprintf("%06d.ids", i))
-	dst := filepath.Join(out, filepath.FromSlash(rel))
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return "", 0, err
-	}
-	if err := writeAtomic(dst, data); err != nil {
+	if err := out.write(rel, data); err != nil {
 		return "", 0, err
 	}
 	return rel, layout.CRC32C(data), nil
@@ -52,15 +46,8 @@ const mergedNames = "names.txt"
 
 // mergeNames writes the parts' names files, in part order, as out/names.txt and returns its
 // entry.
-func mergeNames(out string, parts []*mergePart) (*layout.NamesEntry, error) {
-	dst := filepath.Join(out, mergedNames)
-	f, err := os.CreateTemp(out, "."+mergedNames+".tmp-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	e := &layout.NamesEntry{File: mergedNames}
+func mergeNames(out partsOut, parts []*mergePart) (*layout.NamesEntry, error) {
+	var all []byte
 	for _, p := range parts {
 		if p.ds == nil {
 			continue
@@ -68,26 +55,16 @@ func mergeNames(out string, parts []*mergePart) (*layout.NamesEntry, error) {
 		if p.ds.Names == nil {
 			return nil, fmt.Errorf("%s's dataset has no names; pack the part again", p.file)
 		}
-		data, err := os.ReadFile(filepath.Join(out, PartsDir, p.pm.Dataset, filepath.FromSlash(p.ds.Names.File)))
+		data, err := out.read(path.Join(PartsDir, p.pm.Dataset, p.ds.Names.File))
 		if err != nil || crc32c.Check(layout.CRC32C(data), p.ds.Names.CRC32C) != nil || uint64(len(data)) != p.ds.Names.Bytes {
 			return nil, fmt.Errorf("%s's dataset does not check: its names file is missing or damaged; pack the part again", p.file)
 		}
-		if _, err := f.Write(data); err != nil {
-			return nil, err
-		}
-		e.CRC32C = crc32c.Update(e.CRC32C, data)
-		e.Bytes += uint64(len(data))
+		all = append(all, data...)
 	}
-	if err := f.Sync(); err != nil {
+	if err := out.write(mergedNames, all); err != nil {
 		return nil, err
 	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
-		return nil, err
-	}
-	if err := os.Rename(f.Name(), dst); err != nil {
-		return nil, err
-	}
-	return e, nil
+	return &layout.NamesEntry{File: mergedNames, Bytes: uint64(len(all)), CRC32C: layout.CRC32C(all)}, nil
 }
 
 // syncFS flushes everything written to the filesystem holding dir.

@@ -7,8 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +16,7 @@ import (
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
+	"github.com/blockfs/blockfs/source/s3"
 )
 
 // A pack in parts (pack --part I/N, then pack --merge; docs/FORMAT.md, "Packs in parts"):
@@ -109,47 +110,65 @@ type inputFile struct {
 // pack's options; opt.Seed is the pack's seed (the part pre-shuffles with PartSeed). out may
 // not hold a merged dataset unless opt.Force.
 func PackPart(ctx context.Context, inputs []string, out string, p Part, opt Options) (*PartResult, error) {
-	if err := checkNotMerged(out, opt.Force); err != nil {
-		return nil, err
+	write := func(o Options, pack func(dst string, o Options) error) error {
+		dir := filepath.Join(out, PartsDir)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		return pack(filepath.Join(dir, p.Name()), o)
 	}
-	sel, err := newSelection(opt)
+	empty := func() error { return os.RemoveAll(filepath.Join(out, PartsDir, p.Name())) }
+	return packPart(ctx, inputs, dirOut{out}, p, opt, write, empty)
+}
+
+// PackPartToStore is PackPart into the object store's prefix url: the part's dataset is
+// uploaded to url/parts/part-I-of-N/ as a pack to a store is (ToStore: each block as it is
+// written, its manifest last), then the part manifest url/parts/part-I-of-N.json.
+func PackPartToStore(ctx context.Context, inputs []string, url string, p Part, opt Options, store s3.Options) (*PartResult, error) {
+	st, err := s3.Open(url, store)
 	if err != nil {
-		return nil, err
+		return nil, openStoreError{err}
 	}
-	format, err := partFormat(inputs, opt)
-	if err != nil {
-		return nil, err
+	sub := strings.TrimSuffix(url, "/") + "/" + PartsDir + "/" + p.Name()
+	write := func(o Options, pack func(dst string, o Options) error) error {
+		return ToStore(ctx, sub, store, true, false, o, pack)
 	}
-	res := &Result{Format: format}
-	files, err := listInputs(inputs, format, sel, res)
-	if err != nil {
-		return nil, err
+	return packPart(ctx, inputs, &storeOut{ctx: ctx, st: st}, p, opt, write, func() error { return nil })
+}
+
+// packPart is PackPart into out: write packs the part's dataset with the function it is given,
+// empty clears what an earlier run left of an empty part's.
+func packPart(ctx context.Context, inputs []string, out partsOut, p Part, opt Options,
+	write func(o Options, pack func(dst string, o Options) error) error, empty func() error) (*PartResult, error) {
+	if _, err := out.size(layout.ManifestName); err == nil && !opt.Force {
+		return nil, fmt.Errorf("%s holds a merged dataset already; give %s to pack its parts again", out.location(), optname.Flag("force"))
 	}
-	popt, err := partOptions(files, format, opt)
+	format, files, popt, err := partInputs(inputs, opt)
 	if err != nil {
 		return nil, err
 	}
 	lo, hi := p.Share(len(files))
 	pm := &PartManifest{Format: PartFormat, Version: PartVersion, Part: p.Index, Parts: p.Count,
 		InputsDigest: inputsDigest(files), Options: popt, Dataset: p.Name()}
-	dir := filepath.Join(out, PartsDir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	manPath := filepath.Join(dir, p.Name()+".json")
-	if err := os.Remove(manPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	manifest := path.Join(PartsDir, p.Name()+".json")
+	if err := out.remove(manifest); err != nil {
 		return nil, err
 	}
 	pr := &PartResult{Manifest: pm, Inputs: hi - lo, All: len(files)}
 	if lo == hi {
-		if err := os.RemoveAll(filepath.Join(dir, p.Name())); err != nil {
-			return nil, err
-		}
+		err = empty()
 	} else {
 		opt.Seed, opt.BlockSize, opt.Force, opt.Format = PartSeed(opt.Seed, p.Index), popt.BlockSize, true, format
-		if pr.Result, err = packShare(ctx, inputs, files[lo:hi], filepath.Join(dir, p.Name()), opt, res); err != nil {
-			return nil, err
-		}
+		err = write(opt, func(dst string, o Options) error {
+			var err error
+			pr.Result, err = packShare(ctx, inputs, files[lo:hi], dst, o, &Result{Format: format})
+			return err
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if pr.Result != nil {
 		m := pr.Result.Manifest
 		pm.Records, pm.Source = m.Records, m.Source
 		pm.Options.Kind, pm.Options.RecordSize, pm.Options.DType, pm.Options.Shape = m.Kind, m.RecordSize, m.DType, m.Shape
@@ -158,15 +177,26 @@ func PackPart(ctx context.Context, inputs []string, out string, p Part, opt Opti
 	if err != nil {
 		return nil, err
 	}
-	return pr, writeAtomic(manPath, append(data, '\n'))
+	return pr, out.write(manifest, append(data, '\n'))
 }
 
-// checkNotMerged refuses out when it holds a merged dataset, unless force.
-func checkNotMerged(out string, force bool) error {
-	if _, err := os.Stat(filepath.Join(out, layout.ManifestName)); err == nil && !force {
-		return fmt.Errorf("%s holds a merged dataset already; give %s to pack its parts again", out, optname.Flag("force"))
+// partInputs resolves the inputs of a pack in parts: their format, the inputs of all parts
+// with their sizes (listInputs) and the options every part must agree on.
+func partInputs(inputs []string, opt Options) (Format, []inputFile, PartOptions, error) {
+	sel, err := newSelection(opt)
+	if err != nil {
+		return "", nil, PartOptions{}, err
 	}
-	return nil
+	format, err := partFormat(inputs, opt)
+	if err != nil {
+		return "", nil, PartOptions{}, err
+	}
+	files, err := listInputs(inputs, format, sel, &Result{})
+	if err != nil {
+		return "", nil, PartOptions{}, err
+	}
+	popt, err := partOptions(files, format, opt)
+	return format, files, popt, err
 }
 
 // partFormat is the format of the inputs: opt.Format, or what the first input is (Detect).
@@ -301,42 +331,4 @@ func openPlain(path string, opt Options) (input, element, error) {
 		return openLines(path, opt.SkipHeader)
 	}
 	return nil, element{}, fmt.Errorf("unknown format %q", opt.Format)
-}
-
-// writeAtomic writes data to path through a temporary file beside it, synced and renamed
-// over path, and syncs the folder.
-func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-// syncDir syncs a folder, so that a rename in it is durable.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }

@@ -131,3 +131,32 @@ func TestPackParts(t *testing.T) {
 		require.Contains(t, errs, "--force")
 	})
 }
+
+// TestPackPartsS3 packs 3 parts into MinIO (a part's blocks uploaded under PREFIX/parts/),
+// merges them there, and reads the merged dataset as one pack's: verify, the mount's epochs.
+func TestPackPartsS3(t *testing.T) {
+	srv := startMinio(t)
+	srv.bucket("data")
+	dir, _, records := partsInputs(t, 500, 700, 300, 9)
+	ep := "--endpoint=" + srv.endpoint()
+	url := "s3://data/in-parts"
+	flags := []string{ep, "--format", "raw", "--record-size", fmt.Sprint(partsRecord), "--block-size", "16KiB", "--seed", "8"}
+	glob := filepath.Join(dir, "in-*.raw")
+	packPartsCLI(t, []string{glob}, url, 3, flags...)
+	_, errs, code := run(t, "verify", ep, url)
+	require.NotZero(t, code, "no dataset before the merge: %s", errs)
+
+	mustRun(t, append(append([]string{"pack", "--part", "1/3", "--quiet"}, flags...), glob, url)...) // a part run again
+	require.Contains(t, mustRun(t, "pack", "--merge", ep, url), "merged 3 parts")
+	require.Contains(t, mustRun(t, "verify", ep, url), url+": ok")
+	m := mount(t, url, ep, "--seed", "4")
+	checkEpoch(t, m, "epoch-0000", records)
+	checkEpoch(t, m, "epoch-0001", records)
+
+	other := "s3://data/missing"
+	packPartsCLI(t, []string{glob}, other, 2, flags...)
+	mustRun(t, append(append([]string{"pack", "--part", "1/3", "--quiet"}, flags...), glob, other)...)
+	_, errs, code = run(t, "pack", "--merge", ep, other)
+	require.Equal(t, 1, code, errs)
+	require.Contains(t, errs, "part 1 is there twice")
+}

@@ -102,7 +102,8 @@ floor(I*n/N) to floor((I+1)*n/N) of n, and pre-shuffles its records with its own
 from --seed and I. Once every part is there, blockfs pack --merge OUT writes OUT/blockfs.json
 over the parts' blocks, without copying them: an ordinary dataset, whose sample ids number the
 inputs' records in order, as one pack would. Merge refuses a missing, duplicated or foreign
-part. Raw, npy (of one dtype and shape), lines and files inputs; OUT a directory.`
+part. Raw, npy (of one dtype and shape), lines and files inputs; OUT a directory or
+s3://BUCKET/PREFIX (the parts uploaded under PREFIX/parts/).`
 
 func newPack() *cobra.Command {
 	var f packFlags
@@ -437,9 +438,6 @@ func runPackPart(f packFlags, args []string, out string) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
-	if mount.IsRemote(out) {
-		return usagef("--part writes to a directory; an s3:// OUT is not supported yet (pack the parts into a directory)")
-	}
 	inputs, err := pack.ExpandInputs(args)
 	if err != nil {
 		return usagef("%v", err)
@@ -461,7 +459,17 @@ func runPackPart(f packFlags, args []string, out string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
-	res, err := pack.PackPart(ctx, inputs, out, p, opt)
+	var res *pack.PartResult
+	if mount.IsRemote(out) {
+		so, derr := f.s3.decode()
+		if derr != nil {
+			return derr
+		}
+		res, err = pack.PackPartToStore(ctx, inputs, out, p, opt, so.S3)
+		err = usageIfStore(err)
+	} else {
+		res, err = pack.PackPart(ctx, inputs, out, p, opt)
+	}
 	if err != nil {
 		return err
 	}
@@ -480,11 +488,21 @@ func runPackPart(f packFlags, args []string, out string) error {
 
 // runPackMerge runs pack --merge OUT (pack.Merge).
 func runPackMerge(f packFlags, out string) error {
-	if mount.IsRemote(out) {
-		return usagef("--merge reads a directory; an s3:// OUT is not supported yet")
-	}
 	start := time.Now()
-	res, err := pack.Merge(out, f.force)
+	var res *pack.MergeResult
+	var err error
+	if mount.IsRemote(out) {
+		so, derr := f.s3.decode()
+		if derr != nil {
+			return derr
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		res, err = pack.MergeToStore(ctx, out, so.S3, f.force)
+		err = usageIfStore(err)
+	} else {
+		res, err = pack.Merge(out, f.force)
+	}
 	if err != nil {
 		return err
 	}

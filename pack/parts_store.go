@@ -1,0 +1,173 @@
+package pack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/blockfs/blockfs/source/s3"
+)
+
+// partsOut is where a pack in parts goes, OUT: a local directory (dirOut) or an object store's
+// prefix (storeOut). Paths are '/'-separated and relative to OUT.
+type partsOut interface {
+	// location names OUT in messages.
+	location() string
+	// read returns the file rel; an error wrapping fs.ErrNotExist when it is missing.
+	read(rel string) ([]byte, error)
+	// size returns the size of the file rel; an error wrapping fs.ErrNotExist when missing.
+	size(rel string) (int64, error)
+	// names returns the names of the files directly in the folder rel.
+	names(rel string) ([]string, error)
+	// write stores data as rel, whole or not at all.
+	write(rel string, data []byte) error
+	// remove removes the file rel, if it is there.
+	remove(rel string) error
+	// durable makes what was written so far durable, before a manifest vouches for it.
+	durable() error
+}
+
+// dirOut is a pack in parts in a local directory.
+type dirOut struct{ dir string }
+
+func (d dirOut) location() string       { return d.dir }
+func (d dirOut) path(rel string) string { return filepath.Join(d.dir, filepath.FromSlash(rel)) }
+
+func (d dirOut) read(rel string) ([]byte, error) { return os.ReadFile(d.path(rel)) }
+
+func (d dirOut) size(rel string) (int64, error) {
+	st, err := os.Stat(d.path(rel))
+	if err != nil {
+		return 0, err
+	}
+	if !st.Mode().IsRegular() {
+		return 0, fmt.Errorf("%s is not a regular file", d.path(rel))
+	}
+	return st.Size(), nil
+}
+
+func (d dirOut) names(rel string) ([]string, error) {
+	ents, err := os.ReadDir(d.path(rel))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if e.Type().IsRegular() {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+func (d dirOut) write(rel string, data []byte) error {
+	p := d.path(rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return writeAtomic(p, data)
+}
+
+func (d dirOut) remove(rel string) error {
+	if err := os.Remove(d.path(rel)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func (d dirOut) durable() error { return syncFS(d.dir) }
+
+// storeOut is a pack in parts under an object store's prefix. Sizes and names come from one
+// listing of the prefix, made at the first question (a merge lists once).
+type storeOut struct {
+	ctx    context.Context
+	st     *s3.Store
+	listed map[string]int64
+}
+
+func (s *storeOut) location() string { return s.st.Location() }
+
+func (s *storeOut) read(rel string) ([]byte, error) { return s.st.ReadFile(rel, 1<<31) }
+
+func (s *storeOut) list() error {
+	if s.listed != nil {
+		return nil
+	}
+	l, err := s.st.Objects(s.ctx)
+	s.listed = l
+	return err
+}
+
+func (s *storeOut) size(rel string) (int64, error) {
+	if err := s.list(); err != nil {
+		return 0, err
+	}
+	n, ok := s.listed[rel]
+	if !ok {
+		return 0, fmt.Errorf("%s: %w", s.st.Path(rel), fs.ErrNotExist)
+	}
+	return n, nil
+}
+
+func (s *storeOut) names(rel string) ([]string, error) {
+	if err := s.list(); err != nil {
+		return nil, err
+	}
+	var out []string
+	for k := range s.listed {
+		if dir, name := path.Split(k); strings.TrimSuffix(dir, "/") == rel {
+			out = append(out, name)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: %w", s.st.Path(rel), fs.ErrNotExist)
+	}
+	return out, nil
+}
+
+func (s *storeOut) write(rel string, data []byte) error { return s.st.PutBytes(s.ctx, rel, data) }
+func (s *storeOut) remove(rel string) error             { return s.st.Remove(s.ctx, rel) }
+func (s *storeOut) durable() error                      { return nil }
+
+// writeAtomic writes data to path through a temporary file beside it, synced and renamed
+// over path, and syncs the folder.
+func writeAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// syncDir syncs a folder, so that a rename in it is durable.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
