@@ -247,24 +247,13 @@ func (p *packer) progress(n, total int64) error {
 func (p *packer) inOrder() error {
 	total := p.in.size()
 	if fx, ok := p.in.(*fixedInput); ok && fx.r != nil {
-		rs := uint64(fx.rs)
-		per := max(1, uint64(readBuffer)/rs)
-		for first := uint64(0); fx.left > 0; {
-			k := min(per, uint64(fx.left))
-			if err := p.w.ReadFixed(fx.sec, first, k); err != nil {
-				if re := (*layout.ReadError)(nil); errors.As(err, &re) {
-					return fmt.Errorf("reading %s: %w", fx.f.Name(), re.Err)
-				}
-				return err // writing a block, or uploading it
-			}
-			first += k
-			fx.left -= int64(k)
-			p.records += k
-			if err := p.progress(int64(k*rs), total); err != nil {
-				return err
-			}
+		if err := p.readFixed(fx, 0, total); err != nil {
+			return err
 		}
 		return p.progress(0, total)
+	}
+	if m, ok := p.in.(*multiInput); ok && m.el.kind == layout.Fixed && m.el.recordSize <= readBuffer {
+		return p.multiFixed(m, total)
 	}
 	for id := uint64(0); ; id++ {
 		rec, err := p.in.next()
@@ -284,6 +273,29 @@ func (p *packer) inOrder() error {
 			return err
 		}
 	}
+}
+
+// readFixed appends fx's records, whose source ids start at first, straight into the
+// writer's block buffer, a read buffer at a time.
+func (p *packer) readFixed(fx *fixedInput, first uint64, total int64) error {
+	rs := uint64(fx.rs)
+	per := max(1, uint64(readBuffer)/rs)
+	for fx.left > 0 {
+		k := min(per, uint64(fx.left))
+		if err := p.w.ReadFixed(fx.sec, first, k); err != nil {
+			if re := (*layout.ReadError)(nil); errors.As(err, &re) {
+				return fmt.Errorf("reading %s: %w", fx.f.Name(), re.Err)
+			}
+			return err // writing a block, or uploading it
+		}
+		first += k
+		fx.left -= int64(k)
+		p.records += k
+		if err := p.progress(int64(k*rs), total); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // take accepts the record with source id id, just read: it refuses one larger than the

@@ -2,6 +2,7 @@ package pack
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -119,21 +120,51 @@ func (m *multiInput) next() (record, error) {
 			m.id++
 			return rec, nil
 		}
-		if !errors.Is(err, io.EOF) || m.i+1 == len(m.paths) {
+		if !errors.Is(err, io.EOF) {
 			return rec, err
 		}
-		if err := m.cur.close(); err != nil {
-			return record{}, err
+		if more, err := m.advance(); !more || err != nil {
+			return record{}, cmp.Or(err, io.EOF)
 		}
-		m.cur = nil
-		m.i++
-		cur, el, err := m.open(m.paths[m.i])
-		if err != nil {
-			return record{}, err
+	}
+}
+
+// advance closes the current input and opens the next, if there is one.
+func (m *multiInput) advance() (bool, error) {
+	if m.i+1 == len(m.paths) {
+		return false, nil
+	}
+	if err := m.cur.close(); err != nil {
+		return false, err
+	}
+	m.cur = nil
+	m.i++
+	cur, el, err := m.open(m.paths[m.i])
+	if err != nil {
+		return false, err
+	}
+	m.cur, m.base = cur, m.id
+	return true, sameElement(m.paths[m.i], el, m.first, m.el)
+}
+
+// multiFixed is inOrder's copy of fixed-size records that fit in the read buffer, for several
+// inputs: each input's records go straight into the writer's block buffer (readFixed).
+func (p *packer) multiFixed(m *multiInput, total int64) error {
+	for {
+		fx, ok := m.cur.(*fixedInput)
+		if !ok || fx.r == nil {
+			return fmt.Errorf("%s: not an input of fixed-size records", m.paths[m.i])
 		}
-		m.cur, m.base = cur, m.id
-		if err := sameElement(m.paths[m.i], el, m.first, m.el); err != nil {
-			return record{}, err
+		n := uint64(fx.left)
+		if err := p.readFixed(fx, m.id, total); err != nil {
+			return err
+		}
+		m.id += n
+		if more, err := m.advance(); !more || err != nil {
+			if err != nil {
+				return err
+			}
+			return p.progress(0, total)
 		}
 	}
 }
