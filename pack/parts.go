@@ -108,7 +108,8 @@ type inputFile struct {
 // PackPart packs part p of inputs (ExpandInputs's) into out/parts/p.Name(), replacing what
 // an earlier run of the part left, and writes the part manifest last, atomically. opt is a
 // pack's options; opt.Seed is the pack's seed (the part pre-shuffles with PartSeed). out may
-// not hold a merged dataset unless opt.Force.
+// not hold a merged dataset unless opt.Force, which removes its manifest first (the part
+// replaces blocks it names): the dataset is gone until the next merge.
 func PackPart(ctx context.Context, inputs []string, out string, p Part, opt Options) (*PartResult, error) {
 	write := func(o Options, pack func(dst string, o Options) error) error {
 		dir := filepath.Join(out, PartsDir)
@@ -140,8 +141,14 @@ func PackPartToStore(ctx context.Context, inputs []string, url string, p Part, o
 // empty clears what an earlier run left of an empty part's.
 func packPart(ctx context.Context, inputs []string, out partsOut, p Part, opt Options,
 	write func(o Options, pack func(dst string, o Options) error) error, empty func() error) (*PartResult, error) {
-	if _, err := out.size(layout.ManifestName); err == nil && !opt.Force {
-		return nil, fmt.Errorf("%s holds a merged dataset already; give %s to pack its parts again", out.location(), optname.Flag("force"))
+	if _, err := out.size(layout.ManifestName); err == nil {
+		if !opt.Force {
+			return nil, fmt.Errorf("%s holds a merged dataset already; give %s to pack its parts again", out.location(), optname.Flag("force"))
+		}
+		// The part replaces blocks the merged dataset names: it is gone until the next merge.
+		if err := out.remove(layout.ManifestName); err != nil {
+			return nil, err
+		}
 	}
 	format, files, popt, err := partInputs(inputs, opt)
 	if err != nil {

@@ -153,6 +153,16 @@ func TestPackPartsMerge(t *testing.T) {
 		require.ErrorContains(t, err, "--force")
 		_, err = Merge(out, true)
 		require.NoError(t, err)
+		checkMerged(t, out, 1143)
+		forced := opt
+		forced.Force = true
+		_, err = PackPart(context.Background(), inputs, out, Part{2, 4}, forced)
+		require.NoError(t, err)
+		_, err = os.Stat(filepath.Join(out, layout.ManifestName))
+		require.ErrorIs(t, err, os.ErrNotExist, "a part packed again with --force removes the merged manifest")
+		_, err = Merge(out, false)
+		require.NoError(t, err)
+		checkMerged(t, out, 1143)
 	}
 }
 
