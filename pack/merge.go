@@ -87,13 +87,7 @@ func merge(out partsOut, force bool) (*MergeResult, error) {
 	if err := out.write(layout.ManifestName, layout.ManifestJSON(m)); err != nil {
 		return nil, err
 	}
-	res := &MergeResult{Manifest: m, Parts: len(parts)}
-	for _, p := range parts {
-		if p.ds == nil {
-			res.Empty++
-		}
-	}
-	return res, nil
+	return &MergeResult{Manifest: m, Parts: len(parts), Empty: len(parts) - countFilled(parts)}, nil
 }
 
 // readParts reads the part manifests in out/parts and returns parts 0..N-1 in order. It refuses
@@ -291,6 +285,11 @@ func mergeManifest(out partsOut, parts []*mergePart) (*layout.Manifest, error) {
 		m.Records += p.ds.Records
 		base += p.ds.Records
 	}
+	if filled := countFilled(parts); filled > 1 {
+		// Each part is pre-shuffled, the whole is not: a block is a sample of its part only.
+		// Stored "in order", the mount's automatic --mix mixes windows of blocks across parts.
+		m.PreShuffle.Shuffled = false
+	}
 	if m.Names == nil && parts[0].pm.Options.Format == Files {
 		names, err := mergeNames(out, parts)
 		if err != nil {
@@ -299,4 +298,15 @@ func mergeManifest(out partsOut, parts []*mergePart) (*layout.Manifest, error) {
 		m.Names = names
 	}
 	return m, nil
+}
+
+// countFilled returns how many parts hold records.
+func countFilled(parts []*mergePart) int {
+	n := 0
+	for _, p := range parts {
+		if p.ds != nil {
+			n++
+		}
+	}
+	return n
 }

@@ -2,6 +2,7 @@ package test
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -85,6 +86,17 @@ func TestPackParts(t *testing.T) {
 		ids := mustRun(t, "order", out, "--seed", "11", "--epoch", "1", "--ids")
 		require.Len(t, strings.Fields(ids), len(records))
 		m := mount(t, out, "--seed", "11")
+		var info struct {
+			Order struct {
+				Mix     int  `json:"mix"`
+				InOrder bool `json:"in_order"`
+			} `json:"order"`
+		}
+		raw, err := os.ReadFile(m.path(".blockfs/info.json"))
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(raw, &info))
+		require.True(t, info.Order.InOrder, "each part is pre-shuffled, the whole is not")
+		require.Greater(t, info.Order.Mix, 1, "the automatic --mix mixes blocks across the parts")
 		checkEpoch(t, m, "epoch-0000", records)
 		checkEpoch(t, m, "epoch-0001", records)
 		require.Equal(t, ids, idsText(t, m.path("epoch-0001.ids")), "order --ids and the mount agree")

@@ -113,6 +113,8 @@ func describe(ds *layout.Dataset) string {
 	}
 	if m.PreShuffle.Shuffled {
 		p("pre-shuffle", "yes, seed %d (source ids stored)", m.PreShuffle.Seed)
+	} else if m.IDs { // a merge of parts pre-shuffled each (pack --merge)
+		p("pre-shuffle", "within each part packed, seed %d (source ids stored)", m.PreShuffle.Seed)
 	} else {
 		p("pre-shuffle", "no (storage order is input order)")
 	}

@@ -508,7 +508,10 @@ func runPackMerge(f packFlags, out string) error {
 	}
 	m := res.Manifest
 	order := fmt.Sprintf("pre-shuffled with seed %d", m.PreShuffle.Seed)
-	if !m.PreShuffle.Shuffled {
+	switch {
+	case !m.PreShuffle.Shuffled && m.IDs:
+		order = fmt.Sprintf("each part pre-shuffled with seed %d (the mount's automatic --mix mixes blocks across the parts)", m.PreShuffle.Seed)
+	case !m.PreShuffle.Shuffled:
 		order = "in input order"
 	}
 	fmt.Printf("merged %d parts (%d empty): %d records (%s) in %d blocks at %s, %s, in %.1fs\n",
