@@ -488,6 +488,10 @@ func runPackPart(f packFlags, args []string, out string) error {
 
 // runPackMerge runs pack --merge OUT (pack.Merge).
 func runPackMerge(f packFlags, out string) error {
+	if f.format != "auto" || f.recordSize != "" || f.blockSize != "" || f.seed != 0 || f.noShuffle || f.skipHeader ||
+		len(f.include)+len(f.exclude)+len(f.columns) > 0 || f.allFiles || f.fillMissing || f.segmentsBy != "" {
+		return usagef("--merge takes the options of the parts from their manifests: give it only OUT, --force, --quiet and the object store's flags")
+	}
 	start := time.Now()
 	var res *pack.MergeResult
 	var err error
