@@ -166,7 +166,8 @@ func checkAgree(parts []*mergePart) error {
 		switch {
 		case p.pm.InputsDigest != ref.InputsDigest:
 			return fmt.Errorf("%s is foreign: it packed other inputs than part 0 (inputs_digest %.12s, not %.12s); pack it again with the same inputs", p.file, p.pm.InputsDigest, ref.InputsDigest)
-		case o.Format != r.Format || o.BlockSize != r.BlockSize || o.Seed != r.Seed || o.NoShuffle != r.NoShuffle || o.SkipHeader != r.SkipHeader:
+		case o.Format != r.Format || o.BlockSize != r.BlockSize || o.Seed != r.Seed || o.NoShuffle != r.NoShuffle || o.SkipHeader != r.SkipHeader ||
+			!slices.Equal(o.Columns, r.Columns) || o.FillMissing != r.FillMissing:
 			return fmt.Errorf("%s is foreign: its options %s are not part 0's %s; pack it again with the same options", p.file, optionsText(o), optionsText(r))
 		}
 		if p.pm.Records == 0 {
@@ -201,6 +202,12 @@ func optionsText(o PartOptions) string {
 	}
 	if o.SkipHeader {
 		s += ", skip-header"
+	}
+	if len(o.Columns) > 0 {
+		s += fmt.Sprintf(", columns %v", o.Columns)
+	}
+	if o.FillMissing {
+		s += ", fill-missing"
 	}
 	return s
 }

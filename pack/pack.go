@@ -49,6 +49,9 @@ type Options struct {
 	AllFiles bool
 	// SkipHeader leaves out the first line of a lines input (a CSV's header).
 	SkipHeader bool
+	// Fields are the options of an input with fields packed in parts (PackPart); PackFields
+	// takes them from its reader.
+	Fields FieldOptions
 }
 
 // Validate checks the options that do not depend on the input: the --include and --exclude

@@ -76,6 +76,9 @@ type PartOptions struct {
 	Seed       uint64      `json:"seed"`
 	NoShuffle  bool        `json:"no_shuffle"`
 	SkipHeader bool        `json:"skip_header,omitempty"`
+	// Columns and FillMissing are those of an input with fields (FieldOptions).
+	Columns     []string `json:"columns,omitempty"`
+	FillMissing bool     `json:"fill_missing,omitempty"`
 }
 
 // PartManifest is a part's manifest, OUT/parts/part-I-of-N.json, written last by the part.
@@ -209,6 +212,12 @@ func partInputs(inputs []string, opt Options) (Format, []inputFile, PartOptions,
 // partFormat is the format of the inputs: opt.Format, or what the first input is (Detect).
 func partFormat(inputs []string, opt Options) (Format, error) {
 	format := opt.Format
+	if ff, ok := DetectFields(inputs[0]); ok && (format == "" || format == Auto) {
+		format = ff
+	}
+	if format.HasFields() {
+		return format, fieldOptionsApply(opt, format)
+	}
 	if format == "" || format == Auto {
 		var err error
 		if format, err = Detect(inputs[0]); err != nil {
@@ -217,9 +226,6 @@ func partFormat(inputs []string, opt Options) (Format, error) {
 			}
 			format = Raw
 		}
-	}
-	if format.HasFields() {
-		return "", fmt.Errorf("%s is for raw, npy, lines and files inputs; packing %s in parts is not supported yet (pack it whole)", optname.Flag("part"), format)
 	}
 	if err := optionsApply(opt, format, inputs[0]); err != nil {
 		return "", err
@@ -250,6 +256,12 @@ func listInputs(inputs []string, format Format, sel *selection, res *Result) ([]
 		}
 		return files, nil
 	}
+	if format.HasFields() {
+		var err error
+		if inputs, err = expandFieldInputs(inputs, format); err != nil {
+			return nil, err
+		}
+	}
 	files := make([]inputFile, len(inputs))
 	for i, p := range inputs {
 		st, err := os.Stat(p)
@@ -269,6 +281,9 @@ func listInputs(inputs []string, format Format, sel *selection, res *Result) ([]
 // record size (npy: the first input's rows).
 func partOptions(files []inputFile, format Format, opt Options) (PartOptions, error) {
 	po := PartOptions{Format: format, RecordSize: opt.RecordSize, BlockSize: opt.BlockSize, Seed: opt.Seed, NoShuffle: opt.NoShuffle, SkipHeader: opt.SkipHeader}
+	if format.HasFields() { // its samples keep their input order
+		po.NoShuffle, po.Columns, po.FillMissing = true, opt.Fields.Columns, opt.Fields.FillMissing
+	}
 	if po.BlockSize > 0 {
 		return po, nil
 	}
@@ -302,6 +317,9 @@ func inputsDigest(files []inputFile) string {
 // packShare packs the part's share of the inputs, files, into dst. inputs are all the inputs
 // (for format files, the folder).
 func packShare(ctx context.Context, inputs []string, files []inputFile, dst string, opt Options, res *Result) (*Result, error) {
+	if opt.Format.HasFields() {
+		return packFieldShare(ctx, files, dst, opt, res)
+	}
 	var in input
 	var el element
 	switch opt.Format {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -290,6 +291,51 @@ func TestPackPartsRefusesMixedRecords(t *testing.T) {
 	require.NoError(t, os.WriteFile(b, make([]byte, 24), 0o644)) // not a multiple of 16
 	_, err := PackPart(context.Background(), []string{a, b}, t.TempDir(), Part{0, 1}, Options{Format: Raw, RecordSize: 16})
 	require.ErrorContains(t, err, "not a multiple of the record size")
-	_, err = PackPart(context.Background(), []string{a}, t.TempDir(), Part{0, 1}, Options{Format: WebDataset})
-	require.ErrorContains(t, err, "--part")
+	shards := writeShards(t, dir, "pax", []string{"0.tar", "1.tar"}, [][]wdsItem{
+		{sampleItem("a", map[string][]byte{"jpg": []byte("x"), "cls": []byte("1")})},
+		{sampleItem("b", map[string][]byte{"jpg": []byte("y"), "cls": []byte("2")})},
+	})
+	_, err = PackPart(context.Background(), shards, t.TempDir(), Part{0, 2}, Options{})
+	require.ErrorContains(t, err, "holds samples of 2 fields; --part packs inputs of one field only")
+}
+
+// TestPackPartsTFRecord packs TFRecord files (samples of one field) in parts: each part is a
+// plain dataset of variable records in input order, and the merge numbers them as one pack.
+func TestPackPartsTFRecord(t *testing.T) {
+	dir := t.TempDir()
+	var inputs []string
+	var want [][]byte
+	for i, n := range []int{40, 3, 70, 25, 1} {
+		var recs [][]byte
+		for j := 0; j < n; j++ {
+			recs = append(recs, []byte(fmt.Sprintf("record %d%s", len(want), strings.Repeat("x", len(want)%37))))
+			want = append(want, recs[len(recs)-1])
+		}
+		p := filepath.Join(dir, fmt.Sprintf("%02d.tfrecord", i))
+		require.NoError(t, os.WriteFile(p, tfrecordGo(recs), 0o644))
+		inputs = append(inputs, p)
+	}
+	out := t.TempDir()
+	globbed, err := ExpandInputs([]string{filepath.Join(dir, "*.tfrecord")})
+	require.NoError(t, err)
+	packParts(t, globbed, out, 3, Options{BlockSize: 256})
+	res, err := Merge(out, false)
+	require.NoError(t, err)
+	m := res.Manifest
+	require.Equal(t, uint64(len(want)), m.Records)
+	require.False(t, m.IDs || m.PreShuffle.Shuffled, "input order")
+	var got [][]byte
+	for _, b := range m.Blocks {
+		data, err := os.ReadFile(filepath.Join(out, b.File))
+		require.NoError(t, err)
+		offs, err := os.ReadFile(filepath.Join(out, b.OffsetsFile))
+		require.NoError(t, err)
+		for r := uint64(0); r < b.Records; r++ {
+			got = append(got, data[binary.LittleEndian.Uint64(offs[8*r:]):binary.LittleEndian.Uint64(offs[8*r+8:])])
+		}
+	}
+	require.Equal(t, want, got)
+
+	_, err = PackPart(context.Background(), inputs, t.TempDir(), Part{0, 2}, Options{NoShuffle: true})
+	require.ErrorContains(t, err, "--no-shuffle")
 }

@@ -102,7 +102,8 @@ floor(I*n/N) to floor((I+1)*n/N) of n, and pre-shuffles its records with its own
 from --seed and I. Once every part is there, blockfs pack --merge OUT writes OUT/blockfs.json
 over the parts' blocks, without copying them: an ordinary dataset, whose sample ids number the
 inputs' records in order, as one pack would. Merge refuses a missing, duplicated or foreign
-part. Raw, npy (of one dtype and shape), lines and files inputs; OUT a directory or
+part. Raw, npy (of one dtype and shape), lines and files inputs, and inputs with fields whose
+samples have one field (TFRecord files; one column with --columns); OUT a directory or
 s3://BUCKET/PREFIX (the parts uploaded under PREFIX/parts/).`
 
 func newPack() *cobra.Command {
@@ -446,13 +447,10 @@ func runPackPart(f packFlags, args []string, out string) error {
 	if err != nil {
 		return usagef("--format: %v", err)
 	}
-	if ff, ok := pack.DetectFields(inputs[0]); format.HasFields() || (ok && format == pack.Auto) {
-		if !format.HasFields() {
-			format = ff
-		}
-		return usagef("--part is for raw, npy, lines and files inputs; --format %s is not packed in parts yet (pack it whole)", format)
+	if ff, ok := pack.DetectFields(inputs[0]); ok && format == pack.Auto {
+		format = ff
 	}
-	opt, err := plainOptions(f, format)
+	opt, err := partOptions(f, format)
 	if err != nil {
 		return err
 	}
@@ -484,6 +482,29 @@ func runPackPart(f packFlags, args []string, out string) error {
 		p.Index, p.Count, pm.Records, ibytes(m.Bytes), res.Inputs, res.All, len(m.Blocks), plural(len(m.Blocks), "block", "blocks"),
 		ibytes(uint64(pm.Options.BlockSize)), out, p.Name(), secs, rate(m.Bytes, secs))
 	return nil
+}
+
+// partOptions checks pack --part's flags for inputs of format and converts them to pack's
+// options: plainOptions', or for an input with fields its block size and fields' options.
+func partOptions(f packFlags, format pack.Format) (pack.Options, error) {
+	if !format.HasFields() {
+		return plainOptions(f, format)
+	}
+	if f.segmentsBy != "" {
+		return pack.Options{}, usagef("--segments-by packs a table whole; it does not go with --part")
+	}
+	if f.recordSize != "" || f.skipHeader || f.noShuffle || len(f.include) > 0 || len(f.exclude) > 0 || f.allFiles {
+		return pack.Options{}, usagef("--record-size, --skip-header, --no-shuffle, --include, --exclude and --all-files do not apply to --format %s (its samples keep their input order; the mount shuffles them)", format)
+	}
+	var bs int64
+	if f.blockSize != "" {
+		var err error
+		if bs, err = parseSize("block-size", f.blockSize); err != nil {
+			return pack.Options{}, err
+		}
+	}
+	return pack.Options{Format: format, BlockSize: bs, Seed: f.seed, Force: f.force,
+		Fields: pack.FieldOptions{Columns: f.columns, FillMissing: f.fillMissing}}, nil
 }
 
 // runPackMerge runs pack --merge OUT (pack.Merge).
