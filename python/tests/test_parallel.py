@@ -1,9 +1,8 @@
 """blockfs.pack_parallel: pack's flags from keywords, the parts run on a Dask LocalCluster of
 worker processes or local processes, every failed part reported by name with its message,
 retries, and the merge. FakeBinary's tests run a stand-in for the binary that logs its
-arguments (no blockfs needed); PackParallelTest packs real datasets in parts, into a directory
-and into MinIO (test/python_pkg_test.go sets BLOCKFS_TEST_S3_*), and checks them with
-blockfs verify, a mount and every record of two epochs."""
+arguments (no blockfs needed); PackParallelTest packs real datasets in parts into a directory,
+and checks them with blockfs verify, a mount and every record of two epochs."""
 import json
 import os
 import pathlib
@@ -227,6 +226,71 @@ class FakeBinaryDask(FakeBinary):
         workers = set(self.client.run(os.getpid).values())
         self.assertEqual(len(workers), 2)
         self.assertLessEqual(set(self.log(pids=True)), workers, "every part, the merge and info ran in a worker")
+
+
+@needs_mount
+@needs_dask
+class PackParallelTest(unittest.TestCase):
+    """Real datasets packed in 4 parts by a LocalCluster of 2 worker processes: .npy inputs of
+    several sizes whose record i (numbered over the inputs, in their order) holds i*COLS ..
+    i*COLS+7."""
+
+    sizes = (1000, 700, 1300, 500)
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="blockfs-par-")
+        cls.cluster, cls.client = local_cluster()
+        cls.inputs, start = [], 0
+        for i, n in enumerate(cls.sizes):
+            cls.inputs.append(os.path.join(cls.tmp, f"in-{i}.npy"))
+            np.save(cls.inputs[-1], np.arange(start * COLS, (start + n) * COLS, dtype=np.float32).reshape(n, COLS))
+            start += n
+        cls.n = start
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        cls.cluster.close()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def pack(self, out, **kw):
+        r = blockfs.pack_parallel(self.inputs, out, 4, self.client, block_size="4KiB", seed=3, **kw)
+        self.assertEqual((r.out, r.parts, r.records, r.runs), (out, 4, self.n, (1, 1, 1, 1)))
+        print(f"\n{out}: 4 parts of {self.n} records in {r.seconds:.2f} s (parts {', '.join(f'{t:.2f}' for t in r.part_seconds)})",
+              file=sys.stderr)
+        return r
+
+    def check_dataset(self, data, *flags, **opts):
+        """data verifies, and every record of two epochs of its mount is the one its id names."""
+        run("verify", *flags, data)
+        with blockfs.Mount(data, seed=5, **opts) as m:
+            self.assertEqual(m.info["records"], self.n)
+            for e in (0, 1):
+                ids = blockfs.order(m, e)
+                self.assertEqual(sorted(ids.tolist()), list(range(self.n)))
+                with open(blockfs.epoch_path(m, e), "rb") as f:
+                    x = np.frombuffer(f.read(), dtype=np.float32).reshape(-1, COLS)
+                want = ids[:, None].astype(np.float64) * COLS + np.arange(COLS)
+                np.testing.assert_array_equal(x.astype(np.float64), want, f"epoch {e}")
+
+    def test_into_a_directory(self):
+        out = os.path.join(self.tmp, "ds")
+        self.pack(out)
+        self.assertTrue(os.path.isdir(os.path.join(out, "parts")))
+        self.check_dataset(out)
+
+    def test_a_failed_part_is_named(self):
+        out = os.path.join(self.tmp, "failed")
+        missing = os.path.join(self.tmp, "missing.npy")
+        with self.assertRaises(PackError) as cm:
+            blockfs.pack_parallel(self.inputs + [missing], out, 4, self.client, block_size="4KiB")
+        e = cm.exception
+        self.assertTrue(e.failures)
+        for i, line in e.failures.items():
+            self.assertIn("missing.npy", line)
+            self.assertIn(f"  part {i}/4: {line}", str(e))
+        self.assertFalse(os.path.exists(os.path.join(out, "blockfs.json")), "no dataset")
 
 
 if __name__ == "__main__":
