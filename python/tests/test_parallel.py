@@ -1,18 +1,18 @@
 """blockfs.pack_parallel: pack's flags from keywords, the parts run on a Dask LocalCluster of
 worker processes or local processes, every failed part reported by name with its message,
 retries, and the merge. FakeBinary's tests run a stand-in for the binary that logs its
-arguments (no blockfs needed); PackParallelTest packs real datasets in parts into a directory,
-and checks them with blockfs verify, a mount and every record of two epochs."""
+arguments (no blockfs needed); PackParallelTest packs real datasets in parts, into a directory
+and into MinIO (test/python_pkg_test.go sets BLOCKFS_TEST_S3_*), and checks them with
+blockfs verify, a mount and every record of two epochs."""
 import json
 import os
 import pathlib
 import shutil
-import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 import unittest
+import uuid
 
 import numpy as np
 
@@ -291,6 +291,12 @@ class PackParallelTest(unittest.TestCase):
             self.assertIn("missing.npy", line)
             self.assertIn(f"  part {i}/4: {line}", str(e))
         self.assertFalse(os.path.exists(os.path.join(out, "blockfs.json")), "no dataset")
+
+    @unittest.skipUnless(EP and BUCKET, "needs an object store: BLOCKFS_TEST_S3_ENDPOINT and BLOCKFS_TEST_S3_BUCKET")
+    def test_into_minio(self):
+        url = f"s3://{BUCKET}/py/parallel-{uuid.uuid4().hex[:8]}"  # a new dataset in a store kept between runs too
+        self.pack(url, endpoint=EP)
+        self.check_dataset(url, "--endpoint", EP, endpoint=EP)
 
 
 if __name__ == "__main__":
