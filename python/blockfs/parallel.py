@@ -3,7 +3,7 @@ one ``blockfs pack --merge``.
 
     >>> from distributed import Client
     >>> client = Client("tcp://scheduler:8786")
-    >>> blockfs.pack_parallel("s3://raw/train-*.npy", "s3://data/train", parts=64, client=client,
+    >>> blockfs.pack_parallel("/shared/raw/train-*.npy", "s3://data/train", parts=64, client=client,
     ...                       endpoint="http://minio:9000", seed=7)
     PackResult(out='s3://data/train', parts=64, records=..., seconds=...)
 
@@ -31,7 +31,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Pro
 from ._binary import binary as _default_binary
 from .options import flag
 
-# An input of pack: a file, a quoted glob ('shards/*.tar'), @LISTFILE, or an s3:// URL.
+# An input of pack: a file, a quoted glob ('shards/*.npy') or @LISTFILE.
 Input = Union[str, "os.PathLike[str]"]
 
 # The keywords pack_parallel gives the binary itself (a pack option may not set them).
@@ -211,7 +211,9 @@ def pack_parallel(inputs: Union[Input, Sequence[Input]], out: Input, parts: int,
     ----------
     inputs : str, path, or a sequence of them
         pack's inputs, in order (a record's id is its index in this order): files, quoted
-        globs ("shards/*.tar"), @LISTFILE or s3:// URLs. Local paths are made absolute.
+        globs ("shards/*.npy") or @LISTFILE. Paths are made absolute (relative to this
+        process's directory), the list file's too, but not the paths inside it: the workers
+        read those relative to their own directory.
     out : str or path
         The dataset: a directory, or s3://BUCKET/PREFIX (give endpoint=, and the AWS
         credentials in the workers' environment).
