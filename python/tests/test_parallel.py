@@ -292,6 +292,26 @@ class PackParallelTest(unittest.TestCase):
             self.assertIn(f"  part {i}/4: {line}", str(e))
         self.assertFalse(os.path.exists(os.path.join(out, "blockfs.json")), "no dataset")
 
+    def test_local_processes_and_a_part_run_again(self):
+        # No client: the parts run as local processes. Part 1's first run packs its part but
+        # then fails (a stand-in for a node lost after writing): retries=1 runs it again
+        # alone, and its second run replaces what the first left.
+        wrapper = os.path.join(self.tmp, "flaky-blockfs")
+        marker = os.path.join(self.tmp, "flaky-once")
+        with open(wrapper, "w") as f:
+            f.write(textwrap.dedent(f"""\
+                #!/bin/sh
+                {blockfs.binary()!r} "$@" || exit $?
+                case " $* " in *" --part=1/4 "*)
+                    [ -e {marker!r} ] || {{ touch {marker!r}; echo "blockfs: lost after packing" >&2; exit 3; }};;
+                esac
+                """))
+        os.chmod(wrapper, 0o755)
+        out = os.path.join(self.tmp, "local")
+        r = blockfs.pack_parallel(self.inputs, out, 4, binary=wrapper, retries=1, block_size="4KiB", seed=3)
+        self.assertEqual((r.parts, r.records, r.runs), (4, self.n, (1, 2, 1, 1)))
+        self.check_dataset(out)
+
     @unittest.skipUnless(EP and BUCKET, "needs an object store: BLOCKFS_TEST_S3_ENDPOINT and BLOCKFS_TEST_S3_BUCKET")
     def test_into_minio(self):
         url = f"s3://{BUCKET}/py/parallel-{uuid.uuid4().hex[:8]}"  # a new dataset in a store kept between runs too
