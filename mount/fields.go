@@ -179,16 +179,60 @@ func (p *Plan) planFields() error {
 		shares[i] /= total
 	}
 	ra, _ := p.planReadahead()
+	fitRA := opt.Readahead == AutoReadahead && opt.CacheSize > 0
+	if fitRA {
+		// A readahead the user did not ask for takes at most a quarter of the --cache-size
+		// they gave, so that the automatic window has the rest of fitWindow's half of it
+		// (a large --cache-size keeps the readahead, and the window, it had).
+		ra = min(ra, opt.CacheSize/4)
+	}
 	var perBlock int64 // a block of the window, in every field cut at the samples
 	for i, sub := range f.srcs {
 		if !f.man.Fields[i].Own() {
 			perBlock += NeedCache(sub.ds, 1, 0, cache.DefaultPageSize).InCache
 		}
 	}
-	f.srcs[f.big].fitWindow(opt.CacheSize, ra, sysmem.Read(), 1, perBlock)
+	mem := sysmem.Read()
+	f.srcs[f.big].fitWindow(opt.CacheSize, ra, mem, 1, perBlock)
 	f.shareOrder(p)
 	f.fp = f.fingerprint()
+	if fitRA {
+		// planSources takes it from here, as a mount of a node's parts does.
+		p.opt.Readahead = p.fitFieldsReadahead(shares, ra, mem)
+	}
 	return p.planSources(f.srcs, shares, opt.Data, p.loc.Abs, f.fp, false)
+}
+
+// fitFieldsReadahead lowers a readahead the user did not ask for, ra, as a plain dataset's is
+// (planCache): it leaves at least half of the --cache-size they gave, beside what the fields'
+// windows take, to blocks already fetched. What the readahead costs is what it adds to the
+// fields' needs (planSource: each field its share of it, a field cut at blocks of its own
+// none; a field's need is never less than cache.MinPages pages, which take some of it for
+// nothing); the readahead kept is the largest whose cost is within that half, found by
+// bisection since the cost only grows with it.
+func (p *Plan) fitFieldsReadahead(shares []float64, ra int64, mem sysmem.Memory) int64 {
+	cs := p.opt.CacheSize
+	need := func(ra int64) int64 {
+		var n int64
+		for i, sub := range p.fields.srcs {
+			n += p.planSource(sub, int64(float64(ra)*shares[i]), cs, mem, shares[i], false)
+		}
+		return n
+	}
+	windows := need(0)
+	room := max(0, (cs-windows)/2)
+	if need(ra)-windows <= room {
+		return ra
+	}
+	lo, hi := int64(0), ra // need(lo) fits, need(hi) does not
+	for hi-lo > 1 {
+		if mid := lo + (hi-lo)/2; need(mid)-windows <= room {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }
 
 // shareOrder gives every field, and p, the largest field's order.
