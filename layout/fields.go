@@ -165,6 +165,10 @@ type FieldsOptions struct {
 	// BlockDone, if set, is each field's writer's WriterOptions.BlockDone, told the field: an
 	// upload streams the block's files, stored under FieldDir(field)+"/".
 	BlockDone func(field, dir string, files []string) error
+	// Decided: the fields' Blocks as given say which are cut at blocks of their own, from the
+	// first record (a pack in parts decides as one pack would, once for all its parts);
+	// otherwise the first cut decides and Blocks must be empty.
+	Decided bool
 }
 
 // CreateFieldsWith is CreateFields with options.
@@ -183,7 +187,7 @@ func CreateFieldsWith(dst string, fields []Field, opt FieldsOptions) (*FieldWrit
 		return nil, fmt.Errorf("cannot create a temporary directory next to %s: %w", dst, err)
 	}
 	tmp := td.path
-	w := &FieldWriter{dst: dst, tmp: tmp, td: td, block: blockSize, m: FieldsManifest{Format: FieldsFormat, Version: FieldsVersion, Source: source}}
+	w := &FieldWriter{dst: dst, tmp: tmp, td: td, block: blockSize, m: FieldsManifest{Format: FieldsFormat, Version: FieldsVersion, Source: source}, decided: opt.Decided}
 	if err := os.Mkdir(filepath.Join(tmp, "fields"), 0o755); err != nil {
 		w.Abort()
 		return nil, err
@@ -205,6 +209,9 @@ func CreateFieldsWith(dst string, fields []Field, opt FieldsOptions) (*FieldWrit
 		w.ws = append(w.ws, fw)
 		w.m.Fields = append(w.m.Fields, f)
 		w.own = append(w.own, -1)
+		if opt.Decided && f.Own() {
+			w.own[len(w.own)-1] = 0
+		}
 	}
 	return w, nil
 }
@@ -390,21 +397,13 @@ func (w *FieldWriter) cut() error {
 	w.pending = 0
 	if !w.decided {
 		w.decided = true
-		var small []int
-		for k, f := range w.m.Fields {
-			if f.Kind == Fixed && uint64(f.RecordSize)*w.m.Records < ownBelow {
-				small = append(small, k)
-			}
-		}
-		if len(small) < len(w.ws) {
-			for _, k := range small {
-				w.m.Fields[k].Blocks = OwnBlocks
-				w.own[k] = int64(uint64(w.m.Fields[k].RecordSize) * w.m.Records)
-				// Already a block's worth (the other fields' values take almost nothing):
-				// its first block closes here too, as it would at its next value's check.
-				if err := w.cutOwn(k); err != nil {
-					return err
-				}
+		for _, k := range OwnFields(w.m.Fields, w.m.Records) {
+			w.m.Fields[k].Blocks = OwnBlocks
+			w.own[k] = int64(uint64(w.m.Fields[k].RecordSize) * w.m.Records)
+			// Already a block's worth (the other fields' values take almost nothing):
+			// its first block closes here too, as it would at its next value's check.
+			if err := w.cutOwn(k); err != nil {
+				return err
 			}
 		}
 	}
@@ -417,6 +416,22 @@ func (w *FieldWriter) cut() error {
 		}
 	}
 	return nil
+}
+
+// OwnFields returns the fields cut at blocks of their own when the first block of samples
+// holds records samples: the fixed ones whose values in it take fewer than 64 KiB, unless
+// that is every field (none then).
+func OwnFields(fields []Field, records uint64) []int {
+	var small []int
+	for k, f := range fields {
+		if f.Kind == Fixed && uint64(f.RecordSize)*records < ownBelow {
+			small = append(small, k)
+		}
+	}
+	if len(small) == len(fields) {
+		return nil
+	}
+	return small
 }
 
 // Records returns the samples appended so far.

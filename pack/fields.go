@@ -249,6 +249,9 @@ func PackFields(ctx context.Context, r SampleReader, dst string, format Format, 
 			kind = layout.Fixed
 		}
 		fields[i] = layout.Field{Name: s.Name, Kind: kind, RecordSize: s.RecordSize, DType: s.DType, Shape: s.Shape}
+		if opt.Fields.OwnDecided && kind == layout.Fixed && slices.Contains(opt.Fields.Own, s.Name) {
+			fields[i].Blocks = layout.OwnBlocks
+		}
 	}
 	var w sink
 	if len(fields) == 1 {
@@ -262,7 +265,7 @@ func PackFields(ctx context.Context, r SampleReader, dst string, format Format, 
 		w = &oneField{w: pw}
 	} else {
 		fw, err := layout.CreateFieldsWith(dst, fields, layout.FieldsOptions{BlockSize: res.BlockSize, Source: string(format) + " input",
-			Force: opt.Force, BlockDone: opt.FieldBlockDone})
+			Force: opt.Force, BlockDone: opt.FieldBlockDone, Decided: opt.Fields.OwnDecided})
 		if err != nil {
 			return nil, err
 		}

@@ -19,9 +19,13 @@ import (
 
 // MergeResult says what Merge did.
 type MergeResult struct {
+	// Manifest is the merged dataset's; for parts of several fields, a summary of the
+	// dataset with fields (Fields): its records, the bytes of all the fields and the blocks of
+	// the field cut at the samples.
 	Manifest *layout.Manifest
-	Parts    int // the parts merged
-	Empty    int // of which held no inputs
+	Fields   *layout.FieldsManifest // the merged dataset's fields; nil for a plain dataset
+	Parts    int                    // the parts merged
+	Empty    int                    // of which held no inputs
 }
 
 // partFile matches a part manifest's name in OUT/parts.
@@ -35,7 +39,9 @@ type mergePart struct {
 }
 
 // Merge writes the dataset of the parts in out/parts (PackPart) as out/blockfs.json, over the
-// parts' blocks, without copying them: block paths point into parts/part-I-of-N/. A sample's
+// parts' blocks, without copying them: block paths point into parts/part-I-of-N/ (for samples
+// of several fields, each field's manifest out/fields/NAME/blockfs.json points into its
+// folder's parts/part-I-of-N/, and out/blockfs-fields.json is written last: mergeFields). A sample's
 // id is its index in the inputs' order: where the parts were pre-shuffled, Merge writes their
 // ids offset by the records of the parts before (out/ids/part-I/NNNNNN.ids); a pack of a folder
 // gets its names (out/names.txt) in part order. The manifest is written last, atomically. It
@@ -59,8 +65,10 @@ func MergeToStore(ctx context.Context, url string, store s3.Options, force bool)
 
 // merge is Merge into out.
 func merge(out partsOut, force bool) (*MergeResult, error) {
-	if _, err := out.size(layout.ManifestName); err == nil && !force {
-		return nil, fmt.Errorf("%s holds a merged dataset already; give %s to merge again", out.location(), optname.Flag("force"))
+	for _, name := range []string{layout.ManifestName, layout.FieldsManifestName} {
+		if _, err := out.size(name); err == nil && !force {
+			return nil, fmt.Errorf("%s holds a merged dataset already; give %s to merge again", out.location(), optname.Flag("force"))
+		}
 	}
 	parts, err := readParts(out)
 	if err != nil {
@@ -68,6 +76,9 @@ func merge(out partsOut, force bool) (*MergeResult, error) {
 	}
 	if err := checkAgree(parts); err != nil {
 		return nil, err
+	}
+	if isFieldsMerge(parts) {
+		return mergeFields(out, parts)
 	}
 	for _, p := range parts {
 		if err := p.open(out); err != nil {
@@ -180,6 +191,9 @@ func checkAgree(parts []*mergePart) error {
 		e := elRef.pm.Options
 		if o.Kind != e.Kind || o.RecordSize != e.RecordSize || o.DType != e.DType || !slices.Equal(o.Shape, e.Shape) {
 			return fmt.Errorf("%s is foreign: its records are %s, but %s's are %s", p.file, optionsText(o), elRef.file, optionsText(e))
+		}
+		if err := fieldsAgree(p, elRef); err != nil {
+			return err
 		}
 	}
 	if elRef == nil {

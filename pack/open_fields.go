@@ -10,6 +10,10 @@ import (
 type FieldOptions struct {
 	Columns     []string // Parquet and Arrow: only these columns, in this order; nil: all
 	FillMissing bool     // WebDataset: a sample missing a field gets an empty value, not an error
+	// Own, with OwnDecided, names the fields cut at blocks of their own, decided before the
+	// pack (a pack in parts: decideOwn); otherwise PackFields decides at its first cut.
+	Own        []string
+	OwnDecided bool
 }
 
 // OpenSamples opens the inputs of a format with fields (FieldInputs' paths).

@@ -92,6 +92,9 @@ type PartManifest struct {
 	Records      uint64      `json:"records"`
 	Dataset      string      `json:"dataset"`
 	Source       string      `json:"source,omitempty"`
+	// Fields are the part's fields when its samples have several (their datasets in
+	// OUT/fields/NAME/parts/part-I-of-N/); empty otherwise.
+	Fields []layout.Field `json:"fields,omitempty"`
 }
 
 // PartResult says what PackPart did.
@@ -122,7 +125,7 @@ func PackPart(ctx context.Context, inputs []string, out string, p Part, opt Opti
 		return pack(filepath.Join(dir, p.Name()), o)
 	}
 	empty := func() error { return os.RemoveAll(filepath.Join(out, PartsDir, p.Name())) }
-	return packPart(ctx, inputs, dirOut{out}, p, opt, write, empty)
+	return packPart(ctx, inputs, dirOut{out}, &fieldPart{top: out, part: p}, opt, write, empty)
 }
 
 // PackPartToStore is PackPart into the object store's prefix url: the part's dataset is
@@ -137,19 +140,23 @@ func PackPartToStore(ctx context.Context, inputs []string, url string, p Part, o
 	write := func(o Options, pack func(dst string, o Options) error) error {
 		return ToStore(ctx, sub, store, true, false, o, pack)
 	}
-	return packPart(ctx, inputs, &storeOut{ctx: ctx, st: st}, p, opt, write, func() error { return nil })
+	return packPart(ctx, inputs, &storeOut{ctx: ctx, st: st}, &fieldPart{part: p}, opt, write, func() error { return nil })
 }
 
 // packPart is PackPart into out: write packs the part's dataset with the function it is given,
 // empty clears what an earlier run left of an empty part's.
-func packPart(ctx context.Context, inputs []string, out partsOut, p Part, opt Options,
+func packPart(ctx context.Context, inputs []string, out partsOut, fp *fieldPart, opt Options,
 	write func(o Options, pack func(dst string, o Options) error) error, empty func() error) (*PartResult, error) {
-	if _, err := out.size(layout.ManifestName); err == nil {
+	p := fp.part
+	for _, name := range []string{layout.FieldsManifestName, layout.ManifestName} {
+		if _, err := out.size(name); err != nil {
+			continue
+		}
 		if !opt.Force {
 			return nil, fmt.Errorf("%s holds a merged dataset already; give %s to pack its parts again", out.location(), optname.Flag("force"))
 		}
 		// The part replaces blocks the merged dataset names: it is gone until the next merge.
-		if err := out.remove(layout.ManifestName); err != nil {
+		if err := out.remove(name); err != nil {
 			return nil, err
 		}
 	}
@@ -157,6 +164,7 @@ func packPart(ctx context.Context, inputs []string, out partsOut, p Part, opt Op
 	if err != nil {
 		return nil, err
 	}
+	fp.all = files
 	lo, hi := p.Share(len(files))
 	pm := &PartManifest{Format: PartFormat, Version: PartVersion, Part: p.Index, Parts: p.Count,
 		InputsDigest: inputsDigest(files), Options: popt, Dataset: p.Name()}
@@ -171,7 +179,7 @@ func packPart(ctx context.Context, inputs []string, out partsOut, p Part, opt Op
 		opt.Seed, opt.BlockSize, opt.Force, opt.Format = PartSeed(opt.Seed, p.Index), popt.BlockSize, true, format
 		err = write(opt, func(dst string, o Options) error {
 			var err error
-			pr.Result, err = packShare(ctx, inputs, files[lo:hi], dst, o, &Result{Format: format})
+			pr.Result, err = packShare(ctx, inputs, files[lo:hi], dst, o, &Result{Format: format}, fp)
 			return err
 		})
 	}
@@ -182,6 +190,10 @@ func packPart(ctx context.Context, inputs []string, out partsOut, p Part, opt Op
 		m := pr.Result.Manifest
 		pm.Records, pm.Source = m.Records, m.Source
 		pm.Options.Kind, pm.Options.RecordSize, pm.Options.DType, pm.Options.Shape = m.Kind, m.RecordSize, m.DType, m.Shape
+		if fp.m != nil { // several fields: the summary's element is the anchor field's
+			pm.Source, pm.Fields = fp.m.Source, fp.m.Fields
+			pm.Options.Kind, pm.Options.RecordSize, pm.Options.DType, pm.Options.Shape = "", 0, "", nil
+		}
 	}
 	data, err := json.MarshalIndent(pm, "", " ")
 	if err != nil {
@@ -315,10 +327,10 @@ func inputsDigest(files []inputFile) string {
 }
 
 // packShare packs the part's share of the inputs, files, into dst. inputs are all the inputs
-// (for format files, the folder).
-func packShare(ctx context.Context, inputs []string, files []inputFile, dst string, opt Options, res *Result) (*Result, error) {
+// (for format files, the folder); fp is where a part of several fields goes.
+func packShare(ctx context.Context, inputs []string, files []inputFile, dst string, opt Options, res *Result, fp *fieldPart) (*Result, error) {
 	if opt.Format.HasFields() {
-		return packFieldShare(ctx, files, dst, opt, res)
+		return packFieldShare(ctx, files, dst, opt, res, fp)
 	}
 	var in input
 	var el element

@@ -11,10 +11,10 @@ import (
 )
 
 // A pack in parts of inputs with fields (TFRecord files, WebDataset shards, Parquet or Arrow
-// files) whose samples have one field: each part is the plain dataset PackFields makes of one
-// field, in input order (no pre-shuffle, no ids), and the merge is that of parts packed with
-// --no-shuffle. Inputs of several fields are refused: the parts' datasets with fields cannot
-// be merged over their blocks yet (a field's manifest names blocks inside its own folder).
+// files): each part packs its share in input order (no pre-shuffle, no ids). Samples of one
+// field make the plain dataset PackFields makes of it, and the merge is that of parts packed
+// with --no-shuffle; samples of several fields make a dataset per field in the field's own
+// folder (parts_fieldsets.go), and the merge writes each field's manifest over them.
 
 // fieldOptionsApply refuses the options that do not apply to an input with fields.
 func fieldOptionsApply(opt Options, format Format) error {
@@ -41,8 +41,8 @@ func expandFieldInputs(inputs []string, format Format) ([]string, error) {
 }
 
 // packFieldShare packs the part's share of inputs with fields, files, into dst as the plain
-// dataset of their one field.
-func packFieldShare(ctx context.Context, files []inputFile, dst string, opt Options, res *Result) (*Result, error) {
+// dataset of their one field, or as the datasets of their several fields (packFieldsPart).
+func packFieldShare(ctx context.Context, files []inputFile, dst string, opt Options, res *Result, fp *fieldPart) (*Result, error) {
 	paths := make([]string, len(files))
 	for i, f := range files {
 		paths[i] = f.path
@@ -51,10 +51,8 @@ func packFieldShare(ctx context.Context, files []inputFile, dst string, opt Opti
 	if err != nil {
 		return nil, err
 	}
-	if specs := r.Fields(); len(specs) != 1 {
-		r.Close()
-		return nil, fmt.Errorf("%s holds samples of %d fields; %s packs inputs of one field only (a TFRecord file, one column with %s): pack it whole",
-			paths[0], len(specs), optname.Flag("part"), optname.Flag("columns"))
+	if len(r.Fields()) != 1 {
+		return packFieldsPart(ctx, r, paths, dst, opt, res, fp)
 	}
 	if _, err := PackFields(ctx, r, dst, opt.Format, len(paths), opt); err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/blockfs/blockfs/layout"
@@ -291,12 +292,55 @@ func TestPackPartsRefusesMixedRecords(t *testing.T) {
 	require.NoError(t, os.WriteFile(b, make([]byte, 24), 0o644)) // not a multiple of 16
 	_, err := PackPart(context.Background(), []string{a, b}, t.TempDir(), Part{0, 1}, Options{Format: Raw, RecordSize: 16})
 	require.ErrorContains(t, err, "not a multiple of the record size")
-	shards := writeShards(t, dir, "pax", []string{"0.tar", "1.tar"}, [][]wdsItem{
+}
+
+// TestPackPartsSeveralFields packs WebDataset shards of two fields in parts: each part's
+// field datasets go in the field's folder, the merge writes each field's manifest over them
+// and blockfs-fields.json last; parts whose fields differ are refused at the merge.
+func TestPackPartsSeveralFields(t *testing.T) {
+	dir := t.TempDir()
+	shards := writeShards(t, dir, "pax", []string{"0.tar", "1.tar", "2.tar"}, [][]wdsItem{
 		{sampleItem("a", map[string][]byte{"jpg": []byte("x"), "cls": []byte("1")})},
-		{sampleItem("b", map[string][]byte{"jpg": []byte("y"), "cls": []byte("2")})},
+		{sampleItem("b", map[string][]byte{"jpg": []byte("yy"), "cls": []byte("2")})},
+		{sampleItem("c", map[string][]byte{"jpg": []byte("zzz"), "cls": []byte("3")})},
 	})
-	_, err = PackPart(context.Background(), shards, t.TempDir(), Part{0, 2}, Options{})
-	require.ErrorContains(t, err, "holds samples of 2 fields; --part packs inputs of one field only")
+	out := t.TempDir()
+	for i := 0; i < 2; i++ {
+		pr, err := PackPart(context.Background(), shards, out, Part{i, 2}, Options{})
+		require.NoError(t, err)
+		require.Len(t, pr.Manifest.Fields, 2)
+	}
+	_, err := os.Stat(filepath.Join(out, "fields", "jpg", "parts", "part-1-of-2", "blockfs.json"))
+	require.NoError(t, err)
+	res, err := Merge(out, false)
+	require.NoError(t, err)
+	require.NotNil(t, res.Fields)
+	assert.EqualValues(t, 3, res.Fields.Records)
+	assert.EqualValues(t, 3, res.Manifest.Records)
+	fm, err := layout.ReadFieldsManifest(out)
+	require.NoError(t, err)
+	for _, fl := range fm.Fields {
+		data, err := os.ReadFile(filepath.Join(out, fl.Dir, "blockfs.json"))
+		require.NoError(t, err)
+		m, err := layout.ParseManifest(fl.Dir, data)
+		require.NoError(t, err)
+		assert.EqualValues(t, 3, m.Records, fl.Name)
+		assert.True(t, strings.HasPrefix(m.Blocks[0].File, "parts/part-0-of-2/"), m.Blocks[0].File)
+	}
+	_, err = Merge(out, false)
+	require.ErrorContains(t, err, "holds a merged dataset already")
+
+	// A shard of other fields: its part's fields are not the others'.
+	other := writeShards(t, dir, "pax", []string{"3.tar"}, [][]wdsItem{
+		{sampleItem("d", map[string][]byte{"jpg": []byte("w"), "txt": []byte("4")})},
+	})
+	out2 := t.TempDir()
+	for i := 0; i < 2; i++ {
+		_, err := PackPart(context.Background(), append(shards[:1:1], other...), out2, Part{i, 2}, Options{})
+		require.NoError(t, err)
+	}
+	_, err = Merge(out2, false)
+	require.ErrorContains(t, err, "part-1-of-2 is foreign: its fields are")
 }
 
 // TestPackPartsTFRecord packs TFRecord files (samples of one field) in parts: each part is a
