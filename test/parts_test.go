@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/blockfs/blockfs/internal/dstest"
@@ -171,4 +172,68 @@ func TestPackPartsS3(t *testing.T) {
 	_, errs, code = run(t, "pack", "--merge", ep, other)
 	require.Equal(t, 1, code, errs)
 	require.Contains(t, errs, "part 1 is there twice")
+}
+
+// fieldsByID reads every field of epoch file base of a mounted dataset with fields and
+// returns each sample's values by its id (the epoch's .ids).
+func fieldsByID(t *testing.T, m *mounted, epoch string, fields []string) map[uint64]map[string][]byte {
+	t.Helper()
+	ids := readIDs(t, m.path(epoch+".ids"))
+	out := map[uint64]map[string][]byte{}
+	for _, id := range ids {
+		require.NotContains(t, out, id, "%s: sample %d twice", epoch, id)
+		out[id] = map[string][]byte{}
+	}
+	for _, f := range fields {
+		vals := fieldValues(t, m.path(epoch+"."+f), 0)
+		require.Len(t, vals, len(ids), "%s.%s", epoch, f)
+		for p, id := range ids {
+			out[id][f] = vals[p]
+		}
+	}
+	return out
+}
+
+// TestPackPartsFields packs WebDataset shards written by Python's tarfile (samples of jpg, cls
+// and json) in 4 parts, merges them, and serves them as one pack of the same shards does:
+// the same fields with their .offsets, and every value of an epoch the input sample's that
+// its id names.
+func TestPackPartsFields(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	glob, samples := writeShards(t, dir, 1200, 400)
+	out := filepath.Join(t.TempDir(), "ds")
+	packPartsCLI(t, []string{glob}, out, 4, "--block-size", "64KiB")
+	_, err := os.Stat(filepath.Join(out, "blockfs-fields.json"))
+	require.ErrorIs(t, err, os.ErrNotExist, "the dataset appears only at the merge")
+	_, err = os.Stat(filepath.Join(out, "fields", "cls", "parts", "part-3-of-4", "blockfs.json"))
+	require.NoError(t, err, "part 3's cls in cls's folder")
+	require.Contains(t, mustRun(t, "pack", "--merge", out), "merged 4 parts")
+	require.Contains(t, mustRun(t, "verify", out), "ok")
+
+	whole := filepath.Join(t.TempDir(), "whole")
+	mustRun(t, "pack", "--quiet", "--block-size", "64KiB", glob, whole)
+	fields := []string{"jpg", "cls", "json"}
+	var byID [2]map[uint64]map[string][]byte
+	var names [2][]string
+	for k, ds := range []string{out, whole} {
+		m := mount(t, ds, "--seed", "5", "--cache-size", "256MiB")
+		entries, err := os.ReadDir(m.dir)
+		require.NoError(t, err)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), "epoch-0000") {
+				names[k] = append(names[k], e.Name())
+			}
+		}
+		byID[k] = fieldsByID(t, m, "epoch-0000", fields)
+		require.Len(t, byID[k], len(samples))
+		for id, vals := range byID[k] {
+			for _, f := range fields {
+				require.Equal(t, samples[id][f], vals[f], "%s: sample %d field %s", ds, id, f)
+			}
+		}
+	}
+	assert.Equal(t, names[1], names[0], "the same fields and .offsets as one pack")
+	assert.Equal(t, []string{"epoch-0000.cls", "epoch-0000.cls.offsets", "epoch-0000.ids", "epoch-0000.jpg", "epoch-0000.jpg.offsets", "epoch-0000.json", "epoch-0000.json.offsets"}, names[0])
+	assert.Equal(t, byID[1], byID[0], "the same values for the same ids as one pack")
 }
