@@ -145,8 +145,13 @@ func runPack(f packFlags, src, dst string) error {
 	if ff, ok := pack.DetectFields(src); ok && format == pack.Auto {
 		format = ff
 	}
+	format, shards := folderShards(f, format, src)
 	if format.HasFields() {
-		return runPackFields(f, format, src, dst)
+		err := runPackFields(f, format, src, dst)
+		if err == nil && shards != "" {
+			fmt.Fprintln(os.Stderr, "note: "+shards)
+		}
+		return err
 	}
 	opt, err := plainOptions(f, format)
 	if err != nil {
@@ -189,11 +194,52 @@ func runPack(f packFlags, src, dst string) error {
 	return nil
 }
 
+// fieldFlagsFor says which inputs take the options of inputs with fields.
+const fieldFlagsFor = "--columns and --segments-by are for tables (--format parquet, arrow), --fill-missing for WebDataset shards (--format webdataset)"
+
+// fieldFlagsRefusal refuses the options of inputs with fields given for an input without
+// (format, or auto: one Detect tells), naming them and which inputs take each.
+func fieldFlagsRefusal(f packFlags, format pack.Format) error {
+	var given []string
+	for _, g := range []struct {
+		name string
+		on   bool
+	}{{"--columns", len(f.columns) > 0}, {"--segments-by", f.segmentsBy != ""}, {"--fill-missing", f.fillMissing}} {
+		if g.on {
+			given = append(given, g.name)
+		}
+	}
+	what, verb := given[0], "does"
+	if len(given) > 1 {
+		what, verb = strings.Join(given[:len(given)-1], ", ")+" and "+given[len(given)-1], "do"
+	}
+	input := "--format " + string(format)
+	if format == pack.Auto {
+		input = "this input (it has no fields)"
+	}
+	return usagef("%s %s not apply to %s: %s", what, verb, input, fieldFlagsFor)
+}
+
+// folderShards returns the format of a folder of WebDataset or TFRecord shards for --format
+// auto (pack.DetectFolder), and the note pack prints of it; format and "" for anything else,
+// and when an option of a folder of files is given.
+func folderShards(f packFlags, format pack.Format, src string) (pack.Format, string) {
+	filesOnly := f.recordSize != "" || f.skipHeader || f.noShuffle || len(f.include)+len(f.exclude) > 0 || f.allFiles
+	if format != pack.Auto || filesOnly {
+		return format, ""
+	}
+	ff, n, ok := pack.DetectFolder(src)
+	if !ok {
+		return format, ""
+	}
+	return ff, fmt.Sprintf("%s is a folder of %d %s shards: packed their samples with fields (--format files packs each file as one record instead)", src, n, ff)
+}
+
 // plainOptions checks pack's flags for an input of format (raw, npy, lines, files) and
 // converts them to pack's options.
 func plainOptions(f packFlags, format pack.Format) (pack.Options, error) {
 	if len(f.columns) > 0 || f.fillMissing || f.segmentsBy != "" {
-		return pack.Options{}, usagef("--columns, --segments-by and --fill-missing are for inputs with fields (--format parquet, arrow, webdataset)")
+		return pack.Options{}, fieldFlagsRefusal(f, format)
 	}
 	var rs int64
 	var err error
@@ -312,6 +358,9 @@ func plural(n int, one, many string) string {
 func runPackFields(f packFlags, format pack.Format, src, dst string) error {
 	if f.recordSize != "" || f.skipHeader || f.noShuffle || len(f.include) > 0 || len(f.exclude) > 0 || f.allFiles {
 		return usagef("--record-size, --skip-header, --no-shuffle, --include, --exclude and --all-files do not apply to --format %s (its samples keep their input order; the mount shuffles them)", format)
+	}
+	if f.segmentsBy != "" && format != pack.Parquet && format != pack.Arrow {
+		return usagef("--segments-by does not apply to --format %s: %s", format, fieldFlagsFor)
 	}
 	var bs int64
 	var err error
