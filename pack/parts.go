@@ -130,7 +130,9 @@ func PackPart(ctx context.Context, inputs []string, out string, p Part, opt Opti
 
 // PackPartToStore is PackPart into the object store's prefix url: the part's dataset is
 // uploaded to url/parts/part-I-of-N/ as a pack to a store is (ToStore: each block as it is
-// written, its manifest last), then the part manifest url/parts/part-I-of-N.json.
+// written, its manifest last), or for samples of several fields each field's to
+// url/fields/NAME/parts/part-I-of-N/ (storeFieldsPart), then the part manifest
+// url/parts/part-I-of-N.json.
 func PackPartToStore(ctx context.Context, inputs []string, url string, p Part, opt Options, store s3.Options) (*PartResult, error) {
 	st, err := s3.Open(url, store)
 	if err != nil {
@@ -138,9 +140,13 @@ func PackPartToStore(ctx context.Context, inputs []string, url string, p Part, o
 	}
 	sub := strings.TrimSuffix(url, "/") + "/" + PartsDir + "/" + p.Name()
 	write := func(o Options, pack func(dst string, o Options) error) error {
-		return ToStore(ctx, sub, store, true, false, o, pack)
+		if err := ToStore(ctx, sub, store, true, false, o, pack); !errors.Is(err, errFieldsStored) {
+			return err
+		}
+		return nil // samples of several fields: stored in the fields' folders (storeFieldsPart)
 	}
-	return packPart(ctx, inputs, &storeOut{ctx: ctx, st: st}, &fieldPart{part: p}, opt, write, func() error { return nil })
+	fp := &fieldPart{part: p, store: &fieldStore{ctx: ctx, url: strings.TrimSuffix(url, "/"), opt: store}}
+	return packPart(ctx, inputs, &storeOut{ctx: ctx, st: st}, fp, opt, write, func() error { return nil })
 }
 
 // packPart is PackPart into out: write packs the part's dataset with the function it is given,

@@ -21,10 +21,11 @@ import (
 
 // fieldPart is what a part of inputs with fields needs beyond its share, and what it made.
 type fieldPart struct {
-	top  string      // OUT, a local directory; "" for an object store (several fields refused)
-	part Part        //
-	all  []inputFile // the inputs of all the parts
-	m    *layout.FieldsManifest
+	top   string      // OUT, a local directory; "" for an object store
+	store *fieldStore // OUT, an object store; nil for a local directory
+	part  Part        //
+	all   []inputFile // the inputs of all the parts
+	m     *layout.FieldsManifest
 }
 
 // fieldPartDir is where part p puts field name's dataset, relative to OUT.
@@ -37,15 +38,17 @@ func fieldPartDir(name string, p string) string {
 // (fieldPartDir) and removes dst. res.Manifest summarises the part: its records, the bytes of
 // all the fields and the blocks of the field cut at the samples. It closes r.
 func packFieldsPart(ctx context.Context, r SampleReader, paths []string, dst string, opt Options, res *Result, fp *fieldPart) (*Result, error) {
-	if fp == nil || fp.top == "" {
+	if fp == nil || (fp.top == "" && fp.store == nil) {
 		r.Close()
-		return nil, fmt.Errorf("%s holds samples of %d fields; %s into an object store packs inputs of one field only: pack the parts into a local directory, or pack it whole",
-			paths[0], len(r.Fields()), optname.Flag("part"))
+		return nil, fmt.Errorf("%s holds samples of %d fields; %s packs them into a local directory or an object store only", paths[0], len(r.Fields()), optname.Flag("part"))
 	}
 	own, err := decideOwn(opt.Format, fp.all, opt.Fields, opt.BlockSize)
 	if err != nil {
 		r.Close()
 		return nil, err
+	}
+	if fp.store != nil {
+		return storeFieldsPart(ctx, r, dst, opt, res, fp, own)
 	}
 	opt.Fields.Own, opt.Fields.OwnDecided = own, true
 	fr, err := PackFields(ctx, r, dst, opt.Format, len(paths), opt)
@@ -176,8 +179,8 @@ func moveFieldParts(top, dst, part string, m *layout.FieldsManifest) error {
 	return syncDir(filepath.Dir(dst))
 }
 
-// fieldsSummary reads the datasets of m's fields of part (in out's fieldPartDir, or for the
-// merged dataset, part "", in the fields' own folders) and returns a manifest summarising
+// fieldsSummary reads the datasets of m's fields of part (in out's fieldPartDir, or with part
+// "", in the fields' own folders: a dataset with fields) and returns a manifest summarising
 // them: the records, the bytes of all the fields and the blocks of the field cut at the
 // samples (m.Anchor()).
 func fieldsSummary(out partsOut, m *layout.FieldsManifest, part string) (*layout.Manifest, error) {

@@ -237,3 +237,28 @@ func TestPackPartsFields(t *testing.T) {
 	assert.Equal(t, []string{"epoch-0000.cls", "epoch-0000.cls.offsets", "epoch-0000.ids", "epoch-0000.jpg", "epoch-0000.jpg.offsets", "epoch-0000.json", "epoch-0000.json.offsets"}, names[0])
 	assert.Equal(t, byID[1], byID[0], "the same values for the same ids as one pack")
 }
+
+// TestPackPartsFieldsS3 packs WebDataset shards of several fields in 3 parts into MinIO (each
+// field's blocks under PREFIX/fields/NAME/parts/), merges them there, and mounts the merged
+// dataset: every value of an epoch is the input sample's its id names.
+func TestPackPartsFieldsS3(t *testing.T) {
+	srv := startMinio(t)
+	srv.bucket("data")
+	dir := t.TempDir()
+	glob, samples := writeShards(t, dir, 600, 200)
+	ep := "--endpoint=" + srv.endpoint()
+	url := "s3://data/fields-in-parts"
+	packPartsCLI(t, []string{glob}, url, 3, ep, "--block-size", "64KiB")
+	mustRun(t, "pack", "--part", "1/3", "--quiet", ep, "--block-size", "64KiB", glob, url) // a part run again
+	require.Contains(t, mustRun(t, "pack", "--merge", ep, url), "merged 3 parts")
+	require.Contains(t, mustRun(t, "verify", ep, url), "ok")
+	m := mount(t, url, ep, "--seed", "4", "--cache-size", "256MiB")
+	fields := []string{"jpg", "cls", "json"}
+	byID := fieldsByID(t, m, "epoch-0001", fields)
+	require.Len(t, byID, len(samples))
+	for id, vals := range byID {
+		for _, f := range fields {
+			require.Equal(t, samples[id][f], vals[f], "sample %d field %s", id, f)
+		}
+	}
+}
