@@ -70,6 +70,9 @@ func packFieldsPart(ctx context.Context, r SampleReader, paths []string, dst str
 // input without fixed fields (WebDataset, TFRecord) reads none, and one whose samples fill no
 // block has none (one pack of it never cuts).
 func decideOwn(format Format, files []inputFile, fo FieldOptions, block int64) ([]string, error) {
+	if format == WebDataset || format == TFRecord { // their fields are variable
+		return nil, nil
+	}
 	fo.Own, fo.OwnDecided = nil, false
 	var fields []layout.Field
 	var pending int64
