@@ -199,12 +199,14 @@ func (p *Plan) planCache() error {
 	mem := sysmem.Read()
 	p.fitWindow(cs, ra, mem, 1, 0)
 	p.need = NeedCache(p.ds, p.opt.Order.Mix, ra, cache.DefaultPageSize)
-	if win := p.need.InCache * int64(p.need.Mix); part > 0 && cs > 0 && ra > (cs-win)/2 {
+	if win := p.need.InCache * int64(p.need.Mix); p.opt.Readahead == AutoReadahead && cs > 0 && ra > (cs-win)/2 {
 		// A readahead the user did not ask for leaves at least half of the --cache-size they
 		// gave, beside the window being read, to blocks already fetched: a block evicted
 		// before its reader comes is fetched twice (16 MiB parts, 256 MiB readahead and a
-		// 256 MiB cache read at half the rate). At least one part.
-		ra = max(part, (cs-win)/2)
+		// 256 MiB cache read at half the rate); and a small --cache-size is not refused for
+		// the default readahead's sake. At least one part from an object store, one cache
+		// load from local files.
+		ra = max(part, min(ra, cache.DefaultMaxRead), (cs-win)/2)
 		p.need = NeedCache(p.ds, p.opt.Order.Mix, ra, cache.DefaultPageSize)
 	}
 	p.readahead = ra
