@@ -14,6 +14,7 @@ name, and a decode that fails on ALL's README.txt files raises DecodeError namin
 "ok ..." or exits non-zero with what failed.
 """
 import os
+import shutil
 import struct
 import sys
 import tempfile
@@ -60,10 +61,13 @@ def main(all_mount, png_mount):
     seen = []
     for mount in (all_mount, png_mount):
         names, root = read_back(mount)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            labels, classes = blockfs.labels_from_names(mount)
-        check_image_folder_labels(tc, names, labels, classes, root)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                labels, classes = blockfs.labels_from_names(mount)
+            check_image_folder_labels(tc, names, labels, classes, root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
         top = [n for n in names if "/" not in n]
         tc.assertEqual(len(caught), 1 if top else 0)
         for n in top:
