@@ -233,6 +233,9 @@ func partFormat(inputs []string, opt Options) (Format, error) {
 	if ff, ok := DetectFields(inputs[0]); ok && (format == "" || format == Auto) {
 		format = ff
 	}
+	if ff, _, ok := DetectFolder(inputs[0]); ok && len(inputs) == 1 && (format == "" || format == Auto) && folderOfShards(opt) {
+		format = ff // a folder of nothing but shards is read as its glob is, as by one pack
+	}
 	if format.HasFields() {
 		return format, fieldOptionsApply(opt, format)
 	}
@@ -374,4 +377,11 @@ func openPlain(path string, opt Options) (input, element, error) {
 		return openLines(path, opt.SkipHeader)
 	}
 	return nil, element{}, fmt.Errorf("unknown format %q", opt.Format)
+}
+
+// folderOfShards reports whether opt leaves a folder free to be read as shards with fields
+// (DetectFolder): no option of a folder of files given, as the command line decides for one
+// pack (a record size, a header to skip, input order kept, files chosen or all files).
+func folderOfShards(opt Options) bool {
+	return opt.RecordSize == 0 && !opt.SkipHeader && !opt.NoShuffle && len(opt.Include)+len(opt.Exclude) == 0 && !opt.AllFiles
 }
