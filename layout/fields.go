@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/blockfs/blockfs/internal/fsync"
 	"github.com/blockfs/blockfs/internal/strictjson"
 	"github.com/blockfs/blockfs/internal/userfile"
 )
@@ -456,7 +457,7 @@ func (w *FieldWriter) Commit() (*FieldsManifest, error) {
 	w.done = true
 	// One syncfs makes every field's files durable (the fields' writers sync nothing), before
 	// the manifest that vouches for them.
-	err := syncFS(w.tmp)
+	err := fsync.FS(w.tmp)
 	if err == nil {
 		var b []byte
 		if b, err = json.MarshalIndent(&w.m, "", "  "); err == nil {
@@ -465,7 +466,7 @@ func (w *FieldWriter) Commit() (*FieldsManifest, error) {
 	}
 	for _, d := range []string{filepath.Join(w.tmp, "fields"), w.tmp} {
 		if err == nil {
-			err = syncDir(d)
+			err = fsync.Dir(d)
 		}
 	}
 	if err == nil {
@@ -478,7 +479,7 @@ func (w *FieldWriter) Commit() (*FieldsManifest, error) {
 	if err := w.td.release(); err != nil {
 		return nil, err
 	}
-	if err := syncDir(filepath.Dir(w.dst)); err != nil {
+	if err := fsync.Dir(filepath.Dir(w.dst)); err != nil {
 		return &w.m, err
 	}
 	return &w.m, nil

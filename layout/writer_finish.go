@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/blockfs/blockfs/internal/fsync"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,7 +50,7 @@ func (w *Writer) Commit() (*Manifest, error) {
 		w.tmp = "" // the owner's now: Abort must not remove it
 		return &w.m, nil
 	}
-	return &w.m, syncDir(filepath.Dir(w.dst))
+	return &w.m, fsync.Dir(filepath.Dir(w.dst))
 }
 
 // collectBlocks waits until every block file is written and copies the checksum of each data
@@ -76,7 +77,7 @@ func (w *Writer) validate() error {
 
 // syncBlocks makes every file written so far durable with one syncfs, before the manifest that
 // vouches for them is written.
-func (w *Writer) syncBlocks() error { return syncFS(w.tmp) }
+func (w *Writer) syncBlocks() error { return fsync.FS(w.tmp) }
 
 // writeManifest writes the manifest, the dataset's last file, and syncs it.
 func (w *Writer) writeManifest() error {
@@ -87,7 +88,7 @@ func (w *Writer) writeManifest() error {
 // durable before the rename publishes them.
 func (w *Writer) syncTempDirs() error {
 	for _, d := range []string{filepath.Join(w.tmp, "blocks"), w.tmp} {
-		if err := syncDir(d); err != nil {
+		if err := fsync.Dir(d); err != nil {
 			return err
 		}
 	}
@@ -166,25 +167,6 @@ func writeFileSync(path string, data []byte) error {
 		return err
 	}
 	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
-}
-
-// syncFS flushes everything written to the filesystem holding dir.
-func syncFS(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return unix.Syncfs(int(f.Fd()))
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
 	if err != nil {
 		return err
 	}

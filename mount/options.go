@@ -90,10 +90,11 @@ func Decode(data, mnt string, given Values) (Options, error) {
 			return o, err
 		}
 	}
-	if err := o.Check(); err != nil {
+	kind := Locate(data).Kind
+	if err := o.check(kind); err != nil {
 		return o, err
 	}
-	if Locate(data).Kind == MixtureFile {
+	if kind == MixtureFile {
 		var err error
 		o.Mixture, err = ReadMixture(data, given)
 		return o, err
@@ -103,8 +104,10 @@ func Decode(data, mnt string, given Values) (Options, error) {
 
 // Check checks the options that go together, and those a kind of data refuses (Decode and
 // New call it: one place for the rules).
-func (o *Options) Check() error {
-	kind := Locate(o.Data).Kind
+func (o *Options) Check() error { return o.check(Locate(o.Data).Kind) }
+
+// check is Check for data of kind (Decode has located it already).
+func (o *Options) check(kind Kind) error {
 	switch {
 	case o.Epochs > bfs.MaxEpochs:
 		return optionErr("epochs", "%s %d is out of range (1 to %d; it is how many epochs ls lists, and any epoch can be opened by name)", flag("epochs"), o.Epochs, bfs.MaxEpochs)

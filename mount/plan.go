@@ -47,14 +47,8 @@ func New(opt Options) (*Plan, error) {
 	if opt.Epochs == 0 {
 		opt.Epochs = bfs.DefaultEpochs
 	}
-	if opt.Epochs > bfs.MaxEpochs {
-		return nil, Usagef("%s %d is out of range (1 to %d; it is how many epochs ls lists, and any epoch can be opened by name)", optname.Flag("epochs"), opt.Epochs, bfs.MaxEpochs)
-	}
-	if opt.Nodes.Nodes == 0 && (opt.Nodes.Node != 0 || opt.Nodes.Parts != 0) {
-		return nil, Usagef("%s and %s go with %s N (the job's node count)", optname.Flag("node"), optname.Flag("parts"), optname.Flag("nodes"))
-	}
-	if opt.Nodes.Nodes > 0 && (opt.Mixture != nil || Locate(opt.Data).Kind == FieldsDir) {
-		return nil, Usagef("%s is for one dataset; %s is a mixture or a dataset with fields, which are not node-aware yet: mount it whole on each node", optname.Flag("nodes"), opt.Data)
+	if err := opt.Check(); err != nil {
+		return nil, err
 	}
 	if opt.Mixture != nil {
 		return newMixture(opt)

@@ -193,16 +193,8 @@ func FieldInputs(format Format, src string) ([]string, error) {
 	} else if err == nil {
 		return []string{src}, nil
 	}
-	if strings.ContainsAny(src, "*?[") {
-		m, err := filepath.Glob(src)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v", src, err)
-		}
-		if len(m) == 0 {
-			return nil, fmt.Errorf("%s matches no file", src)
-		}
-		sort.Strings(m)
-		return m, nil
+	if isGlob(src) {
+		return globSorted(src)
 	}
 	return nil, fmt.Errorf("cannot read the input %s: no such file or directory", src)
 }

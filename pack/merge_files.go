@@ -3,10 +3,7 @@ package pack
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
 	"path"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/blockfs/blockfs/internal/crc32c"
 	"github.com/blockfs/blockfs/layout"
@@ -65,14 +62,4 @@ func mergeNames(out partsOut, parts []*mergePart) (*layout.NamesEntry, error) {
 		return nil, err
 	}
 	return &layout.NamesEntry{File: mergedNames, Bytes: uint64(len(all)), CRC32C: layout.CRC32C(all)}, nil
-}
-
-// syncFS flushes everything written to the filesystem holding dir.
-func syncFS(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return unix.Syncfs(int(f.Fd()))
 }

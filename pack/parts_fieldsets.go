@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 
+	"github.com/blockfs/blockfs/internal/fsync"
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/layout"
 )
@@ -172,14 +173,14 @@ func moveFieldParts(top, dst, part string, m *layout.FieldsManifest) error {
 		if err := os.Rename(filepath.Join(dst, filepath.FromSlash(fl.Dir)), to); err != nil {
 			return err
 		}
-		if err := syncDir(filepath.Dir(to)); err != nil {
+		if err := fsync.Dir(filepath.Dir(to)); err != nil {
 			return err
 		}
 	}
 	if err := os.RemoveAll(dst); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(dst))
+	return fsync.Dir(filepath.Dir(dst))
 }
 
 // fieldsSummary reads the datasets of m's fields of part (in out's fieldPartDir, or with part

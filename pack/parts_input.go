@@ -32,14 +32,10 @@ func ExpandInputs(args []string) ([]string, error) {
 				out = append(out, a) // a file whose name has a '*' in it
 				continue
 			}
-			m, err := filepath.Glob(a)
+			m, err := globSorted(a)
 			if err != nil {
-				return nil, fmt.Errorf("bad glob %q: %w", a, err)
+				return nil, err
 			}
-			if len(m) == 0 {
-				return nil, fmt.Errorf("%s matches no file", a)
-			}
-			slices.Sort(m)
 			out = append(out, m...)
 		default:
 			out = append(out, a)
@@ -53,6 +49,20 @@ func ExpandInputs(args []string) ([]string, error) {
 
 // isGlob reports whether s has glob syntax.
 func isGlob(s string) bool { return strings.ContainsAny(s, "*?[") }
+
+// globSorted returns the files a glob matches, sorted by name; one that matches nothing is
+// an error. pack's inputs with fields and pack --part's inputs expand globs with it.
+func globSorted(pattern string) ([]string, error) {
+	m, err := filepath.Glob(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("bad glob %q: %w", pattern, err)
+	}
+	if len(m) == 0 {
+		return nil, fmt.Errorf("%s matches no file", pattern)
+	}
+	slices.Sort(m)
+	return m, nil
+}
 
 // readList reads a list file of input paths, one a line.
 func readList(name string) ([]string, error) {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/blockfs/blockfs/internal/fsync"
 	"github.com/blockfs/blockfs/source/s3"
 )
 
@@ -80,7 +81,7 @@ func (d dirOut) remove(rel string) error {
 	return nil
 }
 
-func (d dirOut) durable() error { return syncFS(d.dir) }
+func (d dirOut) durable() error { return fsync.FS(d.dir) }
 
 // storeOut is a pack in parts under an object store's prefix. Sizes and names come from one
 // listing of the prefix, made at the first question (a merge lists once).
@@ -159,15 +160,5 @@ func writeAtomic(path string, data []byte) error {
 		os.Remove(tmp)
 		return err
 	}
-	return syncDir(filepath.Dir(path))
-}
-
-// syncDir syncs a folder, so that a rename in it is durable.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
+	return fsync.Dir(filepath.Dir(path))
 }
