@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/internal/strictjson"
 	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/shuffle"
@@ -88,7 +89,7 @@ func ReadMixture(path string, given Values) (*Mixture, error) {
 // sourceErrf is an error in source i of the mixture file path, keeping err's option.
 func sourceErrf(path string, i int, name string, err error) error {
 	msg := fmt.Sprintf("%s: source %d (%s): %v", path, i, name, err)
-	if opt := optnameOf(err); opt != "" {
+	if opt := optname.Of(err); opt != "" {
 		return optionErr(opt, "%s", msg)
 	}
 	return Usagef("%s", msg)

@@ -3,7 +3,6 @@ package mount
 import (
 	"maps"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	bfs "github.com/blockfs/blockfs/fs"
@@ -165,22 +164,6 @@ func (v Values) OpenArgs() []string {
 	}
 	return a
 }
-
-// ParseArgs reads "--name=value" arguments (OpenArgs') back into values.
-func ParseArgs(args []string) (Values, error) {
-	v := Values{}
-	for _, a := range args {
-		name, text, ok := strings.Cut(strings.TrimPrefix(a, flag("")), "=")
-		if _, known := LookupOption(name); !ok || !known || !strings.HasPrefix(a, flag("")) {
-			return nil, Usagef("%q is not an option this blockfs knows", a)
-		}
-		v[name] = text
-	}
-	return v, nil
-}
-
-// Keys returns the names given, sorted.
-func (v Values) Keys() []string { return slices.Sorted(maps.Keys(v)) }
 
 // Keyed returns the values by key (cache_size), as info.json records them.
 func (v Values) Keyed() map[string]string {

@@ -345,6 +345,3 @@ func parseCount(name, s string, dst *int) error {
 	*dst = int(n)
 	return nil
 }
-
-// optnameOf returns the option err is about, or "".
-func optnameOf(err error) string { return optname.Of(err) }
