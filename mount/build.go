@@ -35,13 +35,7 @@ func (p *Plan) build() (*served, error) {
 // buildSources is build for a plan of one or several sources, each with its stack.
 func (p *Plan) buildSources() (*served, error) {
 	sv := &served{}
-	plans := []*Plan{p}
-	switch {
-	case p.mix != nil:
-		plans = p.mix.srcs
-	case p.fields != nil:
-		plans = p.fields.srcs
-	}
+	plans := p.sources()
 	var parts []source.Blocks
 	for _, sub := range plans {
 		st, err := sub.openSources()
