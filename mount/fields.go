@@ -122,7 +122,27 @@ func openFields(opt Options, man *layout.FieldsManifest) (*Plan, error) {
 	if opt.InPlace.given() {
 		return nil, Usagef("%s is a dataset with fields: %s do not apply to it (its samples are served as pack stored them)", opt.Data, inPlaceFlagList)
 	}
-	if man == nil {
+	var (
+		dss  []*layout.Dataset // shards in place: the fields' datasets
+		kind Kind
+	)
+	switch {
+	case loc.Kind == ShardsIndex || loc.Kind == Shards || loc.Kind == Remote && man == nil:
+		index := opt.Data
+		if loc.Kind != ShardsIndex {
+			var err error
+			if index, err = indexFor(opt); err != nil {
+				return nil, err
+			}
+		}
+		var err error
+		if man, dss, kind, err = openShardsFields(index, opt.S3); err != nil {
+			return nil, err
+		}
+		loc = Location{Kind: FieldsDir, Name: opt.Data, Abs: index}
+	case opt.Index != "":
+		return nil, Usagef("%s is for shards served in place (.tar, .tfrecord); %s is a dataset", optname.Flag("index"), opt.Data)
+	case man == nil:
 		var err error
 		if man, err = layout.ReadFieldsManifest(loc.Abs); err != nil {
 			return nil, err
@@ -134,15 +154,23 @@ func openFields(opt Options, man *layout.FieldsManifest) (*Plan, error) {
 	for i, fl := range man.Fields {
 		so := opt
 		var err error
-		if so.Data, err = FieldData(opt.Data, fl); err != nil {
-			return nil, err
+		if dss == nil {
+			if so.Data, err = FieldData(opt.Data, fl); err != nil {
+				return nil, err
+			}
 		}
 		if opt.DiskCache != "" {
 			// Each field's block files in a directory of their own (a disk cache is one
 			// dataset's).
 			so.DiskCache = filepath.Join(opt.DiskCache, filepath.FromSlash(fl.Dir))
 		}
-		sub, err := openSource(so)
+		var sub *Plan
+		if dss != nil {
+			so.Data = loc.Abs
+			sub, err = shardsField(so, fl, dss[i], kind)
+		} else {
+			sub, err = openSource(so)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: field %q: %w", opt.Data, fl.Name, err)
 		}

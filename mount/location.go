@@ -39,6 +39,12 @@ const (
 	MixtureFile
 	// FieldsDir is a dataset with fields: a directory holding layout.FieldsManifestName.
 	FieldsDir
+	// ShardsIndex is an index of shards served in place (blockfs index): a directory
+	// holding layout.IndexName.
+	ShardsIndex
+	// Shards are WebDataset or TFRecord shards served in place: a folder of nothing but
+	// .tar or .tfrecord files, or a glob of them (an s3:// prefix of them is Remote).
+	Shards
 )
 
 // Location is where a dataset is, as a user names it: the one place that tells a directory, a
@@ -59,8 +65,13 @@ func Locate(data string) Location {
 	if abs, err := filepath.Abs(data); err == nil {
 		l.Abs = abs
 	}
-	if layout.IsFields(data) {
+	switch {
+	case layout.IsFields(data):
 		l.Kind = FieldsDir
+	case layout.IsShardsIndex(data):
+		l.Kind = ShardsIndex
+	case IsShards(data):
+		l.Kind = Shards
 	}
 	if st, err := os.Stat(data); err == nil && !st.IsDir() {
 		l.Kind = File

@@ -52,14 +52,14 @@ func openRead(opt Options) (*Plan, error) {
 		return &Plan{opt: opt, loc: Location{Kind: MixtureFile, Name: opt.Data, Abs: opt.Mixture.File}, mix: m}, nil
 	}
 	switch Locate(opt.Data).Kind {
-	case FieldsDir:
+	case FieldsDir, ShardsIndex, Shards:
 		return openFieldsOrdered(opt, nil)
 	case Remote:
 		man, err := RemoteFields(opt.Data, opt.S3)
 		if err != nil {
 			return nil, err
 		}
-		if man != nil {
+		if man != nil || RemoteShards(opt.Data, opt.S3) {
 			return openFieldsOrdered(opt, man)
 		}
 	}

@@ -26,6 +26,9 @@ type Options struct {
 	Readahead     int64
 	S3            s3.Options // the object store's options (s3:// data)
 	DiskCache     string     // s3://: keep fetched block files in this directory; "" for none
+	// Index is where the index of shards served in place is kept (shards.go); "": under the
+	// user's cache directory.
+	Index string
 	DiskCacheSize int64      // bound on DiskCache; 0: the dataset's size, or 90% of what is free
 	Verify        bool       // check each file's CRC32C the first time it is read
 	AllowOther    bool       // let other users read the mount (checkAllowOther: data they can read)
@@ -120,7 +123,7 @@ func (o *Options) check(kind Kind) error {
 		return optionErr("disk-cache-size", "%s goes with %s DIR", flag("disk-cache-size"), flag("disk-cache"))
 	case kind != Remote && o.InPlace.Window == 0 && (o.InPlace.Stride > 1 || o.InPlace.Segments != ""):
 		return optionErr("stride", "%s and %s go with %s", flag("stride"), flag("segments"), flag("window"))
-	case o.Nodes.Nodes > 0 && (kind == MixtureFile || kind == FieldsDir || o.Mixture != nil):
+	case o.Nodes.Nodes > 0 && (kind == MixtureFile || kind == FieldsDir || kind == ShardsIndex || kind == Shards || o.Mixture != nil):
 		return optionErr("nodes", "%s is for one dataset; %s is a mixture or a dataset with fields, which are not node-aware yet: mount it whole on each node", flag("nodes"), o.Data)
 	}
 	if o.Metrics != "" {

@@ -54,17 +54,18 @@ func New(opt Options) (*Plan, error) {
 		return newMixture(opt)
 	}
 	switch loc := Locate(opt.Data); loc.Kind {
-	case FieldsDir:
+	case FieldsDir, ShardsIndex, Shards:
 		return newFields(opt, nil)
 	case Remote:
 		man, err := RemoteFields(opt.Data, opt.S3)
 		if err != nil {
 			return nil, err
 		}
-		if man != nil && opt.Nodes.Nodes > 0 {
+		shards := man == nil && RemoteShards(opt.Data, opt.S3)
+		if (man != nil || shards) && opt.Nodes.Nodes > 0 {
 			return nil, Usagef("%s is for one dataset; %s is a dataset with fields, which is not node-aware yet: mount it whole on each node", optname.Flag("nodes"), opt.Data)
 		}
-		if man != nil {
+		if man != nil || shards {
 			return newFields(opt, man)
 		}
 	}

@@ -118,6 +118,9 @@ var schema = []Option{
 		}},
 	{Name: "mix", Type: Uint, Default: "auto", Scope: PerSource, Group: GroupOrder, set: setMix,
 		Help: "shuffle records across windows of K consecutive blocks (full only; needs K x block size of cache); auto: 1 on data pack pre-shuffled, else windows of 512 MiB of blocks (the whole data when smaller)"},
+	{Name: "index", Type: Path, Default: "", Scope: PerMount, Group: GroupMount,
+		Help: "shards served in place (a folder, glob or s3:// prefix of .tar or .tfrecord files): keep their index in this directory (made at the first mount, again when the shards change); default: under the user's cache directory",
+		set:  func(o *Options, s string) error { o.Index = s; return nil }},
 	{Name: "epochs", Type: Uint, Default: strconv.Itoa(bfs.DefaultEpochs), Scope: PerMount, Group: GroupMount,
 		Help: "epoch files listed by ls (any epoch number can be opened)",
 		set: func(o *Options, s string) error {

@@ -27,6 +27,8 @@ type stack struct {
 func (p *Plan) openSources() (*stack, error) {
 	s := &stack{}
 	switch {
+	case p.ds.ShardsInPlace():
+		s.src = p.ds.Source() // the shards, read through their index
 	case p.loc.Kind == Remote:
 		s.src = p.ds.Source() // the object store, checked by ETag and CRC32C
 		if c, ok := s.src.(interface{ Counters() s3.Counters }); ok {

@@ -462,7 +462,12 @@ func wdsRefuseCompressed(f *os.File, name string) error {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("cannot read %s: %w", name, unwrap(err))
 	}
-	m := magic[:n]
+	return refuseCompressed(magic[:n], name, "pack the .tar")
+}
+
+// refuseCompressed refuses a file whose first bytes m are a compressor's magic: then names
+// what to do with the file once it is decompressed.
+func refuseCompressed(m []byte, name, then string) error {
 	for _, c := range []struct{ magic, what, tool string }{
 		{"\x1f\x8b", "gzip", "gunzip"},
 		{"BZh", "bzip2", "bunzip2"},
@@ -470,7 +475,7 @@ func wdsRefuseCompressed(f *os.File, name string) error {
 		{"\x28\xb5\x2f\xfd", "zstd", "unzstd"},
 	} {
 		if strings.HasPrefix(string(m), c.magic) {
-			return fmt.Errorf("%s is %s-compressed: decompress it first (%s), then pack the .tar", name, c.what, c.tool)
+			return fmt.Errorf("%s is %s-compressed: decompress it first (%s), then %s", name, c.what, c.tool, then)
 		}
 	}
 	return nil

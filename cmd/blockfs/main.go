@@ -64,7 +64,7 @@ sequential disk reads and a near-random order with plain file I/O.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usagef("%v (see '%s --help')", err, c.CommandPath())
 	})
-	root.AddCommand(newPack(), newMount(), newUnmount(), newInfo(), newVerify(), newOrder(), newStats(), newReadSamples(), newOptions())
+	root.AddCommand(newPack(), newMount(), newUnmount(), newInfo(), newVerify(), newIndex(), newOrder(), newStats(), newReadSamples(), newOptions())
 	root.CompletionOptions.DisableDefaultCmd = true
 	return root
 }

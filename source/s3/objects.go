@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/minio/minio-go/v7"
@@ -56,4 +57,28 @@ func (s *Store) Remove(ctx context.Context, rel string) error {
 		return s.describe(err, key)
 	}
 	return nil
+}
+
+// OpenObject returns a stream of object rel of the prefix from its start, read once as a
+// whole (blockfs index), refused by the store if the object is no longer the version of ETag
+// etag. The request is retried until its headers arrive; a body that breaks is the reader's
+// error.
+func (s *Store) OpenObject(ctx context.Context, rel, etag string) (io.ReadCloser, error) {
+	key := s.loc.Key(rel)
+	var body io.ReadCloser
+	err := s.retry(ctx, func(ctx context.Context, _ func()) error {
+		o := minio.GetObjectOptions{}
+		if etag != "" {
+			if err := o.SetMatchETag(etag); err != nil {
+				return err
+			}
+		}
+		b, _, _, err := s.cl.GetObject(context.WithoutCancel(ctx), s.loc.Bucket, key, o)
+		body = b
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", s.url(key), s.describe(err, key))
+	}
+	return body, nil
 }

@@ -1,0 +1,69 @@
+package layout
+
+import "github.com/blockfs/blockfs/source"
+
+// shardsShape is the shape of one field of shards served in place (shards.go): block b's data
+// file is the field's values in a range of shard shardOf[b], which no backend reads as it is
+// (ShardsSource assembles it); its offsets file a range of the index's offsets file; and two
+// kinds of FileID past the names file: block b's members (where each value starts in the
+// shard) and the shards themselves, which the backends read.
+type shardsShape struct {
+	inOrder
+	dir              string
+	shards           []File  // by shard: the name a backend reads, size and identity
+	shardOf          []int32 // by block
+	crcs, offCRCs    []uint32
+	memCRCs          []uint32
+	offsets, members string // the index's files of this field
+	offsetsID        source.Identity
+	membersID        source.Identity
+}
+
+// MembersFile and ShardFile are the FileIDs of block b's members and of shard s in a dataset
+// of shards in place of nb blocks.
+func MembersFile(nb, b int) FileID { return NamesFile(nb) + 1 + FileID(b) }
+func ShardFile(nb, s int) FileID   { return NamesFile(nb) + 1 + FileID(nb) + FileID(s) }
+
+func (s *shardsShape) file(id FileID) (File, bool) {
+	nb := s.starts.blocks()
+	if id > NamesFile(nb) {
+		i := int(id - NamesFile(nb) - 1)
+		switch {
+		case i < nb:
+			return File{Extent: source.Extent{Name: s.members, Offset: 8 * int64(s.starts[i]), Size: 8 * int64(s.starts.records(i)), Ident: s.membersID},
+				Role: RoleData, Block: i}, true
+		case i-nb < len(s.shards):
+			return s.shards[i-nb], true
+		}
+		return File{Block: -1}, false
+	}
+	b := BlockOfFile(id)
+	if b >= nb {
+		return File{Block: -1}, false
+	}
+	switch RoleOfFile(id) {
+	case RoleData:
+		sh := s.shards[s.shardOf[b]]
+		return File{Extent: source.Extent{Name: sh.Name, Size: int64(s.blockBytes(b)), Ident: source.Identity{CRC32C: s.crcs[b], HasCRC: true}},
+			Role: RoleData, Block: b, CRC32C: s.crcs[b], HasCRC: true}, true
+	case RoleOffsets:
+		id := s.offsetsID
+		id.CRC32C, id.HasCRC = s.offCRCs[b], true
+		return File{Extent: source.Extent{Name: s.offsets, Offset: 8 * int64(s.starts[b]+uint64(b)), Size: 8 * int64(s.starts.records(b)+1), Ident: id},
+			Role: RoleOffsets, Block: b, CRC32C: s.offCRCs[b], HasCRC: true}, true
+	}
+	return File{Block: -1}, false
+}
+
+func (s *shardsShape) verifiable() error { return nil }
+
+func (s *shardsShape) where() string { return s.dir }
+
+func (s *shardsShape) inPlace() (string, int64, bool) { return "", 0, false }
+
+// ShardsInPlace reports whether the dataset is a field of shards served in place: its
+// Source then reads them (ShardsSource) and is the only way to.
+func (d *Dataset) ShardsInPlace() bool {
+	_, ok := d.shape.(*shardsShape)
+	return ok
+}

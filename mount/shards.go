@@ -1,0 +1,283 @@
+package mount
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/blockfs/blockfs/internal/optname"
+	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/pack"
+	"github.com/blockfs/blockfs/source"
+	"github.com/blockfs/blockfs/source/local"
+	"github.com/blockfs/blockfs/source/s3"
+)
+
+// Shards served in place (layout/shards.go): WebDataset tar shards or TFRecord files in a
+// folder, a glob or an object store prefix, read through an index (blockfs index, or made by
+// the mount into a directory of the user's) and mounted as a dataset with fields, as pack
+// would have made of them.
+
+// IndexShards indexes the shards at src (a folder, a quoted glob or an s3:// prefix) into the
+// directory out.
+func IndexShards(ctx context.Context, src, out string, opt pack.IndexOptions, s3opt s3.Options) (*layout.ShardsIndex, error) {
+	format, at, shards, err := listShards(ctx, src, s3opt)
+	if err != nil {
+		return nil, err
+	}
+	return pack.Index(ctx, format, at, shards, out, opt)
+}
+
+// shardExts are the extensions of shards served in place, and their formats.
+var shardExts = map[string]pack.Format{".tar": pack.WebDataset, ".tfrecord": pack.TFRecord, ".tfrecords": pack.TFRecord}
+
+// shardFormat returns the one format of names, by their extensions, or an error naming a
+// name of another.
+func shardFormat(src string, names []string) (pack.Format, error) {
+	var format pack.Format
+	for _, n := range names {
+		f := shardExts[strings.ToLower(filepath.Ext(n))]
+		if format != "" && f != format {
+			return "", Usagef("%s holds both %s and %s shards (%s): index each kind apart", src, format, f, n)
+		}
+		format = f
+	}
+	if format == "" {
+		return "", Usagef("%s holds no shards (.tar, .tfrecord)", src)
+	}
+	return format, nil
+}
+
+// listShards returns the shards at src, sorted by name, their format and the location their
+// names are relative to.
+func listShards(ctx context.Context, src string, s3opt s3.Options) (pack.Format, string, []pack.Shard, error) {
+	if s3.IsURL(src) {
+		return listRemoteShards(ctx, src, s3opt)
+	}
+	var paths []string
+	format, _, ok := pack.DetectFolder(src)
+	if !ok {
+		var names []string
+		if m, err := filepath.Glob(src); err == nil {
+			names = m
+		}
+		var err error
+		if format, err = shardFormat(src, names); err != nil {
+			return "", "", nil, err
+		}
+	}
+	paths, err := pack.FieldInputs(format, src)
+	if err != nil {
+		return "", "", nil, Usagef("%v", err)
+	}
+	at := commonDir(paths)
+	shards := make([]pack.Shard, len(paths))
+	for i, p := range paths {
+		p, _ = filepath.Abs(p)
+		st, err := os.Stat(p)
+		if err != nil {
+			return "", "", nil, err
+		}
+		rel, _ := filepath.Rel(at, p)
+		shards[i] = pack.Shard{Name: filepath.ToSlash(rel), Size: st.Size(), MtimeNs: st.ModTime().UnixNano(),
+			Open: func(context.Context) (pack.ReadCloser, error) { return os.Open(p) }}
+	}
+	return format, at, shards, nil
+}
+
+// commonDir returns the deepest directory holding every path, absolute.
+func commonDir(paths []string) string {
+	dir, _ := filepath.Abs(filepath.Dir(paths[0]))
+	for _, p := range paths[1:] {
+		abs, _ := filepath.Abs(p)
+		for dir != "/" && !strings.HasPrefix(abs, dir+string(filepath.Separator)) {
+			dir = filepath.Dir(dir)
+		}
+	}
+	return dir
+}
+
+// listRemoteShards lists the shards under an s3:// prefix.
+func listRemoteShards(ctx context.Context, src string, s3opt s3.Options) (pack.Format, string, []pack.Shard, error) {
+	st, err := s3.Open(src, s3opt)
+	if err != nil {
+		return "", "", nil, Usagef("%v", err)
+	}
+	objs, err := st.Objects(ctx)
+	if err != nil {
+		return "", "", nil, err
+	}
+	var names []string
+	for rel := range objs {
+		if _, ok := shardExts[strings.ToLower(filepath.Ext(rel))]; ok && !strings.HasPrefix(filepath.Base(rel), ".") {
+			names = append(names, rel)
+		}
+	}
+	sort.Strings(names)
+	format, err := shardFormat(src, names)
+	if err != nil {
+		return "", "", nil, err
+	}
+	shards := make([]pack.Shard, len(names))
+	for i, rel := range names {
+		_, id, err := st.Stat(rel)
+		if err != nil {
+			return "", "", nil, err
+		}
+		shards[i] = pack.Shard{Name: rel, Size: id.Size, ETag: id.Tag,
+			Open: func(ctx context.Context) (pack.ReadCloser, error) { return st.OpenObject(ctx, rel, id.Tag) }}
+	}
+	return format, strings.TrimSuffix(src, "/"), shards, nil
+}
+
+// shardsBackend returns where a dataset of the shards the index ix names reads them: the
+// index's files read buffered, the shards read buffered too (a value's neighbours, another
+// field's, are read soon after) or from the object store.
+func shardsBackend(ix *layout.ShardsIndex, s3opt s3.Options) (layout.ShardsBackend, error) {
+	be := layout.ShardsBackend{Index: func(t source.Table) source.Blocks { return local.New(t, false) }}
+	if !s3.IsURL(ix.Source) {
+		be.Shards = be.Index
+		be.Locate = func(rel string) (string, source.Identity, error) {
+			p := filepath.Join(ix.Source, filepath.FromSlash(rel))
+			st, err := os.Lstat(p)
+			if err != nil {
+				return "", source.Identity{}, err
+			}
+			if !st.Mode().IsRegular() {
+				return "", source.Identity{}, fmt.Errorf("not a regular file")
+			}
+			return p, layout.FileIdentity(st), nil
+		}
+		return be, nil
+	}
+	if err := s3opt.Validate(); err != nil {
+		return be, Usagef("%v", err)
+	}
+	st, err := s3.Open(ix.Source, s3opt)
+	if err != nil {
+		return be, Usagef("%v", err)
+	}
+	be.Shards = func(t source.Table) source.Blocks { return s3.NewBlocks(st, t) }
+	be.Locate = st.Stat
+	return be, nil
+}
+
+// IsShards reports whether data names shards to serve in place: a folder of nothing but
+// .tar or .tfrecord files, or a glob of them. (An s3:// prefix is asked by RemoteShards.)
+func IsShards(data string) bool {
+	if _, _, ok := pack.DetectFolder(data); ok {
+		return true
+	}
+	if !strings.ContainsAny(data, "*?[") {
+		return false
+	}
+	m, err := filepath.Glob(data)
+	if err != nil || len(m) == 0 {
+		return false
+	}
+	_, err = shardFormat(data, m)
+	return err == nil
+}
+
+// RemoteShards reports whether the s3:// prefix url holds shards and no dataset.
+func RemoteShards(url string, s3opt s3.Options) bool {
+	st, err := s3.Open(url, s3opt)
+	if err != nil {
+		return false
+	}
+	if plain, err := st.Exists(s3.ManifestName); plain || err != nil {
+		return false
+	}
+	objs, err := st.Objects(context.Background())
+	if err != nil {
+		return false
+	}
+	for rel := range objs {
+		if _, ok := shardExts[strings.ToLower(filepath.Ext(rel))]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// DefaultIndexDir is where a mount of shards keeps their index when not told (--index): a
+// directory of the user's cache named by the shards' location.
+func DefaultIndexDir(data string) string {
+	at := data
+	if !s3.IsURL(data) {
+		at, _ = filepath.Abs(data)
+	}
+	sum := sha256.Sum256([]byte(at))
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "blockfs", "index", hex.EncodeToString(sum[:8]))
+}
+
+// indexFor returns the index directory of a mount of the shards at opt.Data: opt.Index or the
+// default, made (or made again, when the shards changed) before the mount.
+func indexFor(opt Options) (string, error) {
+	dir := opt.Index
+	if dir == "" {
+		dir = DefaultIndexDir(opt.Data)
+	}
+	if layout.IsShardsIndex(dir) {
+		ix, err := layout.ReadShardsIndex(dir)
+		if err == nil {
+			var be layout.ShardsBackend
+			if be, err = shardsBackend(ix, opt.S3); err == nil {
+				_, _, err = layout.OpenShards(dir, be)
+			}
+		}
+		if err == nil {
+			return dir, nil
+		}
+		log.Printf("blockfs: the index in %s is not of these shards as they are now (%v): indexing them again", dir, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return "", Usagef("%s %s: %v", optname.Flag("index"), dir, err)
+	}
+	log.Printf("blockfs: indexing the shards at %s into %s (once; the shards are not copied)", opt.Data, dir)
+	ix, err := IndexShards(context.Background(), opt.Data, dir, pack.IndexOptions{Force: true}, opt.S3)
+	if err != nil {
+		return "", err
+	}
+	log.Printf("blockfs: indexed %d samples of %d shards in %d blocks", ix.Records, len(ix.Shards), len(ix.Blocks))
+	return dir, nil
+}
+
+// openShardsFields opens the index in dir: its fields manifest and a dataset per field.
+func openShardsFields(dir string, s3opt s3.Options) (*layout.FieldsManifest, []*layout.Dataset, Kind, error) {
+	ix, err := layout.ReadShardsIndex(dir)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	be, err := shardsBackend(ix, s3opt)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	man, dss, err := layout.OpenShards(dir, be)
+	kind := Dir
+	if s3.IsURL(ix.Source) {
+		kind = Remote
+	}
+	return man, dss, kind, err
+}
+
+// shardsField is the plan of field fl of shards in place, whose dataset is ds.
+func shardsField(so Options, fl layout.Field, ds *layout.Dataset, kind Kind) (*Plan, error) {
+	so.Data = filepath.Join(so.Data, filepath.FromSlash(fl.Dir))
+	sub := &Plan{opt: so, loc: Location{Kind: kind, Name: so.Data, Abs: so.Data}, ds: ds}
+	sub.opt.Order, sub.order = ChooseOrder(ds, so.Order)
+	if err := sub.opt.Order.Validate(); err != nil {
+		return nil, Usagef("%s %d: %v", optname.Flag("mix"), sub.opt.Order.Mix, err)
+	}
+	return sub, nil
+}

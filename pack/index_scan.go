@@ -1,0 +1,138 @@
+package pack
+
+import (
+	"archive/tar"
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/blockfs/blockfs/internal/crc32c"
+)
+
+// tar indexes one WebDataset shard: its samples, by webdataset.go's rules, each member's data
+// summed as it is read (the tar reader checks each header's checksum).
+func (w *indexWriter) tar(sh Shard, br *bufio.Reader) error {
+	magic, _ := br.Peek(6)
+	if err := refuseCompressed(magic, sh.Name, "index the .tar"); err != nil {
+		return err
+	}
+	cr := &countingReader{r: br}
+	tr := tar.NewReader(cr)
+	key, in, last := "", false, ""
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, tar.ErrInsecurePath) {
+			err = nil // a name like "../x": nothing is written to disk here
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return indexDamaged(sh.Name, last, err)
+		}
+		last = h.Name
+		kind, k, field := wdsClassify(h)
+		if kind != wdsSampleFile {
+			continue
+		}
+		if err := wdsCheckSize(sh.Name, h); err != nil {
+			return err
+		}
+		if in && k != key {
+			if err := w.endSample(key, sh.Name); err != nil {
+				return err
+			}
+		}
+		key, in = k, true
+		j, err := w.field(field, fmt.Sprintf("%s: member %q", sh.Name, h.Name))
+		if err != nil {
+			return err
+		}
+		if w.vals[j].has {
+			return wdsDuplicate(sh.Name, key, field)
+		}
+		at := cr.n
+		crc, err := sumData(tr, h.Size)
+		if err != nil {
+			return indexDamaged(sh.Name, last, err)
+		}
+		w.vals[j] = indexValue{has: true, at: at, size: h.Size, crc: crc}
+	}
+	if in {
+		return w.endSample(key, sh.Name)
+	}
+	return nil
+}
+
+// indexDamaged is the error of a shard the tar reader cannot read on.
+func indexDamaged(shard, last string, err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		err = errors.New("the file ends early")
+	}
+	where := "at its start"
+	if last != "" {
+		where = fmt.Sprintf("at member %q", last)
+	}
+	return fmt.Errorf("%s: %s: %v: the shard is damaged or not a tar file; recreate it or leave it out", shard, where, unwrap(err))
+}
+
+// sumData reads n bytes of r and returns their CRC32C.
+func sumData(r io.Reader, n int64) (uint32, error) {
+	h := crc32c.New()
+	if _, err := io.CopyN(h, r, n); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, err
+	}
+	return h.Sum32(), nil
+}
+
+// tfrecord indexes one TFRecord file: each record a sample of field "record", its length's
+// and data's CRCs checked.
+func (w *indexWriter) tfrecord(sh Shard, br *bufio.Reader) error {
+	magic, _ := br.Peek(6)
+	if err := refuseCompressed(magic, sh.Name, "index the file"); err != nil {
+		return err
+	}
+	cr := &countingReader{r: br}
+	var hdr [tfrHeader]byte
+	for rec := 0; ; rec++ {
+		at := cr.n
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("%s: record %d at offset %d: %s: the file is damaged, compressed or not TFRecord; recreate it or leave it out",
+				sh.Name, rec, at, fmt.Sprintf(format, args...))
+		}
+		n, err := io.ReadFull(cr, hdr[:])
+		if n == 0 && errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return bad("the file ends early")
+		}
+		length := binary.LittleEndian.Uint64(hdr[:8])
+		if tfrMask(crc32c.Checksum(hdr[:8])) != binary.LittleEndian.Uint32(hdr[8:]) {
+			return bad("the length's CRC does not match")
+		}
+		if length > MaxTFRecord {
+			return bad("a length of %d bytes", length)
+		}
+		crc, err := sumData(cr, int64(length))
+		if err != nil {
+			return bad("the file ends early")
+		}
+		var tail [tfrTrailer]byte
+		if _, err := io.ReadFull(cr, tail[:]); err != nil {
+			return bad("the file ends early")
+		}
+		if tfrMask(crc) != binary.LittleEndian.Uint32(tail[:]) {
+			return bad("the data's CRC does not match")
+		}
+		w.vals[0] = indexValue{has: true, at: at + tfrHeader, size: int64(length), crc: crc}
+		if err := w.endSample("", sh.Name); err != nil {
+			return err
+		}
+	}
+}
