@@ -23,17 +23,17 @@ type Options struct {
 	// Readahead is the bytes of epoch order prefetched ahead of each reader; 0 disables it;
 	// AutoReadahead: DefaultReadahead, or from an object store enough to keep
 	// S3.Concurrency GETs in flight.
-	Readahead     int64
-	S3            s3.Options // the object store's options (s3:// data)
-	DiskCache     string     // s3://: keep fetched block files in this directory; "" for none
+	Readahead int64
+	S3        s3.Options // the object store's options (s3:// data)
+	DiskCache string     // s3://: keep fetched block files in this directory; "" for none
 	// Index is where the index of shards served in place is kept (shards.go); "": under the
 	// user's cache directory.
-	Index string
-	DiskCacheSize int64      // bound on DiskCache; 0: the dataset's size, or 90% of what is free
-	Verify        bool       // check each file's CRC32C the first time it is read
-	AllowOther    bool       // let other users read the mount (checkAllowOther: data they can read)
-	Debug         bool       // log every FUSE request
-	CPUProfile    string     // write a CPU profile here at unmount
+	Index         string
+	DiskCacheSize int64  // bound on DiskCache; 0: the dataset's size, or 90% of what is free
+	Verify        bool   // check each file's CRC32C the first time it is read
+	AllowOther    bool   // let other users read the mount (checkAllowOther: data they can read)
+	Debug         bool   // log every FUSE request
+	CPUProfile    string // write a CPU profile here at unmount
 	// Metrics, if set, is the address (HOST:PORT) of a Prometheus endpoint; MetricsRemote lets
 	// it be other than loopback.
 	Metrics       string
