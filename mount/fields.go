@@ -80,9 +80,9 @@ func openedField(man *layout.FieldsManifest, i int, ds *layout.Dataset, dss []*l
 }
 
 // newFields checks and plans a mount of the dataset with fields at opt.Data, whose manifest is
-// man (read from an object store) or, nil, read from its directory.
-func newFields(opt Options, man *layout.FieldsManifest) (*Plan, error) {
-	p, err := openFields(opt, man)
+// man (read from an object store, or shards in place sd's) or, nil, read from its directory.
+func newFields(opt Options, man *layout.FieldsManifest, sd *shardsData) (*Plan, error) {
+	p, err := openFields(opt, man, sd)
 	if err != nil {
 		return nil, err
 	}
@@ -117,31 +117,16 @@ func newFields(opt Options, man *layout.FieldsManifest) (*Plan, error) {
 // directory when nil) as a source of its own, each in the order ChooseOrder gives it, and
 // finds the largest (fieldsPlan.big). With a disk cache, each field's is a directory of its
 // own under it, with its part of the bound.
-func openFields(opt Options, man *layout.FieldsManifest) (*Plan, error) {
+func openFields(opt Options, man *layout.FieldsManifest, sd *shardsData) (*Plan, error) {
 	loc := Locate(opt.Data)
 	if opt.InPlace.given() {
 		return nil, Usagef("%s is a dataset with fields: %s do not apply to it (its samples are served as pack stored them)", opt.Data, inPlaceFlagList)
 	}
-	var (
-		dss  []*layout.Dataset // shards in place: the fields' datasets
-		kind Kind
-	)
+	var dss []*layout.Dataset // shards in place: the fields' datasets
 	switch {
-	case loc.Kind == ShardsIndex || loc.Kind == Shards || loc.Kind == Remote && man == nil:
-		index := opt.Data
-		if loc.Kind != ShardsIndex {
-			var err error
-			if index, err = indexFor(opt); err != nil {
-				return nil, err
-			}
-		}
-		var err error
-		if man, dss, kind, err = openShardsFields(index, opt.S3); err != nil {
-			return nil, err
-		}
-		loc = Location{Kind: FieldsDir, Name: opt.Data, Abs: index}
-	case opt.Index != "":
-		return nil, Usagef("%s is for shards served in place (.tar, .tfrecord); %s is a dataset", optname.Flag("index"), opt.Data)
+	case sd != nil:
+		dss = sd.dss
+		loc = Location{Kind: FieldsDir, Name: opt.Data, Abs: sd.index}
 	case man == nil:
 		var err error
 		if man, err = layout.ReadFieldsManifest(loc.Abs); err != nil {
@@ -167,7 +152,7 @@ func openFields(opt Options, man *layout.FieldsManifest) (*Plan, error) {
 		var sub *Plan
 		if dss != nil {
 			so.Data = loc.Abs
-			sub, err = shardsField(so, fl, dss[i], kind)
+			sub, err = shardsField(so, fl, dss[i], sd.kind)
 		} else {
 			sub, err = openSource(so)
 		}

@@ -51,25 +51,22 @@ func openRead(opt Options) (*Plan, error) {
 		}
 		return &Plan{opt: opt, loc: Location{Kind: MixtureFile, Name: opt.Data, Abs: opt.Mixture.File}, mix: m}, nil
 	}
-	switch Locate(opt.Data).Kind {
-	case FieldsDir, ShardsIndex, Shards:
-		return openFieldsOrdered(opt, nil)
-	case Remote:
-		man, err := RemoteFields(opt.Data, opt.S3)
-		if err != nil {
-			return nil, err
-		}
-		if man != nil || RemoteShards(opt.Data, opt.S3) {
-			return openFieldsOrdered(opt, man)
-		}
+	man, sd, err := withFields(opt)
+	switch {
+	case err != nil:
+		return nil, err
+	case man != nil:
+		return openFieldsOrdered(opt, man, sd)
+	case sd != nil:
+		return sd.plain(opt)
 	}
 	return openSource(opt)
 }
 
 // openFieldsOrdered opens a dataset with fields for reading: every field in the largest's
 // order, as ChooseOrder chooses it (a mount may lower an automatic window to fit its memory).
-func openFieldsOrdered(opt Options, man *layout.FieldsManifest) (*Plan, error) {
-	p, err := openFields(opt, man)
+func openFieldsOrdered(opt Options, man *layout.FieldsManifest, sd *shardsData) (*Plan, error) {
+	p, err := openFields(opt, man, sd)
 	if err != nil {
 		return nil, err
 	}

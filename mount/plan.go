@@ -53,23 +53,21 @@ func New(opt Options) (*Plan, error) {
 	if opt.Mixture != nil {
 		return newMixture(opt)
 	}
-	switch loc := Locate(opt.Data); loc.Kind {
-	case FieldsDir, ShardsIndex, Shards:
-		return newFields(opt, nil)
-	case Remote:
-		man, err := RemoteFields(opt.Data, opt.S3)
-		if err != nil {
-			return nil, err
-		}
-		shards := man == nil && RemoteShards(opt.Data, opt.S3)
-		if (man != nil || shards) && opt.Nodes.Nodes > 0 {
-			return nil, Usagef("%s is for one dataset; %s is a dataset with fields, which is not node-aware yet: mount it whole on each node", optname.Flag("nodes"), opt.Data)
-		}
-		if man != nil || shards {
-			return newFields(opt, man)
-		}
+	man, sd, err := withFields(opt)
+	switch {
+	case err != nil:
+		return nil, err
+	case (man != nil || sd != nil) && opt.Nodes.Nodes > 0:
+		return nil, Usagef("%s is for one dataset; %s is a dataset with fields or shards in place, which are not node-aware yet: mount it whole on each node", optname.Flag("nodes"), opt.Data)
+	case man != nil:
+		return newFields(opt, man, sd)
 	}
-	p, err := openSource(opt)
+	var p *Plan
+	if sd != nil {
+		p, err = sd.plain(opt)
+	} else {
+		p, err = openSource(opt)
+	}
 	if err != nil {
 		return nil, err
 	}

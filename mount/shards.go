@@ -253,22 +253,77 @@ func indexFor(opt Options) (string, error) {
 	return dir, nil
 }
 
-// openShardsFields opens the index in dir: its fields manifest and a dataset per field.
-func openShardsFields(dir string, s3opt s3.Options) (*layout.FieldsManifest, []*layout.Dataset, Kind, error) {
-	ix, err := layout.ReadShardsIndex(dir)
+// shardsData is shards in place, opened: their index directory, its fields manifest, a
+// dataset per field, and where the shards are (Dir or Remote).
+type shardsData struct {
+	index string
+	man   *layout.FieldsManifest
+	dss   []*layout.Dataset
+	kind  Kind
+}
+
+// withFields opens what opt.Data holds when it is more than one plain dataset: a dataset with
+// fields (its manifest), or shards in place (sd; and their manifest when they have more than
+// one field, else they are served as one plain dataset, as pack makes of one field). Both nil:
+// a plain dataset, a file in place or a directory that holds none of these.
+func withFields(opt Options) (*layout.FieldsManifest, *shardsData, error) {
+	loc := Locate(opt.Data)
+	switch loc.Kind {
+	case FieldsDir:
+		man, err := layout.ReadFieldsManifest(loc.Abs)
+		return man, nil, err
+	case Remote:
+		man, err := RemoteFields(opt.Data, opt.S3)
+		if err != nil || man != nil || !RemoteShards(opt.Data, opt.S3) {
+			return man, nil, err
+		}
+	case ShardsIndex, Shards:
+	default:
+		if opt.Index != "" {
+			return nil, nil, Usagef("%s is for shards served in place (.tar, .tfrecord); %s is not a folder, glob or s3:// prefix of them", optname.Flag("index"), opt.Data)
+		}
+		return nil, nil, nil
+	}
+	if opt.InPlace.given() {
+		return nil, nil, Usagef("%s are shards served in place: %s do not apply to them", opt.Data, inPlaceFlagList)
+	}
+	sd := &shardsData{index: opt.Data}
+	if loc.Kind != ShardsIndex {
+		var err error
+		if sd.index, err = indexFor(opt); err != nil {
+			return nil, nil, err
+		}
+	} else if opt.Index != "" {
+		return nil, nil, Usagef("%s %s is an index already: %s is for the shards", opt.Data, opt.Data, optname.Flag("index"))
+	}
+	ix, err := layout.ReadShardsIndex(sd.index)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, err
 	}
-	be, err := shardsBackend(ix, s3opt)
+	be, err := shardsBackend(ix, opt.S3)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, err
 	}
-	man, dss, err := layout.OpenShards(dir, be)
-	kind := Dir
-	if s3.IsURL(ix.Source) {
-		kind = Remote
+	if sd.man, sd.dss, err = layout.OpenShards(sd.index, be); err != nil {
+		return nil, nil, err
 	}
-	return man, dss, kind, err
+	if sd.kind = Dir; s3.IsURL(ix.Source) {
+		sd.kind = Remote
+	}
+	if len(sd.dss) == 1 {
+		return nil, sd, nil
+	}
+	return sd.man, sd, nil
+}
+
+// plain returns the plan of shards in place of one field: one plain dataset.
+func (sd *shardsData) plain(opt Options) (*Plan, error) {
+	p := &Plan{opt: opt, loc: Location{Kind: sd.kind, Name: opt.Data, Abs: sd.index}, ds: sd.dss[0]}
+	p.opt.Order, p.order = ChooseOrder(p.ds, p.opt.Order)
+	if err := p.opt.Order.Validate(); err != nil {
+		return nil, Usagef("%s %d: %v", optname.Flag("mix"), p.opt.Order.Mix, err)
+	}
+	return p, nil
 }
 
 // shardsField is the plan of field fl of shards in place, whose dataset is ds.

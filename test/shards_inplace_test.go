@@ -1,0 +1,164 @@
+package test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Shards served in place (docs/FORMAT.md, "Shards in place"): WebDataset tar shards written by
+// Python's tarfile and TFRecord files framed by hand, indexed once (blockfs index, or by the
+// mount) and mounted where they are: every value of every sample, in every epoch, is what
+// Python reads from the shards, and what a mount of the same shards packed serves.
+
+// checkSampleEpochs requires epochs es of the mount m of samples (by id) to hold every sample once
+// with each field's value exact; fields empty: one field served as a plain dataset.
+func checkSampleEpochs(t *testing.T, m *mounted, es []int, fields []string, want func(id uint64, field string) []byte, n int) {
+	t.Helper()
+	for _, e := range es {
+		name := fmt.Sprintf("epoch-%04d", e)
+		ids := readIDs(t, m.path(name+".ids"))
+		require.Len(t, ids, n)
+		seen := map[uint64]bool{}
+		for _, id := range ids {
+			seen[id] = true
+		}
+		require.Len(t, seen, n, "%s: every sample once", name)
+		files := map[string]string{"": name}
+		if len(fields) > 0 {
+			files = map[string]string{}
+			for _, f := range fields {
+				files[f] = name + "." + f
+			}
+		}
+		for f, file := range files {
+			vals := fieldValues(t, m.path(file), 0)
+			require.Len(t, vals, n)
+			for p, id := range ids {
+				require.True(t, bytes.Equal(want(id, f), vals[p]), "%s field %q position %d (sample %d)", name, f, p, id)
+			}
+		}
+	}
+}
+
+func TestShardsInPlace(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	shards := filepath.Join(dir, "shards")
+	require.NoError(t, os.Mkdir(shards, 0o755))
+	glob, samples := writeShards(t, shards, 1200, 400)
+	wds := func(id uint64, f string) []byte { return samples[id][f] }
+	fields := []string{"jpg", "cls", "json"}
+
+	idx := filepath.Join(dir, "idx")
+	out := mustRun(t, "index", "--block-size", "64KiB", glob, idx)
+	assert.Contains(t, out, "1200 samples of 3 webdataset shards")
+	m := mount(t, idx, "--seed", "3", "--cache-size", "64MiB")
+	checkSampleEpochs(t, m, []int{0, 1}, fields, wds, 1200)
+	info := readWhole(t, m.path(".blockfs/info.json"), 1<<20)
+	assert.Contains(t, string(info), `"kind": "fields"`)
+
+	// The same shards mounted as a folder, indexed by the mount into --index: the same
+	// index, so the same bytes; and the index is made again, not used, once a shard changes.
+	idx2 := filepath.Join(dir, "idx2")
+	m2 := mount(t, shards, "--index", idx2, "--seed", "3", "--cache-size", "64MiB")
+	assert.FileExists(t, filepath.Join(idx2, "blockfs-index.json"))
+	checkSampleEpochs(t, m2, []int{0, 1}, fields, wds, 1200)
+	m2.stop()
+	again := filepath.Join(dir, "idx3")
+	mustRun(t, "index", glob, again)
+	a, _ := os.ReadFile(filepath.Join(idx2, "blockfs-index.json"))
+	b, _ := os.ReadFile(filepath.Join(again, "blockfs-index.json"))
+	require.Equal(t, string(a), string(b), "an index is a function of the shards")
+
+	// An index of shards that changed is refused, in one line naming the shard.
+	m.stop()
+	shard := filepath.Join(shards, "shard-0001.tar")
+	later := time.Now().Add(time.Hour)
+	require.NoError(t, os.Chtimes(shard, later, later))
+	_, errs, code := run(t, "mount", idx, filepath.Join(dir, "mnt"))
+	assert.NotZero(t, code)
+	assert.Contains(t, errs, "shard-0001.tar")
+	assert.Contains(t, errs, "blockfs index")
+	assert.Equal(t, 1, strings.Count(strings.TrimSpace(errs), "\n")+1, "one line: %q", errs)
+
+	// A value that changed in its shard with its time put back is EIO under --verify, never
+	// other bytes.
+	st, err := os.Stat(shard)
+	require.NoError(t, err)
+	mustRun(t, "index", "--force", "--block-size", "64KiB", glob, idx)
+	raw, err := os.ReadFile(shard)
+	require.NoError(t, err)
+	at := bytes.Index(raw, samples[500]["jpg"]) + len(samples[500]["jpg"])/2 // inside a value
+	require.Greater(t, at, 0)
+	raw[at] ^= 0xff
+	require.NoError(t, os.WriteFile(shard, raw, 0o644))
+	require.NoError(t, os.Chtimes(shard, st.ModTime(), st.ModTime()))
+	mv := mount(t, idx, "--verify", "--cache-size", "64MiB")
+	bad := 0
+	for _, f := range fields {
+		if _, err := os.ReadFile(mv.path("epoch-0000." + f)); err != nil {
+			assert.Contains(t, err.Error(), "input/output error")
+			bad++
+		}
+	}
+	assert.Positive(t, bad, "a changed value was served")
+	mv.stop()
+
+	// A damaged index (a value's place edited) is EIO too, with or without --verify.
+	raw[at] ^= 0xff
+	require.NoError(t, os.WriteFile(shard, raw, 0o644))
+	require.NoError(t, os.Chtimes(shard, st.ModTime(), st.ModTime()))
+	members := filepath.Join(idx, "fields", "jpg.members")
+	mem, err := os.ReadFile(members)
+	require.NoError(t, err)
+	mem[8] ^= 0x10
+	require.NoError(t, os.WriteFile(members, mem, 0o644))
+	md := mount(t, idx, "--cache-size", "64MiB")
+	_, err = os.ReadFile(md.path("epoch-0000.jpg"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "input/output error")
+	checkSampleEpochs(t, md, []int{0}, []string{"cls"}, wds, 1200)
+}
+
+func TestShardsInPlaceTFRecord(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	tfr := filepath.Join(dir, "tfr")
+	require.NoError(t, os.Mkdir(tfr, 0o755))
+	for _, name := range []string{"a.tfrecord", "b.tfrecord"} {
+		writeTFRecord(t, filepath.Join(tfr, name), 700, "")
+	}
+	want := func(id uint64, _ string) []byte {
+		i := id % 700
+		return bytes.Repeat([]byte(fmt.Sprintf("record %d ", i)), int(1+i%13))
+	}
+	idx := filepath.Join(dir, "idx")
+	out := mustRun(t, "index", "--block-size", "16KiB", tfr, idx)
+	assert.Contains(t, out, "1400 samples of 2 tfrecord shards")
+	// One field: a plain dataset, as pack makes of it (epoch-NNNN, .offsets, .ids).
+	m := mount(t, idx, "--seed", "5")
+	checkSampleEpochs(t, m, []int{0, 1}, nil, want, 1400)
+
+	// A damaged record is refused at index, in one line naming the file and the record, and
+	// nothing is left behind.
+	bad := filepath.Join(dir, "bad")
+	require.NoError(t, os.Mkdir(bad, 0o755))
+	writeTFRecord(t, filepath.Join(bad, "c.tfrecord"), 100, "data")
+	_, errs, code := run(t, "index", filepath.Join(bad, "c.tfrecord"), filepath.Join(dir, "badidx"))
+	assert.NotZero(t, code)
+	assert.Contains(t, errs, "c.tfrecord")
+	assert.Contains(t, errs, "record 50")
+	assert.Equal(t, 1, strings.Count(strings.TrimSpace(errs), "\n")+1, "one line: %q", errs)
+	left, _ := os.ReadDir(dir)
+	for _, e := range left {
+		assert.NotContains(t, e.Name(), "badidx", "index left %s behind", e.Name())
+	}
+}
