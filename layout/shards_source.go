@@ -18,6 +18,9 @@ import (
 const (
 	gapMax = 64 << 10
 	runMax = 8 << 20
+	// vecPieces is the most pieces read through one vector (a piece may take a few entries, a
+	// gap one more; Linux's IOV_MAX is 1024).
+	vecPieces = 256
 	// tablesCost bounds the blocks' places kept decoded (offsets and members: 16 bytes a
 	// record).
 	tablesCost = 16 << 20
@@ -118,25 +121,40 @@ func (s *ShardsSource) assemble(ctx context.Context, b int, pl *places, off int6
 type piece struct{ at, lo, hi int64 }
 
 // readRun reads run's pieces, close together in shard, into their places in bufs (which hold
-// the block's bytes from off): straight into bufs when they are contiguous in the shard too,
-// else one read of the span, copied out.
+// the block's bytes from off) with one read of the shard: each piece straight into its place,
+// the bytes between pieces (tar headers, other fields' values, TFRecord framing; at most gapMax
+// each) into one scratch buffer, read over and dropped; or, for more pieces than one read's
+// vector may hold (tiny values), the whole span into a buffer, the pieces copied out.
 func (s *ShardsSource) readRun(ctx context.Context, shard source.FileID, run []piece, off int64, bufs [][]byte, how source.Read) error {
 	first, last := run[0], run[len(run)-1]
-	span := last.at + last.hi - last.lo - first.at
-	if span == last.hi-first.lo {
-		return s.shards.Fill(ctx, shard, first.at, source.SliceBufs(bufs, first.lo-off, last.hi-off), how)
+	if len(run) > vecPieces {
+		tmp := make([]byte, last.at+last.hi-last.lo-first.at)
+		if err := s.shards.Fill(ctx, shard, first.at, [][]byte{tmp}, how); err != nil {
+			return err
+		}
+		for _, p := range run {
+			src := tmp[p.at-first.at : p.at-first.at+p.hi-p.lo]
+			for _, dst := range source.SliceBufs(bufs, p.lo-off, p.hi-off) {
+				src = src[copy(dst, src):]
+			}
+		}
+		return nil
 	}
-	tmp := make([]byte, span)
-	if err := s.shards.Fill(ctx, shard, first.at, [][]byte{tmp}, how); err != nil {
-		return err
-	}
-	for _, p := range run {
-		src := tmp[p.at-first.at : p.at-first.at+p.hi-p.lo]
-		for _, dst := range source.SliceBufs(bufs, p.lo-off, p.hi-off) {
-			src = src[copy(dst, src):]
+	var iov [][]byte
+	var scratch []byte
+	for i, p := range run {
+		iov = append(iov, source.SliceBufs(bufs, p.lo-off, p.hi-off)...)
+		if i+1 == len(run) {
+			break
+		}
+		if gap := run[i+1].at - (p.at + p.hi - p.lo); gap > 0 {
+			if scratch == nil {
+				scratch = make([]byte, gapMax)
+			}
+			iov = append(iov, scratch[:gap:gap])
 		}
 	}
-	return nil
+	return s.shards.Fill(ctx, shard, first.at, iov, how)
 }
 
 // places returns where block b's values are, read from the index and checked: offsets that

@@ -71,7 +71,7 @@ func Index(ctx context.Context, format Format, source string, shards []Shard, ou
 		os.RemoveAll(tmp)
 		return nil, err
 	}
-	w := &indexWriter{dir: tmp, fill: opt.FillMissing, index: map[string]int{},
+	w := &indexWriter{dir: tmp, fill: opt.FillMissing, index: map[string]int{}, buf: make([]byte, 1<<20),
 		ix: &layout.ShardsIndex{Format: layout.IndexFormat, Version: layout.IndexVersion, Input: string(format), Source: source}}
 	var total int64
 	for _, sh := range shards {
@@ -112,12 +112,14 @@ func (w *indexWriter) run(ctx context.Context, format Format, shards []Shard) er
 		if err != nil {
 			return err
 		}
-		br := bufio.NewReaderSize(r, 1<<20)
+		ahead := newAheadReader(r, 4<<20, 4)
+		br := bufio.NewReaderSize(ahead, 64<<10)
 		if format == TFRecord {
 			err = w.tfrecord(sh, br)
 		} else {
 			err = w.tar(sh, br)
 		}
+		ahead.Close()
 		r.Close()
 		if err != nil {
 			return err
@@ -145,14 +147,14 @@ type indexWriter struct {
 	recs      uint64         // its samples
 	bytes     int64          // its values' bytes, every field's
 	vals      []indexValue   // the sample being read, by field
+	buf       []byte         // values are read through it
 }
 
-// indexValue is one value of a sample: where it is in its shard, its size and CRC32C.
+// indexValue is one value of a sample: where it is in its shard and its size (its bytes are
+// summed into its field's block CRC32C as they are read).
 type indexValue struct {
-	has       bool
-	at, size  int64
-	crc       uint32
-	from, key string // the member that gave it, for messages
+	has      bool
+	at, size int64
 }
 
 // indexField is one field's files and the sums of the open block.
@@ -255,7 +257,6 @@ func (w *indexWriter) endSample(key, shard string) error {
 		if !v.has {
 			v = indexValue{}
 		}
-		f.crc = crc32c.Combine(f.crc, v.crc, v.size)
 		f.bytes += uint64(v.size)
 		f.putOff(f.bytes)
 		f.putMem(uint64(v.at))

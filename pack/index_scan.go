@@ -54,11 +54,10 @@ func (w *indexWriter) tar(sh Shard, br *bufio.Reader) error {
 			return wdsDuplicate(sh.Name, key, field)
 		}
 		at := cr.n
-		crc, err := sumData(tr, h.Size)
-		if err != nil {
+		if _, err := sumData(tr, h.Size, w.buf, &w.fields[j].crc); err != nil {
 			return indexDamaged(sh.Name, last, err)
 		}
-		w.vals[j] = indexValue{has: true, at: at, size: h.Size, crc: crc}
+		w.vals[j] = indexValue{has: true, at: at, size: h.Size}
 	}
 	if in {
 		return w.endSample(key, sh.Name)
@@ -78,16 +77,23 @@ func indexDamaged(shard, last string, err error) error {
 	return fmt.Errorf("%s: %s: %v: the shard is damaged or not a tar file; recreate it or leave it out", shard, where, unwrap(err))
 }
 
-// sumData reads n bytes of r and returns their CRC32C.
-func sumData(r io.Reader, n int64) (uint32, error) {
-	h := crc32c.New()
-	if _, err := io.CopyN(h, r, n); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
+// sumData reads n bytes of r through buf and returns their CRC32C; it sums them into *acc
+// too (a field's block, whose values they continue).
+func sumData(r io.Reader, n int64, buf []byte, acc *uint32) (uint32, error) {
+	crc := uint32(0)
+	for n > 0 {
+		k, err := r.Read(buf[:min(int64(len(buf)), n)])
+		crc = crc32c.Update(crc, buf[:k])
+		*acc = crc32c.Update(*acc, buf[:k])
+		n -= int64(k)
+		if err != nil && n > 0 {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, err
 		}
-		return 0, err
 	}
-	return h.Sum32(), nil
+	return crc, nil
 }
 
 // tfrecord indexes one TFRecord file: each record a sample of field "record", its length's
@@ -119,7 +125,7 @@ func (w *indexWriter) tfrecord(sh Shard, br *bufio.Reader) error {
 		if length > MaxTFRecord {
 			return bad("a length of %d bytes", length)
 		}
-		crc, err := sumData(cr, int64(length))
+		crc, err := sumData(cr, int64(length), w.buf, &w.fields[0].crc)
 		if err != nil {
 			return bad("the file ends early")
 		}
@@ -130,7 +136,7 @@ func (w *indexWriter) tfrecord(sh Shard, br *bufio.Reader) error {
 		if tfrMask(crc) != binary.LittleEndian.Uint32(tail[:]) {
 			return bad("the data's CRC does not match")
 		}
-		w.vals[0] = indexValue{has: true, at: at + tfrHeader, size: int64(length), crc: crc}
+		w.vals[0] = indexValue{has: true, at: at + tfrHeader, size: int64(length)}
 		if err := w.endSample("", sh.Name); err != nil {
 			return err
 		}
