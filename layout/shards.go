@@ -168,6 +168,9 @@ type ShardsBackend struct {
 	Index  func(t source.Table) source.Blocks
 	Shards func(t source.Table) source.Blocks
 	Locate func(rel string) (name string, id source.Identity, err error)
+	// Aligned: Shards reads with O_DIRECT a request whose offset, length and buffer are
+	// page-aligned; long runs of values are then read so (ShardsSource).
+	Aligned bool
 }
 
 // OpenShards opens the index in dir and returns the dataset with fields it describes: its
@@ -248,6 +251,6 @@ func openShardsField(dir string, ix *ShardsIndex, j int, shards []File, be Shard
 		}
 	}
 	d := &Dataset{Dir: dir, Manifest: m, starts: sh.starts, shape: sh}
-	d.src = newShardsSource(d, sh, be.Index(d), be.Shards(d))
+	d.src = newShardsSource(d, sh, be.Index(d), be.Shards(d), be.Aligned)
 	return d, nil
 }

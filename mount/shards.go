@@ -142,7 +142,8 @@ func listRemoteShards(ctx context.Context, src string, s3opt s3.Options) (pack.F
 func shardsBackend(ix *layout.ShardsIndex, s3opt s3.Options) (layout.ShardsBackend, error) {
 	be := layout.ShardsBackend{Index: func(t source.Table) source.Blocks { return local.New(t, false) }}
 	if !s3.IsURL(ix.Source) {
-		be.Shards = be.Index
+		be.Shards = func(t source.Table) source.Blocks { return local.New(t, true) }
+		be.Aligned = true
 		be.Locate = func(rel string) (string, source.Identity, error) {
 			p := filepath.Join(ix.Source, filepath.FromSlash(rel))
 			st, err := os.Lstat(p)
