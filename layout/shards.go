@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/blockfs/blockfs/internal/strictjson"
 	"github.com/blockfs/blockfs/internal/userfile"
@@ -41,12 +42,15 @@ type ShardsIndex struct {
 	Input string `json:"input"`
 	// Source is where the shards are: an absolute directory or an s3:// URL prefix; each
 	// shard's name is relative to it.
-	Source  string         `json:"source"`
-	Records uint64         `json:"records"`
-	Fields  []string       `json:"fields"`
-	Shards  []IndexShard   `json:"shards"`
-	Blocks  []IndexBlock   `json:"blocks"`
-	Extra   map[string]any `json:"extra,omitempty"`
+	Source  string   `json:"source"`
+	Records uint64   `json:"records"`
+	Fields  []string `json:"fields"`
+	// Stored names the fields whose values the index holds (fields/NAME.values), small ones
+	// (a label), read from there rather than from between the shards' other members.
+	Stored []string       `json:"stored,omitempty"`
+	Shards []IndexShard   `json:"shards"`
+	Blocks []IndexBlock   `json:"blocks"`
+	Extra  map[string]any `json:"extra,omitempty"`
 }
 
 // IndexShard is one shard as it was indexed: a regular file or an object, and what identifies
@@ -74,6 +78,7 @@ type IndexBlock struct {
 
 // IndexOffsetsFile and IndexMembersFile are field name's files in an index directory.
 func IndexOffsetsFile(name string) string { return "fields/" + name + ".offsets" }
+func IndexValuesFile(name string) string  { return "fields/" + name + ".values" }
 func IndexMembersFile(name string) string { return "fields/" + name + ".members" }
 
 // IsShardsIndex reports whether dir holds an index of shards served in place.
@@ -127,6 +132,12 @@ func (ix *ShardsIndex) Validate(path string) error {
 			return bad("field %q is not a valid, unique field name", name)
 		}
 		seen[name] = true
+	}
+	for _, name := range ix.Stored {
+		if !seen[name] {
+			return bad("stored field %q is not a field", name)
+		}
+		seen[name] = false
 	}
 	clear(seen)
 	for i, sh := range ix.Shards {
@@ -236,19 +247,25 @@ func openShardsField(dir string, ix *ShardsIndex, j int, shards []File, be Shard
 	}
 	sh.offsets = filepath.Join(dir, filepath.FromSlash(IndexOffsetsFile(name)))
 	sh.members = filepath.Join(dir, filepath.FromSlash(IndexMembersFile(name)))
-	for _, f := range []struct {
+	files := []struct {
 		path string
 		want int64
-	}{{sh.offsets, 8 * int64(ix.Records+uint64(nb))}, {sh.members, 8 * int64(ix.Records)}} {
+		id   *source.Identity
+	}{{sh.offsets, 8 * int64(ix.Records+uint64(nb)), &sh.offsetsID}, {sh.members, 8 * int64(ix.Records), &sh.membersID}}
+	if slices.Contains(ix.Stored, name) {
+		sh.values = filepath.Join(dir, filepath.FromSlash(IndexValuesFile(name)))
+		files = append(files, struct {
+			path string
+			want int64
+			id   *source.Identity
+		}{sh.values, int64(m.Bytes), &sh.valuesID})
+	}
+	for _, f := range files {
 		st, err := os.Stat(f.path)
 		if err != nil || !st.Mode().IsRegular() || st.Size() != f.want {
 			return nil, errorf(ErrCorrupt, dir, -1, "field %q: %s is missing or not %d bytes (a damaged index): make it again with blockfs index", name, f.path, f.want)
 		}
-		if f.path == sh.offsets {
-			sh.offsetsID = FileIdentity(st)
-		} else {
-			sh.membersID = FileIdentity(st)
-		}
+		*f.id = FileIdentity(st)
 	}
 	d := &Dataset{Dir: dir, Manifest: m, starts: sh.starts, shape: sh}
 	d.src = newShardsSource(d, sh, be.Index(d), be.Shards(d), be.Aligned)

@@ -17,6 +17,10 @@ type shardsShape struct {
 	offsets, members string // the index's files of this field
 	offsetsID        source.Identity
 	membersID        source.Identity
+	// values is the index's file of the field's values when it stores them (a small field),
+	// "" when they are read from the shards.
+	values   string
+	valuesID source.Identity
 }
 
 // MembersFile and ShardFile are the FileIDs of block b's members and of shard s in a dataset
@@ -43,6 +47,12 @@ func (s *shardsShape) file(id FileID) (File, bool) {
 	}
 	switch RoleOfFile(id) {
 	case RoleData:
+		if s.values != "" {
+			id := s.valuesID
+			id.CRC32C, id.HasCRC = s.crcs[b], true
+			return File{Extent: source.Extent{Name: s.values, Offset: int64(s.byteStart[b]), Size: int64(s.blockBytes(b)), Ident: id},
+				Role: RoleData, Block: b, CRC32C: s.crcs[b], HasCRC: true}, true
+		}
 		sh := s.shards[s.shardOf[b]]
 		return File{Extent: source.Extent{Name: sh.Name, Size: int64(s.blockBytes(b)), Ident: source.Identity{CRC32C: s.crcs[b], HasCRC: true}},
 			Role: RoleData, Block: b, CRC32C: s.crcs[b], HasCRC: true}, true

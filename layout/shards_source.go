@@ -120,6 +120,12 @@ func (s *ShardsSource) Fill(ctx context.Context, id source.FileID, off int64, bu
 	if f.Role == RoleOffsets {
 		return s.index.Fill(ctx, id, off, bufs, how)
 	}
+	if s.sh.values != "" { // a small field, stored in the index
+		if err := s.index.Fill(ctx, id, off, bufs, how); err != nil {
+			return err
+		}
+		return s.check(f, off, bufs, how)
+	}
 	if n == 0 {
 		return nil
 	}
@@ -130,13 +136,19 @@ func (s *ShardsSource) Fill(ctx context.Context, id source.FileID, off int64, bu
 	if err := s.assemble(ctx, f.Block, pl, off, bufs, how); err != nil {
 		return err
 	}
-	if off == 0 && n == f.Size && !how.CallerChecks {
+	return s.check(f, off, bufs, how)
+}
+
+// check checks a read of a block's whole values, bufs from off of its data file f, against
+// the index's CRC32C.
+func (s *ShardsSource) check(f File, off int64, bufs [][]byte, how source.Read) error {
+	if off == 0 && int64(source.Len(bufs)) == f.Size && !how.CallerChecks {
 		crc := uint32(0)
 		for _, b := range bufs {
 			crc = crc32c.Update(crc, b)
 		}
 		if err := crc32c.Check(crc, f.CRC32C); err != nil {
-			return &source.Error{Op: "check", Name: f.Name, Off: -1, Err: fmt.Errorf("%w (a value of field %q changed in its shard since it was indexed)", err, s.d.Manifest.Extra["field"])}
+			return &source.Error{Op: "check", Name: f.Name, Off: -1, Err: fmt.Errorf("%w (a value of field %q changed since it was indexed)", err, s.d.Manifest.Extra["field"])}
 		}
 	}
 	return nil

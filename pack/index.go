@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -78,6 +79,7 @@ func Index(ctx context.Context, format Format, source string, shards []Shard, ou
 		total += sh.Size
 		w.ix.Shards = append(w.ix.Shards, layout.IndexShard{Name: sh.Name, Size: sh.Size, MtimeNs: sh.MtimeNs, ETag: sh.ETag})
 	}
+	w.storeMax = total / storeShare
 	if w.blockSize = opt.BlockSize; w.blockSize == 0 {
 		w.blockSize = AutoBlockSize(total, 0)
 	}
@@ -139,6 +141,7 @@ type indexWriter struct {
 	dir       string
 	fill      bool
 	blockSize int64
+	storeMax  int64 // a field stored in the index has at most these bytes
 	ix        *layout.ShardsIndex
 	fields    []*indexField
 	index     map[string]int // field name -> position in fields
@@ -167,6 +170,47 @@ type indexField struct {
 	offCRC, memCRC uint32
 	scratch        [8]byte
 	offErr, memErr error
+	// The field's values, kept in the index while they are few (stored; storeMax).
+	valF   *os.File
+	val    *bufio.Writer
+	valErr error
+	total  int64 // the field's bytes so far
+}
+
+// storeShare: a field whose values come to at most 1/storeShare of the shards' bytes is
+// stored in the index (a label, a caption): a reader of it reads the index's few bytes, not one
+// disk request a sample from between the shards' other members.
+const storeShare = 32
+
+// store returns where the field's values are copied while it is stored, nil once it is not.
+func (f *indexField) store() io.Writer {
+	if f.val == nil {
+		return nil
+	}
+	return errWriter{f.val, &f.valErr}
+}
+
+// counted adds a value of n bytes; a field whose values pass max is stored no longer.
+func (f *indexField) counted(n, max int64) {
+	f.total += n
+	if f.val != nil && f.total > max {
+		f.valF.Close()
+		os.Remove(f.valF.Name())
+		f.valF, f.val = nil, nil
+	}
+}
+
+// errWriter writes to w, keeping its first error in *err and taking every write.
+type errWriter struct {
+	w   io.Writer
+	err *error
+}
+
+func (e errWriter) Write(p []byte) (int, error) {
+	if _, err := e.w.Write(p); err != nil && *e.err == nil {
+		*e.err = err
+	}
+	return len(p), nil
 }
 
 func (f *indexField) putOff(v uint64) {
@@ -211,7 +255,12 @@ func (w *indexWriter) field(name, from string) (int, error) {
 		f.offF.Close()
 		return 0, err
 	}
-	f.off, f.mem = bufio.NewWriterSize(f.offF, 1<<20), bufio.NewWriterSize(f.memF, 1<<20)
+	if f.valF, err = os.Create(filepath.Join(w.dir, filepath.FromSlash(layout.IndexValuesFile(name)))); err != nil {
+		f.offF.Close()
+		f.memF.Close()
+		return 0, err
+	}
+	f.off, f.mem, f.val = bufio.NewWriterSize(f.offF, 1<<20), bufio.NewWriterSize(f.memF, 1<<20), bufio.NewWriterSize(f.valF, 1<<20)
 	for b := range w.ix.Blocks { // empty values in the blocks before
 		blk := &w.ix.Blocks[b]
 		f.offCRC, f.memCRC = 0, 0
@@ -258,6 +307,7 @@ func (w *indexWriter) endSample(key, shard string) error {
 			v = indexValue{}
 		}
 		f.bytes += uint64(v.size)
+		f.counted(v.size, w.storeMax)
 		f.putOff(f.bytes)
 		f.putMem(uint64(v.at))
 		w.bytes += v.size
@@ -297,7 +347,12 @@ func (w *indexWriter) endBlock() error {
 // into place at out.
 func (w *indexWriter) finish(out string, force bool) error {
 	for _, f := range w.fields {
-		for _, err := range []error{f.offErr, f.memErr, f.off.Flush(), f.mem.Flush(), f.offF.Close(), f.memF.Close()} {
+		errs := []error{f.offErr, f.memErr, f.off.Flush(), f.mem.Flush(), f.offF.Close(), f.memF.Close()}
+		if f.val != nil {
+			errs = append(errs, f.valErr, f.val.Flush(), f.valF.Close())
+			w.ix.Stored = append(w.ix.Stored, f.name)
+		}
+		for _, err := range errs {
 			if err != nil {
 				return fmt.Errorf("writing the index: %w", unwrap(err))
 			}
@@ -333,5 +388,8 @@ func (w *indexWriter) close() {
 	for _, f := range w.fields {
 		f.offF.Close()
 		f.memF.Close()
+		if f.valF != nil {
+			f.valF.Close()
+		}
 	}
 }

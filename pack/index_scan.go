@@ -54,7 +54,7 @@ func (w *indexWriter) tar(sh Shard, br *bufio.Reader) error {
 			return wdsDuplicate(sh.Name, key, field)
 		}
 		at := cr.n
-		if _, err := sumData(tr, h.Size, w.buf, &w.fields[j].crc); err != nil {
+		if _, err := sumData(tr, h.Size, w.buf, &w.fields[j].crc, w.fields[j].store()); err != nil {
 			return indexDamaged(sh.Name, last, err)
 		}
 		w.vals[j] = indexValue{has: true, at: at, size: h.Size}
@@ -78,13 +78,17 @@ func indexDamaged(shard, last string, err error) error {
 }
 
 // sumData reads n bytes of r through buf and returns their CRC32C; it sums them into *acc
-// too (a field's block, whose values they continue).
-func sumData(r io.Reader, n int64, buf []byte, acc *uint32) (uint32, error) {
+// too (a field's block, whose values they continue), and copies them to to unless it is nil
+// (a field stored in the index).
+func sumData(r io.Reader, n int64, buf []byte, acc *uint32, to io.Writer) (uint32, error) {
 	crc := uint32(0)
 	for n > 0 {
 		k, err := r.Read(buf[:min(int64(len(buf)), n)])
 		crc = crc32c.Update(crc, buf[:k])
 		*acc = crc32c.Update(*acc, buf[:k])
+		if to != nil {
+			to.Write(buf[:k])
+		}
 		n -= int64(k)
 		if err != nil && n > 0 {
 			if errors.Is(err, io.EOF) {
@@ -125,7 +129,7 @@ func (w *indexWriter) tfrecord(sh Shard, br *bufio.Reader) error {
 		if length > MaxTFRecord {
 			return bad("a length of %d bytes", length)
 		}
-		crc, err := sumData(cr, int64(length), w.buf, &w.fields[0].crc)
+		crc, err := sumData(cr, int64(length), w.buf, &w.fields[0].crc, w.fields[0].store())
 		if err != nil {
 			return bad("the file ends early")
 		}

@@ -60,6 +60,11 @@ func TestShardsInPlace(t *testing.T) {
 	idx := filepath.Join(dir, "idx")
 	out := mustRun(t, "index", "--block-size", "64KiB", glob, idx)
 	assert.Contains(t, out, "1200 samples of 3 webdataset shards")
+	// The small fields are stored in the index (a reader of the labels reads the index's
+	// bytes, not a disk request a sample); the images are read from the shards.
+	assert.FileExists(t, filepath.Join(idx, "fields", "cls.values"))
+	assert.FileExists(t, filepath.Join(idx, "fields", "json.values"))
+	assert.NoFileExists(t, filepath.Join(idx, "fields", "jpg.values"))
 	m := mount(t, idx, "--seed", "3", "--cache-size", "64MiB")
 	checkSampleEpochs(t, m, []int{0, 1}, fields, wds, 1200)
 	info := readWhole(t, m.path(".blockfs/info.json"), 1<<20)
