@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/blockfs/blockfs/internal/odirect"
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/pack"
@@ -86,9 +87,19 @@ func listShards(ctx context.Context, src string, s3opt s3.Options) (pack.Format,
 		}
 		rel, _ := filepath.Rel(at, p)
 		shards[i] = pack.Shard{Name: filepath.ToSlash(rel), Size: st.Size(), MtimeNs: st.ModTime().UnixNano(),
-			Open: func(context.Context) (pack.ReadCloser, error) { return os.Open(p) }}
+			Open: func(context.Context) (pack.ReadCloser, error) { return openShard(p) }}
 	}
 	return format, at, shards, nil
+}
+
+// openShard opens a local shard to be read once, whole, with O_DIRECT where the filesystem
+// has it (index reads it in aligned chunks of whole pages: no copy through the kernel's page
+// cache, and none of the shard left in it).
+func openShard(path string) (*os.File, error) {
+	f, _, _, err := odirect.Open(true, func(flags int) (*os.File, error) {
+		return os.OpenFile(path, os.O_RDONLY|flags, 0)
+	})
+	return f, err
 }
 
 // commonDir returns the deepest directory holding every path, absolute.

@@ -3,6 +3,8 @@ package pack
 import (
 	"errors"
 	"io"
+
+	"github.com/blockfs/blockfs/internal/odirect"
 )
 
 // aheadReader reads a stream on a goroutine of its own, up to depth chunks of size bytes ahead
@@ -26,7 +28,7 @@ type aheadChunk struct {
 func newAheadReader(r io.Reader, size, depth int) *aheadReader {
 	a := &aheadReader{ch: make(chan aheadChunk, depth), free: make(chan []byte, depth+1), stop: make(chan struct{})}
 	for range depth + 1 {
-		a.free <- make([]byte, size)
+		a.free <- odirect.AlignedBuf(size) // a file open with O_DIRECT reads into it
 	}
 	go a.fill(r)
 	return a
