@@ -58,7 +58,7 @@ func shardFormat(src string, names []string) (pack.Format, error) {
 // listShards returns the shards at src, sorted by name, their format and the location their
 // names are relative to.
 func listShards(ctx context.Context, src string, s3opt s3.Options) (pack.Format, string, []pack.Shard, error) {
-	if s3.IsURL(src) {
+	if IsRemote(src) {
 		return listRemoteShards(ctx, src, s3opt)
 	}
 	var paths []string
@@ -152,7 +152,7 @@ func listRemoteShards(ctx context.Context, src string, s3opt s3.Options) (pack.F
 // field's, are read soon after) or from the object store.
 func shardsBackend(ix *layout.ShardsIndex, s3opt s3.Options) (layout.ShardsBackend, error) {
 	be := layout.ShardsBackend{Index: func(t source.Table) source.Blocks { return local.New(t, false) }}
-	if !s3.IsURL(ix.Source) {
+	if !IsRemote(ix.Source) {
 		be.Shards = func(t source.Table) source.Blocks { return local.New(t, true) }
 		be.Aligned = true
 		be.Locate = func(rel string) (string, source.Identity, error) {
@@ -222,7 +222,7 @@ func RemoteShards(url string, s3opt s3.Options) bool {
 // directory of the user's cache named by the shards' location.
 func DefaultIndexDir(data string) string {
 	at := data
-	if !s3.IsURL(data) {
+	if !IsRemote(data) {
 		at, _ = filepath.Abs(data)
 	}
 	sum := sha256.Sum256([]byte(at))
@@ -319,7 +319,7 @@ func withFields(opt Options) (*layout.FieldsManifest, *shardsData, error) {
 	if sd.man, sd.dss, err = layout.OpenShards(sd.index, be); err != nil {
 		return nil, nil, err
 	}
-	if sd.kind = Dir; s3.IsURL(ix.Source) {
+	if sd.kind = Dir; IsRemote(ix.Source) {
 		sd.kind = Remote
 	}
 	if len(sd.dss) == 1 {

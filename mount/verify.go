@@ -1,9 +1,11 @@
 package mount
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/local"
 	"github.com/blockfs/blockfs/source/s3"
 )
@@ -15,6 +17,13 @@ import (
 // is returned only when the dataset cannot be read at all.
 func Verify(opt Options, report func(error)) (layout.VerifyResult, error) {
 	data := opt.Data
+	if k := Locate(data).Kind; k == ShardsIndex || k == Shards || k == Remote && RemoteShards(data, opt.S3) {
+		_, sd, err := withFields(opt)
+		if err != nil {
+			return layout.VerifyResult{}, err
+		}
+		return verifyShards(sd, report), nil
+	}
 	switch {
 	case IsRemote(data):
 		man, err := RemoteFields(data, opt.S3)
@@ -55,6 +64,27 @@ func Verify(opt Options, report func(error)) (layout.VerifyResult, error) {
 		})
 	}
 	return local.Verify(data, report)
+}
+
+// verifyShards reads every block of every field of shards in place whole: its places in the
+// index checked against their CRC32Cs, its values read from the shards (or the index) and
+// checked against theirs.
+func verifyShards(sd *shardsData, report func(error)) layout.VerifyResult {
+	var res layout.VerifyResult
+	for i, ds := range sd.dss {
+		src := ds.Source()
+		for b := range ds.Blocks() {
+			res.Blocks++
+			buf := make([]byte, ds.Size(layout.DataFile(b)))
+			if err := src.Fill(context.Background(), layout.DataFile(b), 0, [][]byte{buf}, source.Read{}); err != nil {
+				report(fmt.Errorf("field %q: block %d: %w", sd.man.Fields[i].Name, b, err))
+				res.Problems++
+				continue
+			}
+			res.Bytes += int64(len(buf))
+		}
+	}
+	return res
 }
 
 // openStore opens the object store at url.
