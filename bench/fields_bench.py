@@ -500,24 +500,28 @@ def run_trainer(kind, data, epoch, daemon_pid=0):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-COCO_LOADERS = ("blockfs", "blockfs-256", "inram")
+COCO_LOADERS = ("blockfs", "blockfs-256", "blockfs-inplace", "inram")
 
 
 def part_coco(work, n, runs):
-    """Three loaders, alternating: blockfs over a mount with default flags (its daemon caches the
-    whole dataset), blockfs over a mount with --cache-size 256MiB, and seed 004's in-RAM loader."""
+    """Four loaders, alternating: blockfs over a mount with default flags (its daemon caches the
+    whole dataset), blockfs over a mount with --cache-size 256MiB, blockfs over a mount of the
+    same WebDataset tars in place (default flags; indexed at its first mount), and seed 004's
+    in-RAM loader."""
     d, ds = coco_data(work, n)
     m1, m2 = os.path.join(work, "mnt-fields-coco"), os.path.join(work, "mnt-fields-coco-256")
+    m3, ix = os.path.join(work, "mnt-fields-coco-inplace"), os.path.join(work, "fields-coco-%d-index" % n)
     res = {k: [] for k in COCO_LOADERS}
     Daemon = bench_mod().Daemon
-    with Daemon([BIN, "mount", ds, m1], m1) as d1, Daemon([BIN, "mount", "--cache-size", "256MiB", ds, m2], m2) as d2:
+    with Daemon([BIN, "mount", ds, m1], m1) as d1, Daemon([BIN, "mount", "--cache-size", "256MiB", ds, m2], m2) as d2, \
+            Daemon([BIN, "mount", "--index", ix, os.path.join(d, "shard-*.tar"), m3], m3) as d3:
         # Warm-up: every loader's bytes in memory as far as its memory allows (the image file
         # and the annotations in the page cache; the mounts' blocks in their caches).
         sh("cat %s/images.bin %s/annotations.json > /dev/null" % (d, d))
-        for m in (m1, m2):
+        for m in (m1, m2, m3):
             sh("cat %s/epoch-0000.jpg %s/epoch-0000.json > /dev/null" % (m, m))
         inf = info(m1)
-        where = {"blockfs": (m1, d1.p.pid), "blockfs-256": (m2, d2.p.pid), "inram": (d, 0)}
+        where = {"blockfs": (m1, d1.p.pid), "blockfs-256": (m2, d2.p.pid), "blockfs-inplace": (m3, d3.p.pid), "inram": (d, 0)}
         for r in range(runs):
             order = COCO_LOADERS if r % 2 == 0 else COCO_LOADERS[::-1]
             for kind in order:
@@ -593,6 +597,7 @@ def report(p1, p2, p3, argv):
               "|---|---|---|---|---|---|"]
         names = {"blockfs": "blockfs.torch.Loader(fields=[jpg, json], decode=json.loads), mount with default flags",
                  "blockfs-256": "the same, mount with --cache-size 256MiB",
+                 "blockfs-inplace": "the same, mount of the WebDataset tars in place (default flags)",
                  "inram": "map-style Dataset, annotations in RAM (seed 004)"}
         for kind in COCO_LOADERS:
             rr = p3["runs"][kind]
@@ -610,6 +615,11 @@ def report(p1, p2, p3, argv):
               "256MiB; with the daemon counted: %.3fx, %.3fx." % (
                   b_pss / i_pss, b2_pss / i_pss, b_rate / i_rate, b2_rate / i_rate, d1 / MiB, d2 / MiB,
                   (b_pss + d1) / i_pss, (b2_pss + d2) / i_pss), ""]
+        ip_pss, ip_rate = med("blockfs-inplace", lambda x: x["mid"]["pss"]), med("blockfs-inplace", lambda x: x["rate"])
+        d3 = med("blockfs-inplace", lambda x: x["mid"]["daemon_pss"])
+        L += ["The tars mounted in place: PSS **%.3fx** the in-RAM loader's (daemon %.0f MiB; with it %.3fx), rate "
+              "%.2fx the in-RAM loader's, %.2fx the packed mount's." % (
+                  ip_pss / i_pss, d3 / MiB, (ip_pss + d3) / i_pss, ip_rate / i_rate, ip_rate / b_rate), ""]
         p3["summary"] = (b_pss, i_pss, b_rate, i_rate, d1, b2_pss, b2_rate, d2)
     L += ["Command: `%s`" % " ".join(argv)]
     return "\n".join(L)

@@ -47,10 +47,12 @@ type ShardsIndex struct {
 	Fields  []string `json:"fields"`
 	// Stored names the fields whose values the index holds (fields/NAME.values), small ones
 	// (a label), read from there rather than from between the shards' other members.
-	Stored []string       `json:"stored,omitempty"`
-	Shards []IndexShard   `json:"shards"`
-	Blocks []IndexBlock   `json:"blocks"`
-	Extra  map[string]any `json:"extra,omitempty"`
+	Stored []string `json:"stored,omitempty"`
+	// FillMissing: a sample that lacks a field has an empty value (index --fill-missing).
+	FillMissing bool           `json:"fill_missing,omitempty"`
+	Shards      []IndexShard   `json:"shards"`
+	Blocks      []IndexBlock   `json:"blocks"`
+	Extra       map[string]any `json:"extra,omitempty"`
 }
 
 // IndexShard is one shard as it was indexed: a regular file or an object, and what identifies

@@ -26,14 +26,20 @@ import (
 // would have made of them.
 
 // IndexShards indexes the shards at src (a folder, a quoted glob or an s3:// prefix) into the
-// directory out.
-func IndexShards(ctx context.Context, src, out string, opt pack.IndexOptions, s3opt s3.Options) (*layout.ShardsIndex, error) {
+// directory out, or part's share of them into out/parts/ (part nil: all of them).
+func IndexShards(ctx context.Context, src, out string, part *pack.Part, opt pack.IndexOptions, s3opt s3.Options) (*layout.ShardsIndex, error) {
 	format, at, shards, err := listShards(ctx, src, s3opt)
 	if err != nil {
 		return nil, err
 	}
+	if part != nil {
+		return pack.IndexPart(ctx, format, at, shards, out, *part, opt)
+	}
 	return pack.Index(ctx, format, at, shards, out, opt)
 }
+
+// MergeIndex writes the index at out of its parts (blockfs index --merge).
+func MergeIndex(out string, force bool) (*layout.ShardsIndex, error) { return pack.MergeIndex(out, force) }
 
 // shardExts are the extensions of shards served in place, and their formats.
 var shardExts = map[string]pack.Format{".tar": pack.WebDataset, ".tfrecord": pack.TFRecord, ".tfrecords": pack.TFRecord}
@@ -257,7 +263,7 @@ func indexFor(opt Options) (string, error) {
 		return "", Usagef("%s %s: %v", optname.Flag("index"), dir, err)
 	}
 	log.Printf("blockfs: indexing the shards at %s into %s (once; the shards are not copied)", opt.Data, dir)
-	ix, err := IndexShards(context.Background(), opt.Data, dir, pack.IndexOptions{Force: true}, opt.S3)
+	ix, err := IndexShards(context.Background(), opt.Data, dir, nil, pack.IndexOptions{Force: true}, opt.S3)
 	if err != nil {
 		return "", err
 	}

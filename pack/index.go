@@ -31,6 +31,9 @@ type IndexOptions struct {
 	FillMissing bool
 	// Force replaces an index already at the destination.
 	Force bool
+	// Total is the bytes of all the shards, when these are a part of them (IndexPart): the
+	// block size and the fields stored in the index are chosen from it, as one index would.
+	Total int64
 }
 
 // Shard is one shard to index: its name relative to the index's source ('/'-separated), what
@@ -79,6 +82,10 @@ func Index(ctx context.Context, format Format, source string, shards []Shard, ou
 		total += sh.Size
 		w.ix.Shards = append(w.ix.Shards, layout.IndexShard{Name: sh.Name, Size: sh.Size, MtimeNs: sh.MtimeNs, ETag: sh.ETag})
 	}
+	if opt.Total > 0 {
+		total = opt.Total
+	}
+	w.ix.FillMissing = opt.FillMissing
 	w.storeMax = total / storeShare
 	if w.blockSize = opt.BlockSize; w.blockSize == 0 {
 		w.blockSize = AutoBlockSize(total, 0)

@@ -83,12 +83,31 @@ func TestShardsInPlace(t *testing.T) {
 	b, _ := os.ReadFile(filepath.Join(again, "blockfs-index.json"))
 	require.Equal(t, string(a), string(b), "an index is a function of the shards")
 
+	// An index made in parts (any order, anywhere) and merged is the one index of the shards;
+	// a merge with a part missing is refused, naming it.
+	parted := filepath.Join(dir, "parted")
+	mustRun(t, "index", "--part", "1/3", glob, parted)
+	_, errs, code := run(t, "index", "--merge", parted)
+	assert.NotZero(t, code)
+	assert.Contains(t, errs, "part 0 of 3 is missing")
+	mustRun(t, "index", "--part", "2/3", glob, parted)
+	mustRun(t, "index", "--part", "0/3", glob, parted)
+	out = mustRun(t, "index", "--merge", parted)
+	assert.Contains(t, out, "1200 samples of 3 webdataset shards")
+	c, _ := os.ReadFile(filepath.Join(parted, "blockfs-index.json"))
+	require.Equal(t, string(b), string(c), "an index merged from parts is the one index")
+	for _, f := range []string{"jpg.offsets", "jpg.members", "cls.values", "json.members"} {
+		x, _ := os.ReadFile(filepath.Join(again, "fields", f))
+		y, _ := os.ReadFile(filepath.Join(parted, "fields", f))
+		require.True(t, bytes.Equal(x, y), "%s of the merged index", f)
+	}
+
 	// An index of shards that changed is refused, in one line naming the shard.
 	m.stop()
 	shard := filepath.Join(shards, "shard-0001.tar")
 	later := time.Now().Add(time.Hour)
 	require.NoError(t, os.Chtimes(shard, later, later))
-	_, errs, code := run(t, "mount", idx, filepath.Join(dir, "mnt"))
+	_, errs, code = run(t, "mount", idx, filepath.Join(dir, "mnt"))
 	assert.NotZero(t, code)
 	assert.Contains(t, errs, "shard-0001.tar")
 	assert.Contains(t, errs, "blockfs index")

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/mount"
 	"github.com/blockfs/blockfs/pack"
 )
@@ -14,39 +15,57 @@ func newIndex() *cobra.Command {
 	var (
 		s3f       s3Flags
 		blockSize string
+		part      string
+		merge     bool
 		opt       pack.IndexOptions
 	)
 	c := &cobra.Command{
-		Use:   "index SHARDS OUT",
+		Use:   "index [--part I/N] SHARDS OUT | index --merge OUT",
 		Short: "Index WebDataset or TFRecord shards to serve them in place",
 		Long: `index reads every shard of SHARDS once (a folder, a quoted glob or an s3:// prefix of WebDataset
 .tar shards or TFRecord files), checking tar header checksums and TFRecord CRCs, and writes into the
 directory OUT where each sample's values are. blockfs mount OUT MNT (or blockfs mount SHARDS MNT,
 which indexes on its first mount) then serves the shards as pack would have made of them, samples
-as fields, without copying them. An index is refused once its shards change: index them again.`,
-		Args: exactArgs("SHARDS", "OUT"),
+as fields, without copying them. An index is refused once its shards change: index them again.
+With --part I/N, index part I's share of the shards into OUT/parts/ (anywhere, with no
+coordination); index --merge OUT, once every part is there, writes OUT's index of them all.`,
+		Args: func(c *cobra.Command, args []string) error {
+			if merge {
+				return exactArgs("OUT")(c, args)
+			}
+			return exactArgs("SHARDS", "OUT")(c, args)
+		},
 		RunE: func(c *cobra.Command, args []string) error {
+			if merge {
+				ix, err := mount.MergeIndex(args[0], opt.Force)
+				if err != nil {
+					return err
+				}
+				printIndex(args[0], ix)
+				return nil
+			}
 			so, err := s3f.decode()
 			if err != nil {
 				return err
+			}
+			var p *pack.Part
+			if part != "" {
+				pp, err := pack.ParsePart(part)
+				if err != nil {
+					return err
+				}
+				p = &pp
 			}
 			if blockSize != "" {
 				if opt.BlockSize, err = parseSize("block-size", blockSize); err != nil {
 					return err
 				}
 			}
-			ix, err := mount.IndexShards(context.Background(), args[0], args[1], opt, so.S3)
+			ix, err := mount.IndexShards(context.Background(), args[0], args[1], p, opt, so.S3)
 			if err != nil {
 				return err
 			}
-			var bytes uint64
-			for _, b := range ix.Blocks {
-				for _, n := range b.Bytes {
-					bytes += n
-				}
-			}
-			fmt.Printf("%s: %d samples of %d %s shards, fields %v, %s of values in %d blocks (nothing copied)\n",
-				args[1], ix.Records, len(ix.Shards), ix.Input, ix.Fields, ibytes(bytes), len(ix.Blocks))
+			printIndex(args[1], ix)
 			return nil
 		},
 	}
@@ -54,6 +73,20 @@ as fields, without copying them. An index is refused once its shards change: ind
 	fl.StringVar(&blockSize, "block-size", "", "values (all fields) after which a block ends; a block also ends with its shard (default: as pack chooses)")
 	fl.BoolVar(&opt.FillMissing, "fill-missing", false, "give a sample that lacks a field an empty value (as pack)")
 	fl.BoolVar(&opt.Force, "force", false, "replace an index already at OUT")
+	fl.StringVar(&part, "part", "", "index part I of N (0 <= I < N) of the shards into OUT/parts/ (index --merge OUT once all are there)")
+	fl.BoolVar(&merge, "merge", false, "write OUT's index of its parts (OUT/parts/part-I-of-N, every I)")
 	s3f.register(fl)
 	return c
+}
+
+// printIndex prints what an index (or a part of one) at out holds.
+func printIndex(out string, ix *layout.ShardsIndex) {
+	var bytes uint64
+	for _, b := range ix.Blocks {
+		for _, n := range b.Bytes {
+			bytes += n
+		}
+	}
+	fmt.Printf("%s: %d samples of %d %s shards, fields %v, %s of values in %d blocks (nothing copied)\n",
+		out, ix.Records, len(ix.Shards), ix.Input, ix.Fields, ibytes(bytes), len(ix.Blocks))
 }

@@ -1,0 +1,241 @@
+package pack
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/blockfs/blockfs/internal/crc32c"
+	"github.com/blockfs/blockfs/internal/fsync"
+	"github.com/blockfs/blockfs/internal/optname"
+	"github.com/blockfs/blockfs/layout"
+)
+
+// An index in parts (docs/FORMAT.md, "Shards in place"): blockfs index --part I/N SHARDS OUT
+// indexes part I's share of the shards (Part.Share of them, in their sorted order) into
+// OUT/parts/part-I-of-N, an index of its own; blockfs index --merge OUT, once every part is
+// there, writes OUT's index: the parts' shards and blocks one after another, each field's
+// files concatenated, as one index of all the shards would be.
+
+// IndexPart indexes part p's share of shards into out/parts/part-I-of-N (made again if there).
+func IndexPart(ctx context.Context, format Format, source string, shards []Shard, out string, p Part, opt IndexOptions) (*layout.ShardsIndex, error) {
+	lo, hi := p.Share(len(shards))
+	if lo == hi {
+		return nil, fmt.Errorf("part %d of %d gets none of the %d shards: index in at most %d parts", p.Index, p.Count, len(shards), len(shards))
+	}
+	for _, sh := range shards {
+		opt.Total += sh.Size
+	}
+	if err := os.MkdirAll(filepath.Join(out, PartsDir), 0o755); err != nil {
+		return nil, fmt.Errorf("cannot write %s: %w", out, unwrap(err))
+	}
+	opt.Force = true // a part run again replaces its index
+	return Index(ctx, format, source, shards[lo:hi], filepath.Join(out, PartsDir, p.Name()), opt)
+}
+
+// MergeIndex writes the index at out of its parts (out/parts/part-I-of-N, every I of one N).
+func MergeIndex(out string, force bool) (*layout.ShardsIndex, error) {
+	if layout.IsShardsIndex(out) && !force {
+		return nil, fmt.Errorf("%s holds a merged index already; give %s to merge again", out, optname.Flag("force"))
+	}
+	parts, err := readIndexParts(out)
+	if err != nil {
+		return nil, err
+	}
+	m := &layout.ShardsIndex{Format: layout.IndexFormat, Version: layout.IndexVersion, Input: parts[0].Input,
+		Source: parts[0].Source, FillMissing: parts[0].FillMissing}
+	for i, ix := range parts {
+		if ix.Input != m.Input || ix.Source != m.Source || ix.FillMissing != m.FillMissing {
+			return nil, fmt.Errorf("%s: part %d of %d indexes other shards (%s at %s) than part 0 (%s at %s), or with other options: index every part with the same arguments",
+				out, i, len(parts), ix.Input, ix.Source, m.Input, m.Source)
+		}
+		for _, f := range ix.Fields {
+			if !slices.Contains(m.Fields, f) {
+				m.Fields = append(m.Fields, f)
+			}
+		}
+	}
+	for _, f := range m.Fields {
+		stored := true
+		for i, ix := range parts {
+			if !slices.Contains(ix.Fields, f) && !m.FillMissing {
+				return nil, fmt.Errorf("%s: part %d of %d has no field %q, which other parts have: index with %s to give its samples an empty %s, or fix the data",
+					out, i, len(parts), f, optname.Flag("fill-missing"), f)
+			}
+			stored = stored && slices.Contains(ix.Stored, f)
+		}
+		if stored {
+			m.Stored = append(m.Stored, f)
+		}
+	}
+	return m, writeMerged(out, m, parts)
+}
+
+// readIndexParts reads the part indexes under out/parts, in part order, refusing a missing
+// part or parts of several counts.
+func readIndexParts(out string) ([]*layout.ShardsIndex, error) {
+	ents, err := os.ReadDir(filepath.Join(out, PartsDir))
+	if err != nil {
+		return nil, fmt.Errorf("%s has no parts (%v): run blockfs index %s I/N SHARDS %s for each part first", out, unwrap(err), optname.Flag("part"), out)
+	}
+	n := 0
+	found := map[int]string{}
+	for _, e := range ents {
+		var i, c int
+		if _, err := fmt.Sscanf(e.Name(), "part-%d-of-%d", &i, &c); err != nil || (Part{i, c}).Name() != e.Name() || i >= c {
+			continue
+		}
+		if n != 0 && c != n {
+			return nil, fmt.Errorf("%s: parts of %d and of %d: remove the parts of the other run (%s)", out, n, c, e.Name())
+		}
+		n, found[i] = c, filepath.Join(out, PartsDir, e.Name())
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("%s has no parts: run blockfs index %s I/N SHARDS %s for each part first", out, optname.Flag("part"), out)
+	}
+	parts := make([]*layout.ShardsIndex, n)
+	for i := range n {
+		dir, ok := found[i]
+		if !ok || !layout.IsShardsIndex(dir) {
+			return nil, fmt.Errorf("%s: part %d of %d is missing: run blockfs index %s %d/%d with the same shards", out, i, n, optname.Flag("part"), i, n)
+		}
+		if parts[i], err = layout.ReadShardsIndex(dir); err != nil {
+			return nil, err
+		}
+	}
+	return parts, nil
+}
+
+// writeMerged writes m's files from the parts' into out, the manifest last: each field's
+// offsets, members (and values, for a field every part stores) the parts' one after another;
+// a part without the field (its samples lack it: --fill-missing) gives empty values.
+func writeMerged(out string, m *layout.ShardsIndex, parts []*layout.ShardsIndex) error {
+	tmp, err := os.MkdirTemp(out, ".merge-")
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", out, unwrap(err))
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.Mkdir(filepath.Join(tmp, "fields"), 0o755); err != nil {
+		return err
+	}
+	for _, f := range m.Fields {
+		if err := mergeIndexField(out, tmp, f, slices.Contains(m.Stored, f), parts); err != nil {
+			return err
+		}
+	}
+	for _, ix := range parts {
+		first := len(m.Shards)
+		m.Shards = append(m.Shards, ix.Shards...)
+		m.Records += ix.Records
+		for _, b := range ix.Blocks {
+			nb := layout.IndexBlock{Shard: first + b.Shard, Records: b.Records}
+			for _, f := range m.Fields {
+				if k := slices.Index(ix.Fields, f); k >= 0 {
+					nb.Bytes, nb.CRC32C = append(nb.Bytes, b.Bytes[k]), append(nb.CRC32C, b.CRC32C[k])
+					nb.OffsetsCRC32C = append(nb.OffsetsCRC32C, b.OffsetsCRC32C[k])
+					nb.MembersCRC32C = append(nb.MembersCRC32C, b.MembersCRC32C[k])
+					continue
+				}
+				nb.Bytes, nb.CRC32C = append(nb.Bytes, 0), append(nb.CRC32C, 0)
+				nb.OffsetsCRC32C = append(nb.OffsetsCRC32C, zerosCRC(8*(b.Records+1)))
+				nb.MembersCRC32C = append(nb.MembersCRC32C, zerosCRC(8*b.Records))
+			}
+			if len(m.Blocks) == layout.MaxBlocks {
+				return fmt.Errorf("%s: the parts make more than %d blocks: index with a larger %s", out, layout.MaxBlocks, optname.Flag("block-size"))
+			}
+			m.Blocks = append(m.Blocks, nb)
+		}
+	}
+	if err := m.Validate(out); err != nil {
+		return err
+	}
+	raw, err := json.MarshalIndent(m, "", " ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, layout.IndexName), append(raw, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := fsync.FS(tmp); err != nil {
+		return err
+	}
+	os.Remove(filepath.Join(out, layout.IndexName)) // the old manifest first: never one over new files
+	if err := os.RemoveAll(filepath.Join(out, "fields")); err != nil {
+		return err
+	}
+	if err := os.Rename(filepath.Join(tmp, "fields"), filepath.Join(out, "fields")); err != nil {
+		return err
+	}
+	if err := os.Rename(filepath.Join(tmp, layout.IndexName), filepath.Join(out, layout.IndexName)); err != nil {
+		return err
+	}
+	return fsync.Dir(out)
+}
+
+// mergeIndexField writes field f's files in tmp from the parts' under out.
+func mergeIndexField(out, tmp, f string, stored bool, parts []*layout.ShardsIndex) error {
+	kinds := []func(string) string{layout.IndexOffsetsFile, layout.IndexMembersFile}
+	if stored {
+		kinds = append(kinds, layout.IndexValuesFile)
+	}
+	for _, kind := range kinds {
+		dst, err := os.Create(filepath.Join(tmp, filepath.FromSlash(kind(f))))
+		if err != nil {
+			return err
+		}
+		for i, ix := range parts {
+			if slices.Contains(ix.Fields, f) {
+				err = copyFileTo(dst, filepath.Join(out, PartsDir, Part{i, len(parts)}.Name(), filepath.FromSlash(kind(f))))
+			} else { // empty values: zero offsets (records + blocks) and starts (records)
+				n := 8 * int64(ix.Records)
+				if layout.IndexOffsetsFile(f) == kind(f) {
+					n += 8 * int64(len(ix.Blocks))
+				}
+				_, err = io.CopyN(dst, zeroReader{}, n)
+			}
+			if err != nil {
+				dst.Close()
+				return fmt.Errorf("merging %s: %w", kind(f), unwrap(err))
+			}
+		}
+		if err := dst.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyFileTo appends the file at path to dst.
+func copyFileTo(dst *os.File, path string) error {
+	src, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	_, err = io.Copy(dst, src)
+	return err
+}
+
+// zeroReader reads zeros.
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// zerosCRC returns the CRC32C of n zero bytes.
+func zerosCRC(n uint64) uint32 {
+	var buf [4096]byte
+	crc := uint32(0)
+	for n > 0 {
+		k := min(n, uint64(len(buf)))
+		crc = crc32c.Update(crc, buf[:k])
+		n -= k
+	}
+	return crc
+}
