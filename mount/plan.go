@@ -107,6 +107,16 @@ func openSource(opt Options) (*Plan, error) {
 		return nil, Usagef("%s is a mixture file; a mixture's sources are datasets, not mixtures", opt.Data)
 	case FieldsDir:
 		return nil, Usagef("%s is a dataset with fields; a mixture of datasets with fields is not served yet: mix one of its fields (%s/fields/NAME)", opt.Data, opt.Data)
+	case ShardsIndex, Shards:
+		// Shards in place of one field (TFRecord files) are one plain dataset.
+		man, sd, err := withFields(opt)
+		if err != nil {
+			return nil, err
+		}
+		if man != nil {
+			return nil, Usagef("%s are shards with fields (%d); a mixture of datasets with fields is not served yet: pack the shards, and mix one of the fields", opt.Data, len(man.Fields))
+		}
+		return sd.plain(opt)
 	}
 	if p.loc.Kind == Remote {
 		// Defaults filled in once, for the readahead and the workers below and for s3.Open.

@@ -171,6 +171,22 @@ func TestShardsInPlaceTFRecord(t *testing.T) {
 	m := mount(t, idx, "--seed", "5")
 	checkSampleEpochs(t, m, []int{0, 1}, nil, want, 1400)
 
+	// A source of a mixture: the TFRecord files in place (one field, a plain dataset) beside
+	// the same files packed, each record's bytes its own.
+	packed := filepath.Join(dir, "packed")
+	mustRun(t, "pack", "--quiet", tfr, packed)
+	mix := writeMixture(t, dir, "mix.json", fmt.Sprintf(`{"epoch_records": 1400, "sources": [{"data": %q, "weight": 0.5}, {"data": %q, "weight": 0.5}]}`, idx, packed))
+	mm := mount(t, mix)
+	ep := readMixEpoch(t, mm, "", 0)
+	require.Len(t, ep.ids, 1400)
+	count := [2]int{}
+	for k, id := range ep.ids {
+		count[ep.src[k]]++
+		require.Equal(t, want(id, ""), ep.record(k, 0), "mixture record %d (source %d, id %d)", k, ep.src[k], id)
+	}
+	assert.Equal(t, [2]int{700, 700}, count)
+	mm.stop()
+
 	// A damaged record is refused at index, in one line naming the file and the record, and
 	// nothing is left behind.
 	bad := filepath.Join(dir, "bad")
