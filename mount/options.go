@@ -123,7 +123,7 @@ func (o *Options) check(kind Kind) error {
 		return optionErr("disk-cache-size", "%s goes with %s DIR", flag("disk-cache-size"), flag("disk-cache"))
 	case kind != Remote && o.InPlace.Window == 0 && (o.InPlace.Stride > 1 || o.InPlace.Segments != ""):
 		return optionErr("stride", "%s and %s go with %s", flag("stride"), flag("segments"), flag("window"))
-	case o.Nodes.Nodes > 0 && (kind == MixtureFile || kind == FieldsDir || kind == ShardsIndex || kind == Shards || o.Mixture != nil):
+	case o.Nodes.Nodes > 0 && (kind == MixtureFile || kind == FieldsDir || o.Mixture != nil):
 		return optionErr("nodes", "%s is for one dataset; %s is a mixture or a dataset with fields, which are not node-aware yet: mount it whole on each node", flag("nodes"), o.Data)
 	}
 	if o.Metrics != "" {

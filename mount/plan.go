@@ -57,8 +57,8 @@ func New(opt Options) (*Plan, error) {
 	switch {
 	case err != nil:
 		return nil, err
-	case (man != nil || sd != nil) && opt.Nodes.Nodes > 0:
-		return nil, Usagef("%s is for one dataset; %s is a dataset with fields or shards in place, which are not node-aware yet: mount it whole on each node", optname.Flag("nodes"), opt.Data)
+	case man != nil && opt.Nodes.Nodes > 0:
+		return nil, Usagef("%s is for one dataset; %s is a dataset with fields, which is not node-aware yet: mount it whole on each node", optname.Flag("nodes"), opt.Data)
 	case man != nil:
 		return newFields(opt, man, sd)
 	}

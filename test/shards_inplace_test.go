@@ -187,6 +187,25 @@ func TestShardsInPlaceTFRecord(t *testing.T) {
 	assert.Equal(t, [2]int{700, 700}, count)
 	mm.stop()
 
+	// Node-aware: 2 nodes of the files in place, each serving its parts; together every
+	// record once an epoch, each its own bytes.
+	seen := map[uint64]int{}
+	for node := range 2 {
+		mn := mount(t, idx, "--nodes", "2", "--node", fmt.Sprint(node), "--seed", "5")
+		ids := readIDs(t, mn.path("epoch-0001.ids"))
+		vals := fieldValues(t, mn.path("epoch-0001"), 0)
+		require.Len(t, vals, len(ids))
+		for p, id := range ids {
+			seen[id]++
+			require.Equal(t, want(id, ""), vals[p], "node %d position %d", node, p)
+		}
+		mn.stop()
+	}
+	require.Len(t, seen, 1400, "the nodes serve every record")
+	for id, n := range seen {
+		require.Equal(t, 1, n, "record %d served %d times", id, n)
+	}
+
 	// A damaged record is refused at index, in one line naming the file and the record, and
 	// nothing is left behind.
 	bad := filepath.Join(dir, "bad")
