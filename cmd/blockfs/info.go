@@ -89,7 +89,11 @@ func describe(ds *layout.Dataset) string {
 	var b strings.Builder
 	p := func(k, format string, a ...any) { fmt.Fprintf(&b, "%-13s %s\n", k+":", fmt.Sprintf(format, a...)) }
 	p("dataset", "%s", ds.Dir)
-	p("format", "%s version %d", m.Format, m.Version)
+	if in, ok := m.Extra["in_place"].(string); ok && ds.ShardsInPlace() {
+		p("format", "%s shards served in place, through the index %s (blockfs index)", in, ds.Dir)
+	} else {
+		p("format", "%s version %d", m.Format, m.Version)
+	}
 	if ds.Kind() == layout.Fixed {
 		p("records", "%d fixed-size, %s each", ds.Records(), ibytes(uint64(ds.RecordSize())))
 	} else {
