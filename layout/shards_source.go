@@ -34,7 +34,7 @@ const (
 	vecPieces = 256
 	// tablesCost bounds the blocks' places kept decoded (offsets and members: 16 bytes a
 	// record).
-	tablesCost = 16 << 20
+	tablesCost = 4 << 20
 )
 
 // ShardsSource is the source.Blocks of a field of shards in place: its offsets files from the
