@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/blockfs/blockfs/internal/optname"
 )
 
@@ -107,7 +108,83 @@ func newTableReader(format tableFormat, paths, columns []string) (*tableReader, 
 		}
 	}
 	r.out = make([][]byte, len(r.cols))
+	if err := r.fixLists(); err != nil {
+		r.Close()
+		return nil, err
+	}
 	return r, nil
+}
+
+// fixLists makes each top-level list column of numbers whose values in the first batch all
+// have one length L (and no nulls) a fixed field of shape [L] and that dtype: DuckDB writes its
+// fixed-size arrays (FLOAT[8]) as Parquet lists, whose every value then has L elements. It
+// reads the first batch to see (the batch Next then starts with). A later value of another
+// length is refused (checkFixedList).
+func (r *tableReader) fixLists() error {
+	var lists []int
+	for k, c := range r.cols {
+		switch storageType(c.typ).(type) {
+		case *arrow.ListType, *arrow.LargeListType:
+			if len(c.path) == 1 && c.spec.DType != "" {
+				lists = append(lists, k)
+			}
+		}
+	}
+	if len(lists) == 0 {
+		return nil
+	}
+	if err := r.nextBatch(); err != nil {
+		if err == io.EOF {
+			return nil
+		}
+		return err
+	}
+	for _, k := range lists {
+		n, ok := uniformLength(r.leaves[k])
+		_, size, sok := scalarDType(storageType(storageType(r.cols[k].typ).(arrow.ListLikeType).Elem()))
+		if !ok || !sok {
+			continue
+		}
+		spec := &r.cols[k].spec
+		spec.Kind, spec.Shape, spec.RecordSize = FixedField, []int64{n}, n*int64(size)
+		r.fields[k], r.cols[k].fixedList = *spec, n
+	}
+	return nil
+}
+
+// uniformLength returns the one length of every value of a list array without nulls, and
+// false when they differ, one is empty or null, or an element is null.
+func uniformLength(arr arrow.Array) (int64, bool) {
+	if e, ok := arr.(array.ExtensionArray); ok {
+		arr = e.Storage()
+	}
+	a, ok := arr.(interface {
+		arrow.Array
+		ValueOffsets(i int) (int64, int64)
+		ListValues() arrow.Array
+	})
+	if !ok || a.Len() == 0 || a.NullN() > 0 || a.ListValues().NullN() > 0 {
+		return 0, false
+	}
+	lo, hi := a.ValueOffsets(0)
+	n := hi - lo
+	for i := 1; i < a.Len(); i++ {
+		if lo, hi := a.ValueOffsets(i); hi-lo != n {
+			return 0, false
+		}
+	}
+	return n, n > 0
+}
+
+// checkFixedList refuses value v of column k at row (of the current file) when the column is
+// a list packed as a fixed field (fixLists) and v has another length.
+func (r *tableReader) checkFixedList(k int, v []byte, row int64) error {
+	c := r.cols[k]
+	if c.fixedList == 0 || int64(len(v)) == c.spec.RecordSize {
+		return nil
+	}
+	return fmt.Errorf("%s: column %s has %d elements at row %d, where the first rows' lists have %d each, so it was taken for a fixed field of shape [%d] (docs/FORMAT.md, \"How pack reads each format\"); its lists vary: leave the column out with %s, or pack a file whose first rows vary",
+		r.paths[r.file], c.name(), int64(len(v))/(c.spec.RecordSize/c.fixedList), row, c.fixedList, c.fixedList, optname.Flag("columns"))
 }
 
 // checkSameColumns refuses a file (path, with leaves) that cannot continue the first's
@@ -203,6 +280,9 @@ func (r *tableReader) Next() (values [][]byte, err error) {
 			return nil, fmt.Errorf("%s: column %s %v at row %d; fill it or leave the column out with %s",
 				r.paths[r.file], r.cols[k].name(), err, r.fileRow+int64(r.row), optname.Flag("columns"))
 		}
+		if err := r.checkFixedList(k, b, r.fileRow+int64(r.row)); err != nil {
+			return nil, err
+		}
 		r.out[k] = b
 	}
 	r.row++
@@ -252,6 +332,9 @@ func (r *tableReader) NextColumns() (c *Columns, err error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: column %s %v at row %d; fill it or leave the column out with %s",
 					r.paths[r.file], r.cols[k].name(), err, r.fileRow+int64(i), optname.Flag("columns"))
+			}
+			if err := r.checkFixedList(k, v, r.fileRow+int64(i)); err != nil {
+				return nil, err
 			}
 			data = append(data, v...)
 			if variable {

@@ -71,6 +71,9 @@ type tableColumn struct {
 	path []string       // the column's name, then the struct members' down to the leaf
 	typ  arrow.DataType // the leaf's type in the first file
 	spec FieldSpec
+	// fixedList: a list column packed as a fixed field (fixLists), its values this many
+	// elements each; 0 otherwise.
+	fixedList int64
 }
 
 // name is the field's name: path dotted.

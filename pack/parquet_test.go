@@ -97,7 +97,7 @@ var typesFields = []string{
 	"u16 fixed <u2 [] 2", "i32 fixed <i4 [] 4", "u32 fixed <u4 [] 4", "i64 fixed <i8 [] 8",
 	"u64 fixed <u8 [] 8", "f32 fixed <f4 [] 4", "f64 fixed <f8 [] 8", "flag fixed |b1 [] 1",
 	"name variable  [] 0", "data variable  [] 0",
-	"vec variable <f4 [] 0", // DuckDB's FLOAT[3] is a Parquet list
+	"vec fixed <f4 [3] 12", // DuckDB's FLOAT[3], a Parquet list whose every value has 3 elements
 	"toks variable <i4 [] 0", "img.bytes variable  [] 0", "img.path variable  [] 0",
 	"ts fixed <i8 [] 8", "day fixed <i4 [] 4",
 }

@@ -540,12 +540,14 @@ class TableTest(Tmp):
         dst = self.pack("types.parquet", columns, *args)
         with open(os.path.join(dst, "blockfs-fields.json")) as f:
             own = [fl["name"] for fl in json.load(f)["fields"] if fl.get("blocks") == "own"]
-        self.assertEqual(own, [] if args else ["row", "i32", "flag", "u64"])
+        self.assertEqual(own, [] if args else ["row", "i32", "flag", "vec", "u64"])  # small fixed fields
         with blockfs.Mount(dst, seed=1) as m:
             fs = {f.name: f for f in blockfs.fields(m)}
             self.assertEqual(list(fs), columns)
             self.assertEqual((fs["i32"].kind, fs["i32"].dtype, fs["i32"].shape), ("fixed", np.dtype("<i4"), ()))
-            self.assertEqual((fs["vec"].kind, fs["vec"].dtype), ("variable", np.dtype("<f4")))  # a Parquet list
+            # DuckDB's FLOAT[3]: a Parquet list whose every value has 3 elements, so a fixed field.
+            self.assertEqual((fs["vec"].kind, fs["vec"].dtype, fs["vec"].shape), ("fixed", np.dtype("<f4"), (3,)))
+            self.assertEqual(fs["toks"].kind, "variable")  # lists of 0-5 elements
             self.assertEqual((fs["name"].kind, fs["name"].opaque), ("variable", True))
             if not blockfs.torch._torch_holds(np.dtype("<u8")):
                 with self.assertRaisesRegex(ValueError, "field 'u64' has elements of uint64, of which torch .* has no "
@@ -558,9 +560,8 @@ class TableTest(Tmp):
                 np.testing.assert_array_equal(b["i32"].numpy(), (ids * 7919 % 20001) - 10000)
                 self.assertEqual(b["flag"].dtype, torch.bool)
                 np.testing.assert_array_equal(b["flag"].numpy(), ids % 3 == 0)
-                for i, v in zip(ids.tolist(), b["vec"]):
-                    self.assertEqual(v.dtype, torch.float32)
-                    self.assertEqual(v.tolist(), [i, i + 0.5, -i])
+                self.assertEqual((b["vec"].dtype, tuple(b["vec"].shape)), (torch.float32, (len(ids), 3)))
+                np.testing.assert_array_equal(b["vec"].numpy(), np.stack([ids, ids + 0.5, -ids], axis=1).astype("<f4"))
                 n += len(ids)
             self.assertEqual(n, 5000)
             # decode takes what torch cannot hold: numpy's uint64, 2^64 - 1 - i.
