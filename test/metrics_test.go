@@ -338,6 +338,22 @@ func TestOrderPlot(t *testing.T) {
 	}
 }
 
+// TestOrderPlotMixture: order --stats --plot of a mixture draws how far each batch strays from
+// the sources' shares, beside a uniform shuffle of the same records.
+func TestOrderPlotMixture(t *testing.T) {
+	a, b := packRaw(t, 6000, "16KiB"), packRaw(t, 3000, "16KiB")
+	dir := t.TempDir()
+	mix := writeMixture(t, dir, "mix.json", fmt.Sprintf(`{"epoch_records": 9000, "sources": [{"data": %q, "weight": 2}, {"data": %q, "weight": 1}]}`, a.dir, b.dir))
+	svg := filepath.Join(dir, "mix.svg")
+	out := mustRun(t, "order", mix, "--stats", "--plot", svg)
+	assert.Contains(t, out, "plot: "+svg)
+	assert.Contains(t, out, "largest |count - share| in a batch of 256", "the figures are printed too")
+	text := string(readWhole(t, svg, 1<<20))
+	for _, want := range []string{"sources&#39; shares per batch", "batch of 256 records", "largest |count - share| of a source", "this order", "uniform shuffle"} {
+		assert.Contains(t, text, want, "the SVG's axes and legends")
+	}
+}
+
 func be32(b []byte) uint32 {
 	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 }

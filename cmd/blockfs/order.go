@@ -103,7 +103,7 @@ func runOrder(fl *pflag.FlagSet, f orderFlags, data string) error {
 			if f.ids {
 				return copyMixtureIDs(m.Dir, f.epoch, f.shard)
 			}
-			return runOrderMixture(fl, orderFlags{seed: m.Seed, epoch: f.epoch, shard: f.shard, stats: true}, m.OpenData, m.Sources)
+			return runOrderMixture(fl, orderFlags{seed: m.Seed, epoch: f.epoch, shard: f.shard, stats: true, plot: f.plot}, m.OpenData, m.Sources)
 		}
 		if mount.IsRemote(m.OpenData) {
 			if f.stats {

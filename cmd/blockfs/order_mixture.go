@@ -22,9 +22,6 @@ func runOrderMixture(fl *pflag.FlagSet, f orderFlags, data string, pinned []sour
 	if f.labels != "" {
 		return usagef("--labels: %s is a mixture, whose records' ids are their sources'; run order --stats --labels on a source", data)
 	}
-	if f.plot != "" {
-		return usagef("--plot: %s is a mixture; run order --stats --plot on one of its sources", data)
-	}
 	spec, err := mixtureOptions(fl, data, "")
 	if err != nil {
 		return err
@@ -138,6 +135,12 @@ func printMixtureStats(d *mount.Data, spec *mount.Mixture, f orderFlags, srcs []
 		fmt.Printf("%-48s %12.3f %16.3f\n", fmt.Sprintf("largest |count - share| in a batch of %d", b), a.worst, ua.worst)
 		fmt.Printf("%-48s %12.3f %16.3f\n", fmt.Sprintf("mean |count - share| per source, batch of %d", b), a.mean, ua.mean)
 	}
+	if f.plot != "" {
+		if err := plotMixture(f.plot, fmt.Sprintf("sources' shares per batch: %s", desc), shareSeries(col, share, plotBatch), shareSeries(uni, share, plotBatch)); err != nil {
+			return err
+		}
+		fmt.Printf("plot: %s\n", f.plot)
+	}
 	for i := range ns {
 		ds, opt := d.Source(i)
 		opt.Epoch = me.DrawOf(i, 0).Pass
@@ -217,4 +220,17 @@ func describeMixture(fl *pflag.FlagSet, data string) error {
 		fmt.Print(describe(ds))
 	}
 	return nil
+}
+
+// plotBatch is the batch size of --plot's per-batch panels.
+const plotBatch = 256
+
+// shareSeries returns, for each batch of b consecutive records of col, the largest
+// |count - share x b| over the sources: how far the batch strays from the mixture's shares.
+func shareSeries(col []uint16, share []float64, b int) []float64 {
+	var out []float64
+	for lo := 0; lo+b <= len(col); lo += b {
+		out = append(out, batchShareError(col[lo:lo+b], share, b).worst)
+	}
+	return out
 }

@@ -25,9 +25,6 @@ import (
 // records, with gonum/plot (the Gonum project's plotting library): blocks per batch, label
 // balance per batch (with --labels), and where each record of the epoch lands in the next.
 
-// plotBatch is the batch size the per-batch panels use.
-const plotBatch = 256
-
 // plotPoints bounds the records the epoch-to-epoch panels draw.
 const plotPoints = 4000
 
@@ -77,6 +74,16 @@ func plotOrder(path, title string, cur, next, uni, uni2 shuffle.Sample, labels [
 		panels = append(panels, p)
 	}
 	return savePanels(path, panels)
+}
+
+// plotMixture writes the plot of a mixture's epoch to path: per batch, how far its sources'
+// counts stray from their shares, beside a uniform shuffle of the same records.
+func plotMixture(path, title string, ours, uniform []float64) error {
+	p, err := seriesPlot(title, fmt.Sprintf("batch of %d records", plotBatch), "largest |count - share| of a source", ours, uniform)
+	if err != nil {
+		return err
+	}
+	return savePanels(path, []*plot.Plot{p})
 }
 
 // seriesPlot draws a per-batch series of this order and of a uniform shuffle.

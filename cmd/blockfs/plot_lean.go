@@ -47,3 +47,8 @@ const plotChild = "BLOCKFS_PLOT_CHILD"
 func plotOrder(path, title string, cur, next, uni, uni2 shuffle.Sample, labels []int32) error {
 	return errors.New("--plot is drawn by blockfs-tables")
 }
+
+// plotMixture is never reached in this build: checkPlotPath ran blockfs-tables.
+func plotMixture(path, title string, ours, uniform []float64) error {
+	return errors.New("--plot is drawn by blockfs-tables")
+}
