@@ -29,7 +29,11 @@ what is wrong) and exits 1 if there is any, 0 if the dataset is sound.`,
 				return err
 			}
 			if res.Problems > 0 {
-				return fmt.Errorf("%s: %d problem(s) in %d blocks; re-pack the dataset", args[0], res.Problems, res.Blocks)
+				todo := "re-pack the dataset"
+				if k := mount.Locate(args[0]).Kind; k == mount.ShardsIndex || k == mount.Shards {
+					todo = "restore the shards, or index them again (blockfs index --force)"
+				}
+				return fmt.Errorf("%s: %d problem(s) in %d blocks; %s", args[0], res.Problems, res.Blocks, todo)
 			}
 			fmt.Printf("%s: ok: %d blocks, %s checked\n", args[0], res.Blocks, ibytes(uint64(res.Bytes)))
 			return nil
