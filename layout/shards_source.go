@@ -105,6 +105,9 @@ func newShardsSource(d *Dataset, sh *shardsShape, index, shards source.Blocks, a
 	return &ShardsSource{d: d, sh: sh, index: index, shards: shards, aligned: aligned, tables: lru.New[int, *places](tablesCost, 2)}
 }
 
+// Shards returns the source the shards are read from (the backend's: its counters).
+func (s *ShardsSource) Shards() source.Blocks { return s.shards }
+
 // Size implements source.Blocks.
 func (s *ShardsSource) Size(id source.FileID) int64 { return s.d.Size(id) }
 

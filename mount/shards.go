@@ -183,7 +183,15 @@ func shardsBackend(ix *layout.ShardsIndex, s3opt s3.Options) (layout.ShardsBacke
 	if err != nil {
 		return be, Usagef("%v", err)
 	}
-	be.Shards = func(t source.Table) source.Blocks { return s3.NewBlocks(st, t) }
+	be.Shards = func(t source.Table) source.Blocks {
+		// A store of its own for each field, as each field of a packed dataset has: its
+		// requests, and its counters in stats.json, are the field's.
+		own, err := s3.Open(ix.Source, s3opt)
+		if err != nil {
+			own = st // the options were checked by the first Open: not reached
+		}
+		return s3.NewBlocks(own, t)
+	}
 	be.Locate = st.Stat
 	return be, nil
 }

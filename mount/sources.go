@@ -29,6 +29,11 @@ func (p *Plan) openSources() (*stack, error) {
 	switch {
 	case p.ds.ShardsInPlace():
 		s.src = p.ds.Source() // the shards, read through their index
+		if ss, ok := s.src.(*layout.ShardsSource); ok {
+			if c, ok := ss.Shards().(interface{ Counters() s3.Counters }); ok {
+				s.store = c.Counters // the field's own store (shardsBackend)
+			}
+		}
 	case p.loc.Kind == Remote:
 		s.src = p.ds.Source() // the object store, checked by ETag and CRC32C
 		if c, ok := s.src.(interface{ Counters() s3.Counters }); ok {

@@ -2,6 +2,7 @@ package test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -252,6 +253,15 @@ func TestS3ShardsInPlace(t *testing.T) {
 	assert.Contains(t, out, "900 samples of 3 webdataset shards")
 	m := mount(t, idx, ep, "--seed", "2", "--cache-size", "64MiB")
 	checkSampleEpochs(t, m, []int{0, 1}, fields, wds, 900)
+	// stats.json's "store" counts each field's requests to the store (a store each).
+	var st struct {
+		Store []*struct {
+			Requests uint64 `json:"requests"`
+		} `json:"store"`
+	}
+	require.NoError(t, json.Unmarshal(readWhole(t, m.path(".blockfs/stats.json"), 1<<20), &st))
+	require.Len(t, st.Store, 3)
+	assert.Positive(t, st.Store[0].Requests, "jpg's requests")
 	m.stop()
 	for _, extra := range [][]string{nil, {"--disk-cache", filepath.Join(t.TempDir(), "dc")}} {
 		mi := mount(t, "s3://data/wds", append([]string{ep, "--index", filepath.Join(t.TempDir(), "ix"), "--cache-size", "64MiB"}, extra...)...)
