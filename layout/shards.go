@@ -78,6 +78,11 @@ type IndexBlock struct {
 	MembersCRC32C []uint32 `json:"members_crc32c"`
 }
 
+// minSampleBytes is the least a sample takes of a shard: a TFRecord record's framing (a tar
+// member's header is 512 bytes). A block of more samples than its shard's size allows is
+// refused, so that no count in the index can overflow what it sizes.
+const minSampleBytes = 16
+
 // IndexOffsetsFile and IndexMembersFile are field name's files in an index directory.
 func IndexOffsetsFile(name string) string { return "fields/" + name + ".offsets" }
 func IndexValuesFile(name string) string  { return "fields/" + name + ".values" }
@@ -152,6 +157,7 @@ func (ix *ShardsIndex) Validate(path string) error {
 	bytes := make([]uint64, len(ix.Fields))
 	for i, b := range ix.Blocks {
 		if b.Shard < 0 || b.Shard >= len(ix.Shards) || (i > 0 && b.Shard < ix.Blocks[i-1].Shard) || b.Records == 0 ||
+			b.Records > uint64(ix.Shards[b.Shard].Size)/minSampleBytes ||
 			len(b.Bytes) != len(ix.Fields) || len(b.CRC32C) != len(ix.Fields) ||
 			len(b.OffsetsCRC32C) != len(ix.Fields) || len(b.MembersCRC32C) != len(ix.Fields) {
 			return bad("block %d is not a run of samples of one shard, in shard order", i)

@@ -169,16 +169,20 @@ func (s *ShardsSource) assemble(ctx context.Context, b int, pl *places, off int6
 		if lo >= hi {
 			continue
 		}
-		p := piece{at: int64(pl.starts[k]) + lo - int64(pl.offsets[k]), lo: lo, hi: hi}
-		if n := len(runs); n > 0 {
-			run := runs[n-1]
-			last := run[len(run)-1]
-			if gap := p.at - (last.at + last.hi - last.lo); gap >= 0 && gap <= gapMax && p.at+p.hi-p.lo-run[0].at <= runMax {
-				runs[n-1] = append(run, p)
-				continue
+		at := int64(pl.starts[k]) + lo - int64(pl.offsets[k])
+		for lo < hi { // a value longer than a run is read in runs of its own
+			p := piece{at: at, lo: lo, hi: min(hi, lo+runMax)}
+			at, lo = at+p.hi-p.lo, p.hi
+			if n := len(runs); n > 0 {
+				run := runs[n-1]
+				last := run[len(run)-1]
+				if gap := p.at - (last.at + last.hi - last.lo); gap >= 0 && gap <= gapMax && p.at+p.hi-p.lo-run[0].at <= runMax {
+					runs[n-1] = append(run, p)
+					continue
+				}
 			}
+			runs = append(runs, []piece{p})
 		}
-		runs = append(runs, []piece{p})
 	}
 	if len(runs) == 1 {
 		return s.readRun(ctx, shard, size, runs[0], off, bufs, how)

@@ -85,10 +85,27 @@ func listShards(ctx context.Context, src string, s3opt s3.Options) (pack.Format,
 	if err != nil {
 		return "", "", nil, Usagef("%v", err)
 	}
-	at := commonDir(paths)
-	shards := make([]pack.Shard, len(paths))
-	for i, p := range paths {
-		p, _ = filepath.Abs(p)
+	// The files themselves, not links to them (a glob of a cache's snapshot of links): the
+	// mount reads a shard by its path and never through a link.
+	var real []string
+	for _, p := range paths {
+		abs, err := filepath.Abs(p)
+		if err == nil {
+			abs, err = filepath.EvalSymlinks(abs)
+		}
+		if err != nil {
+			return "", "", nil, fmt.Errorf("cannot read the shard %s: %w", p, err)
+		}
+		if st, err := os.Stat(abs); err == nil && st.Size() > 0 { // an empty file holds no sample
+			real = append(real, abs)
+		}
+	}
+	if len(real) == 0 {
+		return "", "", nil, Usagef("%s holds no shards with data", src)
+	}
+	at := commonDir(real)
+	shards := make([]pack.Shard, len(real))
+	for i, p := range real {
 		st, err := os.Stat(p)
 		if err != nil {
 			return "", "", nil, err
@@ -134,7 +151,7 @@ func listRemoteShards(ctx context.Context, src string, s3opt s3.Options) (pack.F
 	}
 	var names []string
 	for rel := range objs {
-		if _, ok := shardExts[strings.ToLower(filepath.Ext(rel))]; ok && !strings.HasPrefix(filepath.Base(rel), ".") {
+		if _, ok := shardExts[strings.ToLower(filepath.Ext(rel))]; ok && !strings.HasPrefix(filepath.Base(rel), ".") && objs[rel] > 0 {
 			names = append(names, rel)
 		}
 	}
@@ -256,8 +273,16 @@ func indexFor(opt Options) (string, error) {
 	if dir == "" {
 		dir = DefaultIndexDir(opt.Data)
 	}
+	ctx := context.Background()
+	format, at, shards, err := listShards(ctx, opt.Data, opt.S3)
+	if err != nil {
+		return "", err
+	}
 	if layout.IsShardsIndex(dir) {
 		ix, err := layout.ReadShardsIndex(dir)
+		if err == nil && !sameShards(ix, at, shards) {
+			err = fmt.Errorf("it indexes %d shards at %s, not the %d shards at %s", len(ix.Shards), ix.Source, len(shards), at)
+		}
 		if err == nil {
 			var be layout.ShardsBackend
 			if be, err = shardsBackend(ix, opt.S3); err == nil {
@@ -273,12 +298,26 @@ func indexFor(opt Options) (string, error) {
 		return "", Usagef("%s %s: %v", optname.Flag("index"), dir, err)
 	}
 	log.Printf("blockfs: indexing the shards at %s into %s (once; the shards are not copied)", opt.Data, dir)
-	ix, err := IndexShards(context.Background(), opt.Data, dir, nil, pack.IndexOptions{Force: true}, opt.S3)
+	ix, err := pack.Index(ctx, format, at, shards, dir, pack.IndexOptions{Force: true})
 	if err != nil {
 		return "", err
 	}
 	log.Printf("blockfs: indexed %d samples of %d shards in %d blocks", ix.Records, len(ix.Shards), len(ix.Blocks))
 	return dir, nil
+}
+
+// sameShards reports whether ix indexes the shards listed (at, shards): the same location and
+// names, in order (what each shard is now, OpenShards checks).
+func sameShards(ix *layout.ShardsIndex, at string, shards []pack.Shard) bool {
+	if ix.Source != at || len(ix.Shards) != len(shards) {
+		return false
+	}
+	for i, sh := range shards {
+		if ix.Shards[i].Name != sh.Name {
+			return false
+		}
+	}
+	return true
 }
 
 // shardsData is shards in place, opened: their index directory, its fields manifest, a

@@ -96,6 +96,7 @@ func Index(ctx context.Context, format Format, source string, shards []Shard, ou
 		return nil, err
 	}
 	if err := w.finish(out, opt.Force); err != nil {
+		w.close()
 		os.RemoveAll(tmp)
 		return nil, err
 	}

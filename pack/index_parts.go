@@ -59,16 +59,31 @@ func MergeIndex(out string, force bool) (*layout.ShardsIndex, error) {
 			}
 		}
 	}
+	var total int64 // the shards' bytes, from which one index chooses the fields it stores
+	for _, ix := range parts {
+		for _, sh := range ix.Shards {
+			total += sh.Size
+		}
+	}
 	for _, f := range m.Fields {
-		stored := true
+		// Stored as one index would store it: its values at most 1/storeShare of the shards'
+		// bytes (each part only saw its own), and every part that has it has its values.
+		stored, bytes := true, uint64(0)
 		for i, ix := range parts {
-			if !slices.Contains(ix.Fields, f) && !m.FillMissing {
+			k := slices.Index(ix.Fields, f)
+			if k < 0 && !m.FillMissing {
 				return nil, fmt.Errorf("%s: part %d of %d has no field %q, which other parts have: index with %s to give its samples an empty %s, or fix the data",
 					out, i, len(parts), f, optname.Flag("fill-missing"), f)
 			}
+			if k < 0 {
+				continue
+			}
 			stored = stored && slices.Contains(ix.Stored, f)
+			for _, b := range ix.Blocks {
+				bytes += b.Bytes[k]
+			}
 		}
-		if stored {
+		if stored && bytes <= uint64(total/storeShare) {
 			m.Stored = append(m.Stored, f)
 		}
 	}
@@ -190,10 +205,13 @@ func mergeIndexField(out, tmp, f string, stored bool, parts []*layout.ShardsInde
 		for i, ix := range parts {
 			if slices.Contains(ix.Fields, f) {
 				err = copyFileTo(dst, filepath.Join(out, PartsDir, Part{i, len(parts)}.Name(), filepath.FromSlash(kind(f))))
-			} else { // empty values: zero offsets (records + blocks) and starts (records)
-				n := 8 * int64(ix.Records)
-				if layout.IndexOffsetsFile(f) == kind(f) {
-					n += 8 * int64(len(ix.Blocks))
+			} else { // empty values: zero offsets (records + blocks), starts (records), no values
+				var n int64
+				switch kind(f) {
+				case layout.IndexOffsetsFile(f):
+					n = 8 * int64(ix.Records+uint64(len(ix.Blocks)))
+				case layout.IndexMembersFile(f):
+					n = 8 * int64(ix.Records)
 				}
 				_, err = io.CopyN(dst, zeroReader{}, n)
 			}

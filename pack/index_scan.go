@@ -57,6 +57,10 @@ func (w *indexWriter) tar(sh Shard, br *bufio.Reader) error {
 		if _, err := sumData(tr, h.Size, w.buf, &w.fields[j].crc, w.fields[j].store()); err != nil {
 			return indexDamaged(sh.Name, last, err)
 		}
+		if cr.n-at != h.Size { // a sparse file: its bytes are not where it says
+			return fmt.Errorf("%s: member %q is a sparse file (%d bytes stored for %d): its value is not one run of the shard, so it cannot be served in place; pack the shards (blockfs pack) instead",
+				sh.Name, h.Name, cr.n-at, h.Size)
+		}
 		w.vals[j] = indexValue{has: true, at: at, size: h.Size}
 	}
 	if in {

@@ -1,10 +1,13 @@
 package test
 
 import (
+	"archive/tar"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -283,4 +286,74 @@ func TestS3ShardsInPlace(t *testing.T) {
 	assert.NotZero(t, code)
 	assert.Contains(t, errs, filepath.Base(paths[1]))
 	assert.Contains(t, errs, "blockfs index")
+}
+
+// TestShardsInPlaceLargeValuesAndLinks: values longer than one read of the shard (a 9 MiB
+// video beside small ones) are served whole; shards reached through symbolic links (a cache's
+// snapshot) are indexed as the files they name; an --index of other shards is made again for
+// these, never served for them.
+func TestShardsInPlaceLargeValuesAndLinks(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	blobs := filepath.Join(dir, "blobs")
+	require.NoError(t, os.Mkdir(blobs, 0o755))
+	script := `
+import io, os, random, sys, tarfile
+random.seed(5)
+out = sys.argv[1]
+for s in range(2):
+    with tarfile.open(os.path.join(out, "blob-%d" % s), "w") as t:
+        for i in range(6):
+            k = s * 6 + i
+            size = 9 << 20 if i == 2 else random.randint(1, 300000)
+            pattern = bytes([(k * 7 + j) % 251 for j in range(1000)])
+            for ext, data in (("mp4", (pattern * (size // 1000 + 1))[:size]), ("cls", b"%d" % k)):
+                ti = tarfile.TarInfo("%04d.%s" % (k, ext))
+                ti.size = len(data)
+                t.addfile(ti, io.BytesIO(data))
+`
+	out, err := exec.Command("/usr/bin/python3", "-c", script, blobs).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	snap := filepath.Join(dir, "snapshot")
+	require.NoError(t, os.Mkdir(snap, 0o755))
+	for s := range 2 {
+		require.NoError(t, os.Symlink(filepath.Join(blobs, fmt.Sprintf("blob-%d", s)), filepath.Join(snap, fmt.Sprintf("train-%d.tar", s))))
+	}
+	want := map[string][][]byte{} // by field, by sample id
+	big := 0
+	for s := range 2 {
+		raw, err := os.ReadFile(filepath.Join(blobs, fmt.Sprintf("blob-%d", s)))
+		require.NoError(t, err)
+		tr := tar.NewReader(bytes.NewReader(raw))
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			require.NoError(t, err)
+			v, err := io.ReadAll(tr)
+			require.NoError(t, err)
+			ext := h.Name[strings.LastIndex(h.Name, ".")+1:]
+			want[ext] = append(want[ext], v)
+			big = max(big, len(v))
+		}
+	}
+	require.Equal(t, 9<<20, big, "a value of 9 MiB")
+	idx := filepath.Join(dir, "idx")
+	m := mount(t, filepath.Join(snap, "*.tar"), "--index", idx, "--cache-size", "128MiB")
+	checkSampleEpochs(t, m, []int{0}, []string{"mp4", "cls"}, func(id uint64, f string) []byte { return want[f][id] }, 12)
+	m.stop()
+	raw, err := os.ReadFile(filepath.Join(idx, "blockfs-index.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), `"source": "`+blobs+`"`, "the files the links name")
+	// verify reads each block whole: the 9 MiB value in one read.
+	assert.Contains(t, mustRun(t, "verify", idx), "ok:")
+
+	// The same --index for other shards (one of them): indexed again, these served.
+	one := filepath.Join(dir, "one")
+	require.NoError(t, os.Mkdir(one, 0o755))
+	require.NoError(t, os.Symlink(filepath.Join(blobs, "blob-1"), filepath.Join(one, "x.tar")))
+	m = mount(t, filepath.Join(one, "*.tar"), "--index", idx, "--cache-size", "128MiB")
+	checkSampleEpochs(t, m, []int{0}, []string{"mp4", "cls"}, func(id uint64, f string) []byte { return want[f][6+id] }, 6)
+	m.stop()
 }
