@@ -13,6 +13,7 @@ import (
 	"github.com/blockfs/blockfs/internal/crc32c"
 	"github.com/blockfs/blockfs/internal/lru"
 	"github.com/blockfs/blockfs/internal/odirect"
+	"github.com/blockfs/blockfs/internal/parallel"
 	"github.com/blockfs/blockfs/source"
 )
 
@@ -189,35 +190,9 @@ func (s *ShardsSource) assemble(ctx context.Context, b int, pl *places, off int6
 	}
 	// Runs apart in the shard (a small field's values between a large one's) are read at
 	// once, up to runsInFlight, so that their waits overlap.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-		sem   = make(chan struct{}, runsInFlight)
-	)
-	for _, run := range runs {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := s.readRun(ctx, shard, size, run, off, bufs, how); err != nil {
-				once.Do(func() { first = err; cancel() })
-			}
-		}()
-	}
-	wg.Wait()
-	if first == nil {
-		first = ctx.Err()
-	}
-	return first
+	return parallel.Each(ctx, len(runs), runsInFlight, func(ctx context.Context, i int) error {
+		return s.readRun(ctx, shard, size, runs[i], off, bufs, how)
+	})
 }
 
 // piece is bytes [lo, hi) of a block's data file, at in its shard.

@@ -12,6 +12,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/blockfs/blockfs/internal/crc32c"
+	"github.com/blockfs/blockfs/internal/parallel"
 	"github.com/blockfs/blockfs/source"
 )
 
@@ -138,26 +139,12 @@ func (b *Blocks) fetch(ctx context.Context, how source.Read, key string, id sour
 	if len(ps) == 1 {
 		return b.s.getRange(ctx, how, key, id.Tag, ps[0], whole)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-		crcs  = make([]uint32, len(ps))
-	)
-	for i := range ps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			crc, err := b.s.getRange(ctx, how, key, id.Tag, ps[i], whole)
-			if err != nil {
-				once.Do(func() { first = err; cancel() })
-			}
-			crcs[i] = crc
-		}()
-	}
-	wg.Wait()
+	crcs := make([]uint32, len(ps))
+	first := parallel.Each(ctx, len(ps), 0, func(ctx context.Context, i int) error {
+		var err error
+		crcs[i], err = b.s.getRange(ctx, how, key, id.Tag, ps[i], whole)
+		return err
+	})
 	if first != nil || !whole {
 		return 0, first
 	}
