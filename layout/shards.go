@@ -49,10 +49,9 @@ type ShardsIndex struct {
 	// (a label), read from there rather than from between the shards' other members.
 	Stored []string `json:"stored,omitempty"`
 	// FillMissing: a sample that lacks a field has an empty value (index --fill-missing).
-	FillMissing bool           `json:"fill_missing,omitempty"`
-	Shards      []IndexShard   `json:"shards"`
-	Blocks      []IndexBlock   `json:"blocks"`
-	Extra       map[string]any `json:"extra,omitempty"`
+	FillMissing bool         `json:"fill_missing,omitempty"`
+	Shards      []IndexShard `json:"shards"`
+	Blocks      []IndexBlock `json:"blocks"`
 }
 
 // IndexShard is one shard as it was indexed: a regular file or an object, and what identifies
@@ -97,16 +96,11 @@ func IsShardsIndex(dir string) bool {
 // ReadShardsIndex reads and validates the index manifest in dir.
 func ReadShardsIndex(dir string) (*ShardsIndex, error) {
 	path := filepath.Join(dir, IndexName)
-	f, size, err := userfile.Open(path, MaxIndexManifest)
+	raw, err := userfile.ReadFile(path, MaxIndexManifest)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, errorf(ErrFormat, dir, -1, "no %s (not an index of shards: make one with blockfs index SHARDS %s)", IndexName, dir)
 		}
-		return nil, PathError(ErrFormat, path, err)
-	}
-	defer f.Close()
-	raw := make([]byte, size)
-	if _, err := f.ReadAt(raw, 0); err != nil {
 		return nil, PathError(ErrFormat, path, err)
 	}
 	var ix ShardsIndex
@@ -192,15 +186,12 @@ type ShardsBackend struct {
 	Aligned bool
 }
 
-// OpenShards opens the index in dir and returns the dataset with fields it describes: its
-// fields manifest and one dataset per field, each reading through be. Each shard must still
+// OpenShards opens the index ix (ReadShardsIndex of dir) and returns the dataset with fields it
+// describes: its fields manifest and one dataset per field, each reading through be. Each shard must still
 // be what the index says (its size, and its modification time or ETag), and the index's files
 // their sizes: an index made for other bytes is refused.
-func OpenShards(dir string, be ShardsBackend) (*FieldsManifest, []*Dataset, error) {
-	ix, err := ReadShardsIndex(dir)
-	if err != nil {
-		return nil, nil, err
-	}
+func OpenShards(dir string, ix *ShardsIndex, be ShardsBackend) (*FieldsManifest, []*Dataset, error) {
+	var err error
 	shards := make([]File, len(ix.Shards))
 	for i, sh := range ix.Shards {
 		name, id, err := be.Locate(sh.Name)

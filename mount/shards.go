@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"path/filepath"
@@ -112,7 +113,7 @@ func listShards(ctx context.Context, src string, s3opt s3.Options) (pack.Format,
 		}
 		rel, _ := filepath.Rel(at, p)
 		shards[i] = pack.Shard{Name: filepath.ToSlash(rel), Size: st.Size(), MtimeNs: st.ModTime().UnixNano(),
-			Open: func(context.Context) (pack.ReadCloser, error) { return openShard(p) }}
+			Open: func(context.Context) (io.ReadCloser, error) { return openShard(p) }}
 	}
 	return format, at, shards, nil
 }
@@ -167,7 +168,7 @@ func listRemoteShards(ctx context.Context, src string, s3opt s3.Options) (pack.F
 			return "", "", nil, err
 		}
 		shards[i] = pack.Shard{Name: rel, Size: id.Size, ETag: id.Tag,
-			Open: func(ctx context.Context) (pack.ReadCloser, error) { return st.OpenObject(ctx, rel, id.Tag) }}
+			Open: func(ctx context.Context) (io.ReadCloser, error) { return st.OpenObject(ctx, rel, id.Tag) }}
 	}
 	return format, strings.TrimSuffix(src, "/"), shards, nil
 }
@@ -268,7 +269,7 @@ func DefaultIndexDir(data string) string {
 
 // indexFor returns the index directory of a mount of the shards at opt.Data: opt.Index or the
 // default, made (or made again, when the shards changed) before the mount.
-func indexFor(opt Options) (string, error) {
+func indexFor(opt Options) (*shardsData, error) {
 	dir := opt.Index
 	if dir == "" {
 		dir = DefaultIndexDir(opt.Data)
@@ -276,34 +277,48 @@ func indexFor(opt Options) (string, error) {
 	ctx := context.Background()
 	format, at, shards, err := listShards(ctx, opt.Data, opt.S3)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if layout.IsShardsIndex(dir) {
 		ix, err := layout.ReadShardsIndex(dir)
 		if err == nil && !sameShards(ix, at, shards) {
 			err = fmt.Errorf("it indexes %d shards at %s, not the %d shards at %s", len(ix.Shards), ix.Source, len(shards), at)
 		}
+		var sd *shardsData
 		if err == nil {
-			var be layout.ShardsBackend
-			if be, err = shardsBackend(ix, opt.S3); err == nil {
-				_, _, err = layout.OpenShards(dir, be)
+			if sd, err = openShards(dir, ix, opt.S3); err == nil {
+				return sd, nil
 			}
-		}
-		if err == nil {
-			return dir, nil
 		}
 		log.Printf("blockfs: the index in %s is not of these shards as they are now (%v): indexing them again", dir, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return "", Usagef("%s %s: %v", optname.Flag("index"), dir, err)
+		return nil, Usagef("%s %s: %v", optname.Flag("index"), dir, err)
 	}
 	log.Printf("blockfs: indexing the shards at %s into %s (once; the shards are not copied)", opt.Data, dir)
 	ix, err := pack.Index(ctx, format, at, shards, dir, pack.IndexOptions{Force: true})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	log.Printf("blockfs: indexed %d samples of %d shards in %d blocks", ix.Records, len(ix.Shards), len(ix.Blocks))
-	return dir, nil
+	return openShards(dir, ix, opt.S3)
+}
+
+// openShards opens the index ix read from dir: a dataset per field, reading the shards where
+// ix says they are.
+func openShards(dir string, ix *layout.ShardsIndex, s3opt s3.Options) (*shardsData, error) {
+	be, err := shardsBackend(ix, s3opt)
+	if err != nil {
+		return nil, err
+	}
+	sd := &shardsData{index: dir, kind: Dir}
+	if sd.man, sd.dss, err = layout.OpenShards(dir, ix, be); err != nil {
+		return nil, err
+	}
+	if IsRemote(ix.Source) {
+		sd.kind = Remote
+	}
+	return sd, nil
 }
 
 // sameShards reports whether ix indexes the shards listed (at, shards): the same location and
@@ -354,28 +369,23 @@ func withFields(opt Options) (*layout.FieldsManifest, *shardsData, error) {
 	if opt.InPlace.given() {
 		return nil, nil, Usagef("%s are shards served in place: %s do not apply to them", opt.Data, inPlaceFlagList)
 	}
-	sd := &shardsData{index: opt.Data}
-	if loc.Kind != ShardsIndex {
+	var sd *shardsData
+	switch {
+	case loc.Kind != ShardsIndex:
 		var err error
-		if sd.index, err = indexFor(opt); err != nil {
+		if sd, err = indexFor(opt); err != nil {
 			return nil, nil, err
 		}
-	} else if opt.Index != "" {
+	case opt.Index != "":
 		return nil, nil, Usagef("%s %s is an index already: %s is for the shards", opt.Data, opt.Data, optname.Flag("index"))
-	}
-	ix, err := layout.ReadShardsIndex(sd.index)
-	if err != nil {
-		return nil, nil, err
-	}
-	be, err := shardsBackend(ix, opt.S3)
-	if err != nil {
-		return nil, nil, err
-	}
-	if sd.man, sd.dss, err = layout.OpenShards(sd.index, be); err != nil {
-		return nil, nil, err
-	}
-	if sd.kind = Dir; IsRemote(ix.Source) {
-		sd.kind = Remote
+	default:
+		ix, err := layout.ReadShardsIndex(opt.Data)
+		if err != nil {
+			return nil, nil, err
+		}
+		if sd, err = openShards(opt.Data, ix, opt.S3); err != nil {
+			return nil, nil, err
+		}
 	}
 	if len(sd.dss) == 1 {
 		return nil, sd, nil

@@ -43,13 +43,7 @@ type Shard struct {
 	Size    int64
 	MtimeNs int64  // a local file's
 	ETag    string // an object's
-	Open    func(ctx context.Context) (ReadCloser, error)
-}
-
-// ReadCloser is a shard being read.
-type ReadCloser interface {
-	Read(p []byte) (int, error)
-	Close() error
+	Open    func(ctx context.Context) (io.ReadCloser, error)
 }
 
 // Index indexes shards (of format WebDataset or TFRecord) found at source into the directory

@@ -37,7 +37,7 @@ coordination); index --merge OUT, once every part is there, writes OUT's index o
 		},
 		RunE: func(c *cobra.Command, args []string) error {
 			if merge {
-				ix, err := mount.MergeIndex(args[0], opt.Force)
+				ix, err := pack.MergeIndex(args[0], opt.Force)
 				if err != nil {
 					return err
 				}

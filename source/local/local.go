@@ -88,11 +88,6 @@ func (f *Files) fill(e source.Extent, off int64, bufs [][]byte, direct bool) err
 			return &source.Error{Op: "read", Name: e.Name, Off: off, Err: err}
 		}
 	}
-	if n := int64(source.Len(bufs)); n >= willNeedMin {
-		// A large buffered read: ask for all of it at once, as O_DIRECT would, rather than
-		// in the kernel's readahead windows one after another.
-		_ = unix.Fadvise(fd, off, n, unix.FADV_WILLNEED)
-	}
 	if err := preadFull(fd, e.Name, bufs, off); err != nil {
 		return err
 	}
@@ -105,9 +100,6 @@ func (f *Files) fill(e source.Extent, off int64, bufs [][]byte, direct bool) err
 	}
 	return check(fd, e) // rewritten in place while it was read?
 }
-
-// willNeedMin is the size from which a buffered read is announced with FADV_WILLNEED.
-const willNeedMin = 1 << 20
 
 // open opens e's file read-only and checks that it is still the file the dataset opened. It
 // follows no symlink in the last component and never blocks (a FIFO put in the file's place
