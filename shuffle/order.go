@@ -41,12 +41,27 @@ func ParseMode(s string) (Mode, error) {
 // MaxMix bounds Options.Mix; a window's permutation must also fit in uint32 indices.
 const MaxMix = 1 << 16
 
+// The order versions (docs/SHUFFLE.md, "Order versions"). Version 2 permutes a window of more
+// than BijectionFrom records by a keyed bijection computed per position (Bijection), where
+// version 1 held its whole permutation (4 bytes a record); smaller windows, and so most
+// orders, are the same bytes in both.
+const (
+	Version1       = 1
+	Version2       = 2
+	CurrentVersion = Version2
+)
+
+// BijectionFrom is the largest window that version 2 still permutes as version 1 does.
+const BijectionFrom = 1 << 22
+
 // Options select an epoch's order. The zero value is epoch 0 of seed 0 in Full mode with Mix 1.
 type Options struct {
 	Seed  uint64 // default 0
 	Epoch uint64 // default 0
 	Mode  Mode   // default Full
 	Mix   int    // blocks per window in Full mode; 0 means 1
+	// Version is the order version (Version1, Version2); 0 means CurrentVersion.
+	Version int
 }
 
 // Validate checks the options.
@@ -60,7 +75,23 @@ func (o *Options) Validate() error {
 	if o.Mode < Full || o.Mode > None {
 		return fmt.Errorf("unknown shuffle mode %d", int(o.Mode))
 	}
+	if o.Version < 0 || o.Version > CurrentVersion {
+		return fmt.Errorf("order version %d is not one of this blockfs (1 to %d)", o.Version, CurrentVersion)
+	}
 	return nil
+}
+
+// OrderVersion returns the order version the options select (0 is CurrentVersion).
+func (o Options) OrderVersion() int {
+	if o.Version == 0 {
+		return CurrentVersion
+	}
+	return o.Version
+}
+
+// bijective reports whether a Full window of n records is permuted by a Bijection.
+func (o Options) bijective(n uint64) bool {
+	return o.OrderVersion() >= Version2 && n > BijectionFrom
 }
 
 func (o Options) mix() int {
@@ -127,7 +158,7 @@ func NewCached(counts []uint64, opt Options, wc *WindowCache) (*Order, error) {
 	nw := (nb + o.mix - 1) / o.mix
 	o.nw = nw
 	if o.evenBlocks() {
-		if n := o.per * uint64(min(o.mix, nb)); o.opt.Mode == Full && n > math.MaxUint32 {
+		if n := o.per * uint64(min(o.mix, nb)); o.opt.Mode == Full && !opt.bijective(n) && n > math.MaxUint32 {
 			return nil, fmt.Errorf("window 0 holds %d records, more than 2^32-1; lower the mix", n)
 		}
 		return o, nil
@@ -138,7 +169,7 @@ func NewCached(counts []uint64, opt Options, wc *WindowCache) (*Order, error) {
 		for _, b := range o.windowBlocks(w) {
 			n += counts[b]
 		}
-		if o.opt.Mode == Full && n > math.MaxUint32 {
+		if o.opt.Mode == Full && !opt.bijective(n) && n > math.MaxUint32 {
 			return nil, fmt.Errorf("window %d holds %d records, more than 2^32-1; lower the mix", w, n)
 		}
 		o.winStart[w+1] = o.winStart[w] + n
@@ -234,7 +265,12 @@ func (o *Order) buildWindow(w int) *Window {
 		win.prefix[i+1] = win.prefix[i] + o.counts[b]
 	}
 	if o.opt.Mode == Full {
-		win.perm = Permutation(int(win.Count), NewRNG(Derive(o.opt.Seed, DomainWindow, o.opt.Epoch, uint64(w))))
+		key := Derive(o.opt.Seed, DomainWindow, o.opt.Epoch, uint64(w))
+		if o.opt.bijective(win.Count) {
+			win.bij = NewBijection(win.Count, key)
+		} else {
+			win.perm = Permutation(int(win.Count), NewRNG(key))
+		}
 		win.buildBuckets()
 	}
 	return win

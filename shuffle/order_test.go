@@ -200,6 +200,37 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// TestGoldenVersion2 pins order version 2's Bijection: a window of more than BijectionFrom
+// records, at positions computed one by one by docs/examples/shuffle_order.py (record_at), and
+// version 1's Fisher-Yates permutation of the same window, which differs.
+func TestGoldenVersion2(t *testing.T) {
+	counts := []uint64{3_000_000, 2_500_000, 1000}
+	pos := []uint64{0, 1, 2, 3, 4, 5_000_000, 5_499_999, 5_500_000, 5_500_999}
+	want := []uint64{1232110, 90728, 2259777, 3690128, 1251463, 4751336, 2547569, 5500618, 5500083}
+	o, err := New(counts, Options{Seed: 42, Mode: Full, Mix: 2, Version: Version2})
+	require.NoError(t, err)
+	old, err := New(counts, Options{Seed: 42, Mode: Full, Mix: 2, Version: Version1})
+	require.NoError(t, err)
+	start := []uint64{0, 3_000_000, 5_500_000}
+	var same int
+	for i, p := range pos {
+		b, l := o.At(p)
+		assert.Equal(t, want[i], start[b]+l, "position %d", p)
+		if b1, l1 := old.At(p); b1 == b && l1 == l {
+			same++
+		}
+	}
+	assert.Less(t, same, 3, "version 1 permutes the large window otherwise")
+	// The small last window (1000 records) is the same in both versions.
+	for p := uint64(5_500_000); p < 5_501_000; p++ {
+		b, l := o.At(p)
+		b1, l1 := old.At(p)
+		require.Equal(t, [2]uint64{uint64(b), l}, [2]uint64{uint64(b1), l1}, "position %d", p)
+	}
+	assert.Zero(t, Options{}.Version)
+	assert.Equal(t, CurrentVersion, Options{}.OrderVersion())
+}
+
 // goldenIDs were produced by docs/examples/shuffle_order.py, an independent implementation of
 // docs/SHUFFLE.md, and agree with this package.
 var goldenIDs = [][]uint64{

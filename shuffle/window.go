@@ -1,6 +1,7 @@
 package shuffle
 
 import (
+	"math"
 	"math/bits"
 
 	"github.com/blockfs/blockfs/internal/lru"
@@ -9,18 +10,21 @@ import (
 // Window is a run of consecutive blocks of the epoch's block order whose records are
 // permuted together. Immutable.
 //
-// Its compact form is the permutation of its records (4 bytes each, nil when records keep
-// their stored order) and, with several blocks, a table that finds the block of a permuted
-// index in at most a step or two: bucket[v>>shift] is the block holding index v&^(1<<shift-1),
-// and buckets are no wider than the window's smallest block.
+// Its compact form is the permutation of its records: 4 bytes each (perm), or for a window of
+// more than BijectionFrom records in order version 2 a keyed bijection computed per index in
+// O(1) state (bij); neither when records keep their stored order. With several blocks, a
+// table finds the block of a permuted index in a step or two: bucket[v>>shift] is the block
+// holding index v&^(1<<shift-1), and buckets are no wider than the window's second smallest
+// block (a dataset's last block may be a sliver).
 type Window struct {
 	Index  int      // window number in the epoch
 	Start  uint64   // position of its first record in the epoch
 	Count  uint64   // records in the window
 	Blocks []int    // stored block indices, in epoch order
 	prefix []uint64 // prefix[i] = records in Blocks[:i]
-	perm   []uint32 // nil when records keep their stored order
-	bucket []uint32 // see above; nil with one block or no permutation
+	perm   []uint32   // nil when records keep their stored order or bij permutes them
+	bij    *Bijection // nil but for version 2's large windows
+	bucket []uint32   // see above; nil with one block or no permutation
 	shift  uint
 }
 
@@ -32,13 +36,11 @@ func (w *Window) buildBuckets() {
 	if len(w.Blocks) < 2 || w.Count == 0 {
 		return
 	}
-	smallest := w.Count
+	counts := make([]uint64, len(w.Blocks))
 	for k := range w.Blocks {
-		if n := w.prefix[k+1] - w.prefix[k]; n > 0 {
-			smallest = min(smallest, n)
-		}
+		counts[k] = w.prefix[k+1] - w.prefix[k]
 	}
-	w.shift = uint(max(bucketShiftMin, bits.Len64(smallest)-1))
+	w.shift = bucketShift(counts)
 	w.bucket = make([]uint32, (w.Count-1)>>w.shift+1)
 	k := 0
 	for j := range w.bucket {
@@ -47,6 +49,27 @@ func (w *Window) buildBuckets() {
 		}
 		w.bucket[j] = uint32(k)
 	}
+}
+
+// bucketShift returns the block table's shift for a window of blocks with the given record
+// counts: buckets no wider than the second smallest non-empty block, so that a bucket starts
+// in at most one block narrower than itself (a dataset's last block, cut short), and no
+// narrower than 2^bucketShiftMin records.
+func bucketShift(counts []uint64) uint {
+	first, second := uint64(math.MaxUint64), uint64(math.MaxUint64)
+	for _, n := range counts {
+		switch {
+		case n == 0:
+		case n < first:
+			first, second = n, first
+		case n < second:
+			second = n
+		}
+	}
+	if second == math.MaxUint64 {
+		second = first
+	}
+	return uint(max(bucketShiftMin, bits.Len64(second)-1))
 }
 
 // windowOverhead is what a window takes beyond its slices' elements: the struct, its slices'
@@ -68,8 +91,11 @@ func (w *Window) At(i uint64) (block int, local uint64) {
 // Locate returns which of the window's blocks (an index into Blocks) holds its i-th record
 // (i < Count), and the record's index within that block.
 func (w *Window) Locate(i uint64) (k int, local uint64) {
-	if w.perm != nil {
+	switch {
+	case w.perm != nil:
 		i = uint64(w.perm[i])
+	case w.bij != nil:
+		i = w.bij.At(i)
 	}
 	if len(w.Blocks) > 1 {
 		k = w.blockOf(i)
@@ -96,6 +122,18 @@ func (w *Window) blockOf(v uint64) int {
 func (w *Window) LocateRun(i0 uint64, ks []uint32, locals []uint64) {
 	ks = ks[:len(locals)]
 	switch {
+	case w.bij != nil:
+		w.bij.Run(i0, locals)
+		for j, v := range locals {
+			var k int
+			if w.bucket != nil {
+				k = int(w.bucket[v>>w.shift])
+				for w.prefix[k+1] <= v {
+					k++
+				}
+			}
+			ks[j], locals[j] = uint32(k), v-w.prefix[k]
+		}
 	case w.perm == nil && len(w.Blocks) == 1:
 		for j := range locals {
 			ks[j], locals[j] = 0, i0+uint64(j)

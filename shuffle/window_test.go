@@ -77,3 +77,34 @@ func TestWindowBuildCollectsOnlyForPermutations(t *testing.T) {
 	o.Window(0)
 	require.Greater(t, forced(), before)
 }
+
+// TestBijectiveWindow: a window of version 2 over more than BijectionFrom records, with a
+// sliver of a block among large ones, holds every record once, LocateRun agrees with Locate,
+// and its order state is a few hundred bytes, not 4 a record.
+func TestBijectiveWindow(t *testing.T) {
+	counts := []uint64{2_000_000, 7, 1_500_000, 1_200_000}
+	o, err := New(counts, Options{Seed: 3, Epoch: 5, Mode: Full, Mix: 4})
+	require.NoError(t, err)
+	require.Equal(t, 1, o.Windows())
+	w := o.Window(0)
+	require.NotNil(t, w.bij)
+	require.Less(t, w.Bytes(), uint64(4096), "order state of a bijective window")
+	require.LessOrEqual(t, w.Bytes(), MaxWindowBytes(counts, o.Options()))
+	seen := make([]bool, w.Count)
+	start := map[int]uint64{0: 0, 1: 2_000_000, 2: 2_000_007, 3: 3_500_007}
+	ks, locals := make([]uint32, 1000), make([]uint64, 1000)
+	for i0 := uint64(0); i0 < w.Count; i0 += uint64(len(locals)) {
+		n := min(uint64(len(locals)), w.Count-i0)
+		w.LocateRun(i0, ks[:n], locals[:n])
+		for j := range n {
+			k, l := w.Locate(i0 + j)
+			require.Equal(t, k, int(ks[j]))
+			require.Equal(t, l, locals[j])
+			b := w.Blocks[k]
+			require.Less(t, l, counts[b])
+			s := start[b] + l
+			require.False(t, seen[s], "record %d twice", s)
+			seen[s] = true
+		}
+	}
+}

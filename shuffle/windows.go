@@ -80,7 +80,7 @@ func (c *WindowCache) get(o *Order, w int) *Window {
 	b := &build{done: make(chan struct{})}
 	c.building[k] = b
 	c.mu.Unlock()
-	if o.opt.Mode == Full && 4*(o.WindowStart(w+1)-o.WindowStart(w)) >= collectBefore {
+	if n := o.WindowStart(w+1) - o.WindowStart(w); o.opt.Mode == Full && !o.opt.bijective(n) && 4*n >= collectBefore {
 		// Free the windows evicted before this one (if no reader still holds them) before
 		// allocating its permutation, so the heap reuses their memory instead of growing.
 		// Windows of the other modes have no permutation: nothing to make room for.
@@ -95,13 +95,10 @@ func (c *WindowCache) get(o *Order, w int) *Window {
 	return b.win
 }
 
-// PermBytes returns the bytes of order state a window of records records takes (its
-// permutation, 4 bytes a record, plus its block lookup table).
-func PermBytes(records uint64) uint64 { return 4*records + 4*(records>>bucketShiftMin) }
-
 // MaxWindowBytes returns the order state of the largest window of an epoch over blocks with
 // the given record counts (any epoch: a window's size depends on which blocks fall in it, so
-// this bounds it by the mix largest blocks), in Full mode; 0 in the other modes.
+// this bounds it by the mix largest blocks), in Full mode; 0 in the other modes. A permutation
+// takes 4 bytes a record; a bijection nothing; the block table 4 bytes a bucket.
 func MaxWindowBytes(counts []uint64, opt Options) uint64 {
 	if opt.Mode != Full {
 		return 0
@@ -112,5 +109,11 @@ func MaxWindowBytes(counts []uint64, opt Options) uint64 {
 	for _, n := range top[:min(len(top), opt.mix())] {
 		sum += n
 	}
-	return PermBytes(sum)
+	// A window's second smallest block is no smaller than the dataset's.
+	k := uint64(min(len(top), opt.mix()))
+	table := 4*(sum>>bucketShift(counts)+1) + 16*k + 8 + windowOverhead
+	if opt.bijective(sum) {
+		return table
+	}
+	return 4*sum + table
 }
