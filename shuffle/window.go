@@ -17,11 +17,11 @@ import (
 // holding index v&^(1<<shift-1), and buckets are no wider than the window's second smallest
 // block (a dataset's last block may be a sliver).
 type Window struct {
-	Index  int      // window number in the epoch
-	Start  uint64   // position of its first record in the epoch
-	Count  uint64   // records in the window
-	Blocks []int    // stored block indices, in epoch order
-	prefix []uint64 // prefix[i] = records in Blocks[:i]
+	Index  int        // window number in the epoch
+	Start  uint64     // position of its first record in the epoch
+	Count  uint64     // records in the window
+	Blocks []int      // stored block indices, in epoch order
+	prefix []uint64   // prefix[i] = records in Blocks[:i]
 	perm   []uint32   // nil when records keep their stored order or bij permutes them
 	bij    *Bijection // nil but for version 2's large windows
 	bucket []uint32   // see above; nil with one block or no permutation
