@@ -350,7 +350,7 @@ func (m *mixPlan) facts(seed uint64) map[string]any {
 			"kind": string(ds.Kind()), "records": ds.Records(), "bytes": ds.Bytes(), "blocks": ds.Blocks(),
 			"rule": s.Rule.Kind.String(), "value": s.Rule.Text, "records_per_epoch": me.Count(i),
 			"seed": sub.opt.Order.Seed, "shuffle": sub.opt.Order.Mode.String(), "mix": max(1, sub.opt.Order.Mix),
-			"order": sub.order, "memory": sub.mem.Facts(), "readahead": sub.readahead, "verify": sub.opt.Verify,
+			"order_version": sub.opt.Order.OrderVersion(), "order": sub.order, "memory": sub.mem.Facts(), "readahead": sub.readahead, "verify": sub.opt.Verify,
 		}
 		if ds.RecordSize() > 0 {
 			f["record_size"] = ds.RecordSize()

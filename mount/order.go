@@ -22,8 +22,12 @@ import (
 // AutoWindowBytes is the data a window of the automatic --mix spans over data stored in order.
 const AutoWindowBytes = 512 << 20
 
-// autoWindowRecords bounds the records of an automatic window: its permutation takes 4 bytes
-// a record of order state (16 MiB, what 16 MiB blocks of 4-byte records took before).
+// autoWindowRecords bounds the records of an automatic window where its order state grows
+// with them: in order version 1, whose permutation takes 4 bytes a record (16 MiB, what 16 MiB
+// blocks of 4-byte records took before), and for records of variable length in any version
+// (a window's byte layout takes 16 bytes a record). Version 2 permutes the larger windows of
+// fixed-size records in constant state (shuffle.Bijection), so only the memory for the data
+// and AutoWindowBytes bound them.
 const autoWindowRecords = 1 << 22
 
 // QualityBatch is the batch size of the order's quality estimate and warning.
@@ -38,6 +42,9 @@ type OrderChoice struct {
 	Auto    bool   `json:"auto"`     // Mix was chosen (--mix auto), not given
 	InOrder bool   `json:"in_order"` // the records are stored in order (not pre-shuffled)
 	Why     string `json:"why"`
+	// Versions are the order versions that give this order (shuffle.Options.Version): both
+	// where no window is permuted differently and the automatic window is the same.
+	Versions []int `json:"versions"`
 	// Spread is about how many different places (1 MiB stretches of the stored data, or
 	// records where larger) a batch of QualityBatch draws from; Uniform is the same for a
 	// uniform shuffle. Estimates from the block sizes, for the warning and for info.json:
@@ -61,8 +68,7 @@ func ChooseOrder(ds *layout.Dataset, opt shuffle.Options) (shuffle.Options, Orde
 	case !ch.InOrder:
 		opt.Mix, ch.Why = 1, "pack pre-shuffled the records: a window of one block is as varied as a uniform shuffle"
 	default:
-		perBlock := max(1, int64(ds.Records())/int64(max(1, nb)))
-		k := min(int64(nb), max(1, AutoWindowBytes/avg), max(1, autoWindowRecords/perBlock), shuffle.MaxMix)
+		k := int64(autoMix(ds, opt.OrderVersion()))
 		opt.Mix = int(k)
 		if k == int64(nb) {
 			ch.Why = fmt.Sprintf("stored in order: one window of all %d blocks (%s), shuffled as a whole", nb, ibytes(storedBytes(ds)))
@@ -72,7 +78,34 @@ func ChooseOrder(ds *layout.Dataset, opt shuffle.Options) (shuffle.Options, Orde
 	}
 	ch.Mix = max(1, opt.Mix)
 	ch.estimate(ds, opt)
+	ch.Versions = ch.versions(ds, opt, false)
 	return opt, ch
+}
+
+// autoMix returns the automatic window, in blocks, of data stored in order, in order version v.
+func autoMix(ds *layout.Dataset, v int) int {
+	nb := int64(max(1, ds.Blocks()))
+	avg := max(1, storedBytes(ds)/nb)
+	k := min(nb, max(1, AutoWindowBytes/avg), shuffle.MaxMix)
+	if v < shuffle.Version2 || ds.RecordSize() == 0 {
+		perBlock := max(1, int64(ds.Records())/nb)
+		k = min(k, max(1, autoWindowRecords/perBlock))
+	}
+	return int(k)
+}
+
+// versions returns the order versions that give the order opt over ds: the other version
+// too where its automatic window (when the window is automatic and not lowered) is the same
+// and no window holds more than shuffle.BijectionFrom records.
+func (ch *OrderChoice) versions(ds *layout.Dataset, opt shuffle.Options, lowered bool) []int {
+	v := opt.OrderVersion()
+	other := shuffle.Version1 + shuffle.Version2 - v
+	sameMix := !ch.Auto || !ch.InOrder || (!lowered && autoMix(ds, other) == ch.Mix)
+	same := opt.Mode != shuffle.Full || (sameMix && shuffle.MaxWindowRecords(ds.BlockCounts(), opt) <= shuffle.BijectionFrom)
+	if !same {
+		return []int{v}
+	}
+	return []int{shuffle.Version1, shuffle.Version2}
 }
 
 // lower shrinks an automatic window to k blocks to fit the memory, saying so.
@@ -80,6 +113,7 @@ func (ch *OrderChoice) lower(ds *layout.Dataset, opt *shuffle.Options, k int, wh
 	opt.Mix, ch.Mix = k, k
 	ch.Why += fmt.Sprintf("; lowered to %d blocks: %s (give "+flag("mix")+" to have the same order on every node)", k, why)
 	ch.estimate(ds, *opt)
+	ch.Versions = ch.versions(ds, *opt, true)
 }
 
 // estimate sets Spread, Uniform and, for an order far from uniform, Warning.
@@ -102,12 +136,22 @@ func (ch *OrderChoice) estimate(ds *layout.Dataset, opt shuffle.Options) {
 	if ch.Spread < qualityFloor*ch.Uniform {
 		fix := "leave out " + flag("mix") + " and " + flag("block-size") + " for the automatic choice, or raise " + flag("mix")
 		if ch.Auto {
-			fix = "the automatic window is held down by the memory, or by its order state (4 bytes a record: " +
-				"windows over a time series with " + flag("stride") + " 1 have a record per row); raise " + flag("stride") + ", or give " + flag("mix")
+			fix = ch.autoFix(ds, opt)
 		}
 		ch.Warning = fmt.Sprintf("the order is far from uniform: the data is stored in order, and a batch of %d draws from about %.0f places in it (1 MiB stretches), a uniform shuffle from about %.0f; %s",
 			QualityBatch, ch.Spread, ch.Uniform, fix)
 	}
+}
+
+// autoFix says what holds an automatic window down, and what to do.
+func (ch *OrderChoice) autoFix(ds *layout.Dataset, opt shuffle.Options) string {
+	switch {
+	case opt.OrderVersion() < shuffle.Version2 && autoMix(ds, shuffle.Version2) > ch.Mix:
+		return "the automatic window is held down by its order state in order version 1 (4 bytes a record); leave out " + flag("order-version") + " for version 2, which has none"
+	case ds.RecordSize() == 0 && autoMix(ds, opt.OrderVersion()) == ch.Mix:
+		return "the automatic window of records of variable length is held down by its byte layout (16 bytes a record, 2^22 records); give " + flag("mix") + " to widen it where the memory allows"
+	}
+	return "the automatic window is held down by the memory; give more with " + flag("cache-size") + ", or give " + flag("mix")
 }
 
 // storedBytes returns the bytes of stored data an epoch reads: the epoch's bytes, or for

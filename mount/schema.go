@@ -118,6 +118,16 @@ var schema = []Option{
 		}},
 	{Name: "mix", Type: Uint, Default: "auto", Scope: PerSource, Group: GroupOrder, set: setMix,
 		Help: "shuffle records across windows of K consecutive blocks (full only; needs K x block size of cache); auto: 1 on data pack pre-shuffled, else windows of 512 MiB of blocks (the whole data when smaller)"},
+	{Name: "order-version", Type: Enum, Default: strconv.Itoa(shuffle.CurrentVersion), Scope: PerSource, Group: GroupOrder, Choices: []string{"1", "2"},
+		Help: "the order's version (docs/SHUFFLE.md): 2 permutes windows of more than 2^22 records in constant memory, so tiny records are shuffled across 512 MiB windows; 1 is the order of blockfs before it (the same bytes wherever no window is that large)",
+		set: func(o *Options, s string) error {
+			v, err := strconv.Atoi(s)
+			if err != nil || v < shuffle.Version1 || v > shuffle.CurrentVersion {
+				return optionErr("order-version", "%s %q: want 1 or 2", flag("order-version"), s)
+			}
+			o.Order.Version = v
+			return nil
+		}},
 	{Name: "index", Type: Path, Default: "", Scope: PerMount, Group: GroupMount,
 		Help: "shards served in place (a folder, glob or s3:// prefix of .tar or .tfrecord files): keep their index in this directory (made at the first mount, again when the shards change); default: under the user's cache directory",
 		set:  func(o *Options, s string) error { o.Index = s; return nil }},

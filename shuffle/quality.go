@@ -25,10 +25,47 @@ type Quality struct {
 }
 
 // Sample is an epoch order as the quality figures need it: for each position, the record's
-// id and storage block.
+// id and storage block. Pos, when set, are the positions (a sample of stretches of a large
+// epoch, Stretches); nil means IDs[i] is at position i of the range measured.
 type Sample struct {
 	IDs    []uint64
 	Blocks []uint32
+	Pos    []uint64
+}
+
+// Position returns the position of the sample's i-th record.
+func (s Sample) Position(i int) uint64 {
+	if s.Pos != nil {
+		return s.Pos[i]
+	}
+	return uint64(i)
+}
+
+// The sample of a large epoch's quality figures: ranges of up to StatsExact positions are
+// measured whole; larger ones over statsStretches stretches of statsStretch consecutive
+// positions spread evenly over them (2^21 positions: their samples take a few hundred MiB
+// whatever the records, where a whole epoch of 10^9 records would take tens of GiB).
+const (
+	StatsExact     = 1 << 23
+	statsStretch   = 1 << 15 // a multiple of every batch size measured
+	statsStretches = 64
+)
+
+// Stretches returns the positions of [lo, hi) that the quality figures measure, as ranges
+// [a, b): the whole range when it holds at most StatsExact positions, else statsStretches
+// stretches of statsStretch positions starting at multiples of statsStretch from lo, spread
+// evenly from its start to its end.
+func Stretches(lo, hi uint64) [][2]uint64 {
+	if hi-lo <= StatsExact {
+		return [][2]uint64{{lo, hi}}
+	}
+	slots := (hi - lo) / statsStretch // whole stretches in the range
+	out := make([][2]uint64, 0, statsStretches)
+	for j := uint64(0); j < statsStretches; j++ {
+		a := lo + j*(slots-1)/(statsStretches-1)*statsStretch
+		out = append(out, [2]uint64{a, a + statsStretch})
+	}
+	return out
 }
 
 // Measure computes the quality of epoch cur, with next (the following epoch of the same
@@ -38,7 +75,7 @@ func Measure(cur, next, uniform Sample, labels []int32, batchSizes []int) Qualit
 	q := Quality{
 		IDGapEntropy:     normalized(gapEntropy(cur.IDs), gapEntropy(uniform.IDs)),
 		BlockGapEntropy:  normalized(gapEntropy32(cur.Blocks), gapEntropy32(uniform.Blocks)),
-		EpochCorrelation: positionCorrelation(cur.IDs, next.IDs),
+		EpochCorrelation: correlation(cur, next),
 	}
 	var dist map[int32]float64
 	if labels != nil {
@@ -159,6 +196,12 @@ func entropy(h map[int64]float64, n int) float64 {
 // b, over the ids in both (a shard's ids in one epoch and the next are different sets: only
 // those it holds in both count); NaN for fewer than two.
 func positionCorrelation(a, b []uint64) float64 {
+	return correlation(Sample{IDs: a}, Sample{IDs: b})
+}
+
+// correlation is positionCorrelation of two samples, by their records' positions.
+func correlation(sa, sb Sample) float64 {
+	a, b := sa.IDs, sb.IDs
 	if len(a) < 2 || len(b) < 2 {
 		return math.NaN()
 	}
@@ -184,10 +227,10 @@ func positionCorrelation(a, b []uint64) float64 {
 		}
 		posOf = func(id uint64) (int, bool) { p, ok := posB[id]; return p, ok }
 	}
-	var xs, ys []int
+	var xs, ys []uint64
 	for i, id := range a {
 		if p, ok := posOf(id); ok {
-			xs, ys = append(xs, i), append(ys, p)
+			xs, ys = append(xs, sa.Position(i)), append(ys, sb.Position(p))
 		}
 	}
 	if len(xs) < 2 {
@@ -222,6 +265,13 @@ func pearson(n int, xy func(i int) (float64, float64)) float64 {
 		return math.NaN()
 	}
 	return cov / math.Sqrt(vx*vy)
+}
+
+// UniformAt returns a uniform shuffle of n records, as a keyed bijection of their storage
+// indices computed per position: the reference row of a large epoch, whose Fisher-Yates
+// permutation (UniformSample) would take 4 bytes a record.
+func UniformAt(n, seed uint64) func(pos uint64) (storage uint64) {
+	return NewBijection(n, Derive(seed, DomainReference, 0, 1)).At
 }
 
 // UniformSample returns a uniform shuffle of n records with the given storage blocks and ids

@@ -95,6 +95,18 @@ func (c *WindowCache) get(o *Order, w int) *Window {
 	return b.win
 }
 
+// MaxWindowRecords returns the records of the largest window of any epoch over blocks with the
+// given record counts: at most those of the mix largest blocks.
+func MaxWindowRecords(counts []uint64, opt Options) uint64 {
+	top := slices.Clone(counts)
+	slices.SortFunc(top, func(a, b uint64) int { return cmp.Compare(b, a) })
+	var sum uint64
+	for _, n := range top[:min(len(top), opt.mix())] {
+		sum += n
+	}
+	return sum
+}
+
 // MaxWindowBytes returns the order state of the largest window of an epoch over blocks with
 // the given record counts (any epoch: a window's size depends on which blocks fall in it, so
 // this bounds it by the mix largest blocks), in Full mode; 0 in the other modes. A permutation
@@ -103,14 +115,9 @@ func MaxWindowBytes(counts []uint64, opt Options) uint64 {
 	if opt.Mode != Full {
 		return 0
 	}
-	top := slices.Clone(counts)
-	slices.SortFunc(top, func(a, b uint64) int { return cmp.Compare(b, a) })
-	var sum uint64
-	for _, n := range top[:min(len(top), opt.mix())] {
-		sum += n
-	}
+	sum := MaxWindowRecords(counts, opt)
 	// A window's second smallest block is no smaller than the dataset's.
-	k := uint64(min(len(top), opt.mix()))
+	k := uint64(min(len(counts), opt.mix()))
 	table := 4*(sum>>bucketShift(counts)+1) + 16*k + 8 + windowOverhead
 	if opt.bijective(sum) {
 		return table

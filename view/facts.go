@@ -48,6 +48,7 @@ func DatasetFacts(ds *layout.Dataset, opt shuffle.Options) map[string]any {
 		"seed":           opt.Seed,
 		"shuffle":        opt.Mode.String(),
 		"mix":            max(1, opt.Mix),
+		"order_version":  opt.OrderVersion(),
 		"ids":            "uint64 little-endian source index per record (epoch-NNNN.ids)",
 		"ids_dtype":      "<u8",
 		"preshuffled":    man.PreShuffle.Shuffled,

@@ -114,8 +114,8 @@ const waitReady = 60 * time.Second
 // orderOptions checks the order options of mount and order and returns them as shuffle
 // options for epoch (mount.Decode has the rules). --mix auto is Mix 0, which
 // mount.ChooseOrder resolves from the data.
-func orderOptions(seed, epoch uint64, mode string, mix string) (shuffle.Options, error) {
-	o, err := mount.Decode("", "", mount.Values{"seed": strconv.FormatUint(seed, 10), "shuffle": mode, "mix": mix})
+func orderOptions(seed, epoch uint64, mode, mix, version string) (shuffle.Options, error) {
+	o, err := mount.Decode("", "", mount.Values{"seed": strconv.FormatUint(seed, 10), "shuffle": mode, "mix": mix, "order-version": version})
 	o.Order.Epoch = epoch
 	return o.Order, err
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/mount"
+	"github.com/blockfs/blockfs/shuffle"
 )
 
 // mountFacts is what order and info read from a mountpoint's .blockfs/info.json: the data the
@@ -32,18 +33,25 @@ type mountFacts struct {
 	Seed      uint64   `json:"seed"`
 	Shuffle   string   `json:"shuffle"`
 	Mix       int      `json:"mix"`
-	Records   uint64   `json:"records"`
-	Mixture   any      `json:"mixture"` // set for a mixture's mount
+	// OrderVersion is 0 in the info.json of a blockfs from before order versions: version 1.
+	OrderVersion int    `json:"order_version"`
+	Records      uint64 `json:"records"`
+	Mixture      any    `json:"mixture"` // set for a mixture's mount
 	// Sources are a mixture's sources' orders as the mount serves them.
 	Sources []sourceOrder `json:"sources"`
 }
 
 // sourceOrder is a mixture's source's order in its mount's info.json.
 type sourceOrder struct {
-	Seed    uint64 `json:"seed"`
-	Shuffle string `json:"shuffle"`
-	Mix     int    `json:"mix"`
+	Seed         uint64 `json:"seed"`
+	Shuffle      string `json:"shuffle"`
+	Mix          int    `json:"mix"`
+	OrderVersion int    `json:"order_version"`
 }
+
+// orderVersion returns the order version an info.json's order_version v names: 0 is a mount of
+// a blockfs from before order versions, which served version 1.
+func orderVersion(v int) string { return strconv.Itoa(max(shuffle.Version1, v)) }
 
 // maxInfoBytes bounds a mountpoint's .blockfs/info.json (a few KiB).
 const maxInfoBytes = 4 << 20
@@ -164,7 +172,7 @@ func (m *mountFacts) inPlace() (inPlaceFlags, error) {
 
 // refuseOrderFlags refuses order flags that would contradict a mount's own order.
 func (m *mountFacts) refuseOrderFlags(fl *pflag.FlagSet) error {
-	for _, name := range []string{"seed", "shuffle", "mix", "record-size", "block-size", "offset", "records", "window", "stride", "segments"} {
+	for _, name := range []string{"seed", "shuffle", "mix", "order-version", "record-size", "block-size", "offset", "records", "window", "stride", "segments"} {
 		if f := fl.Lookup(name); f != nil && f.Changed {
 			return usagef("--%s: %s is a mount, whose order its own options fix (seed %d, shuffle %s, mix %d); drop --%s, or name the dataset (%s) to compute another order",
 				name, m.Dir, m.Seed, m.Shuffle, m.Mix, name, m.OpenData)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -14,9 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/mount"
-	"github.com/blockfs/blockfs/shuffle"
 )
 
 type orderFlags struct {
@@ -24,6 +21,7 @@ type orderFlags struct {
 	epoch   uint64
 	shuffle string
 	mix     string
+	version string // --order-version
 	shard   string
 	ids     bool
 	stats   bool
@@ -74,7 +72,7 @@ func runOrder(fl *pflag.FlagSet, f orderFlags, data string) error {
 	if err != nil {
 		return err
 	}
-	f.seed, f.shuffle, f.mix = o.Order.Seed, o.Order.Mode.String(), "auto"
+	f.seed, f.shuffle, f.mix, f.version = o.Order.Seed, o.Order.Mode.String(), "auto", strconv.Itoa(o.Order.OrderVersion())
 	if mix, ok := f.order["mix"]; ok {
 		f.mix = mix
 	}
@@ -114,7 +112,7 @@ func runOrder(fl *pflag.FlagSet, f orderFlags, data string) error {
 		if f.inPlace, err = m.inPlace(); err != nil {
 			return err
 		}
-		data, f.seed, f.shuffle, f.mix = m.OpenData, m.Seed, m.Shuffle, strconv.Itoa(m.Mix)
+		data, f.seed, f.shuffle, f.mix, f.version = m.OpenData, m.Seed, m.Shuffle, strconv.Itoa(m.Mix), orderVersion(m.OrderVersion)
 	}
 	return orderData(fl, f, data)
 }
@@ -126,7 +124,7 @@ func orderData(fl *pflag.FlagSet, f orderFlags, data string) error {
 	if loc.Kind == mount.MixtureFile {
 		return runOrderMixture(fl, f, data, nil)
 	}
-	opt, err := orderOptions(f.seed, f.epoch, f.shuffle, f.mix)
+	opt, err := orderOptions(f.seed, f.epoch, f.shuffle, f.mix, f.version)
 	if err != nil {
 		return err
 	}
@@ -203,91 +201,6 @@ func printIDStream(r io.Reader) error {
 		w.WriteByte('\n')
 	}
 	return w.Flush()
-}
-
-// sample returns positions [lo, hi) of an epoch as ids and blocks.
-func sample(ord *shuffle.Order, ids []uint64, ds *layout.Dataset, lo, hi uint64) shuffle.Sample {
-	s := shuffle.Sample{IDs: make([]uint64, 0, hi-lo), Blocks: make([]uint32, 0, hi-lo)}
-	for pos := lo; pos < hi; pos++ {
-		b, l := ord.At(pos)
-		s.IDs = append(s.IDs, ids[ds.FirstRecord(b)+l])
-		s.Blocks = append(s.Blocks, uint32(b))
-	}
-	return s
-}
-
-func printStats(name string, ds *layout.Dataset, opt shuffle.Options, lo, hi uint64, f orderFlags) error {
-	ids, err := mount.StoredIDs(ds) // source id by storage index
-	if err != nil {
-		return err
-	}
-	var labels []int32
-	if f.labels != "" {
-		if labels, err = readLabels(f.labels, ds.Records()); err != nil {
-			return err
-		}
-	}
-	epoch := func(e uint64) (shuffle.Sample, error) {
-		o := opt
-		o.Epoch = e
-		ord, err := shuffle.New(ds.BlockCounts(), o)
-		if err != nil {
-			return shuffle.Sample{}, err
-		}
-		return sample(ord, ids, ds, lo, hi), nil
-	}
-	cur, err := epoch(opt.Epoch)
-	if err != nil {
-		return err
-	}
-	next, err := epoch(opt.Epoch + 1)
-	if err != nil {
-		return err
-	}
-	blockOf := func(st uint64) uint32 { b, _ := ds.BlockOf(st); return uint32(b) }
-	idOf := func(st uint64) uint64 { return ids[st] }
-	uni := shuffle.UniformSample(blockOf, idOf, ds.Records(), opt.Seed^opt.Epoch)
-	uni2 := shuffle.UniformSample(blockOf, idOf, ds.Records(), opt.Seed^opt.Epoch^0x5bd1e995)
-	n := hi - lo
-	cut := func(s shuffle.Sample) shuffle.Sample { return shuffle.Sample{IDs: s.IDs[:n], Blocks: s.Blocks[:n]} }
-	sizes := []int{32, 256, 1024}
-	q := shuffle.Measure(cur, next, cut(uni), labels, sizes)
-	ref := shuffle.Measure(cut(uni), cut(uni2), cut(uni), labels, sizes)
-
-	desc := fmt.Sprintf("seed %d, epoch %d, shuffle %s, mix %d", opt.Seed, opt.Epoch, opt.Mode, max(1, opt.Mix))
-	if f.shard != "" {
-		desc += ", shard " + f.shard
-	}
-	fmt.Printf("%s: %d records in %d blocks; %s\n", name, n, ds.Blocks(), desc)
-	fmt.Printf("%-40s %12s %16s\n", "", "this order", "uniform shuffle")
-	row := func(name string, a, b float64, format string) {
-		fmt.Printf("%-40s %12s %16s\n", name, fmtNum(a, format), fmtNum(b, format))
-	}
-	for i, b := range q.Batches {
-		row(fmt.Sprintf("distinct blocks per batch of %d", b.Size), b.DistinctBlocks, ref.Batches[i].DistinctBlocks, "%.1f")
-	}
-	if labels != nil {
-		for i, b := range q.Batches {
-			row(fmt.Sprintf("label TV distance, batch of %d", b.Size), b.LabelTV, ref.Batches[i].LabelTV, "%.3f")
-		}
-	}
-	row("record id gap entropy (uniform = 1)", q.IDGapEntropy, ref.IDGapEntropy, "%.3f")
-	row("block id gap entropy (uniform = 1)", q.BlockGapEntropy, ref.BlockGapEntropy, "%.3f")
-	row("position correlation with next epoch", q.EpochCorrelation, ref.EpochCorrelation, "%.3f")
-	if f.plot != "" {
-		if err := plotOrder(f.plot, fmt.Sprintf("distinct blocks per batch: %s", desc), cur, next, cut(uni), cut(uni2), labels); err != nil {
-			return err
-		}
-		fmt.Printf("plot: %s\n", f.plot)
-	}
-	return nil
-}
-
-func fmtNum(v float64, format string) string {
-	if math.IsNaN(v) {
-		return "-"
-	}
-	return fmt.Sprintf(format, v)
 }
 
 // statsName is what order --stats' header names: the file or directory data opened (a file

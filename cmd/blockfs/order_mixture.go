@@ -31,7 +31,7 @@ func runOrderMixture(fl *pflag.FlagSet, f orderFlags, data string, pinned []sour
 			return fmt.Errorf("%s has %d sources, its mount %d: the file changed since it was mounted", data, len(spec.Sources), len(pinned))
 		}
 		for i, so := range pinned {
-			if spec.Sources[i].Opt.Order, err = orderOptions(so.Seed, 0, so.Shuffle, strconv.Itoa(max(1, so.Mix))); err != nil {
+			if spec.Sources[i].Opt.Order, err = orderOptions(so.Seed, 0, so.Shuffle, strconv.Itoa(max(1, so.Mix)), orderVersion(so.OrderVersion)); err != nil {
 				return err
 			}
 			spec.Sources[i].SeedGiven = true

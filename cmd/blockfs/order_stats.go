@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/mount"
+	"github.com/blockfs/blockfs/shuffle"
+	"github.com/blockfs/blockfs/source/local"
+)
+
+// statsSamples are the orders order --stats compares, at the positions it measures: the epoch,
+// the next one (for the correlation) and two uniform shuffles of the same records (the
+// reference row, and its own next epoch).
+type statsSamples struct {
+	cur, next, uni, uni2 shuffle.Sample
+	sampled              string // how a large epoch was sampled; "" when measured whole
+}
+
+// exactSamples measures positions [lo, hi) whole, with Fisher-Yates uniform shuffles of all
+// the records: a dataset of at most shuffle.StatsExact records.
+func exactSamples(ds *layout.Dataset, opt shuffle.Options, lo, hi uint64) (statsSamples, error) {
+	var s statsSamples
+	ids, err := mount.StoredIDs(ds) // source id by storage index
+	if err != nil {
+		return s, err
+	}
+	epoch := func(e uint64) (shuffle.Sample, error) {
+		o := opt
+		o.Epoch = e
+		ord, err := shuffle.New(ds.BlockCounts(), o)
+		if err != nil {
+			return shuffle.Sample{}, err
+		}
+		smp := shuffle.Sample{IDs: make([]uint64, 0, hi-lo), Blocks: make([]uint32, 0, hi-lo)}
+		for pos := lo; pos < hi; pos++ {
+			b, l := ord.At(pos)
+			smp.IDs = append(smp.IDs, ids[ds.FirstRecord(b)+l])
+			smp.Blocks = append(smp.Blocks, uint32(b))
+		}
+		return smp, nil
+	}
+	if s.cur, err = epoch(opt.Epoch); err != nil {
+		return s, err
+	}
+	if s.next, err = epoch(opt.Epoch + 1); err != nil {
+		return s, err
+	}
+	blockOf := func(st uint64) uint32 { b, _ := ds.BlockOf(st); return uint32(b) }
+	idOf := func(st uint64) uint64 { return ids[st] }
+	n := hi - lo
+	cut := func(s shuffle.Sample) shuffle.Sample { return shuffle.Sample{IDs: s.IDs[:n], Blocks: s.Blocks[:n]} }
+	s.uni = cut(shuffle.UniformSample(blockOf, idOf, ds.Records(), opt.Seed^opt.Epoch))
+	s.uni2 = cut(shuffle.UniformSample(blockOf, idOf, ds.Records(), opt.Seed^opt.Epoch^0x5bd1e995))
+	return s, nil
+}
+
+// sampledSamples measures a large dataset's epoch over shuffle.Stretches of [lo, hi), with
+// uniform shuffles computed per position (shuffle.UniformAt): memory bounded by the sample,
+// not by the records.
+func sampledSamples(ds *layout.Dataset, opt shuffle.Options, lo, hi uint64) (statsSamples, error) {
+	var s statsSamples
+	var pos []uint64
+	for _, st := range shuffle.Stretches(lo, hi) {
+		for p := st[0]; p < st[1]; p++ {
+			pos = append(pos, p)
+		}
+	}
+	if n := hi - lo; uint64(len(pos)) < n {
+		s.sampled = fmt.Sprintf("measured over %d stretches of %d positions spread over the epoch (%d of %d)",
+			len(shuffle.Stretches(lo, hi)), len(pos)/len(shuffle.Stretches(lo, hi)), len(pos), n)
+	}
+	at := func(storage func(p uint64) uint64) (shuffle.Sample, error) {
+		smp := shuffle.Sample{IDs: make([]uint64, len(pos)), Blocks: make([]uint32, len(pos)), Pos: pos}
+		for i, p := range pos {
+			smp.IDs[i] = storage(p)
+		}
+		return smp, resolveIDs(ds, smp)
+	}
+	epoch := func(e uint64) (shuffle.Sample, error) {
+		o := opt
+		o.Epoch = e
+		ord, err := shuffle.New(ds.BlockCounts(), o)
+		if err != nil {
+			return shuffle.Sample{}, err
+		}
+		return at(func(p uint64) uint64 { b, l := ord.At(p); return ds.FirstRecord(b) + l })
+	}
+	var err error
+	if s.cur, err = epoch(opt.Epoch); err != nil {
+		return s, err
+	}
+	if s.next, err = epoch(opt.Epoch + 1); err != nil {
+		return s, err
+	}
+	if s.uni, err = at(shuffle.UniformAt(ds.Records(), opt.Seed^opt.Epoch)); err != nil {
+		return s, err
+	}
+	s.uni2, err = at(shuffle.UniformAt(ds.Records(), opt.Seed^opt.Epoch^0x5bd1e995))
+	return s, err
+}
+
+// resolveIDs turns smp.IDs from storage indices into source ids and sets smp.Blocks, reading
+// each block's ids once.
+func resolveIDs(ds *layout.Dataset, smp shuffle.Sample) error {
+	idx := make([]int, len(smp.IDs))
+	for i, st := range smp.IDs {
+		b, _ := ds.BlockOf(st)
+		idx[i], smp.Blocks[i] = i, uint32(b)
+	}
+	slices.SortFunc(idx, func(a, b int) int { return int(smp.Blocks[a]) - int(smp.Blocks[b]) })
+	src := local.New(ds, false)
+	for i := 0; i < len(idx); {
+		b := int(smp.Blocks[idx[i]])
+		ids, err := ds.BlockIDs(context.Background(), src, b)
+		if err != nil {
+			return err
+		}
+		first := ds.FirstRecord(b)
+		for ; i < len(idx) && int(smp.Blocks[idx[i]]) == b; i++ {
+			smp.IDs[idx[i]] = ids[smp.IDs[idx[i]]-first]
+		}
+	}
+	return nil
+}
+
+func printStats(name string, ds *layout.Dataset, opt shuffle.Options, lo, hi uint64, f orderFlags) error {
+	var labels []int32
+	var err error
+	if f.labels != "" {
+		if labels, err = readLabels(f.labels, ds.Records()); err != nil {
+			return err
+		}
+	}
+	measure := sampledSamples
+	if ds.Records() <= shuffle.StatsExact {
+		measure = exactSamples
+	}
+	s, err := measure(ds, opt, lo, hi)
+	if err != nil {
+		return err
+	}
+	sizes := []int{32, 256, 1024}
+	q := shuffle.Measure(s.cur, s.next, s.uni, labels, sizes)
+	ref := shuffle.Measure(s.uni, s.uni2, s.uni, labels, sizes)
+
+	desc := fmt.Sprintf("seed %d, epoch %d, shuffle %s, mix %d, order version %d", opt.Seed, opt.Epoch, opt.Mode, max(1, opt.Mix), opt.OrderVersion())
+	if f.shard != "" {
+		desc += ", shard " + f.shard
+	}
+	fmt.Printf("%s: %d records in %d blocks; %s\n", name, hi-lo, ds.Blocks(), desc)
+	if s.sampled != "" {
+		fmt.Printf("%s\n", s.sampled)
+	}
+	fmt.Printf("%-40s %12s %16s\n", "", "this order", "uniform shuffle")
+	row := func(name string, a, b float64, format string) {
+		fmt.Printf("%-40s %12s %16s\n", name, fmtNum(a, format), fmtNum(b, format))
+	}
+	for i, b := range q.Batches {
+		row(fmt.Sprintf("distinct blocks per batch of %d", b.Size), b.DistinctBlocks, ref.Batches[i].DistinctBlocks, "%.1f")
+	}
+	if labels != nil {
+		for i, b := range q.Batches {
+			row(fmt.Sprintf("label TV distance, batch of %d", b.Size), b.LabelTV, ref.Batches[i].LabelTV, "%.3f")
+		}
+	}
+	row("record id gap entropy (uniform = 1)", q.IDGapEntropy, ref.IDGapEntropy, "%.3f")
+	row("block id gap entropy (uniform = 1)", q.BlockGapEntropy, ref.BlockGapEntropy, "%.3f")
+	row("position correlation with next epoch", q.EpochCorrelation, ref.EpochCorrelation, "%.3f")
+	if f.plot != "" {
+		if err := plotOrder(f.plot, fmt.Sprintf("distinct blocks per batch: %s", desc), s.cur, s.next, s.uni, s.uni2, labels); err != nil {
+			return err
+		}
+		fmt.Printf("plot: %s\n", f.plot)
+	}
+	return nil
+}
+
+func fmtNum(v float64, format string) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf(format, v)
+}
