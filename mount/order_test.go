@@ -64,12 +64,32 @@ func TestChooseOrder(t *testing.T) {
 		assert.Contains(t, ch.Warning, "the order is far from uniform")
 		assert.Contains(t, ch.Warning, "leave out --mix and --block-size")
 	})
-	t.Run("tiny records: the window's order state bounds it, and says so", func(t *testing.T) {
+	t.Run("tiny records: version 2 mixes 512 MiB; version 1's order state held it to 8 blocks", func(t *testing.T) {
 		ds, err := layout.OpenFlat(sparse(t, 1<<30), layout.FlatOptions{RecordSize: 2})
 		require.NoError(t, err)
 		opt, ch := ChooseOrder(ds, full)
+		assert.Equal(t, 512, opt.Mix, "512 MiB of 1 MiB blocks of 2-byte records")
+		assert.Empty(t, ch.Warning)
+		assert.Equal(t, []int{shuffle.Version2}, ch.Versions, "version 1 chose another window")
+		v1 := full
+		v1.Version = shuffle.Version1
+		opt, ch = ChooseOrder(ds, v1)
 		assert.Equal(t, 8, opt.Mix, "2^22 records of 2 bytes: 8 blocks of 1 MiB")
-		assert.Contains(t, ch.Warning, "raise --stride, or give --mix")
+		assert.Contains(t, ch.Warning, "held down by its order state in order version 1")
+		assert.Contains(t, ch.Warning, "leave out --order-version")
+		assert.Equal(t, []int{shuffle.Version1}, ch.Versions)
+	})
+	t.Run("records of variable length keep the 2^22-record window in version 2", func(t *testing.T) {
+		lengths := make([]int, 3000)
+		for i := range lengths {
+			lengths[i] = 1 + i%7
+		}
+		d := dstest.Variable(t, filepath.Join(t.TempDir(), "ds"), lengths, 4096, false)
+		ds, err := local.Open(d.Dir)
+		require.NoError(t, err)
+		assert.Equal(t, autoMix(ds, shuffle.Version1), autoMix(ds, shuffle.Version2))
+		_, ch := ChooseOrder(ds, full)
+		assert.Equal(t, []int{shuffle.Version1, shuffle.Version2}, ch.Versions, "windows this small are the same in both")
 	})
 	t.Run("blocks and none have no windows", func(t *testing.T) {
 		ds, err := layout.OpenFlat(sparse(t, 1<<30), layout.FlatOptions{RecordSize: 4096})

@@ -118,8 +118,8 @@ var schema = []Option{
 		}},
 	{Name: "mix", Type: Uint, Default: "auto", Scope: PerSource, Group: GroupOrder, set: setMix,
 		Help: "shuffle records across windows of K consecutive blocks (full only; needs K x block size of cache); auto: 1 on data pack pre-shuffled, else windows of 512 MiB of blocks (the whole data when smaller)"},
-	{Name: "order-version", Type: Enum, Default: strconv.Itoa(shuffle.CurrentVersion), Scope: PerSource, Group: GroupOrder, Choices: []string{"1", "2"},
-		Help: "the order's version (docs/SHUFFLE.md): 2 permutes windows of more than 2^22 records in constant memory, so tiny records are shuffled across 512 MiB windows; 1 is the order of blockfs before it (the same bytes wherever no window is that large)",
+	{Name: "order-version", Type: Uint, Default: strconv.Itoa(shuffle.CurrentVersion), Scope: PerSource, Group: GroupOrder,
+		Help: "the order's version, 1 or 2 (docs/SHUFFLE.md): 2 permutes windows of more than 2^22 records in constant memory, so tiny records are shuffled across 512 MiB windows; 1 is the order of blockfs before it (the same bytes wherever no window is that large)",
 		set: func(o *Options, s string) error {
 			v, err := strconv.Atoi(s)
 			if err != nil || v < shuffle.Version1 || v > shuffle.CurrentVersion {

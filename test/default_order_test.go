@@ -103,7 +103,8 @@ type orderFacts struct {
 	Why     string  `json:"why"`
 	Spread  float64 `json:"spread"`
 	Uniform float64 `json:"uniform_spread"`
-	Warning string  `json:"warning"`
+	Warning  string  `json:"warning"`
+	Versions []int   `json:"versions"`
 }
 
 func mountOrder(t *testing.T, m *mounted) orderFacts {

@@ -49,8 +49,8 @@ STATE_VERSION = 1
 # What a saved position must agree on with the mount it resumes on (info.json's keys). A
 # mixture's "fingerprint" is the mixture's; its sources' facts (SOURCE_FINGERPRINT_KEYS) and its
 # "epoch_records" are compared too, so that a refusal names what changed.
-FINGERPRINT_KEYS = ("fingerprint", "records", "record_size", "blocks", "seed", "shuffle", "mix", "window", "stride",
-                    "segments", "in_place_offset")
+FINGERPRINT_KEYS = ("fingerprint", "records", "record_size", "blocks", "seed", "shuffle", "mix", "order_version",
+                    "window", "stride", "segments", "in_place_offset")
 SOURCE_FINGERPRINT_KEYS = FINGERPRINT_KEYS + ("rule", "value", "records_per_epoch")
 
 
@@ -111,6 +111,17 @@ def _source_fingerprint(source: Dict[str, Any]) -> Dict[str, Any]:
     except (KeyError, ValueError, ZeroDivisionError):
         pass  # compared as written
     return fp
+
+
+def _same_order_version(saved: Dict[str, Any], facts: Dict[str, Any]) -> Dict[str, Any]:
+    """saved, with its order_version taken as the mount's where the mount's order is also that
+    version's (info.json's order.versions: versions 1 and 2 give the same order wherever no
+    window is large). A state saved before order versions existed was taken in version 1."""
+    here = facts.get("order_version")
+    versions = (facts.get("order") or {}).get("versions") or [here]
+    if here is not None and saved.get("order_version", 1) in versions:
+        return dict(saved, order_version=here)
+    return saved
 
 
 def _as_is(batch: Any) -> Any:
@@ -433,10 +444,19 @@ class Loader:
         saved, here = state.get("fingerprint"), self.fingerprint()
         if not isinstance(saved, dict):
             raise ValueError(f"loader state fingerprint {saved!r} is not a dict of the mount's facts")
+        saved = _same_order_version(saved, self.info)
+        if isinstance(saved.get("sources"), list) and is_mixture(self.info):
+            saved["sources"] = [_same_order_version(s, f) if isinstance(s, dict) else s
+                                for s, f in zip(saved["sources"], self.info["sources"])] + saved["sources"][len(self.info["sources"]):]
         diff = [f"{k} {saved.get(k)!r} in the state, {here.get(k)!r} in this mount"
                 for k in sorted(set(saved) | set(here)) if saved.get(k) != here.get(k)]
         if diff:
-            raise ValueError("the loader state is from other data or options: " + "; ".join(diff))
+            hint = ""
+            if saved.get("order_version") != here.get("order_version"):
+                hint = (f" (the state is of order version {saved.get('order_version')}: mount with"
+                        f" --order-version {saved.get('order_version')}, blockfs.Mount(..., order_version="
+                        f"{saved.get('order_version')}), to resume in its order)")
+            raise ValueError("the loader state is from other data or options: " + "; ".join(diff) + hint)
         epoch = _state_int(state, "epoch", 0, 2**64 - 1)
         position = _state_int(state, "position", 0, self.epoch_records(epoch))
         self.epoch, self.position = epoch, position

@@ -168,6 +168,33 @@ class LoaderTest(Scratch):
         loader.load_state_dict(dict(state, position=np.int64(3)))
         self.assertEqual(loader.position, 3)
 
+    def test_order_version_in_state(self):
+        # Orders of windows this small are the same in versions 1 and 2 (info.json's
+        # order.versions): a state of either, or of a blockfs from before versions (no
+        # order_version: version 1), resumes here.
+        self.assertEqual(self.mount.info["order"]["versions"], [1, 2])
+        loader = blockfs.torch.Loader(self.mount, B)
+        state = loader.state_dict()
+        self.assertEqual(state["fingerprint"]["order_version"], 2)
+        old = dict(state, fingerprint={k: v for k, v in state["fingerprint"].items() if k != "order_version"})
+        for st in (old, dict(state, fingerprint=dict(state["fingerprint"], order_version=1))):
+            loader.load_state_dict(dict(st, position=64))
+            self.assertEqual(loader.position, 64)
+        # 6 M one-byte records in one window: version 2 permutes it otherwise than version 1,
+        # and a state of one is refused by the other, saying how to resume.
+        raw = os.path.join(self.tmp, "bytes.bin")
+        with open(raw, "wb") as f:
+            f.truncate(6_000_000)
+        with self.assertWarnsRegex(blockfs.OrderWarning, "held down by its order state in order version 1"):
+            v1 = blockfs.Mount(raw, dtype="uint8", order_version=1).open()
+        with v1, blockfs.Mount(raw, dtype="uint8") as v2:
+            self.assertEqual((v1.info["order_version"], v1.info["order"]["versions"]), (1, [1]))
+            self.assertEqual((v2.info["order_version"], v2.info["order"]["versions"]), (2, [2]))
+            state = blockfs.torch.Loader(v1, B).state_dict()
+            with self.assertRaisesRegex(ValueError, r"order_version 1 in the state, 2 in this mount.*--order-version 1"):
+                blockfs.torch.Loader(v2, B).load_state_dict(state)
+            blockfs.torch.Loader(v1, B).load_state_dict(state)
+
     def test_labels_and_decode(self):
         labels = (np.arange(self.n) * 7) % 10
         path = os.path.join(self.tmp, "labels.npy")
