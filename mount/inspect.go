@@ -1,10 +1,12 @@
 package mount
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"path"
+	"slices"
 
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/layout"
@@ -178,4 +180,29 @@ func StoredIDs(ds *layout.Dataset) ([]uint64, error) {
 		ids = append(ids, v...)
 	}
 	return ids, nil
+}
+
+// ResolveIDs turns ids from storage indices of ds's records into their source ids, and sets
+// blocks[i] to the block of record i, reading each block's ids once: StoredIDs for a sample of
+// the records, in memory bounded by the sample and one block.
+func ResolveIDs(ds *layout.Dataset, ids []uint64, blocks []uint32) error {
+	idx := make([]int, len(ids))
+	for i, st := range ids {
+		b, _ := ds.BlockOf(st)
+		idx[i], blocks[i] = i, uint32(b)
+	}
+	slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(blocks[a], blocks[b]) })
+	src := local.New(ds, false)
+	for i := 0; i < len(idx); {
+		b := int(blocks[idx[i]])
+		v, err := ds.BlockIDs(context.Background(), src, b)
+		if err != nil {
+			return err
+		}
+		first := ds.FirstRecord(b)
+		for ; i < len(idx) && int(blocks[idx[i]]) == b; i++ {
+			ids[idx[i]] = v[ids[idx[i]]-first]
+		}
+	}
+	return nil
 }

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/mount"
 	"github.com/blockfs/blockfs/shuffle"
-	"github.com/blockfs/blockfs/source/local"
 )
 
 // statsSamples are the orders order --stats compares, at the positions it measures: the epoch,
@@ -78,7 +75,7 @@ func sampledSamples(ds *layout.Dataset, opt shuffle.Options, lo, hi uint64) (sta
 		for i, p := range pos {
 			smp.IDs[i] = storage(p)
 		}
-		return smp, resolveIDs(ds, smp)
+		return smp, mount.ResolveIDs(ds, smp.IDs, smp.Blocks)
 	}
 	epoch := func(e uint64) (shuffle.Sample, error) {
 		o := opt
@@ -101,30 +98,6 @@ func sampledSamples(ds *layout.Dataset, opt shuffle.Options, lo, hi uint64) (sta
 	}
 	s.uni2, err = at(shuffle.UniformAt(ds.Records(), opt.Seed^opt.Epoch^0x5bd1e995))
 	return s, err
-}
-
-// resolveIDs turns smp.IDs from storage indices into source ids and sets smp.Blocks, reading
-// each block's ids once.
-func resolveIDs(ds *layout.Dataset, smp shuffle.Sample) error {
-	idx := make([]int, len(smp.IDs))
-	for i, st := range smp.IDs {
-		b, _ := ds.BlockOf(st)
-		idx[i], smp.Blocks[i] = i, uint32(b)
-	}
-	slices.SortFunc(idx, func(a, b int) int { return int(smp.Blocks[a]) - int(smp.Blocks[b]) })
-	src := local.New(ds, false)
-	for i := 0; i < len(idx); {
-		b := int(smp.Blocks[idx[i]])
-		ids, err := ds.BlockIDs(context.Background(), src, b)
-		if err != nil {
-			return err
-		}
-		first := ds.FirstRecord(b)
-		for ; i < len(idx) && int(smp.Blocks[idx[i]]) == b; i++ {
-			smp.IDs[idx[i]] = ids[smp.IDs[idx[i]]-first]
-		}
-	}
-	return nil
 }
 
 func printStats(name string, ds *layout.Dataset, opt shuffle.Options, lo, hi uint64, f orderFlags) error {
