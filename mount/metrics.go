@@ -158,12 +158,14 @@ var (
 	mDCFetchBytes = counter("blockfs_disk_cache_fetched_bytes_total", "Bytes fetched from the object store through the "+optname.Flag("disk-cache")+".", "source")
 	mDCEvicted    = counter("blockfs_disk_cache_evictions_total", optname.Flag("disk-cache")+" files deleted to stay within its size.", "source")
 	mDCBytes      = gauge("blockfs_disk_cache_bytes", "Bytes of "+optname.Flag("disk-cache")+" files now.", "source")
+	mSrcLoads     = counter("blockfs_source_loads_total", "Reads a mixture's source or a dataset's field gave the cache (from disk, the disk cache or the store), by source index and name.", "source", "name")
+	mSrcLoadBytes = counter("blockfs_source_loaded_bytes_total", "Bytes a mixture's source or a dataset's field gave the cache, by source index and name.", "source", "name")
 	mGoroutines   = gauge("blockfs_goroutines", "The daemon's goroutines.")
 
 	allMetrics = []*metric{mReadBytes, mReadRecords, mReads, mReadErrors, mReadsWaited, mWaitSeconds, mReadSeconds,
 		mReaderSecs, mReaders, mHits, mMisses, mMerged, mEvictions, mUncached, mRAHits, mRAWasted, mRADropped,
 		mDiskReads, mDiskBytes, mDiskErrors, mCacheBytes, mCacheCap, mStoreReqs, mStoreRetries, mStoreErrors,
-		mDCHits, mDCFetches, mDCFetchBytes, mDCEvicted, mDCBytes, mGoroutines}
+		mDCHits, mDCFetches, mDCFetchBytes, mDCEvicted, mDCBytes, mSrcLoads, mSrcLoadBytes, mGoroutines}
 )
 
 func init() {
@@ -228,6 +230,10 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		for kind, n := range st.Errors {
 			put(mStoreErrors, float64(n), src, kind)
 		}
+	}
+	for _, src := range s.Sources {
+		put(mSrcLoads, float64(src.Reads), strconv.Itoa(src.Index), src.Name)
+		put(mSrcLoadBytes, float64(src.BytesRead), strconv.Itoa(src.Index), src.Name)
 	}
 	for i, st := range s.DiskCaches() {
 		if st == nil {

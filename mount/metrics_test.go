@@ -42,6 +42,10 @@ func TestMetricsFromStats(t *testing.T) {
 	assert.Equal(t, 1.0, got["blockfs_store_errors_total"]["kind=throttled,source=1,"])
 	assert.Equal(t, map[string]float64{"source=1,": 4}, got["blockfs_disk_cache_hits_total"])
 	assert.Equal(t, map[string]float64{"source=1,": 5 << 20}, got["blockfs_disk_cache_bytes"])
+	// Every source has its loads, local ones too (issue 39: only store and disk cache series had
+	// a source label).
+	assert.Equal(t, map[string]float64{"name=images,source=0,": 4, "name=text,source=1,": 2}, got["blockfs_source_loads_total"])
+	assert.Equal(t, map[string]float64{"name=images,source=0,": 4 << 20, "name=text,source=1,": 2 << 20}, got["blockfs_source_loaded_bytes_total"])
 }
 
 func value(m *dto.Metric) float64 {

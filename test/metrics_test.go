@@ -144,6 +144,9 @@ func TestStallAndMetrics(t *testing.T) {
 	// /metrics parses, and has every metric docs/USAGE.md documents.
 	fams := scrape(t, addr)
 	for _, name := range documentedMetrics(t) {
+		if strings.HasPrefix(name, "blockfs_source_load") {
+			continue // a mixture's or fields dataset's (TestSourceMetricsLocal)
+		}
 		assert.Contains(t, fams, name, "documented metric %s is not served", name)
 	}
 	for _, name := range []string{"process_resident_memory_bytes", "go_goroutines"} {
@@ -356,4 +359,34 @@ func TestOrderPlotMixture(t *testing.T) {
 
 func be32(b []byte) uint32 {
 	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+// TestSourceMetricsLocal: a mixture of two local datasets has per-source series in /metrics,
+// as stats.json's "sources" has (issue 39: only store and disk cache series had a source).
+func TestSourceMetricsLocal(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	rawSource(t, dir, "small", 0, 3000, 64)
+	rawSource(t, dir, "large", 1, 5000, 64)
+	mix := writeMixture(t, dir, "mix.json", `{"sources": [{"data": "small", "weight": 0.5}, {"data": "large", "weight": 0.5}]}`)
+	addr := freeAddr(t)
+	m := mount(t, mix, "--metrics", addr)
+	_, err := os.ReadFile(m.path("epoch-0000"))
+	require.NoError(t, err)
+	fams := scrape(t, addr)
+	for _, name := range []string{"blockfs_source_loads_total", "blockfs_source_loaded_bytes_total"} {
+		f := fams[name]
+		require.NotNil(t, f, name)
+		got := map[string]float64{}
+		for _, mt := range f.Metric {
+			labels := map[string]string{}
+			for _, l := range mt.Label {
+				labels[l.GetName()] = l.GetValue()
+			}
+			got[labels["source"]+" "+labels["name"]] = mt.Counter.GetValue()
+		}
+		assert.Len(t, got, 2, "%s: %v", name, got)
+		assert.Positive(t, got["0 small"], "%s: %v", name, got)
+		assert.Positive(t, got["1 large"], "%s: %v", name, got)
+	}
 }
