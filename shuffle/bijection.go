@@ -64,28 +64,6 @@ func (p *Bijection) pass(x uint64) uint64 {
 	return l<<p.b | r
 }
 
-// Inverse returns the i with At(i) == x (x < n).
-func (p *Bijection) Inverse(x uint64) uint64 {
-	if p.n < 2 {
-		return x
-	}
-	i := p.unpass(x)
-	for i >= p.n {
-		i = p.unpass(i)
-	}
-	return i
-}
-
-// unpass inverts pass.
-func (p *Bijection) unpass(x uint64) uint64 {
-	l, r := x>>p.b, x&p.maskB
-	for j := bijectionRounds - 2; j >= 0; j -= 2 {
-		r ^= mix64(l^p.keys[j+1]) & p.maskB
-		l ^= mix64(r^p.keys[j]) & p.maskA
-	}
-	return l<<p.b | r
-}
-
 // Run sets out[j] = At(i0+j) for every j. It passes four indices through the network side by
 // side (independent chains the processor overlaps) and walks the few that leave [0, n)
 // afterwards, for readers that decode runs of tiny records.

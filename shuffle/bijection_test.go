@@ -6,8 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestBijectionIsPermutation checks that At is a permutation of [0, n) and Inverse its
-// inverse, for every n up to 300 (odd and even bit counts, powers of two and one past them)
+// TestBijectionIsPermutation checks that At is a permutation of [0, n), for every n up to 300 (odd and even bit counts, powers of two and one past them)
 // and a few keys.
 func TestBijectionIsPermutation(t *testing.T) {
 	for n := uint64(1); n <= 300; n++ {
@@ -19,7 +18,6 @@ func TestBijectionIsPermutation(t *testing.T) {
 				require.Less(t, x, n)
 				require.False(t, seen[x], "n %d key %d: %d hit twice", n, key, x)
 				seen[x] = true
-				require.Equal(t, i, p.Inverse(x))
 			}
 		}
 	}

@@ -17,6 +17,12 @@ type statsSamples struct {
 	sampled              string // how a large epoch was sampled; "" when measured whole
 }
 
+// epochOrder returns epoch e of ds in order opt.
+func epochOrder(ds *layout.Dataset, opt shuffle.Options, e uint64) (*shuffle.Order, error) {
+	opt.Epoch = e
+	return shuffle.New(ds.BlockCounts(), opt)
+}
+
 // exactSamples measures positions [lo, hi) whole, with Fisher-Yates uniform shuffles of all
 // the records: a dataset of at most shuffle.StatsExact records.
 func exactSamples(ds *layout.Dataset, opt shuffle.Options, lo, hi uint64) (statsSamples, error) {
@@ -26,9 +32,7 @@ func exactSamples(ds *layout.Dataset, opt shuffle.Options, lo, hi uint64) (stats
 		return s, err
 	}
 	epoch := func(e uint64) (shuffle.Sample, error) {
-		o := opt
-		o.Epoch = e
-		ord, err := shuffle.New(ds.BlockCounts(), o)
+		ord, err := epochOrder(ds, opt, e)
 		if err != nil {
 			return shuffle.Sample{}, err
 		}
@@ -78,9 +82,7 @@ func sampledSamples(ds *layout.Dataset, opt shuffle.Options, lo, hi uint64) (sta
 		return smp, mount.ResolveIDs(ds, smp.IDs, smp.Blocks)
 	}
 	epoch := func(e uint64) (shuffle.Sample, error) {
-		o := opt
-		o.Epoch = e
-		ord, err := shuffle.New(ds.BlockCounts(), o)
+		ord, err := epochOrder(ds, opt, e)
 		if err != nil {
 			return shuffle.Sample{}, err
 		}

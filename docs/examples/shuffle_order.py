@@ -85,6 +85,14 @@ class Bijection:
         return x
 
 
+def _starts(counts):
+    """starts[b]: the storage index of block b's first record."""
+    starts = [0]
+    for c in counts:
+        starts.append(starts[-1] + c)
+    return starts
+
+
 def _block_order(counts, seed, epoch, mode):
     nb = len(counts)
     if mode == "none":
@@ -108,12 +116,8 @@ def _window(counts, starts, block_order, k, w):
 
 def epoch_order(counts, seed, epoch, mode="full", mix=1, version=2):
     """Yields the storage index of each record of the epoch, in order."""
-    starts = [0]
-    for c in counts:
-        starts.append(starts[-1] + c)
-    nb = len(counts)
-    block_order = _block_order(counts, seed, epoch, mode)
-    k = mix if mode == "full" else 1
+    starts, block_order = _starts(counts), _block_order(counts, seed, epoch, mode)
+    nb, k = len(counts), (mix if mode == "full" else 1)
     for w in range((nb + k - 1) // k):
         blocks = block_order[w * k:(w + 1) * k]
         records = [starts[b] + i for b in blocks for i in range(counts[b])]
@@ -129,12 +133,8 @@ def epoch_order(counts, seed, epoch, mode="full", mix=1, version=2):
 def record_at(counts, seed, epoch, pos, mode="full", mix=1, version=2):
     """The storage index of the record at position pos, computing only its window (and, in a
     window of version 2 permuted by a Bijection, only that record)."""
-    starts = [0]
-    for c in counts:
-        starts.append(starts[-1] + c)
-    nb = len(counts)
-    block_order = _block_order(counts, seed, epoch, mode)
-    k = mix if mode == "full" else 1
+    starts, block_order = _starts(counts), _block_order(counts, seed, epoch, mode)
+    nb, k = len(counts), (mix if mode == "full" else 1)
     first = 0
     for w in range((nb + k - 1) // k):
         stored, n = _window(counts, starts, block_order, k, w)
