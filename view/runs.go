@@ -69,6 +69,10 @@ func (f *dataFile) copyFixed(rc call, g *Gather, buf []byte, pos, skip uint64, n
 // only part, if a record crosses a page boundary (the caller then copies the run by spans).
 func (p *plan) copyRun(win *shuffle.Window, i0 uint64, dst []byte, rs, stride uint64, g geometry) bool {
 	switch rs {
+	case 1:
+		return copyRunOf[[1]byte](p, win, i0, dst, stride, g)
+	case 2:
+		return copyRunOf[[2]byte](p, win, i0, dst, stride, g)
 	case 4:
 		return copyRunOf[[4]byte](p, win, i0, dst, stride, g)
 	case 8:

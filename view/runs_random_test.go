@@ -41,7 +41,7 @@ func openSetPS(t *testing.T, dir string, opt shuffle.Options, cacheBytes int64, 
 func TestRunCopiersRandom(t *testing.T) {
 	r := rand.New(rand.NewSource(17))
 	for trial := range trialsRandom {
-		rs := []int64{4, 8, 12, 16, 24, 32, 64, 100, 128, 5000}[r.Intn(10)]
+		rs := []int64{1, 2, 4, 8, 12, 16, 24, 32, 64, 100, 128, 5000}[r.Intn(12)]
 		n := int64(2000 + r.Intn(12000))
 		if rs == 5000 {
 			n = 300
