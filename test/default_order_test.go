@@ -97,12 +97,12 @@ func TestDefaultOrderTokens(t *testing.T) {
 
 // orderFacts is info.json's "order".
 type orderFacts struct {
-	Mix     int     `json:"mix"`
-	Auto    bool    `json:"auto"`
-	InOrder bool    `json:"in_order"`
-	Why     string  `json:"why"`
-	Spread  float64 `json:"spread"`
-	Uniform float64 `json:"uniform_spread"`
+	Mix      int     `json:"mix"`
+	Auto     bool    `json:"auto"`
+	InOrder  bool    `json:"in_order"`
+	Why      string  `json:"why"`
+	Spread   float64 `json:"spread"`
+	Uniform  float64 `json:"uniform_spread"`
 	Warning  string  `json:"warning"`
 	Versions []int   `json:"versions"`
 }
