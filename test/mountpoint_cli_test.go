@@ -34,7 +34,7 @@ func TestOrderAndInfoOnAMountpoint(t *testing.T) {
 	assert.Contains(t, errs, "--seed: "+m.dir+" is a mount")
 	info := mustRun(t, "info", m.dir)
 	assert.Contains(t, info, "3000 fixed-size")
-	assert.Contains(t, info, "mounted:      "+m.dir+" (seed 5, shuffle full, mix 2)")
+	assert.Contains(t, info, "mounted:      "+m.dir+" (seed 5, shuffle full, mix 2, order version 2)")
 
 	// Windows over a file in place: the mount's flags come along, --segments by absolute path.
 	segs := filepath.Join(t.TempDir(), "segs.json")

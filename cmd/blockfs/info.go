@@ -73,7 +73,7 @@ line i names the record whose id is i.`,
 			ds := d.Dataset()
 			fmt.Print(describe(ds))
 			if mnt != "" {
-				fmt.Printf("%-13s %s (seed %d, shuffle %s, mix %d)\n", "mounted:", mnt, m.Seed, m.Shuffle, m.Mix)
+				fmt.Printf("%-13s %s (seed %d, shuffle %s, mix %d, order version %s)\n", "mounted:", mnt, m.Seed, m.Shuffle, m.Mix, orderVersion(m.OrderVersion))
 			}
 			return nil
 		},
