@@ -206,6 +206,7 @@ func (p *Plan) planFields() error {
 		}
 	}
 	mem := sysmem.Read()
+	f.boundVariable()
 	f.srcs[f.big].fitWindow(opt.CacheSize, ra, mem, 1, perBlock)
 	f.shareOrder(p)
 	f.fp = f.fingerprint()
@@ -246,6 +247,26 @@ func (p *Plan) fitFieldsReadahead(shares []float64, ra int64, mem sysmem.Memory)
 		}
 	}
 	return lo
+}
+
+// boundVariable keeps the shared automatic window within autoWindowRecords records where a
+// field cut at the samples has records of variable length: each record of such a field's
+// window takes 16 bytes of its byte layout, whatever the order version (the largest field's
+// own choice may be of fixed-size records, which version 2 does not bound).
+func (f *fieldsPlan) boundVariable() {
+	big := f.srcs[f.big]
+	if !big.order.Auto || !big.order.InOrder {
+		return
+	}
+	for i, sub := range f.srcs {
+		if f.man.Fields[i].Own() || sub.ds.RecordSize() > 0 {
+			continue
+		}
+		if k := recordBoundMix(big.ds); k < big.opt.Order.Mix {
+			big.order.lower(big.ds, &big.opt.Order, k, fmt.Sprintf("field %s has records of variable length, whose window takes 16 bytes a record", f.man.Fields[i].Name))
+		}
+		return
+	}
 }
 
 // shareOrder gives every field, and p, the largest field's order.

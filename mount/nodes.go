@@ -81,6 +81,10 @@ func (p *Plan) planNodes(req shuffle.Options) error {
 		return Usagef("%v", err)
 	}
 	p.nodes = np
+	versions := np.versions(ds, req, k)
+	for _, sub := range np.srcs {
+		sub.order.Versions = versions
+	}
 	p.order = np.srcs[0].order // every part's choice is alike; info.json lists each
 	if p.opt.Readahead == AutoReadahead {
 		// Every part reads at once: a part's readahead is its next window, however many
@@ -113,6 +117,26 @@ func (np *nodesPlan) streams() func(source.FileID) bool {
 		}
 		return np.srcs[e[0]].mem.Streams(layout.RoleFile(e[1], layout.RoleOfFile(id)))
 	}
+}
+
+// versions returns the order versions that give every part's order, of this node's parts and
+// the others' (a saved position resumes at any node count): both where no part's window holds
+// more than shuffle.BijectionFrom records. The window k does not depend on the version.
+func (np *nodesPlan) versions(ds *layout.Dataset, req shuffle.Options, k int) []int {
+	if req.Mode == shuffle.Full {
+		for _, bs := range np.blocks {
+			counts := make([]uint64, len(bs))
+			for i, b := range bs {
+				counts[i] = ds.BlockRecords(b)
+			}
+			o := req
+			o.Mix = shuffle.PartWindow(k, len(bs))
+			if shuffle.MaxWindowRecords(counts, o) > shuffle.BijectionFrom {
+				return []int{req.OrderVersion()}
+			}
+		}
+	}
+	return []int{shuffle.Version1, shuffle.Version2}
 }
 
 // nodeMix returns the window of every part of a node-aware mount and why: --mix when given;

@@ -88,10 +88,16 @@ func autoMix(ds *layout.Dataset, v int) int {
 	avg := max(1, storedBytes(ds)/nb)
 	k := min(nb, max(1, AutoWindowBytes/avg), shuffle.MaxMix)
 	if v < shuffle.Version2 || ds.RecordSize() == 0 {
-		perBlock := max(1, int64(ds.Records())/nb)
-		k = min(k, max(1, autoWindowRecords/perBlock))
+		k = min(k, int64(recordBoundMix(ds)))
 	}
 	return int(k)
+}
+
+// recordBoundMix returns the blocks of ds an automatic window takes where it holds at most
+// autoWindowRecords records.
+func recordBoundMix(ds *layout.Dataset) int {
+	nb := int64(max(1, ds.Blocks()))
+	return int(max(1, autoWindowRecords/max(1, int64(ds.Records())/nb)))
 }
 
 // versions returns the order versions that give the order opt over ds: the other version

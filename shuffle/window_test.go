@@ -2,6 +2,7 @@ package shuffle
 
 import (
 	"runtime"
+	"slices"
 	"sort"
 	"testing"
 
@@ -90,6 +91,14 @@ func TestBijectiveWindow(t *testing.T) {
 	require.NotNil(t, w.bij)
 	require.Less(t, w.Bytes(), uint64(4096), "order state of a bijective window")
 	require.LessOrEqual(t, w.Bytes(), MaxWindowBytes(counts, o.Options()))
+	// A short last window of a bijective order holds its permutation: counted.
+	tail := slices.Repeat([]uint64{1 << 20}, 516)
+	to, err := New(tail, Options{Mode: Full, Mix: 512})
+	require.NoError(t, err)
+	last := to.Window(to.Windows() - 1)
+	require.Nil(t, last.bij)
+	require.LessOrEqual(t, last.Bytes(), MaxWindowBytes(tail, to.Options()))
+	require.Greater(t, MaxWindowBytes(tail, to.Options()), uint64(4<<20), "4 blocks of 2^20 records")
 	seen := make([]bool, w.Count)
 	start := map[int]uint64{0: 0, 1: 2_000_000, 2: 2_000_007, 3: 3_500_007}
 	ks, locals := make([]uint32, 1000), make([]uint64, 1000)

@@ -120,7 +120,31 @@ func MaxWindowBytes(counts []uint64, opt Options) uint64 {
 	k := uint64(min(len(counts), opt.mix()))
 	table := 4*(sum>>bucketShift(counts)+1) + 16*k + 8 + windowOverhead
 	if opt.bijective(sum) {
-		return table
+		// The largest windows are computed per position, but a window of at most
+		// BijectionFrom records (a short last window, or one of small blocks) holds its
+		// permutation.
+		return 4*maxPermuted(counts, opt) + table
 	}
 	return 4*sum + table
+}
+
+// maxPermuted returns the records of the largest window that can hold a permutation (at most
+// BijectionFrom records): of the windows of mix blocks, and the last of len(counts) % mix.
+func maxPermuted(counts []uint64, opt Options) uint64 {
+	sorted := slices.Clone(counts)
+	slices.Sort(sorted)
+	sum := func(c []uint64) (n uint64) {
+		for _, v := range c {
+			n += v
+		}
+		return n
+	}
+	var most uint64
+	for _, j := range []int{min(opt.mix(), len(sorted)), len(sorted) % opt.mix()} {
+		if j == 0 || sum(sorted[:j]) > BijectionFrom {
+			continue // no window of j blocks is that small
+		}
+		most = max(most, min(BijectionFrom, sum(sorted[len(sorted)-j:])))
+	}
+	return most
 }

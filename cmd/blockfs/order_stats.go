@@ -74,32 +74,31 @@ func sampledSamples(ds *layout.Dataset, opt shuffle.Options, lo, hi uint64) (sta
 		s.sampled = fmt.Sprintf("measured over %d stretches of %d positions spread over the epoch (%d of %d)",
 			len(shuffle.Stretches(lo, hi)), len(pos)/len(shuffle.Stretches(lo, hi)), len(pos), n)
 	}
-	at := func(storage func(p uint64) uint64) (shuffle.Sample, error) {
-		smp := shuffle.Sample{IDs: make([]uint64, len(pos)), Blocks: make([]uint32, len(pos)), Pos: pos}
+	// The four samples' storage indices, then their ids, resolved together: each block's ids
+	// read once.
+	n := len(pos)
+	ids, blocks := make([]uint64, 4*n), make([]uint32, 4*n)
+	at := func(k int, storage func(p uint64) uint64) shuffle.Sample {
+		smp := shuffle.Sample{IDs: ids[k*n : (k+1)*n], Blocks: blocks[k*n : (k+1)*n], Pos: pos}
 		for i, p := range pos {
 			smp.IDs[i] = storage(p)
 		}
-		return smp, mount.ResolveIDs(ds, smp.IDs, smp.Blocks)
+		return smp
 	}
-	epoch := func(e uint64) (shuffle.Sample, error) {
-		ord, err := epochOrder(ds, opt, e)
-		if err != nil {
-			return shuffle.Sample{}, err
+	var ords [2]*shuffle.Order
+	for k := range ords {
+		var err error
+		if ords[k], err = epochOrder(ds, opt, opt.Epoch+uint64(k)); err != nil {
+			return s, err
 		}
-		return at(func(p uint64) uint64 { b, l := ord.At(p); return ds.FirstRecord(b) + l })
 	}
-	var err error
-	if s.cur, err = epoch(opt.Epoch); err != nil {
-		return s, err
+	stored := func(o *shuffle.Order) func(uint64) uint64 {
+		return func(p uint64) uint64 { b, l := o.At(p); return ds.FirstRecord(b) + l }
 	}
-	if s.next, err = epoch(opt.Epoch + 1); err != nil {
-		return s, err
-	}
-	if s.uni, err = at(shuffle.UniformAt(ds.Records(), opt.Seed^opt.Epoch)); err != nil {
-		return s, err
-	}
-	s.uni2, err = at(shuffle.UniformAt(ds.Records(), opt.Seed^opt.Epoch^0x5bd1e995))
-	return s, err
+	s.cur, s.next = at(0, stored(ords[0])), at(1, stored(ords[1]))
+	s.uni = at(2, shuffle.UniformAt(ds.Records(), opt.Seed^opt.Epoch))
+	s.uni2 = at(3, shuffle.UniformAt(ds.Records(), opt.Seed^opt.Epoch^0x5bd1e995))
+	return s, mount.ResolveIDs(ds, ids, blocks)
 }
 
 func printStats(name string, ds *layout.Dataset, opt shuffle.Options, lo, hi uint64, f orderFlags) error {

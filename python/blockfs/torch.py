@@ -119,9 +119,25 @@ def _same_order_version(saved: Dict[str, Any], facts: Dict[str, Any]) -> Dict[st
     window is large). A state saved before order versions existed was taken in version 1."""
     here = facts.get("order_version")
     versions = (facts.get("order") or {}).get("versions") or [here]
-    if here is not None and saved.get("order_version", 1) in versions:
+    if here is None:
+        return saved
+    if saved.get("order_version", 1) in versions:
         return dict(saved, order_version=here)
-    return saved
+    return dict(saved, order_version=saved.get("order_version", 1))
+
+
+def _version_hint(saved: Dict[str, Any], here: Dict[str, Any]) -> str:
+    """How to resume a state refused for its order version (its own, or a mixture source's):
+    mount in that version. Empty when the versions agree."""
+    def sources(fp: Dict[str, Any]) -> List[Any]:
+        s = fp.get("sources")
+        return s if isinstance(s, list) else []
+    for s, h in [(saved, here)] + list(zip(sources(saved), sources(here))):
+        if isinstance(s, dict) and isinstance(h, dict) and s.get("order_version", 1) != h.get("order_version", 1):
+            v = s.get("order_version", 1)
+            return (f" (the state is of order version {v}: mount with --order-version {v},"
+                    f" blockfs.Mount(..., order_version={v}), to resume in its order)")
+    return ""
 
 
 def _as_is(batch: Any) -> Any:
@@ -444,19 +460,14 @@ class Loader:
         saved, here = state.get("fingerprint"), self.fingerprint()
         if not isinstance(saved, dict):
             raise ValueError(f"loader state fingerprint {saved!r} is not a dict of the mount's facts")
-        saved = _same_order_version(saved, self.info)
+        saved = dict(_same_order_version(saved, self.info))
         if isinstance(saved.get("sources"), list) and is_mixture(self.info):
             saved["sources"] = [_same_order_version(s, f) if isinstance(s, dict) else s
                                 for s, f in zip(saved["sources"], self.info["sources"])] + saved["sources"][len(self.info["sources"]):]
         diff = [f"{k} {saved.get(k)!r} in the state, {here.get(k)!r} in this mount"
                 for k in sorted(set(saved) | set(here)) if saved.get(k) != here.get(k)]
         if diff:
-            hint = ""
-            if saved.get("order_version") != here.get("order_version"):
-                hint = (f" (the state is of order version {saved.get('order_version')}: mount with"
-                        f" --order-version {saved.get('order_version')}, blockfs.Mount(..., order_version="
-                        f"{saved.get('order_version')}), to resume in its order)")
-            raise ValueError("the loader state is from other data or options: " + "; ".join(diff) + hint)
+            raise ValueError("the loader state is from other data or options: " + "; ".join(diff) + _version_hint(saved, here))
         epoch = _state_int(state, "epoch", 0, 2**64 - 1)
         position = _state_int(state, "position", 0, self.epoch_records(epoch))
         self.epoch, self.position = epoch, position

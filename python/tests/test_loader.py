@@ -193,6 +193,10 @@ class LoaderTest(Scratch):
             state = blockfs.torch.Loader(v1, B).state_dict()
             with self.assertRaisesRegex(ValueError, r"order_version 1 in the state, 2 in this mount.*--order-version 1"):
                 blockfs.torch.Loader(v2, B).load_state_dict(state)
+            older = dict(state, fingerprint={k: v for k, v in state["fingerprint"].items() if k != "order_version"})
+            with self.assertRaisesRegex(ValueError, r"order_version 1 in the state.*--order-version 1"):
+                blockfs.torch.Loader(v2, B).load_state_dict(older)
+            self.assertNotIn("order_version", older["fingerprint"], "the caller's state is left as it was")
             blockfs.torch.Loader(v1, B).load_state_dict(state)
 
     def test_labels_and_decode(self):
