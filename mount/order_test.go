@@ -121,3 +121,48 @@ func TestAutoBlockSize(t *testing.T) {
 		assert.Equal(t, c.want, layout.AutoBlockSize(c.size, c.unit), "%+v", c)
 	}
 }
+
+// TestNodeOrderVersions: a node-aware mount's order is the same in both versions only where no
+// part's window (of any node) holds more than 2^22 records.
+func TestNodeOrderVersions(t *testing.T) {
+	full := shuffle.Options{Mode: shuffle.Full}
+	for _, c := range []struct {
+		rs   int64
+		want []int
+	}{{2, []int{2}}, {4096, []int{1, 2}}} {
+		ds, err := layout.OpenFlat(sparse(t, 1<<30), layout.FlatOptions{RecordSize: c.rs})
+		require.NoError(t, err)
+		np := &nodesPlan{blocks: shuffle.PartBlocks(ds.Blocks(), 4, 0)}
+		assert.Equal(t, c.want, np.versions(ds, full, 16), "records of %d bytes", c.rs)
+		assert.Equal(t, []int{1, 2}, np.versions(ds, shuffle.Options{Mode: shuffle.Blocks}, 16))
+	}
+}
+
+// TestFieldsWindowBoundVariable: the shared automatic window of a dataset with fields whose
+// largest field has tiny fixed-size records keeps 2^22 records where another field cut at the
+// samples has records of variable length (its window's byte layout is 16 bytes a record).
+func TestFieldsWindowBoundVariable(t *testing.T) {
+	big, err := layout.OpenFlat(sparse(t, 1<<30), layout.FlatOptions{RecordSize: 2})
+	require.NoError(t, err)
+	lengths := make([]int, 3000)
+	for i := range lengths {
+		lengths[i] = 1 + i%7
+	}
+	d := dstest.Variable(t, filepath.Join(t.TempDir(), "ds"), lengths, 4096, false)
+	text, err := local.Open(d.Dir)
+	require.NoError(t, err)
+	mk := func(ds *layout.Dataset) *Plan {
+		p := &Plan{ds: ds}
+		p.opt.Order, p.order = ChooseOrder(ds, shuffle.Options{Mode: shuffle.Full})
+		return p
+	}
+	for _, c := range []struct {
+		name string
+		srcs []*Plan
+		want int
+	}{{"fixed fields only", []*Plan{mk(big)}, 512}, {"and a variable field", []*Plan{mk(big), mk(text)}, 8}} {
+		f := &fieldsPlan{man: &layout.FieldsManifest{Fields: make([]layout.Field, len(c.srcs))}, srcs: c.srcs}
+		f.boundVariable()
+		assert.Equal(t, c.want, f.srcs[0].opt.Order.Mix, c.name)
+	}
+}
