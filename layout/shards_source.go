@@ -224,17 +224,20 @@ func (s *ShardsSource) readRun(ctx context.Context, shard source.FileID, size in
 		return s.copyRun(ctx, shard, first.at, make([]byte, end-first.at), run, off, bufs, how)
 	}
 	var iov [][]byte
-	var scratch []byte
+	var gaps int64
+	for i, p := range run[:len(run)-1] {
+		gaps += max(0, run[i+1].at-(p.at+p.hi-p.lo))
+	}
+	// Each gap has bytes of its own: a backend may fill the vector's parts at once (an object
+	// store's parallel ranged GETs).
+	scratch := make([]byte, gaps)
 	for i, p := range run {
 		iov = append(iov, source.SliceBufs(bufs, p.lo-off, p.hi-off)...)
 		if i+1 == len(run) {
 			break
 		}
 		if gap := run[i+1].at - (p.at + p.hi - p.lo); gap > 0 {
-			if scratch == nil {
-				scratch = make([]byte, gapMax)
-			}
-			iov = append(iov, scratch[:gap:gap])
+			iov, scratch = append(iov, scratch[:gap:gap]), scratch[gap:]
 		}
 	}
 	return s.shards.Fill(ctx, shard, first.at, iov, how)
