@@ -39,6 +39,7 @@ func TestRefusals(t *testing.T) {
 		{[]string{"mount", "--readahead", "5EiB", p.dir, empty}, 2, "too large"},
 		{[]string{"mount", "--mix", "0", p.dir, empty}, 2, "--mix 0 is out of range"},
 		{[]string{"mount", "--mix", "99999999", p.dir, empty}, 2, "out of range"},
+		{[]string{"mount", "--order-version", "3", p.dir, empty}, 2, `--order-version "3": want 1 or 2`},
 		{[]string{"order", "--ids", "--mix", "0", p.dir}, 2, "--mix 0 is out of range (1 to 65536, or auto)"},
 		{[]string{"mount", "--shuffle", "random", p.dir, empty}, 2, "unknown shuffle mode"},
 		{[]string{"mount", "--shuffle", "blocks", "--mix", "2", p.dir, empty}, 2, "--mix 2: mix 2 needs shuffle mode full (mode is blocks)"},
