@@ -49,9 +49,20 @@ type ShardsIndex struct {
 	// (a label), read from there rather than from between the shards' other members.
 	Stored []string `json:"stored,omitempty"`
 	// FillMissing: a sample that lacks a field has an empty value (index --fill-missing).
-	FillMissing bool         `json:"fill_missing,omitempty"`
-	Shards      []IndexShard `json:"shards"`
-	Blocks      []IndexBlock `json:"blocks"`
+	FillMissing bool `json:"fill_missing,omitempty"`
+	// Of is, in the index of a part (blockfs index --part), what the part is a part of; nil in
+	// a whole (or merged) index.
+	Of     *IndexWhole  `json:"of,omitempty"`
+	Shards []IndexShard `json:"shards"`
+	Blocks []IndexBlock `json:"blocks"`
+}
+
+// IndexWhole is what a part's index was a part of: every shard's count and bytes, when it was
+// made. A merge refuses parts that saw other shards (a shard added or changed between parts
+// would otherwise be indexed twice or not at all).
+type IndexWhole struct {
+	Shards int   `json:"shards"`
+	Bytes  int64 `json:"bytes"`
 }
 
 // IndexShard is one shard as it was indexed: a regular file or an object, and what identifies

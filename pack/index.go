@@ -31,6 +31,8 @@ type IndexOptions struct {
 	FillMissing bool
 	// Force replaces an index already at the destination.
 	Force bool
+	// Of, for a part (IndexPart), is what it is a part of, kept in its index for the merge.
+	Of *layout.IndexWhole
 	// Total is the bytes of all the shards, when these are a part of them (IndexPart): the
 	// block size and the fields stored in the index are chosen from it, as one index would.
 	Total int64
@@ -70,7 +72,7 @@ func Index(ctx context.Context, format Format, source string, shards []Shard, ou
 		return nil, err
 	}
 	w := &indexWriter{dir: tmp, fill: opt.FillMissing, index: map[string]int{}, buf: make([]byte, 1<<20),
-		ix: &layout.ShardsIndex{Format: layout.IndexFormat, Version: layout.IndexVersion, Input: string(format), Source: source}}
+		ix: &layout.ShardsIndex{Format: layout.IndexFormat, Version: layout.IndexVersion, Input: string(format), Source: source, Of: opt.Of}}
 	var total int64
 	for _, sh := range shards {
 		total += sh.Size

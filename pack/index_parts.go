@@ -30,6 +30,7 @@ func IndexPart(ctx context.Context, format Format, source string, shards []Shard
 	for _, sh := range shards {
 		opt.Total += sh.Size
 	}
+	opt.Of = &layout.IndexWhole{Shards: len(shards), Bytes: opt.Total}
 	if err := os.MkdirAll(filepath.Join(out, PartsDir), 0o755); err != nil {
 		return nil, fmt.Errorf("cannot write %s: %w", out, unwrap(err))
 	}
@@ -48,6 +49,9 @@ func MergeIndex(out string, force bool) (*layout.ShardsIndex, error) {
 	}
 	m := &layout.ShardsIndex{Format: layout.IndexFormat, Version: layout.IndexVersion, Input: parts[0].Input,
 		Source: parts[0].Source, FillMissing: parts[0].FillMissing}
+	if err := sameWhole(out, parts); err != nil {
+		return nil, err
+	}
 	for i, ix := range parts {
 		if ix.Input != m.Input || ix.Source != m.Source || ix.FillMissing != m.FillMissing {
 			return nil, fmt.Errorf("%s: part %d of %d indexes other shards (%s at %s) than part 0 (%s at %s), or with other options: index every part with the same arguments",
@@ -88,6 +92,40 @@ func MergeIndex(out string, force bool) (*layout.ShardsIndex, error) {
 		}
 	}
 	return m, writeMerged(out, m, parts)
+}
+
+// sameWhole checks that every part was made over the same shards: the same count and bytes of
+// them all, the parts' shards as many and each in one part. A shard added, removed or changed
+// between the parts' runs deals the shards otherwise: some would be indexed twice, or not at
+// all.
+func sameWhole(out string, parts []*layout.ShardsIndex) error {
+	seen := map[string]int{}
+	n := 0
+	for i, ix := range parts {
+		if ix.Of == nil || *ix.Of != *parts[0].Of {
+			return fmt.Errorf("%s: part %d of %d was indexed over other shards than part 0 (%s, against %s): the shards changed between the parts' runs; index every part again",
+				out, i, len(parts), wholeText(ix.Of), wholeText(parts[0].Of))
+		}
+		for _, sh := range ix.Shards {
+			if j, ok := seen[sh.Name]; ok {
+				return fmt.Errorf("%s: shard %s is in parts %d and %d: the shards changed between the parts' runs; index every part again", out, sh.Name, j, i)
+			}
+			seen[sh.Name] = i
+		}
+		n += len(ix.Shards)
+	}
+	if n != parts[0].Of.Shards {
+		return fmt.Errorf("%s: the parts hold %d shards of the %d they were indexed over: the shards changed between the parts' runs; index every part again", out, n, parts[0].Of.Shards)
+	}
+	return nil
+}
+
+// wholeText says what a part was indexed over.
+func wholeText(w *layout.IndexWhole) string {
+	if w == nil {
+		return "not said: an index from an older blockfs"
+	}
+	return fmt.Sprintf("%d shards of %d bytes", w.Shards, w.Bytes)
 }
 
 // readIndexParts reads the part indexes under out/parts, in part order, refusing a missing

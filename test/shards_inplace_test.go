@@ -105,6 +105,21 @@ func TestShardsInPlace(t *testing.T) {
 		y, _ := os.ReadFile(filepath.Join(parted, "fields", f))
 		require.True(t, bytes.Equal(x, y), "%s of the merged index", f)
 	}
+	// A part indexed again after the shards changed (a shard added: the parts' shares move)
+	// is refused at the merge, not indexed twice or left out.
+	late := filepath.Join(dir, "late")
+	require.NoError(t, os.MkdirAll(late, 0o755))
+	for _, e := range mustGlob(t, glob) {
+		require.NoError(t, os.Link(e, filepath.Join(late, filepath.Base(e))))
+	}
+	lateGlob := filepath.Join(late, "*.tar")
+	mustRun(t, "index", "--part", "0/2", lateGlob, filepath.Join(dir, "lateidx"))
+	extra := mustGlob(t, glob)[0]
+	require.NoError(t, os.Link(extra, filepath.Join(late, "zz-"+filepath.Base(extra))))
+	mustRun(t, "index", "--part", "1/2", lateGlob, filepath.Join(dir, "lateidx"))
+	_, errs, code = run(t, "index", "--merge", filepath.Join(dir, "lateidx"))
+	assert.NotZero(t, code)
+	assert.Contains(t, errs, "the shards changed between the parts' runs; index every part again")
 
 	// An index of shards that changed is refused, in one line naming the shard.
 	m.stop()
@@ -356,4 +371,13 @@ for s in range(2):
 	m = mount(t, filepath.Join(one, "*.tar"), "--index", idx, "--cache-size", "128MiB")
 	checkSampleEpochs(t, m, []int{0}, []string{"mp4", "cls"}, func(id uint64, f string) []byte { return want[f][6+id] }, 6)
 	m.stop()
+}
+
+// mustGlob returns the files a pattern names, sorted.
+func mustGlob(t *testing.T, pattern string) []string {
+	t.Helper()
+	m, err := filepath.Glob(pattern)
+	require.NoError(t, err)
+	require.NotEmpty(t, m, pattern)
+	return m
 }
