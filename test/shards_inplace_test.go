@@ -81,52 +81,14 @@ func TestShardsInPlace(t *testing.T) {
 	assert.FileExists(t, filepath.Join(idx2, "blockfs-index.json"))
 	checkSampleEpochs(t, m2, []int{0, 1}, fields, wds, 1200)
 	m2.stop()
-	again := filepath.Join(dir, "idx3")
-	mustRun(t, "index", glob, again)
-	a, _ := os.ReadFile(filepath.Join(idx2, "blockfs-index.json"))
-	b, _ := os.ReadFile(filepath.Join(again, "blockfs-index.json"))
-	require.Equal(t, string(a), string(b), "an index is a function of the shards")
-
-	// An index made in parts (any order, anywhere) and merged is the one index of the shards;
-	// a merge with a part missing is refused, naming it.
-	parted := filepath.Join(dir, "parted")
-	mustRun(t, "index", "--part", "1/3", glob, parted)
-	_, errs, code := run(t, "index", "--merge", parted)
-	assert.NotZero(t, code)
-	assert.Contains(t, errs, "part 0 of 3 is missing")
-	mustRun(t, "index", "--part", "2/3", glob, parted)
-	mustRun(t, "index", "--part", "0/3", glob, parted)
-	out = mustRun(t, "index", "--merge", parted)
-	assert.Contains(t, out, "1200 samples of 3 webdataset shards")
-	c, _ := os.ReadFile(filepath.Join(parted, "blockfs-index.json"))
-	require.Equal(t, string(b), string(c), "an index merged from parts is the one index")
-	for _, f := range []string{"jpg.offsets", "jpg.members", "cls.values", "json.members"} {
-		x, _ := os.ReadFile(filepath.Join(again, "fields", f))
-		y, _ := os.ReadFile(filepath.Join(parted, "fields", f))
-		require.True(t, bytes.Equal(x, y), "%s of the merged index", f)
-	}
-	// A part indexed again after the shards changed (a shard added: the parts' shares move)
-	// is refused at the merge, not indexed twice or left out.
-	late := filepath.Join(dir, "late")
-	require.NoError(t, os.MkdirAll(late, 0o755))
-	for _, e := range mustGlob(t, glob) {
-		require.NoError(t, os.Link(e, filepath.Join(late, filepath.Base(e))))
-	}
-	lateGlob := filepath.Join(late, "*.tar")
-	mustRun(t, "index", "--part", "0/2", lateGlob, filepath.Join(dir, "lateidx"))
-	extra := mustGlob(t, glob)[0]
-	require.NoError(t, os.Link(extra, filepath.Join(late, "zz-"+filepath.Base(extra))))
-	mustRun(t, "index", "--part", "1/2", lateGlob, filepath.Join(dir, "lateidx"))
-	_, errs, code = run(t, "index", "--merge", filepath.Join(dir, "lateidx"))
-	assert.NotZero(t, code)
-	assert.Contains(t, errs, "the shards changed between the parts' runs; index every part again")
+	checkIndexParts(t, dir, glob, idx2)
 
 	// An index of shards that changed is refused, in one line naming the shard.
 	m.stop()
 	shard := filepath.Join(shards, "shard-0001.tar")
 	later := time.Now().Add(time.Hour)
 	require.NoError(t, os.Chtimes(shard, later, later))
-	_, errs, code = run(t, "mount", idx, filepath.Join(dir, "mnt"))
+	_, errs, code := run(t, "mount", idx, filepath.Join(dir, "mnt"))
 	assert.NotZero(t, code)
 	assert.Contains(t, errs, "shard-0001.tar")
 	assert.Contains(t, errs, "blockfs index")
@@ -380,4 +342,49 @@ func mustGlob(t *testing.T, pattern string) []string {
 	require.NoError(t, err)
 	require.NotEmpty(t, m, pattern)
 	return m
+}
+
+// checkIndexParts: blockfs index of the shards at glob is the index the mount made (made);
+// one made in parts and merged is the same, byte for byte; a merge with a part missing, or of
+// parts made over other shards, is refused.
+func checkIndexParts(t *testing.T, dir, glob, made string) {
+	again := filepath.Join(dir, "idx3")
+	mustRun(t, "index", glob, again)
+	a, _ := os.ReadFile(filepath.Join(made, "blockfs-index.json"))
+	b, _ := os.ReadFile(filepath.Join(again, "blockfs-index.json"))
+	require.Equal(t, string(a), string(b), "an index is a function of the shards")
+
+	// An index made in parts (any order, anywhere) and merged is the one index of the shards;
+	// a merge with a part missing is refused, naming it.
+	parted := filepath.Join(dir, "parted")
+	mustRun(t, "index", "--part", "1/3", glob, parted)
+	_, errs, code := run(t, "index", "--merge", parted)
+	assert.NotZero(t, code)
+	assert.Contains(t, errs, "part 0 of 3 is missing")
+	mustRun(t, "index", "--part", "2/3", glob, parted)
+	mustRun(t, "index", "--part", "0/3", glob, parted)
+	out := mustRun(t, "index", "--merge", parted)
+	assert.Contains(t, out, "1200 samples of 3 webdataset shards")
+	c, _ := os.ReadFile(filepath.Join(parted, "blockfs-index.json"))
+	require.Equal(t, string(b), string(c), "an index merged from parts is the one index")
+	for _, f := range []string{"jpg.offsets", "jpg.members", "cls.values", "json.members"} {
+		x, _ := os.ReadFile(filepath.Join(again, "fields", f))
+		y, _ := os.ReadFile(filepath.Join(parted, "fields", f))
+		require.True(t, bytes.Equal(x, y), "%s of the merged index", f)
+	}
+	// A part indexed again after the shards changed (a shard added: the parts' shares move)
+	// is refused at the merge, not indexed twice or left out.
+	late := filepath.Join(dir, "late")
+	require.NoError(t, os.MkdirAll(late, 0o755))
+	for _, e := range mustGlob(t, glob) {
+		require.NoError(t, os.Link(e, filepath.Join(late, filepath.Base(e))))
+	}
+	lateGlob := filepath.Join(late, "*.tar")
+	mustRun(t, "index", "--part", "0/2", lateGlob, filepath.Join(dir, "lateidx"))
+	extra := mustGlob(t, glob)[0]
+	require.NoError(t, os.Link(extra, filepath.Join(late, "zz-"+filepath.Base(extra))))
+	mustRun(t, "index", "--part", "1/2", lateGlob, filepath.Join(dir, "lateidx"))
+	_, errs, code = run(t, "index", "--merge", filepath.Join(dir, "lateidx"))
+	assert.NotZero(t, code)
+	assert.Contains(t, errs, "the shards changed between the parts' runs; index every part again")
 }
