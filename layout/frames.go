@@ -1,0 +1,158 @@
+package layout
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Compressed blocks (issue 40; the codec: pack and the mount do not write or read it yet).
+//
+// A compressed block's file is a header, then its frames:
+//
+//	magic   "BFZ1"
+//	frame   uint32 LE: the uncompressed bytes of every frame but the last (a multiple of 4096)
+//	raw     uint64 LE: the block's uncompressed bytes; n = ceil(raw / frame) frames
+//	n times size uint32 LE, crc32c uint32 LE: frame i's compressed bytes and their CRC32C
+//	crc32c  uint32 LE: of the header's bytes before it
+//
+// and frame i, at the header's size plus the sizes of the frames before it, is one zstd frame
+// (RFC 8878) of the block's bytes [i*frame, min((i+1)*frame, raw)). A read decompresses only the
+// frames it touches, each checked against its CRC32C before it is decompressed and against its
+// length after.
+
+// framesMagic opens a compressed block's file.
+const framesMagic = "BFZ1"
+
+// framesFixed is the header's bytes beside its per-frame entries: magic, frame, raw, crc32c.
+const framesFixed = 4 + 4 + 8 + 4
+
+// ErrFrames says a compressed block's header or frame is not what it must be.
+var ErrFrames = errors.New("compressed block corrupt")
+
+// Frames is the parsed header of a compressed block's file. Immutable.
+type Frames struct {
+	Frame int64    // uncompressed bytes of every frame but the last
+	Raw   int64    // the block's uncompressed bytes
+	Sizes []uint32 // each frame's compressed bytes
+	CRCs  []uint32 // each frame's CRC32C
+	at    []int64  // at[i]: frame i's offset in the file; at[n] the file's size
+}
+
+// FramesHeaderSize returns the header's bytes for a block of raw bytes cut in frames of frame.
+func FramesHeaderSize(raw, frame int64) int64 { return framesFixed + 8*frameCount(raw, frame) }
+
+func frameCount(raw, frame int64) int64 { return (raw + frame - 1) / frame }
+
+// EncodeFrames returns the compressed file of a block of raw bytes: its header and its frames
+// of frame bytes each (a multiple of 4096), compressed by enc.
+func EncodeFrames(raw []byte, frame int64, enc *zstd.Encoder) []byte {
+	n := frameCount(int64(len(raw)), frame)
+	head := FramesHeaderSize(int64(len(raw)), frame)
+	out := make([]byte, head, head+int64(len(raw))/2)
+	copy(out, framesMagic)
+	binary.LittleEndian.PutUint32(out[4:], uint32(frame))
+	binary.LittleEndian.PutUint64(out[8:], uint64(len(raw)))
+	for i := int64(0); i < n; i++ {
+		start := len(out)
+		out = enc.EncodeAll(raw[i*frame:min((i+1)*frame, int64(len(raw)))], out)
+		binary.LittleEndian.PutUint32(out[16+8*i:], uint32(len(out)-start))
+		binary.LittleEndian.PutUint32(out[20+8*i:], CRC32C(out[start:]))
+	}
+	binary.LittleEndian.PutUint32(out[head-4:], CRC32C(out[:head-4]))
+	return out
+}
+
+// ParseFrames parses the header at the start of b, a compressed block's file of fileSize bytes
+// holding raw uncompressed bytes (from the manifest): its CRC32C, its frame size, its frames'
+// sizes adding up to the file's. b must hold the header (FramesHeaderSize).
+func ParseFrames(b []byte, fileSize, raw int64) (*Frames, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrFrames, fmt.Sprintf(format, args...))
+	}
+	if len(b) < framesFixed || string(b[:4]) != framesMagic {
+		return nil, bad("no %q header", framesMagic)
+	}
+	f := &Frames{Frame: int64(binary.LittleEndian.Uint32(b[4:])), Raw: int64(binary.LittleEndian.Uint64(b[8:]))}
+	if f.Frame <= 0 || f.Frame%4096 != 0 {
+		return nil, bad("frame size %d is not a positive multiple of 4096", f.Frame)
+	}
+	if f.Raw != raw {
+		return nil, bad("the header says %d uncompressed bytes, the manifest %d", f.Raw, raw)
+	}
+	n := frameCount(f.Raw, f.Frame)
+	head := FramesHeaderSize(f.Raw, f.Frame)
+	if int64(len(b)) < head || head > fileSize {
+		return nil, bad("a header of %d frames (%d bytes) is longer than the %d bytes given of a file of %d", n, head, len(b), fileSize)
+	}
+	if got, want := CRC32C(b[:head-4]), binary.LittleEndian.Uint32(b[head-4:]); got != want {
+		return nil, bad("header CRC32C %08x, want %08x", got, want)
+	}
+	f.Sizes, f.CRCs, f.at = make([]uint32, n), make([]uint32, n), make([]int64, n+1)
+	f.at[0] = head
+	for i := int64(0); i < n; i++ {
+		f.Sizes[i] = binary.LittleEndian.Uint32(b[16+8*i:])
+		f.CRCs[i] = binary.LittleEndian.Uint32(b[20+8*i:])
+		f.at[i+1] = f.at[i] + int64(f.Sizes[i])
+	}
+	if f.at[n] != fileSize {
+		return nil, bad("frames of %d bytes and a header of %d make %d bytes, the file has %d", f.at[n]-head, head, f.at[n], fileSize)
+	}
+	return f, nil
+}
+
+// frameLen returns frame i's uncompressed bytes.
+func (f *Frames) frameLen(i int) int64 { return min(f.Frame, f.Raw-int64(i)*f.Frame) }
+
+// Span returns the frames [first, last] that hold the uncompressed bytes [off, off+n) (n > 0,
+// within Raw) and where their compressed bytes are in the file: size bytes from at.
+func (f *Frames) Span(off, n int64) (first, last int, at, size int64) {
+	first, last = int(off/f.Frame), int((off+n-1)/f.Frame)
+	return first, last, f.at[first], f.at[last+1] - f.at[first]
+}
+
+// Decode fills dst with the uncompressed bytes from off, from comp, the file's bytes of frames
+// first, first+1, ... (Span's). Each frame's CRC32C is checked before it is decompressed and its
+// length after; dec must bound a frame's memory (NewFramesDecoder). scratch, of Frame bytes,
+// takes a frame dst holds only part of.
+func (f *Frames) Decode(dec *zstd.Decoder, first int, comp []byte, off int64, dst, scratch []byte) error {
+	at := f.at[first]
+	for i := first; len(dst) > 0; i++ {
+		if i >= len(f.Sizes) {
+			return fmt.Errorf("%w: bytes asked past the block's %d", ErrFrames, f.Raw)
+		}
+		lo, hi := f.at[i]-at, f.at[i+1]-at
+		if hi > int64(len(comp)) {
+			return fmt.Errorf("%w: frame %d is past the %d bytes read", ErrFrames, i, len(comp))
+		}
+		src := comp[lo:hi]
+		if got := CRC32C(src); got != f.CRCs[i] {
+			return fmt.Errorf("%w: frame %d CRC32C %08x, want %08x", ErrFrames, i, got, f.CRCs[i])
+		}
+		start, want := int64(i)*f.Frame, f.frameLen(i)
+		skip := max(0, off-start)
+		whole := skip == 0 && int64(len(dst)) >= want
+		out := scratch[:0:want]
+		if whole {
+			out = dst[:0:want]
+		}
+		got, err := dec.DecodeAll(src, out)
+		if err != nil {
+			return fmt.Errorf("%w: frame %d: %v", ErrFrames, i, err)
+		}
+		if int64(len(got)) != want || (whole && &got[0] != &dst[0]) {
+			return fmt.Errorf("%w: frame %d holds %d bytes, want %d", ErrFrames, i, len(got), want)
+		}
+		n := copy(dst, got[skip:])
+		dst, off = dst[n:], off+int64(n)
+	}
+	return nil
+}
+
+// NewFramesDecoder returns a zstd decoder that decompresses no frame past frame bytes (a frame
+// that claims more is an error, not an allocation), for Decode.
+func NewFramesDecoder(frame int64) (*zstd.Decoder, error) {
+	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(frame)))
+}

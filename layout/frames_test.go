@@ -1,0 +1,111 @@
+package layout
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/stretchr/testify/require"
+)
+
+// textLike returns n bytes of words, compressible as a JSON Lines corpus is.
+func textLike(r *rand.Rand, n int) []byte {
+	words := []string{"the", "epoch", "block", "shuffle", "record", "{\"id\": ", "\"text\": ", "token", "\n"}
+	var b bytes.Buffer
+	for b.Len() < n {
+		b.WriteString(words[r.IntN(len(words))])
+		fmt.Fprintf(&b, "%d ", r.IntN(1000))
+	}
+	return b.Bytes()[:n]
+}
+
+func framesEncoder(t *testing.T) *zstd.Encoder {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+	require.NoError(t, err)
+	return enc
+}
+
+// TestFramesRoundTrip: any range of a compressed block decodes to the block's bytes, for
+// blocks of no bytes, less than a frame, whole frames and a short last frame.
+func TestFramesRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(40, 1))
+	enc := framesEncoder(t)
+	for _, frame := range []int64{4096, 1 << 20} {
+		dec, err := NewFramesDecoder(frame)
+		require.NoError(t, err)
+		scratch := make([]byte, frame)
+		for _, size := range []int{0, 1, 4095, 4096, 3*4096 + 17, 1 << 20, 3<<20 + 17} {
+			raw := textLike(r, size)
+			file := EncodeFrames(raw, frame, enc)
+			f, err := ParseFrames(file, int64(len(file)), int64(size))
+			require.NoError(t, err, "frame %d size %d", frame, size)
+			if size > 4096 {
+				require.Less(t, len(file), size/2, "text compresses")
+			}
+			for k := 0; k < 50 && size > 0; k++ {
+				off := r.Int64N(int64(size))
+				n := 1 + r.Int64N(min(int64(size)-off, 3*frame))
+				first, last, at, span := f.Span(off, n)
+				require.LessOrEqual(t, first, last)
+				dst := make([]byte, n)
+				require.NoError(t, f.Decode(dec, first, file[at:at+span], off, dst, scratch))
+				require.Equal(t, raw[off:off+n], dst, "frame %d size %d [%d, +%d)", frame, size, off, n)
+			}
+		}
+	}
+}
+
+// TestFramesCorrupt: a flipped byte anywhere in a compressed block's file is an error wrapping
+// ErrFrames, at the header or at the frame that holds it, never other bytes.
+func TestFramesCorrupt(t *testing.T) {
+	r := rand.New(rand.NewPCG(40, 2))
+	enc := framesEncoder(t)
+	const frame = 4096
+	dec, err := NewFramesDecoder(frame)
+	require.NoError(t, err)
+	raw := textLike(r, 5*frame+100)
+	file := EncodeFrames(raw, frame, enc)
+	for k := 0; k < 300; k++ {
+		bad := bytes.Clone(file)
+		bad[r.IntN(len(bad))] ^= byte(1 + r.IntN(255))
+		f, err := ParseFrames(bad, int64(len(bad)), int64(len(raw)))
+		if err == nil {
+			dst := make([]byte, len(raw))
+			_, _, at, span := f.Span(0, int64(len(raw)))
+			err = f.Decode(dec, 0, bad[at:at+span], 0, dst, make([]byte, frame))
+		}
+		require.Error(t, err)
+		require.True(t, errors.Is(err, ErrFrames), "%v", err)
+	}
+	_, err = ParseFrames(file, int64(len(file)), int64(len(raw))+1)
+	require.ErrorIs(t, err, ErrFrames, "a header of other bytes than the manifest's")
+	_, err = ParseFrames(file[:10], int64(len(file)), int64(len(raw)))
+	require.ErrorIs(t, err, ErrFrames, "a header cut short")
+}
+
+// TestFramesBomb: a frame whose CRC32C holds but that decompresses to more than its length (a
+// tampered file made consistent) is refused without decompressing it whole.
+func TestFramesBomb(t *testing.T) {
+	enc := framesEncoder(t)
+	const frame = 4096
+	dec, err := NewFramesDecoder(frame)
+	require.NoError(t, err)
+	big := enc.EncodeAll(make([]byte, 64<<20), nil) // 64 MiB of zeros in one small frame
+	raw := make([]byte, frame)
+	head := FramesHeaderSize(frame, frame)
+	file := EncodeFrames(raw, frame, enc)[:head]
+	binary.LittleEndian.PutUint32(file[16:], uint32(len(big)))
+	binary.LittleEndian.PutUint32(file[20:], CRC32C(big))
+	binary.LittleEndian.PutUint32(file[head-4:], CRC32C(file[:head-4]))
+	file = append(file, big...)
+	f, err := ParseFrames(file, int64(len(file)), frame)
+	require.NoError(t, err)
+	dst := make([]byte, frame)
+	err = f.Decode(dec, 0, file[head:], 0, dst, make([]byte, frame))
+	require.ErrorIs(t, err, ErrFrames)
+	require.Contains(t, err.Error(), "frame 0")
+}
