@@ -1,0 +1,147 @@
+package layout
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/blockfs/blockfs/internal/lru"
+	"github.com/blockfs/blockfs/source"
+)
+
+// headersCost bounds the parsed headers a FramesSource keeps (8 bytes a frame each, plus a
+// little): 1 MiB, the headers of some 8000 blocks of 16 frames.
+const headersCost = 1 << 20
+
+// headFirst is the first read of a compressed file's header: enough for the header of a block
+// of up to 509 frames in one read (a 16 MiB block of 1 MiB frames has 16).
+const headFirst = 4096
+
+// FramesSource is a source.Blocks over below, which holds some of its files compressed (a
+// header and zstd frames: frames.go): it serves those files' uncompressed bytes, reading and
+// checking only the frames a Fill touches, and passes every other file through. framed says
+// which files are compressed and their uncompressed size (from the manifest). A damaged header
+// or frame is a *source.Error wrapping source.ErrCorrupt and ErrFrames: EIO, never other bytes.
+// Safe for concurrent use. (Issue 40: the layer a mount will read compressed blocks through;
+// nothing builds it yet.)
+type FramesSource struct {
+	below  source.Blocks
+	framed func(id source.FileID) (raw int64, ok bool)
+	heads  *lru.Cache[source.FileID, *Frames]
+
+	mu   sync.Mutex
+	decs map[int64]*sync.Pool // decoders by frame size (each bounded by it); guarded by mu
+}
+
+// NewFramesSource returns the uncompressed view of below's compressed files.
+func NewFramesSource(below source.Blocks, framed func(id source.FileID) (raw int64, ok bool)) *FramesSource {
+	return &FramesSource{below: below, framed: framed, heads: lru.New[source.FileID, *Frames](headersCost, 1),
+		decs: map[int64]*sync.Pool{}}
+}
+
+// Size implements source.Blocks: a compressed file's uncompressed bytes.
+func (s *FramesSource) Size(id source.FileID) int64 {
+	if raw, ok := s.framed(id); ok {
+		return raw
+	}
+	return s.below.Size(id)
+}
+
+// Fill implements source.Blocks.
+func (s *FramesSource) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]byte, how source.Read) error {
+	raw, ok := s.framed(id)
+	if !ok {
+		return s.below.Fill(ctx, id, off, bufs, how)
+	}
+	n := int64(source.Len(bufs))
+	if off < 0 || off+n > raw {
+		return fmt.Errorf("read of [%d, %d) past the %d bytes of compressed file %d", off, off+n, raw, id)
+	}
+	if n == 0 {
+		return nil
+	}
+	f, err := s.header(ctx, id, raw, how)
+	if err != nil {
+		return err
+	}
+	first, _, at, size := f.Span(off, n)
+	comp := make([]byte, size)
+	if err := s.below.Fill(ctx, id, at, [][]byte{comp}, how); err != nil {
+		return err
+	}
+	dst := bufs[0]
+	if len(bufs) > 1 {
+		dst = make([]byte, n)
+	}
+	dec, put, err := s.decoder(f.Frame)
+	if err != nil {
+		return err
+	}
+	err = f.Decode(dec, first, comp, off, dst, make([]byte, f.Frame))
+	put()
+	if err != nil {
+		return s.corrupt(id, at, err)
+	}
+	if len(bufs) > 1 {
+		for _, b := range bufs {
+			dst = dst[copy(b, dst):]
+		}
+	}
+	return nil
+}
+
+// header returns file id's parsed header, read and checked once while the LRU keeps it.
+func (s *FramesSource) header(ctx context.Context, id source.FileID, raw int64, how source.Read) (*Frames, error) {
+	if f, ok := s.heads.Get(id); ok {
+		return f, nil
+	}
+	size := s.below.Size(id)
+	b := make([]byte, min(size, headFirst))
+	if err := s.below.Fill(ctx, id, 0, [][]byte{b}, how); err != nil {
+		return nil, err
+	}
+	if len(b) >= framesFixed && string(b[:4]) == framesMagic {
+		// The header's size follows from its frame size and the block's bytes; ParseFrames
+		// checks both (and a size past the file's).
+		frame := int64(binary.LittleEndian.Uint32(b[4:]))
+		if head := FramesHeaderSize(raw, max(frame, 1)); frame > 0 && head > int64(len(b)) && head <= size {
+			b = append(b, make([]byte, head-int64(len(b)))...)
+			if err := s.below.Fill(ctx, id, headFirst, [][]byte{b[headFirst:]}, how); err != nil {
+				return nil, err
+			}
+		}
+	}
+	f, err := ParseFrames(b, size, raw)
+	if err != nil {
+		return nil, s.corrupt(id, 0, err)
+	}
+	s.heads.Add(id, f, uint64(8*len(f.Sizes)+64))
+	return f, nil
+}
+
+// decoder returns a decoder bounded by frame bytes, and the call that gives it back.
+func (s *FramesSource) decoder(frame int64) (*zstd.Decoder, func(), error) {
+	s.mu.Lock()
+	p := s.decs[frame]
+	if p == nil {
+		p = &sync.Pool{}
+		s.decs[frame] = p
+	}
+	s.mu.Unlock()
+	d, _ := p.Get().(*zstd.Decoder)
+	if d == nil {
+		var err error
+		if d, err = NewFramesDecoder(frame); err != nil {
+			return nil, nil, err
+		}
+	}
+	return d, func() { p.Put(d) }, nil
+}
+
+// corrupt wraps a damaged header's or frame's error as a read error of file id.
+func (s *FramesSource) corrupt(id source.FileID, off int64, err error) error {
+	return &source.Error{Op: "read", Name: fmt.Sprintf("file %d", id), Off: off, Err: fmt.Errorf("%w: %w", source.ErrCorrupt, err)}
+}

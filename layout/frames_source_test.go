@@ -1,0 +1,126 @@
+package layout
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/blockfs/blockfs/source"
+)
+
+// memFiles is a source.Blocks of files in memory, counting the bytes read.
+type memFiles struct {
+	files map[source.FileID][]byte
+	read  atomic.Int64
+}
+
+func (m *memFiles) Size(id source.FileID) int64 { return int64(len(m.files[id])) }
+
+func (m *memFiles) Fill(_ context.Context, id source.FileID, off int64, bufs [][]byte, _ source.Read) error {
+	f := m.files[id]
+	if off < 0 || off+int64(source.Len(bufs)) > int64(len(f)) {
+		return fmt.Errorf("read past file %d", id)
+	}
+	for _, b := range bufs {
+		off += int64(copy(b, f[off:]))
+		m.read.Add(int64(len(b)))
+	}
+	return nil
+}
+
+// TestFramesSource: reads of any range, into one buffer or several, of compressed files give
+// their uncompressed bytes, from several goroutines at once, reading about the frames they
+// touch; a file not compressed passes through; a damaged frame is source.ErrCorrupt.
+func TestFramesSource(t *testing.T) {
+	r := rand.New(rand.NewPCG(40, 4))
+	enc := framesEncoder(t)
+	const frame = 4096
+	raws := map[source.FileID][]byte{}
+	below := &memFiles{files: map[source.FileID][]byte{}}
+	for id, size := range []int{0, 100, frame, 37*frame + 5, 3000 * frame / 4} {
+		raws[source.FileID(id)] = textLike(r, size)
+		below.files[source.FileID(id)] = EncodeFrames(raws[source.FileID(id)], frame, enc)
+	}
+	plain := source.FileID(99)
+	below.files[plain] = textLike(r, 5000)
+	s := NewFramesSource(below, func(id source.FileID) (int64, bool) {
+		raw, ok := raws[id]
+		return int64(len(raw)), ok
+	})
+	require.EqualValues(t, 37*frame+5, s.Size(3))
+	require.EqualValues(t, 5000, s.Size(plain))
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(40, uint64(g)))
+			for k := 0; k < 200; k++ {
+				id := source.FileID(1 + r.IntN(4))
+				raw := raws[id]
+				off := r.Int64N(int64(len(raw)))
+				n := 1 + r.Int64N(min(int64(len(raw))-off, 3*frame))
+				var bufs [][]byte
+				for left := n; left > 0; {
+					m := min(left, 1+r.Int64N(2*frame))
+					bufs, left = append(bufs, make([]byte, m)), left-m
+				}
+				if err := s.Fill(context.Background(), id, off, bufs, source.Read{}); err != nil {
+					t.Error(err)
+					return
+				}
+				if got := bytes.Join(bufs, nil); !bytes.Equal(got, raw[off:off+n]) {
+					t.Errorf("file %d [%d, +%d): other bytes", id, off, n)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, s.Fill(context.Background(), 0, 0, nil, source.Read{}), "an empty file, nothing asked")
+	got := make([]byte, 5000)
+	require.NoError(t, s.Fill(context.Background(), plain, 0, [][]byte{got}, source.Read{}))
+	require.Equal(t, below.files[plain], got, "a file not compressed passes through")
+
+	// One frame of a large file read: about a frame's compressed bytes below, not the file's.
+	before := below.read.Load()
+	require.NoError(t, s.Fill(context.Background(), 4, 100*frame+7, [][]byte{make([]byte, 10)}, source.Read{}))
+	require.Less(t, below.read.Load()-before, int64(2*frame))
+
+	// A flipped byte in a frame is ErrCorrupt at the read that touches it, not at others.
+	f := below.files[3]
+	hd := FramesHeaderSize(int64(len(raws[3])), frame)
+	f[hd+int64(len(f)-int(hd))/2] ^= 0x40
+	corrupt := NewFramesSource(below, func(id source.FileID) (int64, bool) { return int64(len(raws[id])), id == 3 })
+	err := corrupt.Fill(context.Background(), 3, 0, [][]byte{make([]byte, len(raws[3]))}, source.Read{})
+	require.Error(t, err)
+	require.True(t, errors.Is(err, source.ErrCorrupt) && errors.Is(err, ErrFrames), "%v", err)
+	require.NoError(t, corrupt.Fill(context.Background(), 3, 0, [][]byte{make([]byte, 10)}, source.Read{}), "the first frame is whole")
+	// A header that does not hold is ErrCorrupt too.
+	f[5] ^= 1
+	err = NewFramesSource(below, corrupt.framed).Fill(context.Background(), 3, 0, [][]byte{make([]byte, 10)}, source.Read{})
+	require.ErrorIs(t, err, source.ErrCorrupt)
+	// A read past the uncompressed bytes is refused.
+	require.Error(t, s.Fill(context.Background(), 1, 90, [][]byte{make([]byte, 20)}, source.Read{}))
+}
+
+// TestFramesSourceLongHeader: a header longer than the first read (a block of many frames) is
+// read whole.
+func TestFramesSourceLongHeader(t *testing.T) {
+	r := rand.New(rand.NewPCG(40, 5))
+	const frame = 4096
+	raw := textLike(r, 1000*frame+1) // 1001 frames: a header of 8028 bytes
+	below := &memFiles{files: map[source.FileID][]byte{7: EncodeFrames(raw, frame, framesEncoder(t))}}
+	require.Greater(t, FramesHeaderSize(int64(len(raw)), frame), int64(headFirst))
+	s := NewFramesSource(below, func(source.FileID) (int64, bool) { return int64(len(raw)), true })
+	got := make([]byte, 3*frame)
+	require.NoError(t, s.Fill(context.Background(), 7, 997*frame, [][]byte{got}, source.Read{}))
+	require.Equal(t, raw[997*frame:1000*frame], got)
+}
