@@ -80,13 +80,7 @@ func TestChooseOrder(t *testing.T) {
 		assert.Equal(t, []int{shuffle.Version1}, ch.Versions)
 	})
 	t.Run("records of variable length keep the 2^22-record window in version 2", func(t *testing.T) {
-		lengths := make([]int, 3000)
-		for i := range lengths {
-			lengths[i] = 1 + i%7
-		}
-		d := dstest.Variable(t, filepath.Join(t.TempDir(), "ds"), lengths, 4096, false)
-		ds, err := local.Open(d.Dir)
-		require.NoError(t, err)
+		ds := variableInOrder(t)
 		assert.Equal(t, autoMix(ds, shuffle.Version1), autoMix(ds, shuffle.Version2))
 		_, ch := ChooseOrder(ds, full)
 		assert.Equal(t, []int{shuffle.Version1, shuffle.Version2}, ch.Versions, "windows this small are the same in both")
@@ -144,13 +138,7 @@ func TestNodeOrderVersions(t *testing.T) {
 func TestFieldsWindowBoundVariable(t *testing.T) {
 	big, err := layout.OpenFlat(sparse(t, 1<<30), layout.FlatOptions{RecordSize: 2})
 	require.NoError(t, err)
-	lengths := make([]int, 3000)
-	for i := range lengths {
-		lengths[i] = 1 + i%7
-	}
-	d := dstest.Variable(t, filepath.Join(t.TempDir(), "ds"), lengths, 4096, false)
-	text, err := local.Open(d.Dir)
-	require.NoError(t, err)
+	text := variableInOrder(t)
 	mk := func(ds *layout.Dataset) *Plan {
 		p := &Plan{ds: ds}
 		p.opt.Order, p.order = ChooseOrder(ds, shuffle.Options{Mode: shuffle.Full})
@@ -165,4 +153,16 @@ func TestFieldsWindowBoundVariable(t *testing.T) {
 		f.boundVariable()
 		assert.Equal(t, c.want, f.srcs[0].opt.Order.Mix, c.name)
 	}
+}
+
+// variableInOrder packs 3000 records of 1 to 7 bytes in 4 KiB blocks, stored in order.
+func variableInOrder(t *testing.T) *layout.Dataset {
+	lengths := make([]int, 3000)
+	for i := range lengths {
+		lengths[i] = 1 + i%7
+	}
+	d := dstest.Variable(t, filepath.Join(t.TempDir(), "ds"), lengths, 4096, false)
+	ds, err := local.Open(d.Dir)
+	require.NoError(t, err)
+	return ds
 }

@@ -75,7 +75,7 @@ func Measure(cur, next, uniform Sample, labels []int32, batchSizes []int) Qualit
 	q := Quality{
 		IDGapEntropy:     normalized(gapEntropy(cur.IDs), gapEntropy(uniform.IDs)),
 		BlockGapEntropy:  normalized(gapEntropy32(cur.Blocks), gapEntropy32(uniform.Blocks)),
-		EpochCorrelation: correlation(cur, next),
+		EpochCorrelation: positionCorrelation(cur, next),
 	}
 	var dist map[int32]float64
 	if labels != nil {
@@ -192,15 +192,11 @@ func entropy(h map[int64]float64, n int) float64 {
 	return e
 }
 
-// positionCorrelation is the Pearson correlation between the position of each id in a and in
-// b, over the ids in both (a shard's ids in one epoch and the next are different sets: only
-// those it holds in both count); NaN for fewer than two.
-func positionCorrelation(a, b []uint64) float64 {
-	return correlation(Sample{IDs: a}, Sample{IDs: b})
-}
-
-// correlation is positionCorrelation of two samples, by their records' positions.
-func correlation(sa, sb Sample) float64 {
+// positionCorrelation is the Pearson correlation between the position (Sample.Position) of
+// each id in sa and in sb, over the ids in both (a shard's ids in one epoch and the next are
+// different sets, as are two samples of a large epoch: only those in both count); NaN for
+// fewer than two.
+func positionCorrelation(sa, sb Sample) float64 {
 	a, b := sa.IDs, sb.IDs
 	if len(a) < 2 || len(b) < 2 {
 		return math.NaN()

@@ -18,11 +18,11 @@ func TestPositionCorrelationOverCommonIDs(t *testing.T) {
 		{"sparse ids", []uint64{1000, 1e6, 2e6, 3e6}, []uint64{1e6, 2e6, 3e6, 5}, 1},
 		{"reversed", []uint64{1, 2, 3, 9}, []uint64{3, 2, 1, 8}, -1},
 	} {
-		if got := positionCorrelation(tc.a, tc.b); math.Abs(got-tc.want) > 1e-9 {
+		if got := positionCorrelation(Sample{IDs: tc.a}, Sample{IDs: tc.b}); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if got := positionCorrelation([]uint64{1, 2}, []uint64{3, 4}); !math.IsNaN(got) {
+	if got := positionCorrelation(Sample{IDs: []uint64{1, 2}}, Sample{IDs: []uint64{3, 4}}); !math.IsNaN(got) {
 		t.Errorf("no common ids: %v, want NaN", got)
 	}
 }

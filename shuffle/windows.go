@@ -1,7 +1,6 @@
 package shuffle
 
 import (
-	"cmp"
 	"runtime"
 	"slices"
 	"sync"
@@ -98,13 +97,8 @@ func (c *WindowCache) get(o *Order, w int) *Window {
 // MaxWindowRecords returns the records of the largest window of any epoch over blocks with the
 // given record counts: at most those of the mix largest blocks.
 func MaxWindowRecords(counts []uint64, opt Options) uint64 {
-	top := slices.Clone(counts)
-	slices.SortFunc(top, func(a, b uint64) int { return cmp.Compare(b, a) })
-	var sum uint64
-	for _, n := range top[:min(len(top), opt.mix())] {
-		sum += n
-	}
-	return sum
+	sorted := sortedCounts(counts)
+	return sum(sorted[len(sorted)-min(len(sorted), opt.mix()):])
 }
 
 // MaxWindowBytes returns the order state of the largest window of an epoch over blocks with
@@ -115,36 +109,36 @@ func MaxWindowBytes(counts []uint64, opt Options) uint64 {
 	if opt.Mode != Full {
 		return 0
 	}
-	sum := MaxWindowRecords(counts, opt)
+	sorted := sortedCounts(counts)
+	k := min(len(sorted), opt.mix())
+	most := sum(sorted[len(sorted)-k:])
 	// A window's second smallest block is no smaller than the dataset's.
-	k := uint64(min(len(counts), opt.mix()))
-	table := 4*(sum>>bucketShift(counts)+1) + 16*k + 8 + windowOverhead
-	if opt.bijective(sum) {
-		// The largest windows are computed per position, but a window of at most
-		// BijectionFrom records (a short last window, or one of small blocks) holds its
-		// permutation.
-		return 4*maxPermuted(counts, opt) + table
+	table := 4*(most>>bucketShift(counts)+1) + 16*uint64(k) + 8 + windowOverhead
+	if !opt.bijective(most) {
+		return 4*most + table
 	}
-	return 4*sum + table
+	// The largest windows are computed per position, but a window of at most BijectionFrom
+	// records holds its permutation: of the windows of mix blocks, or the last, of
+	// len(counts) % mix, one whose smallest blocks add up to no more.
+	var permuted uint64
+	for _, j := range []int{k, len(sorted) % opt.mix()} {
+		if j > 0 && sum(sorted[:j]) <= BijectionFrom {
+			permuted = max(permuted, min(BijectionFrom, sum(sorted[len(sorted)-j:])))
+		}
+	}
+	return 4*permuted + table
 }
 
-// maxPermuted returns the records of the largest window that can hold a permutation (at most
-// BijectionFrom records): of the windows of mix blocks, and the last of len(counts) % mix.
-func maxPermuted(counts []uint64, opt Options) uint64 {
-	sorted := slices.Clone(counts)
-	slices.Sort(sorted)
-	sum := func(c []uint64) (n uint64) {
-		for _, v := range c {
-			n += v
-		}
-		return n
+// sortedCounts returns a sorted copy of counts.
+func sortedCounts(counts []uint64) []uint64 {
+	s := slices.Clone(counts)
+	slices.Sort(s)
+	return s
+}
+
+func sum(c []uint64) (n uint64) {
+	for _, v := range c {
+		n += v
 	}
-	var most uint64
-	for _, j := range []int{min(opt.mix(), len(sorted)), len(sorted) % opt.mix()} {
-		if j == 0 || sum(sorted[:j]) > BijectionFrom {
-			continue // no window of j blocks is that small
-		}
-		most = max(most, min(BijectionFrom, sum(sorted[len(sorted)-j:])))
-	}
-	return most
+	return n
 }

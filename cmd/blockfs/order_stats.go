@@ -23,6 +23,12 @@ func epochOrder(ds *layout.Dataset, opt shuffle.Options, e uint64) (*shuffle.Ord
 	return shuffle.New(ds.BlockCounts(), opt)
 }
 
+// referenceSeeds returns the seeds of the uniform shuffles order --stats compares with: the
+// reference row's, and its next epoch's (docs/SHUFFLE.md).
+func referenceSeeds(opt shuffle.Options) (ref, next uint64) {
+	return opt.Seed ^ opt.Epoch, opt.Seed ^ opt.Epoch ^ 0x5bd1e995
+}
+
 // exactSamples measures positions [lo, hi) whole, with Fisher-Yates uniform shuffles of all
 // the records: a dataset of at most shuffle.StatsExact records.
 func exactSamples(ds *layout.Dataset, opt shuffle.Options, lo, hi uint64) (statsSamples, error) {
@@ -54,8 +60,9 @@ func exactSamples(ds *layout.Dataset, opt shuffle.Options, lo, hi uint64) (stats
 	idOf := func(st uint64) uint64 { return ids[st] }
 	n := hi - lo
 	cut := func(s shuffle.Sample) shuffle.Sample { return shuffle.Sample{IDs: s.IDs[:n], Blocks: s.Blocks[:n]} }
-	s.uni = cut(shuffle.UniformSample(blockOf, idOf, ds.Records(), opt.Seed^opt.Epoch))
-	s.uni2 = cut(shuffle.UniformSample(blockOf, idOf, ds.Records(), opt.Seed^opt.Epoch^0x5bd1e995))
+	ref, refNext := referenceSeeds(opt)
+	s.uni = cut(shuffle.UniformSample(blockOf, idOf, ds.Records(), ref))
+	s.uni2 = cut(shuffle.UniformSample(blockOf, idOf, ds.Records(), refNext))
 	return s, nil
 }
 
@@ -65,14 +72,15 @@ func exactSamples(ds *layout.Dataset, opt shuffle.Options, lo, hi uint64) (stats
 func sampledSamples(ds *layout.Dataset, opt shuffle.Options, lo, hi uint64) (statsSamples, error) {
 	var s statsSamples
 	var pos []uint64
-	for _, st := range shuffle.Stretches(lo, hi) {
+	stretches := shuffle.Stretches(lo, hi)
+	for _, st := range stretches {
 		for p := st[0]; p < st[1]; p++ {
 			pos = append(pos, p)
 		}
 	}
 	if n := hi - lo; uint64(len(pos)) < n {
 		s.sampled = fmt.Sprintf("measured over %d stretches of %d positions spread over the epoch (%d of %d)",
-			len(shuffle.Stretches(lo, hi)), len(pos)/len(shuffle.Stretches(lo, hi)), len(pos), n)
+			len(stretches), len(pos)/len(stretches), len(pos), n)
 	}
 	// The four samples' storage indices, then their ids, resolved together: each block's ids
 	// read once.
@@ -96,8 +104,9 @@ func sampledSamples(ds *layout.Dataset, opt shuffle.Options, lo, hi uint64) (sta
 		return func(p uint64) uint64 { b, l := o.At(p); return ds.FirstRecord(b) + l }
 	}
 	s.cur, s.next = at(0, stored(ords[0])), at(1, stored(ords[1]))
-	s.uni = at(2, shuffle.UniformAt(ds.Records(), opt.Seed^opt.Epoch))
-	s.uni2 = at(3, shuffle.UniformAt(ds.Records(), opt.Seed^opt.Epoch^0x5bd1e995))
+	ref, refNext := referenceSeeds(opt)
+	s.uni = at(2, shuffle.UniformAt(ds.Records(), ref))
+	s.uni2 = at(3, shuffle.UniformAt(ds.Records(), refNext))
 	return s, mount.ResolveIDs(ds, ids, blocks)
 }
 
