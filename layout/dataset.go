@@ -59,6 +59,18 @@ type File struct {
 	Block         int    // its block, or -1 for the names file
 	CRC32C        uint32 // the manifest's checksum, when HasCRC
 	HasCRC        bool   // false for files served in place
+	// Framed: the file is stored compressed (frames.go), Extent.Size bytes that hold Raw
+	// bytes served.
+	Framed bool
+	Raw    int64
+}
+
+// Served returns the bytes the file serves: Raw for a compressed file, else its size.
+func (f *File) Served() int64 {
+	if f.Framed {
+		return f.Raw
+	}
+	return f.Size
 }
 
 // Names returns the FileID of the names file, and whether the dataset has one.
@@ -77,9 +89,15 @@ type Dataset struct {
 	starts   recordStarts // shared with shape
 	shape    shape
 	// store is where the dataset was opened, and src reads its files from there (the Store's
-	// Blocks); both nil for a dataset served in place.
-	store Store
-	src   source.Blocks
+	// Blocks); both nil for a dataset served in place. stored reads them as stored (src is
+	// Served(stored)); nil when they are the same.
+	store  Store
+	src    source.Blocks
+	stored source.Blocks
+	// framed: some of the dataset's files are compressed. below: the compressed pack that
+	// windows are over (their rows are read uncompressed from it); nil otherwise.
+	framed bool
+	below  *Dataset
 }
 
 // shape is what a dataset's blocks are made of: the files of a pack (packed.go), ranges of
@@ -171,8 +189,49 @@ func (s *inOrder) regular() bool { return true }
 // Source returns a source.Blocks over the dataset's files where it was opened (the Store's
 // Blocks: a local directory read buffered, an object store), and nil for a dataset served in
 // place, which the caller reads with package source/local. A mount builds its own (direct
-// I/O, --verify) where it wants more.
+// I/O, --verify) where it wants more: over Stored's files as stored, then Served.
 func (d *Dataset) Source() source.Blocks { return d.src }
+
+// StoredSource returns a source.Blocks over Stored()'s files as they are stored where the
+// dataset was opened (compressed files compressed): Source without Served.
+func (d *Dataset) StoredSource() source.Blocks {
+	if d.stored != nil {
+		return d.stored
+	}
+	return d.src
+}
+
+// Stored returns the dataset whose files a backend reads for d: d itself, or for windows over
+// a compressed pack the pack (the windows' files are ranges of its records, uncompressed).
+func (d *Dataset) Stored() *Dataset {
+	if d.below != nil {
+		return d.below
+	}
+	return d
+}
+
+// Compressed reports whether some of the files Stored() reads are compressed.
+func (d *Dataset) Compressed() bool { return d.Stored().framed }
+
+// Served returns src, a source of Stored()'s files as they are stored (a backend, a disk
+// cache, Verified), as a source of d's files as served: compressed files decompressed
+// (FramesSource), and for windows over a compressed pack, the windows' rows. src itself for
+// a dataset with nothing compressed.
+func (d *Dataset) Served(src source.Blocks) source.Blocks {
+	switch {
+	case d.below != nil:
+		return &rowsBlocks{w: d, rows: d.below, src: d.below.Served(src)}
+	case d.framed:
+		return NewFramesSource(src, d.framedFile)
+	}
+	return src
+}
+
+// framedFile says whether file id is compressed, and its bytes served (FramesSource's framed).
+func (d *Dataset) framedFile(id FileID) (int64, bool) {
+	f, _ := d.File(id)
+	return f.Raw, f.Framed
+}
 
 // File returns the table entry of file id, and false for a file the dataset does not have.
 func (d *Dataset) File(id FileID) (File, bool) { return d.shape.file(id) }
@@ -183,8 +242,16 @@ func (d *Dataset) Extent(id FileID) (source.Extent, bool) {
 	return f.Extent, ok
 }
 
-// Size returns the size of file id (0 for a file the dataset does not have).
+// Size returns the bytes file id serves (0 for a file the dataset does not have): a
+// compressed file's uncompressed bytes.
 func (d *Dataset) Size(id FileID) int64 {
+	f, _ := d.File(id)
+	return f.Served()
+}
+
+// StoredSize returns the bytes file id takes where it is stored: a compressed file's
+// compressed bytes, else Size. (For windows over a compressed pack, Stored().StoredSize.)
+func (d *Dataset) StoredSize(id FileID) int64 {
 	f, _ := d.File(id)
 	return f.Size
 }

@@ -11,7 +11,8 @@ import (
 // Fingerprint identifies the data a manifest describes, for a reader's saved position (the
 // Python package's Loader.state_dict) to be checked against the data it resumes on, and for
 // the disk cache's directory: the record kind, size, count, dtype and shape, the pre-shuffle,
-// every block's record count, size and CRC32C values, and the names file's. It is the same
+// every block's record count, size and CRC32C values, and the names file's (and for compressed
+// blocks the codec, frame size and stored sizes). It is the same
 // wherever the dataset is copied (block file names and the directory are not part of it). A
 // file served in place has no CRC32C values: its fingerprint is its base name, size and shape,
 // so a file changed in place with the same size is not told apart. The result is 32 hex
@@ -38,6 +39,14 @@ func (m *Manifest) Fingerprint() string {
 	}
 	if m.Names != nil {
 		num(h, 1, m.Names.Bytes, uint64(m.Names.CRC32C))
+	}
+	if c := m.Compression; c != nil {
+		// Only a compressed dataset hashes these: every other's fingerprint is as it was.
+		str(c.Codec)
+		num(h, uint64(c.Frame))
+		for _, b := range m.Blocks {
+			num(h, b.StoredBytes)
+		}
 	}
 	if len(m.Blocks) == 0 || !m.hasCRCs() {
 		str(filepath.Base(m.Source))

@@ -1,14 +1,20 @@
 package layout
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/blockfs/blockfs/internal/crc32c"
+	"github.com/blockfs/blockfs/internal/parallel"
 )
 
-// Compressed blocks (issue 40; the codec: pack and the mount do not write or read it yet).
+// Compressed blocks (blockfs pack --compress; docs/FORMAT.md "Compressed blocks").
 //
 // A compressed block's file is a header, then its frames:
 //
@@ -46,23 +52,78 @@ func FramesHeaderSize(raw, frame int64) int64 { return framesFixed + 8*frameCoun
 
 func frameCount(raw, frame int64) int64 { return (raw + frame - 1) / frame }
 
+// FramesBound returns the most bytes the frames of raw bytes in frames of frame compress to
+// (zstd's bound, ZSTD_COMPRESSBOUND, per frame): a manifest claiming more is refused.
+func FramesBound(raw, frame int64) uint64 {
+	return uint64(raw + raw>>8 + 64*frameCount(raw, frame))
+}
+
 // EncodeFrames returns the compressed file of a block of raw bytes: its header and its frames
-// of frame bytes each (a multiple of 4096), compressed by enc.
-func EncodeFrames(raw []byte, frame int64, enc *zstd.Encoder) []byte {
+// of frame bytes each (a multiple of 4096), compressed by enc, up to par frames at once (enc
+// must allow as many concurrent EncodeAll calls to gain from it).
+func EncodeFrames(raw []byte, frame int64, enc *zstd.Encoder, par int) []byte {
 	n := frameCount(int64(len(raw)), frame)
-	head := FramesHeaderSize(int64(len(raw)), frame)
-	out := make([]byte, head, head+int64(len(raw))/2)
-	copy(out, framesMagic)
-	binary.LittleEndian.PutUint32(out[4:], uint32(frame))
-	binary.LittleEndian.PutUint64(out[8:], uint64(len(raw)))
-	for i := int64(0); i < n; i++ {
-		start := len(out)
-		out = enc.EncodeAll(raw[i*frame:min((i+1)*frame, int64(len(raw)))], out)
-		binary.LittleEndian.PutUint32(out[16+8*i:], uint32(len(out)-start))
-		binary.LittleEndian.PutUint32(out[20+8*i:], CRC32C(out[start:]))
+	frames := make([][]byte, n)
+	_ = parallel.Each(context.Background(), int(n), par, func(_ context.Context, i int) error {
+		frames[i] = enc.EncodeAll(raw[int64(i)*frame:min(int64(i+1)*frame, int64(len(raw)))], nil)
+		return nil
+	})
+	sizes, crcs := make([]uint32, n), make([]uint32, n)
+	size := FramesHeaderSize(int64(len(raw)), frame)
+	for i, f := range frames {
+		sizes[i], crcs[i] = uint32(len(f)), CRC32C(f)
+		size += int64(len(f))
 	}
-	binary.LittleEndian.PutUint32(out[head-4:], CRC32C(out[:head-4]))
+	head := framesHead(int64(len(raw)), frame, sizes, crcs)
+	out := make([]byte, 0, size)
+	out = append(out, head...)
+	for _, f := range frames {
+		out = append(out, f...)
+	}
 	return out
+}
+
+// framesHead returns the header of a block of raw bytes whose frames have these compressed
+// sizes and CRC32Cs.
+func framesHead(raw, frame int64, sizes, crcs []uint32) []byte {
+	head := make([]byte, FramesHeaderSize(raw, frame))
+	copy(head, framesMagic)
+	binary.LittleEndian.PutUint32(head[4:], uint32(frame))
+	binary.LittleEndian.PutUint64(head[8:], uint64(raw))
+	for i := range sizes {
+		binary.LittleEndian.PutUint32(head[16+8*i:], sizes[i])
+		binary.LittleEndian.PutUint32(head[20+8*i:], crcs[i])
+	}
+	binary.LittleEndian.PutUint32(head[len(head)-4:], CRC32C(head[:len(head)-4]))
+	return head
+}
+
+// WriteFramesFrom writes the compressed file of the n raw bytes read from r to f (at offset
+// 0, empty), a frame at a time: the header's room first, then each frame, then the header.
+// It returns the file's size and CRC32C.
+func WriteFramesFrom(f *os.File, r io.Reader, n, frame int64, enc *zstd.Encoder) (int64, uint32, error) {
+	head, count := FramesHeaderSize(n, frame), frameCount(n, frame)
+	sizes, crcs := make([]uint32, count), make([]uint32, count)
+	buf := make([]byte, min(n, frame))
+	at, crc := head, uint32(0)
+	for i := range sizes {
+		k := min(frame, n-int64(i)*frame)
+		if _, err := io.ReadFull(r, buf[:k]); err != nil {
+			return 0, 0, fmt.Errorf("the record ended before its %d bytes: %w", n, io.ErrUnexpectedEOF)
+		}
+		comp := enc.EncodeAll(buf[:k], nil)
+		if _, err := f.WriteAt(comp, at); err != nil {
+			return 0, 0, err
+		}
+		at += int64(len(comp))
+		crc = crc32c.Update(crc, comp)
+		sizes[i], crcs[i] = uint32(len(comp)), CRC32C(comp)
+	}
+	h := framesHead(n, frame, sizes, crcs)
+	if _, err := f.WriteAt(h, 0); err != nil {
+		return 0, 0, err
+	}
+	return at, crc32c.Combine(CRC32C(h), crc, at-head), nil
 }
 
 // ParseFrames parses the header at the start of b, a compressed block's file of fileSize bytes

@@ -46,7 +46,7 @@ func TestFramesSource(t *testing.T) {
 	below := &memFiles{files: map[source.FileID][]byte{}}
 	for id, size := range []int{0, 100, frame, 37*frame + 5, 3000 * frame / 4} {
 		raws[source.FileID(id)] = textLike(r, size)
-		below.files[source.FileID(id)] = EncodeFrames(raws[source.FileID(id)], frame, enc)
+		below.files[source.FileID(id)] = EncodeFrames(raws[source.FileID(id)], frame, enc, 2)
 	}
 	plain := source.FileID(99)
 	below.files[plain] = textLike(r, 5000)
@@ -117,7 +117,7 @@ func TestFramesSourceLongHeader(t *testing.T) {
 	r := rand.New(rand.NewPCG(40, 5))
 	const frame = 4096
 	raw := textLike(r, 1000*frame+1) // 1001 frames: a header of 8028 bytes
-	below := &memFiles{files: map[source.FileID][]byte{7: EncodeFrames(raw, frame, framesEncoder(t))}}
+	below := &memFiles{files: map[source.FileID][]byte{7: EncodeFrames(raw, frame, framesEncoder(t), 2)}}
 	require.Greater(t, FramesHeaderSize(int64(len(raw)), frame), int64(headFirst))
 	s := NewFramesSource(below, func(source.FileID) (int64, bool) { return int64(len(raw)), true })
 	got := make([]byte, 3*frame)

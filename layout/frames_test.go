@@ -40,7 +40,7 @@ func TestFramesRoundTrip(t *testing.T) {
 		scratch := make([]byte, frame)
 		for _, size := range []int{0, 1, 4095, 4096, 3*4096 + 17, 1 << 20, 3<<20 + 17} {
 			raw := textLike(r, size)
-			file := EncodeFrames(raw, frame, enc)
+			file := EncodeFrames(raw, frame, enc, 1)
 			f, err := ParseFrames(file, int64(len(file)), int64(size))
 			require.NoError(t, err, "frame %d size %d", frame, size)
 			if size > 4096 {
@@ -68,7 +68,7 @@ func TestFramesCorrupt(t *testing.T) {
 	dec, err := NewFramesDecoder(frame)
 	require.NoError(t, err)
 	raw := textLike(r, 5*frame+100)
-	file := EncodeFrames(raw, frame, enc)
+	file := EncodeFrames(raw, frame, enc, 1)
 	for k := 0; k < 300; k++ {
 		bad := bytes.Clone(file)
 		bad[r.IntN(len(bad))] ^= byte(1 + r.IntN(255))
@@ -97,7 +97,7 @@ func TestFramesBomb(t *testing.T) {
 	big := enc.EncodeAll(make([]byte, 64<<20), nil) // 64 MiB of zeros in one small frame
 	raw := make([]byte, frame)
 	head := FramesHeaderSize(frame, frame)
-	file := EncodeFrames(raw, frame, enc)[:head]
+	file := EncodeFrames(raw, frame, enc, 1)[:head]
 	binary.LittleEndian.PutUint32(file[16:], uint32(len(big)))
 	binary.LittleEndian.PutUint32(file[20:], CRC32C(big))
 	binary.LittleEndian.PutUint32(file[head-4:], CRC32C(file[:head-4]))
@@ -128,7 +128,7 @@ func BenchmarkFramesDecode(b *testing.B) {
 	}{{"text", textLike(r, 16<<20)}, {"tokens", tokens}} {
 		b.Run(c.name, func(b *testing.B) {
 			const frame = 1 << 20
-			file := EncodeFrames(c.raw, frame, enc)
+			file := EncodeFrames(c.raw, frame, enc, 2)
 			f, err := ParseFrames(file, int64(len(file)), int64(len(c.raw)))
 			require.NoError(b, err)
 			dec, err := NewFramesDecoder(frame)

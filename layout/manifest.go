@@ -16,10 +16,13 @@ import (
 // so its presence means the dataset is complete.
 const ManifestName = "blockfs.json"
 
-// FormatName and Version identify the on-disk format described in docs/FORMAT.md.
+// FormatName and Version identify the on-disk format described in docs/FORMAT.md. A dataset
+// with compressed blocks is VersionCompressed, so that a blockfs from before them refuses it
+// rather than serve its compressed bytes as records; every other dataset stays Version.
 const (
-	FormatName = "blockfs-dataset"
-	Version    = 1
+	FormatName        = "blockfs-dataset"
+	Version           = 1
+	VersionCompressed = 2
 )
 
 // Limits that keep a manifest's numbers sane. They are far above any real dataset.
@@ -52,7 +55,9 @@ type Manifest struct {
 	PreShuffle PreShuffle     `json:"preshuffle"`
 	Source     string         `json:"source,omitempty"`
 	Names      *NamesEntry    `json:"names,omitempty"`
-	Blocks     []BlockEntry   `json:"blocks"`
+	// Compression, when set, says how the blocks with stored_bytes are compressed.
+	Compression *Compression  `json:"compression,omitempty"`
+	Blocks      []BlockEntry  `json:"blocks"`
 	Extra      map[string]any `json:"extra,omitempty"`
 }
 
@@ -80,6 +85,32 @@ type BlockEntry struct {
 	IDsCRC32C     uint32 `json:"ids_crc32c,omitempty"`
 	OffsetsFile   string `json:"offsets_file,omitempty"`
 	OffsetsCRC32C uint32 `json:"offsets_crc32c,omitempty"`
+	// StoredBytes, when set (a dataset with Compression), is the size of the block's data
+	// file, compressed (frames.go): Bytes stays the records' bytes, CRC32C is the file's.
+	StoredBytes uint64 `json:"stored_bytes,omitempty"`
+}
+
+// Compression describes a dataset's compressed blocks: the codec ("zstd"), the level pack
+// used (informative) and the uncompressed bytes of every frame but a block's last.
+type Compression struct {
+	Codec string `json:"codec"`
+	Level int    `json:"level"`
+	Frame int64  `json:"frame"`
+}
+
+// Codecs pack writes and a mount reads.
+const CodecZstd = "zstd"
+
+// MaxFrame bounds a frame's uncompressed bytes (what a decoder may allocate for one).
+const MaxFrame = 64 << 20
+
+// Stored returns the size of block b's data file as stored: StoredBytes for a compressed
+// block, else Bytes.
+func (b *BlockEntry) Stored() uint64 {
+	if b.StoredBytes != 0 {
+		return b.StoredBytes
+	}
+	return b.Bytes
 }
 
 // ParseManifest decodes and validates a manifest without touching any other file. name is
@@ -151,8 +182,11 @@ func (m *Manifest) validateKind(bad func(format string, args ...any) error) erro
 	if m.Format != FormatName {
 		return bad("not a blockfs manifest (format %q, want %q)", m.Format, FormatName)
 	}
-	if m.Version != Version {
-		return bad("unknown format version %d (this blockfs reads version %d); upgrade blockfs or re-pack", m.Version, Version)
+	if m.Version != Version && m.Version != VersionCompressed {
+		return bad("unknown format version %d (this blockfs reads versions %d and %d); upgrade blockfs or re-pack", m.Version, Version, VersionCompressed)
+	}
+	if err := m.validateCompression(bad); err != nil {
+		return err
 	}
 	switch m.Kind {
 	case Fixed:
@@ -182,6 +216,16 @@ func (m *Manifest) validateBlock(name string, i int, b BlockEntry, seen map[stri
 	if b.Bytes > MaxBlockBytes {
 		return blk("block of %d bytes exceeds the limit of %d", b.Bytes, uint64(MaxBlockBytes))
 	}
+	if b.StoredBytes != 0 {
+		if m.Compression == nil {
+			return blk("stored_bytes is only for a dataset with compression")
+		}
+		least := uint64(FramesHeaderSize(int64(b.Bytes), m.Compression.Frame))
+		if b.StoredBytes < least || b.StoredBytes > least+FramesBound(int64(b.Bytes), m.Compression.Frame) {
+			return blk("stored_bytes %d is not what %d bytes in frames of %d compress to (%d to %d)",
+				b.StoredBytes, b.Bytes, m.Compression.Frame, least, least+FramesBound(int64(b.Bytes), m.Compression.Frame))
+		}
+	}
 	if m.Kind == Fixed {
 		hi, lo := bits.Mul64(b.Records, uint64(m.RecordSize))
 		if hi != 0 || lo != b.Bytes {
@@ -207,6 +251,26 @@ func (m *Manifest) validateBlock(name string, i int, b BlockEntry, seen map[stri
 			return blk("path %q is already used by block %d", p, j)
 		}
 		seen[p] = i
+	}
+	return nil
+}
+
+// validateCompression checks the compression entry against the version: a compressed
+// dataset is version 2, with a known codec and a frame size that is a multiple of 4096 up to
+// MaxFrame.
+func (m *Manifest) validateCompression(bad func(format string, args ...any) error) error {
+	c := m.Compression
+	switch {
+	case c == nil && m.Version == VersionCompressed:
+		return bad("format version %d is for compressed blocks, and the manifest has no compression", m.Version)
+	case c == nil:
+		return nil
+	case m.Version != VersionCompressed:
+		return bad("compressed blocks need format version %d, the manifest says %d", VersionCompressed, m.Version)
+	case c.Codec != CodecZstd:
+		return bad("unknown compression codec %q (this blockfs reads %q); upgrade blockfs or re-pack", c.Codec, CodecZstd)
+	case c.Frame <= 0 || c.Frame%4096 != 0 || c.Frame > MaxFrame:
+		return bad("compression frame %d is not a multiple of 4096 from 4096 to %d", c.Frame, MaxFrame)
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ func (p *packed) rowExtent(row, size int64) source.Extent {
 	for covered := int64(0); covered < size; b++ {
 		f := p.files[DataFile(b)]
 		skip := (row - int64(p.starts[b])) * p.recordSize
-		take := min(f.Size-skip, size-covered)
+		take := min(int64(p.blockBytes(b))-skip, size-covered) // the rows' bytes, stored or not
 		e.Parts = append(e.Parts, source.Extent{Name: f.Name, Offset: f.Offset + skip, Size: take, Ident: f.Ident})
 		covered += take
 		row += take / p.recordSize
@@ -58,13 +58,15 @@ func newDataset(st Store, m *Manifest, collect func(block int, err error)) (*Dat
 	nb := len(m.Blocks)
 	p := &packed{inOrder: newInOrder(nb, m.RecordSize), dir: st.Location(), files: make([]File, nb*numRoles+1)}
 	d := &Dataset{Dir: st.Location(), Manifest: m, starts: p.starts, shape: p, store: st}
-	d.src = st.Blocks(d) // reads the table as it fills
+	d.stored = st.Blocks(d) // reads the table as it fills
 	for i, b := range m.Blocks {
 		p.starts[i+1] = p.starts[i] + b.Records
 		if p.byteStart != nil {
 			p.byteStart[i+1] = p.byteStart[i] + b.Bytes
 		}
-		files := []File{{Extent: source.Extent{Name: b.File, Size: int64(b.Bytes)}, Role: RoleData, CRC32C: b.CRC32C}}
+		files := []File{{Extent: source.Extent{Name: b.File, Size: int64(b.Stored())}, Role: RoleData, CRC32C: b.CRC32C,
+			Framed: b.StoredBytes != 0, Raw: int64(b.Bytes)}}
+		d.framed = d.framed || b.StoredBytes != 0
 		if b.IDsFile != "" {
 			files = append(files, File{Extent: source.Extent{Name: b.IDsFile, Size: 8 * int64(b.Records)}, Role: RoleIDs, CRC32C: b.IDsCRC32C})
 		}
@@ -96,6 +98,7 @@ func newDataset(st Store, m *Manifest, collect func(block int, err error)) (*Dat
 			collect(-1, err)
 		}
 	}
+	d.src = d.Served(d.stored)
 	return d, nil
 }
 
@@ -140,10 +143,10 @@ func checkFile(st Store, block int, rel string, size uint64) (string, source.Ide
 func (d *Dataset) checkOffsetsEnds(block int) error {
 	id := OffsetsFile(block)
 	var first, last [8]byte
-	if err := d.src.Fill(context.Background(), id, 0, [][]byte{first[:]}, source.Read{}); err != nil {
+	if err := d.stored.Fill(context.Background(), id, 0, [][]byte{first[:]}, source.Read{}); err != nil {
 		return d.ioError(id, err)
 	}
-	if err := d.src.Fill(context.Background(), id, d.Size(id)-8, [][]byte{last[:]}, source.Read{}); err != nil {
+	if err := d.stored.Fill(context.Background(), id, d.Size(id)-8, [][]byte{last[:]}, source.Read{}); err != nil {
 		return d.ioError(id, err)
 	}
 	f, l := binary.LittleEndian.Uint64(first[:]), binary.LittleEndian.Uint64(last[:])

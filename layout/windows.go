@@ -172,7 +172,12 @@ func Windows(rows *Dataset, opt WindowOptions, blockSize int64) (*Dataset, error
 	}
 	m.Blocks = nil // the blocks are the windows'; the pack's stay in rows
 	d := &Dataset{Dir: rows.Dir, Manifest: &m, starts: w.starts, shape: w, store: rows.store}
-	if d.store != nil {
+	switch {
+	case rows.framed:
+		// The pack's files are compressed: the windows' rows are read uncompressed from it.
+		d.below, d.stored = rows, rows.stored
+		d.src = d.Served(d.stored)
+	case d.store != nil:
 		d.src = d.store.Blocks(d) // the pack's files, where they were opened
 	}
 	return d, nil

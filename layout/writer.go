@@ -47,6 +47,11 @@ type WriterOptions struct {
 	// dataset with fields (FieldWriter) are cut at the same records. BlockSize then bounds
 	// only a record's size. Default: false.
 	ManualBlocks bool
+	// Compress, when set, writes block data files compressed (frames.go) as it says, unless
+	// a trial of the first block's first frames does not shrink them (KeepRawRatio): then
+	// the dataset is written raw (CompressResult says which). Ids, offsets and names stay
+	// raw. Default: nil, raw.
+	Compress *Compression
 
 	// nested: the dataset is a part of another writer's temporary directory (a field of a
 	// FieldWriter): written at dst itself, which must not exist, and not synced or renamed at
@@ -84,6 +89,7 @@ type Writer struct {
 	// dataCRC is the CRC32C of each block's data file, by block. Only the background writer
 	// touches it until bg.Stop returns.
 	dataCRC []uint32
+	comp    *compressor // nil without WriterOptions.Compress
 }
 
 // Create starts a dataset at dst. dst must not exist unless force is set, in which case it is
@@ -95,7 +101,11 @@ func Create(dst string, opt WriterOptions, force bool) (*Writer, error) {
 	if opt.BlockSize < 0 || opt.BlockSize > MaxBlockBytes {
 		return nil, fmt.Errorf("block size %d is out of range (1 B to %d B)", opt.BlockSize, int64(MaxBlockBytes))
 	}
-	w := &Writer{dst: filepath.Clean(dst), opt: opt}
+	comp, err := newCompressor(opt.Compress)
+	if err != nil {
+		return nil, err
+	}
+	w := &Writer{dst: filepath.Clean(dst), opt: opt, comp: comp}
 	w.m = Manifest{Format: FormatName, Version: Version, Kind: opt.Kind, RecordSize: opt.RecordSize,
 		DType: opt.DType, Shape: opt.Shape, IDs: opt.IDs, PreShuffle: opt.PreShuffle, Source: opt.Source}
 	switch opt.Kind {
@@ -127,7 +137,6 @@ func Create(dst string, opt WriterOptions, force bool) (*Writer, error) {
 	if _, err := os.Lstat(w.dst); err == nil && !force {
 		return nil, existsError(w.dst)
 	}
-	var err error
 	if opt.nested {
 		// Inside another writer's temporary directory: written in place, no lock of its own.
 		err = os.Mkdir(w.dst, 0o777)

@@ -102,20 +102,46 @@ func (w *Writer) writeBlock(jobs []fileJob) {
 			w.copyBlock(j)
 			continue
 		}
+		if j.recycle {
+			w.writeData(j)
+			w.free <- j.data
+			continue
+		}
 		if w.bg.Err() == nil {
 			if err := writeFile(j.path, j.data); err != nil {
 				w.bg.Set(err)
 			}
 		}
-		if j.recycle {
-			for len(w.dataCRC) <= j.block {
-				w.dataCRC = append(w.dataCRC, 0)
-			}
-			w.dataCRC[j.block] = CRC32C(j.data)
-			w.free <- j.data
-		}
 	}
 	w.blockDone(jobs)
+}
+
+// writeData writes a block's data file from j.data (compressed with WriterOptions.Compress)
+// unless the writer has failed already, and records its checksum. Background writer only.
+func (w *Writer) writeData(j fileJob) {
+	var crc uint32
+	switch {
+	case w.bg.Err() != nil:
+	case w.comp != nil:
+		var err error
+		if crc, err = w.comp.writeData(j.path, j.block, j.data); err != nil {
+			w.bg.Set(err)
+		}
+	default:
+		crc = CRC32C(j.data)
+		if err := writeFile(j.path, j.data); err != nil {
+			w.bg.Set(err)
+		}
+	}
+	w.setCRC(j.block, crc)
+}
+
+// setCRC records block's data file's CRC32C. Background writer only.
+func (w *Writer) setCRC(block int, crc uint32) {
+	for len(w.dataCRC) <= block {
+		w.dataCRC = append(w.dataCRC, 0)
+	}
+	w.dataCRC[block] = crc
 }
 
 // blockDone calls opt.BlockDone with the files of one block, all written, unless the writer
@@ -145,14 +171,16 @@ func (w *Writer) copyBlock(j fileJob) {
 	var crc uint32
 	if w.bg.Err() == nil {
 		var err error
-		if crc, err = writeFileFrom(j.path, j.src, j.size); err != nil {
+		if w.comp != nil {
+			crc, err = w.comp.copyData(j.path, j.block, j.src, j.size)
+		} else {
+			crc, err = writeFileFrom(j.path, j.src, j.size)
+		}
+		if err != nil {
 			w.bg.Set(err)
 		}
 	}
-	for len(w.dataCRC) <= j.block {
-		w.dataCRC = append(w.dataCRC, 0)
-	}
-	w.dataCRC[j.block] = crc
+	w.setCRC(j.block, crc)
 }
 
 func u64bytes(v []uint64) []byte {

@@ -62,6 +62,7 @@ func (w *Writer) collectBlocks() error {
 	for i := range w.m.Blocks {
 		w.m.Blocks[i].CRC32C = w.dataCRC[i]
 	}
+	w.comp.finish(&w.m)
 	return nil
 }
 
