@@ -93,7 +93,24 @@ func TestOpenRejects(t *testing.T) {
 		kind     error
 		contains string
 	}{
-		{"unknown version", func(t *testing.T, d string, m map[string]any) { m["version"] = 2 }, layout.ErrFormat, "unknown format version 2"},
+		{"unknown version", func(t *testing.T, d string, m map[string]any) { m["version"] = 3 }, layout.ErrFormat, "unknown format version 3"},
+		{"version 2 raw", func(t *testing.T, d string, m map[string]any) { m["version"] = 2 }, layout.ErrFormat, "format version 2 is for compressed blocks"},
+		{"compression in version 1", func(t *testing.T, d string, m map[string]any) {
+			m["compression"] = map[string]any{"codec": "zstd", "level": 3, "frame": 4096}
+		}, layout.ErrFormat, "compressed blocks need format version 2"},
+		{"unknown codec", func(t *testing.T, d string, m map[string]any) {
+			m["version"], m["compression"] = 2, map[string]any{"codec": "lz4", "level": 3, "frame": 4096}
+		}, layout.ErrFormat, `unknown compression codec "lz4"`},
+		{"frame not pages", func(t *testing.T, d string, m map[string]any) {
+			m["version"], m["compression"] = 2, map[string]any{"codec": "zstd", "level": 3, "frame": 5000}
+		}, layout.ErrFormat, "compression frame 5000 is not a multiple of 4096"},
+		{"stored_bytes without compression", func(t *testing.T, d string, m map[string]any) {
+			m["blocks"].([]any)[0].(map[string]any)["stored_bytes"] = 10
+		}, layout.ErrFormat, "stored_bytes is only for a dataset with compression"},
+		{"stored_bytes past the bound", func(t *testing.T, d string, m map[string]any) {
+			m["version"], m["compression"] = 2, map[string]any{"codec": "zstd", "level": 3, "frame": 4096}
+			m["blocks"].([]any)[0].(map[string]any)["stored_bytes"] = 1 << 40
+		}, layout.ErrFormat, "stored_bytes 1099511627776 is not what"},
 		{"not blockfs", func(t *testing.T, d string, m map[string]any) { m["format"] = "zip" }, layout.ErrFormat, "not a blockfs manifest"},
 		{"record size 0", func(t *testing.T, d string, m map[string]any) { m["record_size"] = 0 }, layout.ErrFormat, "record_size must be positive"},
 		{"bad kind", func(t *testing.T, d string, m map[string]any) { m["kind"] = "sparse" }, layout.ErrFormat, "unknown record kind"},
