@@ -170,6 +170,8 @@ type FieldsOptions struct {
 	// first record (a pack in parts decides as one pack would, once for all its parts);
 	// otherwise the first cut decides and Blocks must be empty.
 	Decided bool
+	// Compress is each field's WriterOptions.Compress (each field tried on its own).
+	Compress *Compression
 }
 
 // CreateFieldsWith is CreateFields with options.
@@ -202,7 +204,7 @@ func CreateFieldsWith(dst string, fields []Field, opt FieldsOptions) (*FieldWrit
 		}
 		fw, err := Create(filepath.Join(tmp, filepath.FromSlash(f.Dir)), WriterOptions{Kind: f.Kind, RecordSize: f.RecordSize,
 			BlockSize: max(blockSize, f.RecordSize), DType: f.DType, Shape: f.Shape, Source: source + " (field " + f.Name + ")", ManualBlocks: true,
-			BlockDone: done, nested: true}, false)
+			BlockDone: done, nested: true, Compress: opt.Compress}, false)
 		if err != nil {
 			w.Abort()
 			return nil, fmt.Errorf("field %q: %w", f.Name, err)
@@ -216,6 +218,10 @@ func CreateFieldsWith(dst string, fields []Field, opt FieldsOptions) (*FieldWrit
 	}
 	return w, nil
 }
+
+// Writers returns each field's writer, in field order (what Commit made of each: its
+// Manifest, its CompressResult).
+func (w *FieldWriter) Writers() []*Writer { return w.ws }
 
 // Append adds a sample: values[k] is field k's value (a fixed field's exactly its record size).
 func (w *FieldWriter) Append(values [][]byte) error {

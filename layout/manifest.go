@@ -104,6 +104,14 @@ const CodecZstd = "zstd"
 // MaxFrame bounds a frame's uncompressed bytes (what a decoder may allocate for one).
 const MaxFrame = 64 << 20
 
+// StoredBytes returns the bytes of m's block data files as stored, and the records' bytes.
+func StoredBytes(m *Manifest) (stored, raw uint64) {
+	for _, b := range m.Blocks {
+		stored += b.Stored()
+	}
+	return stored, m.Bytes
+}
+
 // Stored returns the size of block b's data file as stored: StoredBytes for a compressed
 // block, else Bytes.
 func (b *BlockEntry) Stored() uint64 {

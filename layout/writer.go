@@ -161,6 +161,9 @@ func Create(dst string, opt WriterOptions, force bool) (*Writer, error) {
 	return w, nil
 }
 
+// Manifest returns the dataset's manifest: complete once Commit has returned it.
+func (w *Writer) Manifest() *Manifest { return &w.m }
+
 // TempDir returns the directory being written; callers may keep scratch files there, under
 // names that do not start with "blocks/" or equal ManifestName. They are removed with it.
 func (w *Writer) TempDir() string { return w.tmp }

@@ -15,7 +15,9 @@ import (
 
 // stack is the sources below the page cache, bottom up: where the bytes come from (local
 // files, or an object store), the disk cache in front of an object store, and the CRC32C check
-// of --verify above them, so that no unchecked byte reaches the cache.
+// of --verify above them, so that no unchecked byte reaches the cache; all of them over the
+// files as stored (the dataset's Stored), and on top what serves them (Served: compressed
+// blocks decompressed, a frame at a time, each checked first).
 type stack struct {
 	src   source.Blocks
 	disk  *diskcache.Blocks  // nil without a disk cache
@@ -26,6 +28,7 @@ type stack struct {
 // openSources builds the stack of sources the plan asks for. The caller closes it.
 func (p *Plan) openSources() (*stack, error) {
 	s := &stack{}
+	ds := p.ds.Stored() // the files as stored: the pack's, for windows over a compressed one
 	switch {
 	case p.ds.ShardsInPlace():
 		s.src = p.ds.Source() // the shards, read through their index
@@ -35,21 +38,21 @@ func (p *Plan) openSources() (*stack, error) {
 			}
 		}
 	case p.loc.Kind == Remote:
-		s.src = p.ds.Source() // the object store, checked by ETag and CRC32C
+		s.src = p.ds.StoredSource() // the object store, checked by ETag and CRC32C
 		if c, ok := s.src.(interface{ Counters() s3.Counters }); ok {
 			s.store = c.Counters
 		}
 	case p.mem.Direct && p.mem.ResidentBlocks > 0:
 		// The resident set's blocks are read buffered and stay in the kernel's page cache,
 		// the others stream with O_DIRECT.
-		s.src = local.NewStreaming(p.ds, p.streams())
+		s.src = local.NewStreaming(ds, p.streams())
 	default:
 		// Direct I/O: block data goes from the disk straight into the page-aligned cache,
 		// cached once; buffered: the kernel keeps the block files too.
-		s.src = local.New(p.ds, p.mem.Direct)
+		s.src = local.New(ds, p.mem.Direct)
 	}
 	if p.disk != nil {
-		dc, err := diskcache.Open(s.src, p.ds, *p.disk)
+		dc, err := diskcache.Open(s.src, ds, *p.disk)
 		if err != nil {
 			return nil, err
 		}
@@ -59,13 +62,14 @@ func (p *Plan) openSources() (*stack, error) {
 			p.disk.Dir, ibytes(st.Used), st.Files, ibytes(dc.Limit()), dc.KeptFiles())
 	}
 	if p.opt.Verify {
-		v, err := layout.NewVerified(p.ds, s.src)
+		v, err := layout.NewVerified(ds, s.src)
 		if err != nil {
 			s.close()
 			return nil, Usagef(flag("verify")+": %v", err)
 		}
 		s.src = v
 	}
+	s.src = p.ds.Served(s.src)
 	return s, nil
 }
 
@@ -100,9 +104,10 @@ func (p *Plan) diskOptions() (*diskcache.Options, error) {
 	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
 		return nil, Usagef(flag("disk-cache")+" %s is not a directory", o.DiskCache)
 	}
-	var total, largest int64 // the dataset's files
-	for id := layout.FileID(0); id <= layout.NamesFile(p.ds.Blocks()); id++ {
-		n := p.ds.Size(id)
+	ds := p.ds.Stored()
+	var total, largest int64 // the dataset's files, as stored
+	for id := layout.FileID(0); id <= layout.NamesFile(ds.Blocks()); id++ {
+		n := ds.StoredSize(id)
 		total += n
 		largest = max(largest, n)
 	}
@@ -118,7 +123,7 @@ func (p *Plan) diskOptions() (*diskcache.Options, error) {
 		return nil, Usagef(flag("disk-cache-size")+" %s is smaller than the dataset's largest file (%s)%s; raise it, or free space under %s",
 			ibytes(size), ibytes(largest), why, o.DiskCache)
 	}
-	do := &diskcache.Options{Dir: dir, Size: size, Namespace: p.ds.Manifest.Fingerprint(), Files: layout.NamesFile(p.ds.Blocks()) + 1}
+	do := &diskcache.Options{Dir: dir, Size: size, Namespace: ds.Manifest.Fingerprint(), Files: layout.NamesFile(ds.Blocks()) + 1}
 	if p.nodes != nil {
 		do.Keep = p.nodes.keep(p.ds)
 	}

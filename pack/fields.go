@@ -211,6 +211,9 @@ type FieldsResult struct {
 	BlockSize int64
 	AutoBlock bool
 	Notes     []string // what the reader skipped or the user should know, one line each
+	// Compressed are the fields' dataset manifests, in field order, for what --compress made
+	// of each (their stored and raw bytes).
+	Compressed []*layout.Manifest
 }
 
 // noter is a SampleReader that has notes for pack's summary (what it skipped).
@@ -250,14 +253,15 @@ func PackFields(ctx context.Context, r SampleReader, dst string, format Format, 
 		// One field keeps today's tree: a plain dataset, served as epoch-NNNN.
 		f := fields[0]
 		pw, err := layout.Create(dst, layout.WriterOptions{Kind: f.Kind, RecordSize: f.RecordSize, BlockSize: max(res.BlockSize, f.RecordSize),
-			DType: f.DType, Shape: f.Shape, Source: string(format) + " input (field " + f.Name + ")", BlockDone: opt.BlockDone}, opt.Force)
+			DType: f.DType, Shape: f.Shape, Source: string(format) + " input (field " + f.Name + ")", BlockDone: opt.BlockDone,
+			Compress: opt.Compress}, opt.Force)
 		if err != nil {
 			return nil, err
 		}
 		w = &oneField{w: pw}
 	} else {
 		fw, err := layout.CreateFieldsWith(dst, fields, layout.FieldsOptions{BlockSize: res.BlockSize, Source: string(format) + " input",
-			Force: opt.Force, BlockDone: opt.FieldBlockDone, Decided: opt.Fields.OwnDecided})
+			Force: opt.Force, BlockDone: opt.FieldBlockDone, Decided: opt.Fields.OwnDecided, Compress: opt.Compress})
 		if err != nil {
 			return nil, err
 		}
@@ -281,9 +285,19 @@ func PackFields(ctx context.Context, r SampleReader, dst string, format Format, 
 		}
 		res.OneField = true
 		res.Manifest = &layout.FieldsManifest{Format: layout.FieldsFormat, Version: layout.FieldsVersion, Records: m.Records, Fields: fields}
+		res.Compressed = []*layout.Manifest{m}
+		if note := compressNote(w.w, fields[0].Name); note != "" {
+			res.Notes = append(res.Notes, note)
+		}
 	case *layout.FieldWriter:
 		if res.Manifest, err = w.Commit(); err != nil {
 			return nil, err
+		}
+		for k, fw := range w.Writers() {
+			res.Compressed = append(res.Compressed, fw.Manifest())
+			if note := compressNote(fw, fields[k].Name); note != "" {
+				res.Notes = append(res.Notes, note)
+			}
 		}
 	}
 	if n, ok := r.(noter); ok {

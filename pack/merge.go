@@ -177,7 +177,7 @@ func checkAgree(parts []*mergePart) error {
 		switch {
 		case p.pm.InputsDigest != ref.InputsDigest:
 			return fmt.Errorf("%s is foreign: it packed other inputs than part 0 (inputs_digest %.12s, not %.12s); pack it again with the same inputs", p.file, p.pm.InputsDigest, ref.InputsDigest)
-		case o.Format != r.Format || o.BlockSize != r.BlockSize || o.Seed != r.Seed || o.NoShuffle != r.NoShuffle || o.SkipHeader != r.SkipHeader ||
+		case o.Format != r.Format || o.BlockSize != r.BlockSize || o.Seed != r.Seed || o.NoShuffle != r.NoShuffle || o.SkipHeader != r.SkipHeader || o.Compress != r.Compress ||
 			!slices.Equal(o.Columns, r.Columns) || o.FillMissing != r.FillMissing:
 			return fmt.Errorf("%s is foreign: its options %s are not part 0's %s; pack it again with the same options", p.file, optionsText(o), optionsText(r))
 		}
@@ -205,6 +205,9 @@ func checkAgree(parts []*mergePart) error {
 // optionsText words a part's options for a refusal.
 func optionsText(o PartOptions) string {
 	s := fmt.Sprintf("format %s, block size %d, seed %d, no-shuffle %v", o.Format, o.BlockSize, o.Seed, o.NoShuffle)
+	if o.Compress != "" {
+		s += ", compress " + o.Compress
+	}
 	if o.Kind != "" {
 		s += fmt.Sprintf(", %s records", o.Kind)
 	}
@@ -254,7 +257,7 @@ func (p *mergePart) open(out partsOut) error {
 		return fmt.Errorf("%s's dataset has names where its manifest says otherwise; pack the part again", p.file)
 	}
 	for i, b := range ds.Blocks {
-		sizes := map[string]int64{b.File: int64(b.Bytes)}
+		sizes := map[string]int64{b.File: int64(b.Stored())}
 		if b.IDsFile != "" {
 			sizes[b.IDsFile] = int64(8 * b.Records)
 		}
@@ -286,6 +289,9 @@ func mergeManifest(out partsOut, parts []*mergePart) (*layout.Manifest, error) {
 			m = &layout.Manifest{Format: layout.FormatName, Version: layout.Version, Kind: p.ds.Kind,
 				RecordSize: p.ds.RecordSize, DType: p.ds.DType, Shape: p.ds.Shape, IDs: !o.NoShuffle,
 				PreShuffle: layout.PreShuffle{Shuffled: !o.NoShuffle, Seed: o.Seed}, Source: p.ds.Source}
+		}
+		if err := joinCompression(m, p.ds, p.file); err != nil {
+			return nil, err
 		}
 		prefix := path.Join(PartsDir, p.pm.Dataset)
 		for i, b := range p.ds.Blocks {

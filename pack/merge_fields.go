@@ -131,6 +131,9 @@ func mergeField(out partsOut, filled []*mergePart, fl layout.Field) (*layout.Man
 		if m.Source == "" {
 			m.Source = ds.Source
 		}
+		if err := joinCompression(m, ds, p.file); err != nil {
+			return nil, err
+		}
 		prefix := path.Join(PartsDir, p.pm.Dataset)
 		for _, b := range ds.Blocks {
 			nb := b
@@ -170,8 +173,8 @@ func readFieldPart(out partsOut, p *mergePart, fl layout.Field, dir string) (*la
 			return nil, fmt.Errorf("%s's field %q has ids%s", p.file, fl.Name, again)
 		}
 		size, err := out.size(path.Join(dir, b.File))
-		if err == nil && size != int64(b.Bytes) {
-			err = fmt.Errorf("%s is %d bytes, not %d", b.File, size, b.Bytes)
+		if err == nil && size != int64(b.Stored()) {
+			err = fmt.Errorf("%s is %d bytes, not %d", b.File, size, b.Stored())
 		}
 		if err == nil && b.OffsetsFile != "" {
 			_, err = out.size(path.Join(dir, b.OffsetsFile))

@@ -52,6 +52,9 @@ type Options struct {
 	// Fields are the options of an input with fields packed in parts (PackPart); PackFields
 	// takes them from its reader.
 	Fields FieldOptions
+	// Compress, when set, compresses the blocks' data files (ParseCompress; each field's on
+	// its own), unless a trial of the first block does not shrink it (a note says so).
+	Compress *layout.Compression
 }
 
 // Validate checks the options that do not depend on the input: the --include and --exclude
@@ -162,6 +165,7 @@ func packInput(ctx context.Context, in input, el element, dst, source string, op
 		Source:     source,
 		Names:      format == Files,
 		BlockDone:  opt.BlockDone,
+		Compress:   opt.Compress,
 	}, opt.Force)
 	if err != nil {
 		return nil, err
@@ -184,6 +188,9 @@ func packInput(ctx context.Context, in input, el element, dst, source string, op
 	}
 	if res.Manifest, err = w.Commit(); err != nil {
 		return nil, err
+	}
+	if note := compressNote(w, ""); note != "" {
+		res.Notes = append(res.Notes, note)
 	}
 	return res, nil
 }

@@ -76,6 +76,7 @@ type PartOptions struct {
 	Seed       uint64      `json:"seed"`
 	NoShuffle  bool        `json:"no_shuffle"`
 	SkipHeader bool        `json:"skip_header,omitempty"`
+	Compress   string      `json:"compress,omitempty"` // --compress (CompressText)
 	// Columns and FillMissing are those of an input with fields (FieldOptions).
 	Columns     []string `json:"columns,omitempty"`
 	FillMissing bool     `json:"fill_missing,omitempty"`
@@ -301,7 +302,8 @@ func listInputs(inputs []string, format Format, sel *selection, res *Result) ([]
 // AutoBlockSize of all the inputs, as one pack of them would choose) and, for raw and npy, the
 // record size (npy: the first input's rows).
 func partOptions(files []inputFile, format Format, opt Options) (PartOptions, error) {
-	po := PartOptions{Format: format, RecordSize: opt.RecordSize, BlockSize: opt.BlockSize, Seed: opt.Seed, NoShuffle: opt.NoShuffle, SkipHeader: opt.SkipHeader}
+	po := PartOptions{Format: format, RecordSize: opt.RecordSize, BlockSize: opt.BlockSize, Seed: opt.Seed, NoShuffle: opt.NoShuffle, SkipHeader: opt.SkipHeader,
+		Compress: CompressText(opt.Compress)}
 	if format.HasFields() { // its samples keep their input order
 		po.NoShuffle, po.Columns, po.FillMissing = true, opt.Fields.Columns, opt.Fields.FillMissing
 	}

@@ -55,7 +55,7 @@ func PackSegmented(ctx context.Context, r SampleReader, dst, by string, opt Opti
 	}
 	w, err := layout.Create(dst, layout.WriterOptions{Kind: layout.Fixed, RecordSize: rows.size, BlockSize: max(res.BlockSize, rows.size),
 		DType: rows.dtype, Shape: []int64{rows.size / rows.item}, Source: "table rows of " + strings.Join(res.Features, ", ") + ", segments by " + by,
-		BlockDone: opt.BlockDone}, opt.Force)
+		BlockDone: opt.BlockDone, Compress: opt.Compress}, opt.Force)
 	if err != nil {
 		return nil, err
 	}

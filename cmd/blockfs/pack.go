@@ -38,6 +38,16 @@ type packFlags struct {
 	s3          s3Flags  // DST s3://BUCKET/PREFIX
 	part        string   // pack --part I/N INPUT... OUT: one part of a pack in parts
 	merge       bool     // pack --merge OUT: the dataset of the parts in OUT
+	compress    string   // zstd[:LEVEL]: compressed blocks
+}
+
+// compression returns --compress as pack takes it (nil: raw blocks).
+func (f packFlags) compression() (*layout.Compression, error) {
+	c, err := pack.ParseCompress(f.compress)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	return c, nil
 }
 
 // packLong is pack's --help.
@@ -133,6 +143,7 @@ func newPack() *cobra.Command {
 	fl.BoolVar(&f.fillMissing, "fill-missing", false, "webdataset: give a sample missing a field an empty value instead of refusing the input")
 	fl.StringVar(&f.part, "part", "", "pack --part I/N INPUT... OUT: pack part I of N (0 <= I < N) of the inputs into OUT/parts/ (pack --merge OUT once all are there)")
 	fl.BoolVar(&f.merge, "merge", false, "pack --merge OUT: write the dataset of the parts packed in OUT (pack --part), over their blocks")
+	fl.StringVar(&f.compress, "compress", "", "compress the blocks: zstd, or zstd:LEVEL (1-22, default 3), in frames of "+ibytes(layout.DefaultFrame)+" a read decompresses alone; a dataset (or field) whose first block does not shrink is kept raw")
 	f.s3.register(fl)
 	return c
 }
@@ -266,8 +277,12 @@ func plainOptions(f packFlags, format pack.Format) (pack.Options, error) {
 	if bs > 0 && rs > bs {
 		return pack.Options{}, usagef("--record-size %s is larger than --block-size %s; raise --block-size", ibytes(uint64(rs)), ibytes(uint64(bs)))
 	}
+	comp, err := f.compression()
+	if err != nil {
+		return pack.Options{}, err
+	}
 	opt := pack.Options{Format: format, RecordSize: rs, BlockSize: bs, Seed: f.seed, NoShuffle: f.noShuffle, Force: f.force,
-		Include: f.include, Exclude: f.exclude, AllFiles: f.allFiles, SkipHeader: f.skipHeader}
+		Include: f.include, Exclude: f.exclude, AllFiles: f.allFiles, SkipHeader: f.skipHeader, Compress: comp}
 	if err := opt.Validate(); err != nil {
 		return pack.Options{}, usagef("%v", err)
 	}
@@ -343,8 +358,19 @@ func packSummary(res *pack.Result, dst string, seed uint64, noShuffle bool, secs
 	if res.AutoBlock {
 		blocks += fmt.Sprintf(" (%s; --block-size to set)", res.BlockReason)
 	}
-	return fmt.Sprintf("packed %d %s (%s) into %s at %s, %s, in %.1fs (%s)",
-		m.Records, noun, size, blocks, dst, order, secs, rate(m.Bytes, secs))
+	return fmt.Sprintf("packed %d %s (%s) into %s at %s, %s%s, in %.1fs (%s)",
+		m.Records, noun, size, blocks, dst, order, compressedText(m), secs, rate(m.Bytes, secs))
+}
+
+// compressedText says what a dataset's blocks take compressed: ", compressed with zstd
+// level 3 to 1.2 MiB (29%)"; "" for raw blocks.
+func compressedText(m *layout.Manifest) string {
+	if m == nil || m.Compression == nil {
+		return ""
+	}
+	stored, raw := layout.StoredBytes(m)
+	return fmt.Sprintf(", compressed with %s level %d to %s (%.0f%%)", m.Compression.Codec, m.Compression.Level,
+		ibytes(stored), 100*float64(stored)/float64(max(raw, 1)))
 }
 
 func plural(n int, one, many string) string {
@@ -379,7 +405,11 @@ func runPackFields(f packFlags, format pack.Format, src, dst string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opt := pack.Options{BlockSize: bs, Force: f.force}
+	comp, err := f.compression()
+	if err != nil {
+		return err
+	}
+	opt := pack.Options{BlockSize: bs, Force: f.force, Compress: comp}
 	var clearBar func()
 	if !f.quiet && term.IsTerminal(int(os.Stderr.Fd())) {
 		opt.Progress, clearBar = samplesBar()
@@ -477,6 +507,11 @@ func fieldsSummary(res *pack.FieldsResult, dst string, secs float64) string {
 	}
 	if res.OneField {
 		how += " (one field: a plain dataset, served as epoch-NNNN)"
+	}
+	for k, m := range res.Compressed {
+		if c := compressedText(m); c != "" {
+			how += fmt.Sprintf("; field %s%s", res.Manifest.Fields[k].Name, c)
+		}
 	}
 	return fmt.Sprintf("packed %d samples with fields %s from %d %s (%s) into %s at %s, in input order, in %.1fs (%s)",
 		res.Manifest.Records, strings.Join(names, ", "), res.Inputs, plural(res.Inputs, "file", "files"), ibytes(uint64(res.Bytes)), how, dst, secs, rate(uint64(res.Bytes), secs))

@@ -88,7 +88,11 @@ func partOptions(f packFlags, format pack.Format) (pack.Options, error) {
 			return pack.Options{}, err
 		}
 	}
-	return pack.Options{Format: format, BlockSize: bs, Seed: f.seed, Force: f.force,
+	comp, err := f.compression()
+	if err != nil {
+		return pack.Options{}, err
+	}
+	return pack.Options{Format: format, BlockSize: bs, Seed: f.seed, Force: f.force, Compress: comp,
 		Fields: pack.FieldOptions{Columns: f.columns, FillMissing: f.fillMissing}}, nil
 }
 
