@@ -43,22 +43,22 @@ const (
 // Manifest is the JSON document at ManifestName. Field order and meaning are documented in
 // docs/FORMAT.md; all fields are immutable once written.
 type Manifest struct {
-	Format     string         `json:"format"`
-	Version    int            `json:"version"`
-	Kind       Kind           `json:"kind"`
-	RecordSize int64          `json:"record_size,omitempty"`
-	Records    uint64         `json:"records"`
-	Bytes      uint64         `json:"bytes"`
-	DType      string         `json:"dtype,omitempty"`
-	Shape      []int64        `json:"shape,omitempty"`
-	IDs        bool           `json:"ids"`
-	PreShuffle PreShuffle     `json:"preshuffle"`
-	Source     string         `json:"source,omitempty"`
-	Names      *NamesEntry    `json:"names,omitempty"`
+	Format     string      `json:"format"`
+	Version    int         `json:"version"`
+	Kind       Kind        `json:"kind"`
+	RecordSize int64       `json:"record_size,omitempty"`
+	Records    uint64      `json:"records"`
+	Bytes      uint64      `json:"bytes"`
+	DType      string      `json:"dtype,omitempty"`
+	Shape      []int64     `json:"shape,omitempty"`
+	IDs        bool        `json:"ids"`
+	PreShuffle PreShuffle  `json:"preshuffle"`
+	Source     string      `json:"source,omitempty"`
+	Names      *NamesEntry `json:"names,omitempty"`
 	// Compression, when set, says how the blocks with stored_bytes are compressed.
-	Compression *Compression  `json:"compression,omitempty"`
-	Blocks      []BlockEntry  `json:"blocks"`
-	Extra      map[string]any `json:"extra,omitempty"`
+	Compression *Compression   `json:"compression,omitempty"`
+	Blocks      []BlockEntry   `json:"blocks"`
+	Extra       map[string]any `json:"extra,omitempty"`
 }
 
 // PreShuffle records how pack assigned records to blocks.
