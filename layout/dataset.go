@@ -213,6 +213,17 @@ func (d *Dataset) Stored() *Dataset {
 // Compressed reports whether some of the files Stored() reads are compressed.
 func (d *Dataset) Compressed() bool { return d.Stored().framed }
 
+// Compression returns how Stored()'s blocks are compressed, their data files' bytes as stored
+// and their records' bytes; nil when none is.
+func (d *Dataset) Compression() (c *Compression, stored, raw uint64) {
+	m := d.Stored().Manifest
+	if m.Compression == nil {
+		return nil, 0, 0
+	}
+	stored, raw = StoredBytes(m)
+	return m.Compression, stored, raw
+}
+
 // Served returns src, a source of Stored()'s files as they are stored (a backend, a disk
 // cache, Verified), as a source of d's files as served: compressed files decompressed
 // (FramesSource), and for windows over a compressed pack, the windows' rows. src itself for

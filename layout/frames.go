@@ -195,9 +195,11 @@ func (f *Frames) Decode(dec *zstd.Decoder, first int, comp []byte, off int64, ds
 		start, want := int64(i)*f.Frame, f.frameLen(i)
 		skip := max(0, off-start)
 		whole := skip == 0 && int64(len(dst)) >= want
-		out := scratch[:0:want]
+		var out []byte
 		if whole {
 			out = dst[:0:want]
+		} else {
+			out = scratch[:0:want]
 		}
 		got, err := dec.DecodeAll(src, out)
 		if err != nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -25,8 +27,7 @@ const headFirst = 4096
 // checking only the frames a Fill touches, and passes every other file through. framed says
 // which files are compressed and their uncompressed size (from the manifest). A damaged header
 // or frame is a *source.Error wrapping source.ErrCorrupt and ErrFrames: EIO, never other bytes.
-// Safe for concurrent use. (Issue 40: the layer a mount will read compressed blocks through;
-// nothing builds it yet.)
+// Safe for concurrent use. Dataset.Served builds it over a mount's stack.
 type FramesSource struct {
 	below  source.Blocks
 	framed func(id source.FileID) (raw int64, ok bool)
@@ -34,6 +35,25 @@ type FramesSource struct {
 
 	mu   sync.Mutex
 	decs map[int64]*sync.Pool // decoders by frame size (each bounded by it); guarded by mu
+
+	spans sync.Pool // *[]byte: the compressed frames of a Fill
+
+	frames, stored, raw, errs, ns atomic.Uint64 // FramesStats
+}
+
+// FramesStats counts a FramesSource's work: stats.json's "decompress".
+type FramesStats struct {
+	Frames  uint64  `json:"frames"`       // frames decompressed
+	Stored  uint64  `json:"stored_bytes"` // their compressed bytes
+	Raw     uint64  `json:"bytes"`        // their uncompressed bytes
+	Seconds float64 `json:"seconds"`      // time spent decompressing them, on the loads' goroutines
+	Errors  uint64  `json:"errors"`       // damaged headers and frames met (each an EIO)
+}
+
+// Stats returns the counters now.
+func (s *FramesSource) Stats() FramesStats {
+	return FramesStats{Frames: s.frames.Load(), Stored: s.stored.Load(), Raw: s.raw.Load(),
+		Seconds: float64(s.ns.Load()) / 1e9, Errors: s.errs.Load()}
 }
 
 // NewFramesSource returns the uncompressed view of below's compressed files.
@@ -67,30 +87,48 @@ func (s *FramesSource) Fill(ctx context.Context, id source.FileID, off int64, bu
 	if err != nil {
 		return err
 	}
-	first, _, at, size := f.Span(off, n)
-	comp := make([]byte, size)
+	first, last, at, size := f.Span(off, n)
+	cp := s.span(size)
+	defer s.spans.Put(cp)
+	comp := (*cp)[:size]
 	if err := s.below.Fill(ctx, id, at, [][]byte{comp}, how); err != nil {
 		return err
-	}
-	dst := bufs[0]
-	if len(bufs) > 1 {
-		dst = make([]byte, n)
 	}
 	dec, put, err := s.decoder(f.Frame)
 	if err != nil {
 		return err
 	}
-	err = f.Decode(dec, first, comp, off, dst, make([]byte, f.Frame))
-	put()
-	if err != nil {
-		return s.corrupt(id, at, err)
-	}
-	if len(bufs) > 1 {
-		for _, b := range bufs {
-			dst = dst[copy(b, dst):]
+	defer put()
+	start := time.Now()
+	var scratch []byte // a frame a buffer holds only part of; made when one does
+	for _, b := range bufs {
+		if len(b) == 0 {
+			continue
 		}
+		i, end := int(off/f.Frame), off+int64(len(b))
+		if partial := off%f.Frame != 0 || end%f.Frame != 0 && end != f.Raw; partial && scratch == nil {
+			scratch = make([]byte, f.Frame)
+		}
+		if err := f.Decode(dec, i, comp[f.at[i]-at:], off, b, scratch); err != nil {
+			s.errs.Add(1)
+			return s.corrupt(id, at, err)
+		}
+		off += int64(len(b))
 	}
+	s.ns.Add(uint64(time.Since(start)))
+	s.frames.Add(uint64(last - first + 1))
+	s.stored.Add(uint64(size))
+	s.raw.Add(uint64(min(f.Raw, int64(last+1)*f.Frame) - int64(first)*f.Frame))
 	return nil
+}
+
+// span returns a buffer of at least size bytes for a Fill's compressed frames, from the pool.
+func (s *FramesSource) span(size int64) *[]byte {
+	if b, ok := s.spans.Get().(*[]byte); ok && int64(cap(*b)) >= size {
+		return b
+	}
+	b := make([]byte, size)
+	return &b
 }
 
 // header returns file id's parsed header, read and checked once while the LRU keeps it.
@@ -108,14 +146,16 @@ func (s *FramesSource) header(ctx context.Context, id source.FileID, raw int64, 
 		// checks both (and a size past the file's).
 		frame := int64(binary.LittleEndian.Uint32(b[4:]))
 		if head := FramesHeaderSize(raw, max(frame, 1)); frame > 0 && head > int64(len(b)) && head <= size {
-			b = append(b, make([]byte, head-int64(len(b)))...)
-			if err := s.below.Fill(ctx, id, headFirst, [][]byte{b[headFirst:]}, how); err != nil {
+			have := len(b)
+			b = append(b, make([]byte, head-int64(have))...)
+			if err := s.below.Fill(ctx, id, int64(have), [][]byte{b[have:]}, how); err != nil {
 				return nil, err
 			}
 		}
 	}
 	f, err := ParseFrames(b, size, raw)
 	if err != nil {
+		s.errs.Add(1)
 		return nil, s.corrupt(id, 0, err)
 	}
 	s.heads.Add(id, f, uint64(8*len(f.Sizes)+64))

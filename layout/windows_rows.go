@@ -16,6 +16,21 @@ type rowsBlocks struct {
 	src  source.Blocks
 }
 
+// DecompressStats returns the pack's decompression counters.
+func (r *rowsBlocks) DecompressStats() FramesStats { return DecompressStats(r.src) }
+
+// DecompressStats returns the decompression counters of a source Served returned (zero for
+// one that decompresses nothing).
+func DecompressStats(src source.Blocks) FramesStats {
+	switch s := src.(type) {
+	case *FramesSource:
+		return s.Stats()
+	case *rowsBlocks:
+		return s.DecompressStats()
+	}
+	return FramesStats{}
+}
+
 // Size implements source.Blocks.
 func (r *rowsBlocks) Size(id FileID) int64 { return r.w.Size(id) }
 

@@ -46,6 +46,7 @@ const MinHeadroom = 1 << 30
 // reads go around the kernel's page cache, each with the reason, for .blockfs/info.json.
 type MemoryPlan struct {
 	Size      int64         // the dataset: the bytes of its files (DataBytes)
+	Stored    int64         // the bytes of its files as stored (StoredBytes): less when compressed
 	Footprint int64         // what the cache needs to hold it whole: each file in whole pages
 	Memory    sysmem.Memory // what the machine and the memory cgroup give (zero when unknown)
 	Total     int64         // the memory the plan is made within: the least of RAM and the cgroup's limit
@@ -92,7 +93,7 @@ func Headroom(total int64) int64 {
 //     after the first reads from disk only what is not resident. --direct off reads every
 //     block buffered (the kernel decides); --direct on none.
 func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Direct, mem sysmem.Memory, claimed int64) MemoryPlan {
-	p := MemoryPlan{Size: DataBytes(ds), Footprint: Footprint(ds, pageSize), Memory: mem, Total: mem.Total(), Claimed: claimed}
+	p := MemoryPlan{Size: DataBytes(ds), Stored: StoredBytes(ds), Footprint: Footprint(ds, pageSize), Memory: mem, Total: mem.Total(), Claimed: claimed}
 	p.Headroom = Headroom(p.Total)
 	round := func(n int64) int64 {
 		n = max(n, int64(cache.MinPages)*pageSize)
@@ -133,12 +134,12 @@ func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Dire
 		p.Direct, p.Reason = false, flag("direct")+" off"
 	case whole:
 		p.Direct, p.Reason = true, "the cache holds the whole dataset: one copy in memory, the disk read once per mount"
-	case p.ResidentBlocks >= ds.Blocks():
+	case p.ResidentBlocks >= ds.Stored().Blocks():
 		p.Direct, p.Reason = false, fmt.Sprintf("the dataset (%s) fits in the budget beside the cache: the kernel's page cache keeps every block between epochs", ibytes(p.Size))
 	default:
 		p.Direct = true
 		p.Reason = fmt.Sprintf("the dataset (%s) exceeds the budget: blocks 0-%d (%s) stay resident in the kernel's page cache, the other %d stream with O_DIRECT",
-			ibytes(p.Size), p.ResidentBlocks-1, ibytes(p.Resident), ds.Blocks()-p.ResidentBlocks)
+			ibytes(p.Size), p.ResidentBlocks-1, ibytes(p.Resident), ds.Stored().Blocks()-p.ResidentBlocks)
 		if p.ResidentBlocks == 0 {
 			p.Reason = fmt.Sprintf("the dataset (%s) exceeds the budget and no block fits beside the cache: every block streams with O_DIRECT", ibytes(p.Size))
 		}
@@ -180,11 +181,17 @@ func (p MemoryPlan) inPages() string {
 	return fmt.Sprintf(" (%s in the cache's pages)", ibytes(p.Footprint))
 }
 
-// residentBlocks returns how many leading blocks (and their bytes, in 4 KiB pages) fit in room.
+// residentBlocks returns how many leading blocks (and their bytes, in 4 KiB pages) fit in room:
+// the blocks of the files as stored (the kernel caches compressed files compressed), which
+// are the ones MemoryPlan.Streams is asked of.
 func residentBlocks(ds *layout.Dataset, room int64) (int64, int) {
 	var used int64
+	ds = ds.Stored()
 	for b := 0; b < ds.Blocks(); b++ {
-		n := BlockPages(ds, b, 4096)
+		var n int64
+		for _, id := range []layout.FileID{layout.DataFile(b), layout.IDsFile(b), layout.OffsetsFile(b)} {
+			n += (ds.StoredSize(id) + 4095) / 4096 * 4096
+		}
 		if used+n > room {
 			return used, b
 		}
@@ -211,7 +218,7 @@ func (p MemoryPlan) Facts() map[string]any {
 	return map[string]any{
 		"ram": m.RAM, "available": m.Available, "cgroup": m.Cgroup, "cgroup_version": m.Version,
 		"cgroup_limit": m.Limit, "cgroup_usage": m.Usage, "cgroup_reclaimable": m.Reclaimable, "total": p.Total, "total_source": m.Source(),
-		"dataset_bytes": p.Size, "dataset_in_cache": p.Footprint,
+		"dataset_bytes": p.Size, "dataset_stored_bytes": p.Stored, "dataset_in_cache": p.Footprint,
 		"free": m.Free(), "headroom": p.Headroom, "claimed_by_other_mounts": p.Claimed, "budget": p.Budget, "budget_reason": p.BudgetReason,
 		"cache": p.CacheSize, "resident": p.Resident, "resident_blocks": p.ResidentBlocks,
 	}
@@ -223,6 +230,17 @@ func DataBytes(ds *layout.Dataset) int64 {
 	var total int64
 	for id := layout.FileID(0); id <= layout.NamesFile(ds.Blocks()); id++ {
 		total += ds.Size(id)
+	}
+	return total
+}
+
+// StoredBytes returns the bytes of a dataset's files as stored: DataBytes but for compressed
+// blocks, whose compressed bytes are on disk, in the disk cache and in the kernel's page cache.
+func StoredBytes(ds *layout.Dataset) int64 {
+	ds = ds.Stored()
+	var total int64
+	for id := layout.FileID(0); id <= layout.NamesFile(ds.Blocks()); id++ {
+		total += ds.StoredSize(id)
 	}
 	return total
 }

@@ -161,11 +161,17 @@ var (
 	mSrcLoads     = counter("blockfs_source_loads_total", "Reads a mixture's source or a dataset's field gave the cache (from disk, the disk cache or the store), by source index and name.", "source", "name")
 	mSrcLoadBytes = counter("blockfs_source_loaded_bytes_total", "Bytes a mixture's source or a dataset's field gave the cache, by source index and name.", "source", "name")
 	mGoroutines   = gauge("blockfs_goroutines", "The daemon's goroutines.")
+	mDecFrames    = counter("blockfs_decompress_frames_total", "Compressed frames decompressed (pack --compress).", "source")
+	mDecStored    = counter("blockfs_decompress_stored_bytes_total", "Compressed bytes of the frames decompressed.", "source")
+	mDecBytes     = counter("blockfs_decompress_bytes_total", "Uncompressed bytes of the frames decompressed.", "source")
+	mDecSeconds   = counter("blockfs_decompress_seconds_total", "Time spent decompressing frames, on the loads' goroutines.", "source")
+	mDecErrors    = counter("blockfs_decompress_errors_total", "Damaged compressed headers and frames met (each an EIO).", "source")
 
 	allMetrics = []*metric{mReadBytes, mReadRecords, mReads, mReadErrors, mReadsWaited, mWaitSeconds, mReadSeconds,
 		mReaderSecs, mReaders, mHits, mMisses, mMerged, mEvictions, mUncached, mRAHits, mRAWasted, mRADropped,
 		mDiskReads, mDiskBytes, mDiskErrors, mCacheBytes, mCacheCap, mStoreReqs, mStoreRetries, mStoreErrors,
-		mDCHits, mDCFetches, mDCFetchBytes, mDCEvicted, mDCBytes, mSrcLoads, mSrcLoadBytes, mGoroutines}
+		mDCHits, mDCFetches, mDCFetchBytes, mDCEvicted, mDCBytes, mSrcLoads, mSrcLoadBytes, mGoroutines,
+		mDecFrames, mDecStored, mDecBytes, mDecSeconds, mDecErrors}
 )
 
 func init() {
@@ -245,6 +251,17 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		put(mDCFetchBytes, float64(st.FetchedBytes), src)
 		put(mDCEvicted, float64(st.Evicted), src)
 		put(mDCBytes, float64(st.Used), src)
+	}
+	for i, st := range s.Decompressions() {
+		if st == nil {
+			continue
+		}
+		src := strconv.Itoa(i)
+		put(mDecFrames, float64(st.Frames), src)
+		put(mDecStored, float64(st.Stored), src)
+		put(mDecBytes, float64(st.Raw), src)
+		put(mDecSeconds, st.Seconds, src)
+		put(mDecErrors, float64(st.Errors), src)
 	}
 }
 

@@ -23,6 +23,8 @@ type stack struct {
 	disk  *diskcache.Blocks  // nil without a disk cache
 	dir   string             // the disk cache's directory
 	store func() s3.Counters // the object store's counters; nil for local data
+	// compressed: src decompresses blocks (its layout.DecompressStats count it)
+	compressed bool
 }
 
 // openSources builds the stack of sources the plan asks for. The caller closes it.
@@ -69,7 +71,7 @@ func (p *Plan) openSources() (*stack, error) {
 		}
 		s.src = v
 	}
-	s.src = p.ds.Served(s.src)
+	s.src, s.compressed = p.ds.Served(s.src), p.ds.Compressed()
 	return s, nil
 }
 

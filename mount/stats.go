@@ -7,6 +7,7 @@ import (
 
 	"github.com/blockfs/blockfs/cache"
 	bfs "github.com/blockfs/blockfs/fs"
+	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/diskcache"
 	"github.com/blockfs/blockfs/source/s3"
@@ -21,11 +22,12 @@ const StatsName = view.StatsName
 // object store. The daemon makes it at each open of the file (and for --metrics at each
 // scrape); `blockfs stats` and the Python package read it. Its JSON is one flat object: the
 // FUSE layer's keys (bfs.Counters), the cache's (cache.Stats, but for its bytes_served, which
-// is the FUSE layer's), then "disk_cache", "store" and "sources". Counters count from the
+// is the FUSE layer's), then "disk_cache", "store", "decompress" and "sources". Counters count from the
 // mount on; a new daemon (daemon_pid) starts them over.
 //
-// "disk_cache" and "store" have two shapes. For one dataset (and a node-aware mount) each is
-// an object, DiskCache's or Store's, and absent without a disk cache or for local data. For a
+// "disk_cache", "store" and "decompress" have two shapes. For one dataset (and a node-aware
+// mount) each is an object, DiskCache's, Store's or Decompress's, and absent without a disk
+// cache, for local data, or without compressed blocks. For a
 // mixture or a dataset with fields (Sources set) each is a list by source index, each
 // SourceStats' DiskCache or Store (null for a source without), absent when no source has one.
 type Stats struct {
@@ -39,6 +41,9 @@ type Stats struct {
 	// Store is one dataset's object store request counters ("store"); nil for local data, and
 	// with Sources (each source has its own).
 	Store *s3.Counters
+	// Decompress is one dataset's decompression counters ("decompress"); nil when none of its
+	// blocks is compressed, and with Sources.
+	Decompress *layout.FramesStats
 	// Sources are a mixture's sources or a dataset's fields, by index ("sources"); nil for
 	// one dataset and for a node-aware mount.
 	Sources []SourceStats
@@ -55,6 +60,9 @@ type SourceStats struct {
 	DiskCache *diskcache.Stats `json:"-"`
 	// Store is its object store's counters ("store"[Index]); nil for local data.
 	Store *s3.Counters `json:"-"`
+	// Decompress is its decompression counters ("decompress"[Index]); nil without compressed
+	// blocks.
+	Decompress *layout.FramesStats `json:"-"`
 }
 
 // ReaderStats is one open file's line in stats.json's "readers" (the FUSE layer's).
@@ -72,8 +80,17 @@ func (s *Stats) DiskCaches() []*diskcache.Stats {
 	return bySource(s, s.DiskCache, func(src *SourceStats) **diskcache.Stats { return &src.DiskCache })
 }
 
-// counted is what a source may have counters of beside its reads: a store, a disk cache.
-type counted interface{ s3.Counters | diskcache.Stats }
+// Decompressions returns the decompression counters by source index: one dataset's at 0, or
+// each source's; nil entries for sources without compressed blocks.
+func (s *Stats) Decompressions() []*layout.FramesStats {
+	return bySource(s, s.Decompress, func(src *SourceStats) **layout.FramesStats { return &src.Decompress })
+}
+
+// counted is what a source may have counters of beside its reads: a store, a disk cache,
+// decompression.
+type counted interface {
+	s3.Counters | diskcache.Stats | layout.FramesStats
+}
 
 // bySource returns one's or the sources' values, by source index.
 func bySource[T counted](s *Stats, one *T, at func(*SourceStats) **T) []*T {
@@ -96,6 +113,7 @@ type statsJSON struct {
 	cacheJSON
 	DiskCache    json.RawMessage `json:"disk_cache,omitempty"`
 	Store        json.RawMessage `json:"store,omitempty"`
+	Decompress   json.RawMessage `json:"decompress,omitempty"`
 	Sources      []SourceStats   `json:"sources,omitempty"`
 	SourceServed uint64          `json:"source_bytes_served,omitempty"`
 }
@@ -110,6 +128,9 @@ func (s Stats) MarshalJSON() ([]byte, error) {
 		return nil, err
 	}
 	if w.Store, err = oneOrList(s.Stores(), s.Sources != nil); err != nil {
+		return nil, err
+	}
+	if w.Decompress, err = oneOrList(s.Decompressions(), s.Sources != nil); err != nil {
 		return nil, err
 	}
 	return json.Marshal(w)
@@ -128,6 +149,9 @@ func (s *Stats) UnmarshalJSON(b []byte) error {
 	}
 	if err := fromOneOrList(w.Store, &s.Store, s.Sources, func(src *SourceStats) **s3.Counters { return &src.Store }); err != nil {
 		return fmt.Errorf("store: %w", err)
+	}
+	if err := fromOneOrList(w.Decompress, &s.Decompress, s.Sources, func(src *SourceStats) **layout.FramesStats { return &src.Decompress }); err != nil {
+		return fmt.Errorf("decompress: %w", err)
 	}
 	return nil
 }
@@ -204,7 +228,7 @@ func (p *Plan) statsOf(sv *served) *mountStats {
 func (ms *mountStats) snapshot(c bfs.Counters) Stats {
 	s := Stats{Counters: c, Cache: ms.cache.Stats()}
 	if ms.mux == nil {
-		s.DiskCache, s.Store = ms.stacks[0].counters()
+		s.DiskCache, s.Store, s.Decompress = ms.stacks[0].counters()
 		return s
 	}
 	s.Sources = make([]SourceStats, len(ms.names))
@@ -212,7 +236,7 @@ func (ms *mountStats) snapshot(c bfs.Counters) Stats {
 		reads, n := ms.mux.Read(i)
 		s.Sources[i] = SourceStats{Index: i, Name: name, Reads: reads, BytesRead: n}
 		if i < len(ms.stacks) {
-			s.Sources[i].DiskCache, s.Sources[i].Store = ms.stacks[i].counters()
+			s.Sources[i].DiskCache, s.Sources[i].Store, s.Sources[i].Decompress = ms.stacks[i].counters()
 		}
 	}
 	return s
@@ -227,11 +251,16 @@ func (ms *mountStats) json(c bfs.Counters) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// counters returns the stack's disk cache and object store counters now; nil for what it
-// does not have.
-func (s *stack) counters() (*diskcache.Stats, *s3.Counters) {
+// counters returns the stack's disk cache, object store and decompression counters now; nil
+// for what it does not have.
+func (s *stack) counters() (*diskcache.Stats, *s3.Counters, *layout.FramesStats) {
 	var dc *diskcache.Stats
 	var st *s3.Counters
+	var fr *layout.FramesStats
+	if s.compressed {
+		v := layout.DecompressStats(s.src)
+		fr = &v
+	}
 	if s.disk != nil {
 		v := s.disk.Stats()
 		dc = &v
@@ -240,5 +269,5 @@ func (s *stack) counters() (*diskcache.Stats, *s3.Counters) {
 		v := s.store()
 		st = &v
 	}
-	return dc, st
+	return dc, st, fr
 }

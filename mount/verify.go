@@ -116,6 +116,7 @@ func verifyFields(data string, man *layout.FieldsManifest, report func(error), v
 		all.Problems += res.Problems
 		all.Blocks += res.Blocks
 		all.Bytes += res.Bytes
+		all.Framed, all.FramedStored, all.FramedRaw = all.Framed+res.Framed, all.FramedStored+res.FramedStored, all.FramedRaw+res.FramedRaw
 		if res.Problems > 0 {
 			continue
 		}

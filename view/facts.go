@@ -59,6 +59,10 @@ func DatasetFacts(ds *layout.Dataset, opt shuffle.Options) map[string]any {
 	if ds.RecordSize() > 0 {
 		f["record_size"] = ds.RecordSize()
 	}
+	if c, stored, raw := ds.Compression(); c != nil {
+		f["compression"] = map[string]any{"codec": c.Codec, "level": c.Level, "frame": c.Frame,
+			"stored_bytes": stored, "bytes": raw, "ratio": float64(stored) / float64(max(raw, 1))}
+	}
 	if ds.Kind() == layout.Variable {
 		f["offsets_dtype"] = "<u8"
 	}

@@ -100,6 +100,10 @@ func describe(ds *layout.Dataset) string {
 		p("records", "%d variable-length, %s on average", ds.Records(), ibytes(ds.Bytes()/ds.Records()))
 	}
 	p("size", "%s (%d bytes)", ibytes(ds.Bytes()), ds.Bytes())
+	if c, stored, raw := ds.Compression(); c != nil {
+		p("compressed", "%s level %d in frames of %s: %s stored for %s of blocks (%.0f%%)", c.Codec, c.Level, ibytes(uint64(c.Frame)),
+			ibytes(stored), ibytes(raw), 100*float64(stored)/float64(max(raw, 1)))
+	}
 	if path, off, ok := ds.InPlace(); ok {
 		p("in place", "%s, records from byte %d", path, off)
 	}

@@ -35,7 +35,12 @@ what is wrong) and exits 1 if there is any, 0 if the dataset is sound.`,
 				}
 				return fmt.Errorf("%s: %d problem(s) in %d blocks; %s", args[0], res.Problems, res.Blocks, todo)
 			}
-			fmt.Printf("%s: ok: %d blocks, %s checked\n", args[0], res.Blocks, ibytes(uint64(res.Bytes)))
+			framed := ""
+			if res.Framed > 0 {
+				framed = fmt.Sprintf("; %d compressed blocks decompressed whole, every frame checked (%s to %s, %.0f%%)", res.Framed,
+					ibytes(uint64(res.FramedRaw)), ibytes(uint64(res.FramedStored)), 100*float64(res.FramedStored)/float64(max(res.FramedRaw, 1)))
+			}
+			fmt.Printf("%s: ok: %d blocks, %s checked%s\n", args[0], res.Blocks, ibytes(uint64(res.Bytes)), framed)
 			return nil
 		},
 	}
