@@ -21,9 +21,12 @@ const DefaultLevel = 3
 // bytes keeps the dataset (or field) raw: decompressing it would cost reads for nothing.
 const KeepRawRatio = 0.9
 
-// trialBytes is the least of a first block the trial compresses (a smaller first block is
-// tried whole).
-const trialBytes = 4 << 20
+// trialBytes is the most of a first block the trial compresses; MinTrial the least: blocks
+// written before one holds that much stay raw (a few bytes tell nothing of the data).
+const (
+	trialBytes = 4 << 20
+	MinTrial   = 4096
+)
 
 // compressor is a Writer's compression of block data files (WriterOptions.Compress): the
 // encoder, and the trial on the first data written that may keep the dataset raw. Its state
@@ -32,8 +35,8 @@ type compressor struct {
 	opt    Compression
 	enc    *zstd.Encoder
 	par    int
-	tried  bool
-	raw    bool    // the trial kept the dataset raw
+	tried  bool    // a block of MinTrial bytes or more was tried
+	raw    bool    // the trial kept the dataset raw, or no block was tried
 	ratio  float64 // the trial's compressed / raw
 	stored []uint64
 }
@@ -68,7 +71,7 @@ func newCompressor(opt *Compression) (*compressor, error) {
 // try decides, on the first data written, whether the dataset is compressed: data (the first
 // frames of the first block) must shrink to KeepRawRatio of its bytes.
 func (c *compressor) try(data []byte) {
-	if c.tried || len(data) == 0 {
+	if c.tried || len(data) < MinTrial {
 		return
 	}
 	c.tried = true
@@ -90,8 +93,8 @@ func (c *compressor) setStored(block int, n uint64) {
 func (c *compressor) writeData(path string, block int, data []byte) (uint32, error) {
 	c.try(data)
 	if c.raw || !c.tried {
-		// Kept raw, or no byte tried yet (an empty block is kept raw: a later trial may
-		// keep every block raw).
+		// Kept raw, or not tried yet (a block too small to try is kept raw: a later trial
+		// may keep every block raw).
 		return CRC32C(data), writeFile(path, data)
 	}
 	out := EncodeFrames(data, c.opt.Frame, c.enc, c.par)
@@ -104,7 +107,7 @@ func (c *compressor) writeData(path string, block int, data []byte) (uint32, err
 // CRC32C. Background writer only.
 func (c *compressor) copyData(path string, block int, r io.Reader, n int64) (uint32, error) {
 	var first []byte
-	if !c.tried && n > 0 {
+	if !c.tried && n >= MinTrial {
 		first = make([]byte, min(n, c.opt.Frame))
 		if _, err := io.ReadFull(r, first); err != nil {
 			return 0, fmt.Errorf("writing %s: the record ended before its %d bytes: %w", path, n, io.ErrUnexpectedEOF)
@@ -112,7 +115,7 @@ func (c *compressor) copyData(path string, block int, r io.Reader, n int64) (uin
 		c.try(first)
 		r = io.MultiReader(bytes.NewReader(first), r)
 	}
-	if c.raw {
+	if c.raw || !c.tried {
 		return writeFileFrom(path, r, n)
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
@@ -133,7 +136,13 @@ func (c *compressor) copyData(path string, block int, r io.Reader, n int64) (uin
 // finish enters the stored sizes and the compression in m once every block is written, or
 // leaves m raw when the trial kept it so.
 func (c *compressor) finish(m *Manifest) {
-	if c == nil || c.raw {
+	if c == nil {
+		return
+	}
+	if !c.tried {
+		c.raw = true // every block too small to try
+	}
+	if c.raw {
 		return
 	}
 	for i := range m.Blocks {
@@ -146,8 +155,9 @@ func (c *compressor) finish(m *Manifest) {
 }
 
 // CompressResult says what became of WriterOptions.Compress once the writer committed: the
-// trial's ratio (compressed / raw bytes of the first block's first frames), and whether it
-// kept the dataset raw. ok is false without Compress.
+// trial's ratio (compressed / raw bytes of the first block's first frames; 0 when no block
+// was large enough to try), and whether the dataset was kept raw. ok is false without
+// Compress.
 func (w *Writer) CompressResult() (ratio float64, raw, ok bool) {
 	if w.comp == nil {
 		return 0, false, false

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/layout"
 )
@@ -52,6 +54,9 @@ func compressNote(w *layout.Writer, name string) string {
 	what := "the dataset"
 	if name != "" {
 		what = fmt.Sprintf("field %q", name)
+	}
+	if ratio == 0 {
+		return fmt.Sprintf("%s is stored raw: no block of it holds the %s %s tries before it compresses", what, humanize.IBytes(layout.MinTrial), optname.Flag("compress"))
 	}
 	return fmt.Sprintf("%s is stored raw: its first block compressed to %.0f%% of its bytes with %s, too little to pay for decompressing it (above %.0f%%)",
 		what, 100*ratio, optname.Flag("compress"), 100*layout.KeepRawRatio)

@@ -301,7 +301,7 @@ func PackFields(ctx context.Context, r SampleReader, dst string, format Format, 
 		}
 	}
 	if n, ok := r.(noter); ok {
-		res.Notes = n.Notes()
+		res.Notes = append(n.Notes(), res.Notes...)
 	}
 	if need := FieldCache * int64(len(fields)); len(fields) > 1 && need >= 1<<30 {
 		res.Notes = append(res.Notes, fmt.Sprintf("a mount of its %d fields needs at least %s of cache (%s each, whatever %s and %s); %s packs fewer",
