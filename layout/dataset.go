@@ -233,7 +233,9 @@ func (d *Dataset) Served(src source.Blocks) source.Blocks {
 	case d.below != nil:
 		return &rowsBlocks{w: d, rows: d.below, src: d.below.Served(src)}
 	case d.framed:
-		return NewFramesSource(src, d.framedFile)
+		fs := NewFramesSource(src, d.framedFile)
+		fs.frame = d.Manifest.Compression.Frame
+		return fs
 	}
 	return src
 }

@@ -32,6 +32,7 @@ type FramesSource struct {
 	below  source.Blocks
 	framed func(id source.FileID) (raw int64, ok bool)
 	heads  *lru.Cache[source.FileID, *Frames]
+	frame  int64 // the frame size every header must give (the manifest's); 0: any
 
 	mu   sync.Mutex
 	decs map[int64]*sync.Pool // decoders by frame size (each bounded by it); guarded by mu
@@ -154,6 +155,9 @@ func (s *FramesSource) header(ctx context.Context, id source.FileID, raw int64, 
 		}
 	}
 	f, err := ParseFrames(b, size, raw)
+	if err == nil && s.frame != 0 && f.Frame != s.frame {
+		err = fmt.Errorf("%w: the header's frame size is %d, the manifest's %d", ErrFrames, f.Frame, s.frame)
+	}
 	if err != nil {
 		s.errs.Add(1)
 		return nil, s.corrupt(id, 0, err)

@@ -268,3 +268,59 @@ func TestCompressedS3(t *testing.T) {
 	}))
 	assert.Less(t, float64(cached), 0.5*float64(rawBytes))
 }
+
+// TestCompressedIndependentReader reads a compressed pack with docs/examples/read_compressed.py,
+// a reader written from FORMAT.md alone (Python's zstandard, its own CRC32C): every block's
+// bytes are the raw pack's, blocks of several frames and ranges across frames included, and a
+// flipped byte is refused there too.
+func TestCompressedIndependentReader(t *testing.T) {
+	dir := t.TempDir()
+	tokens := writeTokens(t, dir, 4_000_000)
+	raw, comp := filepath.Join(dir, "raw"), filepath.Join(dir, "zstd")
+	flags := []string{"--format", "raw", "--record-size", "8", "--block-size", "2500KiB"}
+	mustRun(t, append(append([]string{"pack", "--quiet"}, flags...), tokens, raw)...)
+	mustRun(t, append(append([]string{"pack", "--quiet", "--compress", "zstd:7"}, flags...), tokens, comp)...)
+	var m struct {
+		Compression struct{ Frame int64 }
+		Blocks      []struct {
+			File        string
+			Bytes       int64
+			StoredBytes int64 `json:"stored_bytes"`
+		}
+	}
+	man, err := os.ReadFile(filepath.Join(comp, "blockfs.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(man, &m))
+	require.EqualValues(t, 1<<20, m.Compression.Frame)
+	require.Greater(t, m.Blocks[0].Bytes, 2*m.Compression.Frame, "blocks of several frames")
+	var want []byte
+	for _, b := range m.Blocks {
+		require.Positive(t, b.StoredBytes)
+		data, err := os.ReadFile(filepath.Join(raw, b.File))
+		require.NoError(t, err)
+		want = append(want, data...)
+	}
+	reader := func(args ...string) *exec.Cmd {
+		return exec.Command("/usr/bin/python3", append([]string{"../docs/examples/read_compressed.py"}, args...)...)
+	}
+	out := filepath.Join(dir, "out.bin")
+	res, err := reader(comp, out).CombinedOutput()
+	require.NoError(t, err, "%s", res)
+	got, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.True(t, slices.Equal(want, got), "read_compressed.py differs from the raw pack")
+	a := m.Compression.Frame - 100 // across frames 0 and 1 of block 1
+	res, err = reader(comp, "--range", "1", fmt.Sprint(a), "300").Output()
+	require.NoError(t, err)
+	off := m.Blocks[0].Bytes + a
+	require.Equal(t, fmt.Sprintf("%x\n", want[off:off+300]), string(res))
+
+	block := filepath.Join(comp, m.Blocks[1].File)
+	data, err := os.ReadFile(block)
+	require.NoError(t, err)
+	data[len(data)-10] ^= 1
+	require.NoError(t, os.WriteFile(block, data, 0o644))
+	res, err = reader(comp, out).CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(res), "CRC32C")
+}
