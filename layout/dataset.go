@@ -234,7 +234,7 @@ func (d *Dataset) Served(src source.Blocks) source.Blocks {
 		return &rowsBlocks{w: d, rows: d.below, src: d.below.Served(src)}
 	case d.framed:
 		fs := NewFramesSource(src, d.framedFile)
-		fs.frame = d.Manifest.Compression.Frame
+		fs.frame, fs.name = d.Manifest.Compression.Frame, d.Path
 		return fs
 	}
 	return src

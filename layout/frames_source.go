@@ -32,7 +32,8 @@ type FramesSource struct {
 	below  source.Blocks
 	framed func(id source.FileID) (raw int64, ok bool)
 	heads  *lru.Cache[source.FileID, *Frames]
-	frame  int64 // the frame size every header must give (the manifest's); 0: any
+	frame  int64                         // the frame size every header must give (the manifest's); 0: any
+	name   func(id source.FileID) string // a file's path, for errors; nil: its number
 
 	mu   sync.Mutex
 	decs map[int64]*sync.Pool // decoders by frame size (each bounded by it); guarded by mu
@@ -187,5 +188,9 @@ func (s *FramesSource) decoder(frame int64) (*zstd.Decoder, func(), error) {
 
 // corrupt wraps a damaged header's or frame's error as a read error of file id.
 func (s *FramesSource) corrupt(id source.FileID, off int64, err error) error {
-	return &source.Error{Op: "read", Name: fmt.Sprintf("file %d", id), Off: off, Err: fmt.Errorf("%w: %w", source.ErrCorrupt, err)}
+	name := fmt.Sprintf("file %d", id)
+	if s.name != nil {
+		name = s.name(id)
+	}
+	return &source.Error{Op: "read", Name: name, Off: off, Err: fmt.Errorf("%w: %w", source.ErrCorrupt, err)}
 }

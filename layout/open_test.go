@@ -83,34 +83,20 @@ func TestCreateRefusesExisting(t *testing.T) {
 
 // TestOpenRejects damages a good dataset in each way Open must catch, and checks the error's
 // kind and that it names the file at fault.
+// manifestEdit is a case of TestOpenRejects: an edit of a small dataset's manifest (or files)
+// that opening refuses with an error of kind that says contains.
+type manifestEdit struct {
+	name     string
+	edit     func(t *testing.T, dir string, m map[string]any)
+	kind     error
+	contains string
+}
+
 func TestOpenRejects(t *testing.T) {
-	type edit func(t *testing.T, dir string, m map[string]any)
 	blocks := func(m map[string]any) []any { return m["blocks"].([]any) }
 	block0 := func(m map[string]any) map[string]any { return blocks(m)[0].(map[string]any) }
-	cases := []struct {
-		name     string
-		edit     edit
-		kind     error
-		contains string
-	}{
+	cases := []manifestEdit{
 		{"unknown version", func(t *testing.T, d string, m map[string]any) { m["version"] = 3 }, layout.ErrFormat, "unknown format version 3"},
-		{"version 2 raw", func(t *testing.T, d string, m map[string]any) { m["version"] = 2 }, layout.ErrFormat, "format version 2 is for compressed blocks"},
-		{"compression in version 1", func(t *testing.T, d string, m map[string]any) {
-			m["compression"] = map[string]any{"codec": "zstd", "level": 3, "frame": 4096}
-		}, layout.ErrFormat, "compressed blocks need format version 2"},
-		{"unknown codec", func(t *testing.T, d string, m map[string]any) {
-			m["version"], m["compression"] = 2, map[string]any{"codec": "lz4", "level": 3, "frame": 4096}
-		}, layout.ErrFormat, `unknown compression codec "lz4"`},
-		{"frame not pages", func(t *testing.T, d string, m map[string]any) {
-			m["version"], m["compression"] = 2, map[string]any{"codec": "zstd", "level": 3, "frame": 5000}
-		}, layout.ErrFormat, "compression frame 5000 is not a multiple of 4096"},
-		{"stored_bytes without compression", func(t *testing.T, d string, m map[string]any) {
-			m["blocks"].([]any)[0].(map[string]any)["stored_bytes"] = 10
-		}, layout.ErrFormat, "stored_bytes is only for a dataset with compression"},
-		{"stored_bytes past the bound", func(t *testing.T, d string, m map[string]any) {
-			m["version"], m["compression"] = 2, map[string]any{"codec": "zstd", "level": 3, "frame": 4096}
-			m["blocks"].([]any)[0].(map[string]any)["stored_bytes"] = 1 << 40
-		}, layout.ErrFormat, "stored_bytes 1099511627776 is not what"},
 		{"not blockfs", func(t *testing.T, d string, m map[string]any) { m["format"] = "zip" }, layout.ErrFormat, "not a blockfs manifest"},
 		{"record size 0", func(t *testing.T, d string, m map[string]any) { m["record_size"] = 0 }, layout.ErrFormat, "record_size must be positive"},
 		{"bad kind", func(t *testing.T, d string, m map[string]any) { m["kind"] = "sparse" }, layout.ErrFormat, "unknown record kind"},
@@ -155,6 +141,35 @@ func TestOpenRejects(t *testing.T) {
 		{"bad dtype", func(t *testing.T, d string, m map[string]any) { m["dtype"] = "float" }, layout.ErrFormat, "is not supported"},
 		{"ids flag without files", func(t *testing.T, d string, m map[string]any) { delete(block0(m), "ids_file") }, layout.ErrFormat, "no ids_file"},
 	}
+	checkRejects(t, cases)
+}
+
+// TestOpenRejectsCompression: the compression entry and stored_bytes must hold together.
+func TestOpenRejectsCompression(t *testing.T) {
+	checkRejects(t, []manifestEdit{
+		{"version 2 raw", func(t *testing.T, d string, m map[string]any) { m["version"] = 2 }, layout.ErrFormat, "format version 2 is for compressed blocks"},
+		{"compression in version 1", func(t *testing.T, d string, m map[string]any) {
+			m["compression"] = map[string]any{"codec": "zstd", "level": 3, "frame": 4096}
+		}, layout.ErrFormat, "compressed blocks need format version 2"},
+		{"unknown codec", func(t *testing.T, d string, m map[string]any) {
+			m["version"], m["compression"] = 2, map[string]any{"codec": "lz4", "level": 3, "frame": 4096}
+		}, layout.ErrFormat, `unknown compression codec "lz4"`},
+		{"frame not pages", func(t *testing.T, d string, m map[string]any) {
+			m["version"], m["compression"] = 2, map[string]any{"codec": "zstd", "level": 3, "frame": 5000}
+		}, layout.ErrFormat, "compression frame 5000 is not a multiple of 4096"},
+		{"stored_bytes without compression", func(t *testing.T, d string, m map[string]any) {
+			m["blocks"].([]any)[0].(map[string]any)["stored_bytes"] = 10
+		}, layout.ErrFormat, "stored_bytes is only for a dataset with compression"},
+		{"stored_bytes past the bound", func(t *testing.T, d string, m map[string]any) {
+			m["version"], m["compression"] = 2, map[string]any{"codec": "zstd", "level": 3, "frame": 4096}
+			m["blocks"].([]any)[0].(map[string]any)["stored_bytes"] = 1 << 40
+		}, layout.ErrFormat, "stored_bytes 1099511627776 is not what"},
+	})
+}
+
+// checkRejects applies each edit to a new dataset and requires that opening it fails as the
+// case says, naming a path.
+func checkRejects(t *testing.T, cases []manifestEdit) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "ds")

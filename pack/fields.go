@@ -277,28 +277,8 @@ func PackFields(ctx context.Context, r SampleReader, dst string, format Format, 
 		w.Abort()
 		return nil, err
 	}
-	switch w := w.(type) {
-	case *oneField:
-		m, err := w.w.Commit()
-		if err != nil {
-			return nil, err
-		}
-		res.OneField = true
-		res.Manifest = &layout.FieldsManifest{Format: layout.FieldsFormat, Version: layout.FieldsVersion, Records: m.Records, Fields: fields}
-		res.Compressed = []*layout.Manifest{m}
-		if note := compressNote(w.w, fields[0].Name); note != "" {
-			res.Notes = append(res.Notes, note)
-		}
-	case *layout.FieldWriter:
-		if res.Manifest, err = w.Commit(); err != nil {
-			return nil, err
-		}
-		for k, fw := range w.Writers() {
-			res.Compressed = append(res.Compressed, fw.Manifest())
-			if note := compressNote(fw, fields[k].Name); note != "" {
-				res.Notes = append(res.Notes, note)
-			}
-		}
+	if err := commitFields(w, fields, res); err != nil {
+		return nil, err
 	}
 	if n, ok := r.(noter); ok {
 		res.Notes = append(n.Notes(), res.Notes...)
@@ -308,6 +288,35 @@ func PackFields(ctx context.Context, r SampleReader, dst string, format Format, 
 			len(fields), humanize.IBytes(uint64(need)), humanize.IBytes(uint64(FieldCache)), optname.Flag("mix"), optname.Flag("readahead"), optname.Flag("columns")))
 	}
 	return res, nil
+}
+
+// commitFields commits w, a plain dataset of one field or a dataset with fields, and enters
+// in res its manifest and what --compress made of each field.
+func commitFields(w sink, fields []layout.Field, res *FieldsResult) error {
+	var ws []*layout.Writer
+	switch w := w.(type) {
+	case *oneField:
+		m, err := w.w.Commit()
+		if err != nil {
+			return err
+		}
+		res.OneField = true
+		res.Manifest = &layout.FieldsManifest{Format: layout.FieldsFormat, Version: layout.FieldsVersion, Records: m.Records, Fields: fields}
+		ws = []*layout.Writer{w.w}
+	case *layout.FieldWriter:
+		var err error
+		if res.Manifest, err = w.Commit(); err != nil {
+			return err
+		}
+		ws = w.Writers()
+	}
+	for k, fw := range ws {
+		res.Compressed = append(res.Compressed, fw.Manifest())
+		if note := compressNote(fw, fields[k].Name); note != "" {
+			res.Notes = append(res.Notes, note)
+		}
+	}
+	return nil
 }
 
 // packSamples appends r's samples to w one at a time.

@@ -56,6 +56,8 @@ func TestRefusals(t *testing.T) {
 		{[]string{"pack", "--format", "raw", p.raw, filepath.Join(dir, "x")}, 2, "--record-size is required"},
 		{[]string{"pack", "--record-size", "0", p.raw, filepath.Join(dir, "x")}, 2, "at least 1 byte"},
 		{[]string{"pack", "--record-size", "4096", "--format", "orc", p.raw, filepath.Join(dir, "x")}, 2, "unknown format \"orc\""},
+		{[]string{"pack", "--compress", "lz4", p.raw, filepath.Join(dir, "x")}, 2, `--compress lz4: unknown codec "lz4" (zstd, zstd:LEVEL or none)`},
+		{[]string{"pack", "--compress", "zstd:30", p.raw, filepath.Join(dir, "x")}, 2, "--compress zstd:30: the zstd level is a number from 1 to 22"},
 		{[]string{"pack", "--record-size", "4096", "--format", "parquet", p.raw, filepath.Join(dir, "x")}, 2, "do not apply to --format parquet"},
 		{[]string{"pack", "--record-size", "1MiB", "--block-size", "64KiB", p.raw, filepath.Join(dir, "x")}, 2, "larger than --block-size"},
 		{[]string{"pack", "--record-size", "4096", odd, filepath.Join(dir, "x")}, 1, "not a multiple of the record size 4096"},

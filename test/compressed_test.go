@@ -171,6 +171,8 @@ func TestCompressedFlippedByte(t *testing.T) {
 	assert.Error(t, err)
 	assert.Contains(t, string(out), "Input/output error")
 	assert.Positive(t, decompressStats(t, mc)["errors"])
+	waitLog(t, mc, "compressed block corrupt: frame")
+	assert.Contains(t, mc.stderr.String(), "corrupt dataset: read "+block+" at offset ")
 	_, errs, code := run(t, "verify", comp)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errs, "blocks/000002.bin")
@@ -247,9 +249,23 @@ func TestCompressedS3(t *testing.T) {
 		rawBytes += int(st.Size())
 	}
 	proxy.sent.Store(0)
-	mc := mount(t, url, ep, "--seed", "6", "--cache-size", "64MiB")
+	addr := freeAddr(t)
+	mc := mount(t, url, ep, "--seed", "6", "--cache-size", "64MiB", "--metrics", addr)
 	sameFiles(t, mr, mc, "epoch-0000", "epoch-0000.offsets", "epoch-0000.ids")
 	fetched := proxy.sent.Load()
+	// /metrics serves every documented blockfs_decompress_ metric, with stats.json's values.
+	fams := scrape(t, addr)
+	st := decompressStats(t, mc)
+	n := 0
+	for _, name := range documentedMetrics(t) {
+		if strings.HasPrefix(name, "blockfs_decompress_") {
+			require.Contains(t, fams, name)
+			n++
+		}
+	}
+	assert.Equal(t, 5, n, "USAGE.md lists the decompress metrics")
+	assert.Equal(t, st["frames"], fams["blockfs_decompress_frames_total"].Metric[0].Counter.GetValue())
+	assert.Equal(t, st["bytes"], fams["blockfs_decompress_bytes_total"].Metric[0].Counter.GetValue())
 	t.Logf("one epoch of %d bytes (data, offsets, ids) fetched %d bytes from the store (%.2f)", rawBytes, fetched, float64(fetched)/float64(rawBytes))
 	assert.Less(t, float64(fetched), 0.5*float64(rawBytes))
 
