@@ -161,7 +161,7 @@ var (
 	mSrcLoads     = counter("blockfs_source_loads_total", "Reads a mixture's source or a dataset's field gave the cache (from disk, the disk cache or the store), by source index and name.", "source", "name")
 	mSrcLoadBytes = counter("blockfs_source_loaded_bytes_total", "Bytes a mixture's source or a dataset's field gave the cache, by source index and name.", "source", "name")
 	mGoroutines   = gauge("blockfs_goroutines", "The daemon's goroutines.")
-	mDecFrames    = counter("blockfs_decompress_frames_total", "Compressed frames decompressed (pack --compress).", "source")
+	mDecFrames    = counter("blockfs_decompress_frames_total", "Compressed frames decompressed (pack "+optname.Flag("compress")+").", "source")
 	mDecStored    = counter("blockfs_decompress_stored_bytes_total", "Compressed bytes of the frames decompressed.", "source")
 	mDecBytes     = counter("blockfs_decompress_bytes_total", "Uncompressed bytes of the frames decompressed.", "source")
 	mDecSeconds   = counter("blockfs_decompress_seconds_total", "Time spent decompressing frames, on the loads' goroutines.", "source")
