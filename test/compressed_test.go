@@ -78,22 +78,26 @@ func sameFiles(t *testing.T, want, got *mounted, names ...string) {
 // both with the same seed, and requires the same bytes in every file read (with os.File and
 // dd): fixed-size records pre-shuffled, JSON Lines text, windows over uint16 tokens, and
 // WebDataset samples with fields (the random image field is kept raw, and pack says so).
-func TestCompressedMatchesRaw(t *testing.T) {
-	requireFUSE(t)
-	dir := t.TempDir()
+// compressedCase is a shape of dataset packed raw and compressed: its input and flags, the
+// mount's flags and the files whose bytes must agree.
+type compressedCase struct {
+	name       string
+	src        string
+	pack       []string
+	mount      []string
+	files      []string
+	ratio      float64 // stored/raw at most
+	keptRaw    string  // a note pack must print
+	compressed bool    // info.json has compression (one dataset)
+}
+
+// compressedCases writes the inputs of each shape into dir: pre-shuffled fixed records, JSON
+// Lines, windows over uint16 tokens, WebDataset samples with fields.
+func compressedCases(t *testing.T, dir string) []compressedCase {
 	corpus := writeCorpus(t, dir, 30000)
 	tokens := writeTokens(t, dir, 3_000_000)
 	glob, _ := writeShards(t, dir, 600, 200)
-	cases := []struct {
-		name       string
-		src        string
-		pack       []string
-		mount      []string
-		files      []string
-		ratio      float64 // stored/raw at most
-		keptRaw    string  // a note pack must print
-		compressed bool    // info.json has compression (one dataset)
-	}{
+	return []compressedCase{
 		{"lines", corpus, []string{"--block-size", "256KiB", "--seed", "3"}, nil,
 			[]string{"epoch-0000", "epoch-0000.offsets", "epoch-0001.ids", "shard-1-of-3/epoch-0002"}, 0.5, "", true},
 		{"fixed", tokens, []string{"--format", "raw", "--record-size", "64", "--block-size", "512KiB"}, nil,
@@ -103,7 +107,12 @@ func TestCompressedMatchesRaw(t *testing.T) {
 		{"fields", glob, []string{"--block-size", "128KiB"}, []string{"--cache-size", "256MiB"},
 			[]string{"epoch-0000.jpg", "epoch-0000.json", "epoch-0000.json.offsets", "epoch-0000.cls", "epoch-0002.ids"}, 1, `field "jpg" is stored raw`, false},
 	}
-	for _, c := range cases {
+}
+
+func TestCompressedMatchesRaw(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	for _, c := range compressedCases(t, dir) {
 		t.Run(c.name, func(t *testing.T) {
 			raw, comp := filepath.Join(dir, c.name+"-raw"), filepath.Join(dir, c.name+"-zstd")
 			mustRun(t, append(append([]string{"pack", "--quiet"}, c.pack...), c.src, raw)...)
@@ -222,9 +231,11 @@ func TestCompressedParts(t *testing.T) {
 	assert.Contains(t, errs, "compress zstd:3")
 }
 
-// TestCompressedS3 packs the corpus with --compress into MinIO and mounts it with and without
-// a disk cache: the epochs are the local raw dataset's; the store serves well under half the
-// raw bytes for an epoch; a body damaged in transit is fetched again, never served.
+// TestCompressedS3 packs each shape with --compress into MinIO (fixed records, lines, fields),
+// and mounts it: the epochs are the local raw dataset's. For the corpus, with and without a
+// disk cache: the store serves well under half the raw bytes for an epoch, /metrics has the
+// decompress series, a body damaged in transit is fetched again, never served, and the disk
+// cache keeps the compressed files.
 func TestCompressedS3(t *testing.T) {
 	requireFUSE(t)
 	srv := startMinio(t)
@@ -240,6 +251,22 @@ func TestCompressedS3(t *testing.T) {
 	mustRun(t, append(append([]string{"pack", "--quiet", "--compress", "zstd", ep}, flags...), corpus, url)...)
 	require.Contains(t, mustRun(t, "info", ep, url), "compressed:   zstd level 3")
 	require.Contains(t, mustRun(t, "verify", ep, url), "every frame checked")
+
+	// Every shape from the store (but windows, which --window serves from local data only):
+	// the local raw pack's bytes.
+	for _, c := range compressedCases(t, dir) {
+		if c.name == "windows" {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			raw, url := filepath.Join(dir, c.name+"-raw"), "s3://data/"+c.name
+			mustRun(t, append(append([]string{"pack", "--quiet"}, c.pack...), c.src, raw)...)
+			mustRun(t, append(append([]string{"pack", "--quiet", "--compress", "zstd", ep}, c.pack...), c.src, url)...)
+			mr := mount(t, raw, append([]string{"--seed", "7"}, c.mount...)...)
+			mc := mount(t, url, append([]string{ep, "--seed", "7"}, c.mount...)...)
+			sameFiles(t, mr, mc, c.files...)
+		})
+	}
 
 	mr := mount(t, raw, "--seed", "6")
 	rawBytes := 0
