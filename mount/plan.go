@@ -285,12 +285,25 @@ func (p *Plan) planReadahead() (ra, part int64) {
 	ra = DefaultReadahead
 	if p.loc.Kind == Remote {
 		// From an object store the readahead is what keeps the GETs in flight: by default
-		// twice that many parts ahead (128 MiB with the defaults).
+		// twice that many parts ahead (128 MiB with the defaults), of the store's bytes: for
+		// compressed blocks, that many bytes stored (up to 4 times as many served).
 		if o := p.opt.S3; 2*int64(o.Concurrency)*o.PartSize > ra {
-			return 2 * int64(o.Concurrency) * o.PartSize, o.PartSize
+			return storedAhead(p.ds, 2*int64(o.Concurrency)*o.PartSize), o.PartSize
 		}
 	}
 	return ra, 0
+}
+
+// storedAhead returns a readahead of ra bytes of the store's, in the bytes ds serves: ra, or
+// for compressed blocks ra over their ratio (at most 4 ra).
+func storedAhead(ds *layout.Dataset, ra int64) int64 {
+	if ds == nil {
+		return ra
+	}
+	if c, stored, raw := ds.Compression(); c != nil && stored > 0 && stored < raw {
+		return min(int64(float64(ra)*float64(raw)/float64(stored)), 4*ra)
+	}
+	return ra
 }
 
 // planRemote adapts the plan to an object store. A load takes the whole block file where the
