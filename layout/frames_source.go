@@ -38,7 +38,8 @@ type FramesSource struct {
 	mu   sync.Mutex
 	decs map[int64]*sync.Pool // decoders by frame size (each bounded by it); guarded by mu
 
-	spans sync.Pool // *[]byte: the compressed frames of a Fill
+	spans     sync.Pool // *[]byte: the compressed frames of a Fill
+	scratches sync.Pool // *[]byte: a frame decompressed (ScratchSize)
 
 	frames, stored, raw, errs, ns atomic.Uint64 // FramesStats
 }
@@ -102,15 +103,14 @@ func (s *FramesSource) Fill(ctx context.Context, id source.FileID, off int64, bu
 	}
 	defer put()
 	start := time.Now()
-	var scratch []byte // a frame a buffer holds only part of; made when one does
+	sp := s.scratch(ScratchSize(f.Frame))
+	defer s.scratches.Put(sp)
+	scratch := *sp
 	for _, b := range bufs {
 		if len(b) == 0 {
 			continue
 		}
-		i, end := int(off/f.Frame), off+int64(len(b))
-		if partial := off%f.Frame != 0 || end%f.Frame != 0 && end != f.Raw; partial && scratch == nil {
-			scratch = make([]byte, f.Frame)
-		}
+		i := int(off / f.Frame)
 		if err := f.Decode(dec, i, comp[f.at[i]-at:], off, b, scratch); err != nil {
 			s.errs.Add(1)
 			return s.corrupt(id, at, err)
@@ -125,8 +125,16 @@ func (s *FramesSource) Fill(ctx context.Context, id source.FileID, off int64, bu
 }
 
 // span returns a buffer of at least size bytes for a Fill's compressed frames, from the pool.
-func (s *FramesSource) span(size int64) *[]byte {
-	if b, ok := s.spans.Get().(*[]byte); ok && int64(cap(*b)) >= size {
+func (s *FramesSource) span(size int64) *[]byte { return pooled(&s.spans, size) }
+
+// scratch returns a buffer of size bytes (ScratchSize) to decompress frames into.
+func (s *FramesSource) scratch(size int64) *[]byte { return pooled(&s.scratches, size) }
+
+// pooled returns a buffer of at least size bytes from pool p (a new one if p has none as
+// large).
+func pooled(p *sync.Pool, size int64) *[]byte {
+	if b, ok := p.Get().(*[]byte); ok && int64(cap(*b)) >= size {
+		*b = (*b)[:cap(*b)]
 		return b
 	}
 	b := make([]byte, size)

@@ -37,7 +37,7 @@ func TestFramesRoundTrip(t *testing.T) {
 	for _, frame := range []int64{4096, 1 << 20} {
 		dec, err := NewFramesDecoder(frame)
 		require.NoError(t, err)
-		scratch := make([]byte, frame)
+		scratch := make([]byte, ScratchSize(frame))
 		for _, size := range []int{0, 1, 4095, 4096, 3*4096 + 17, 1 << 20, 3<<20 + 17} {
 			raw := textLike(r, size)
 			file := EncodeFrames(raw, frame, enc, 1)
@@ -76,7 +76,7 @@ func TestFramesCorrupt(t *testing.T) {
 		if err == nil {
 			dst := make([]byte, len(raw))
 			_, _, at, span := f.Span(0, int64(len(raw)))
-			err = f.Decode(dec, 0, bad[at:at+span], 0, dst, make([]byte, frame))
+			err = f.Decode(dec, 0, bad[at:at+span], 0, dst, make([]byte, ScratchSize(frame)))
 		}
 		require.Error(t, err)
 		require.True(t, errors.Is(err, ErrFrames), "%v", err)
@@ -105,7 +105,7 @@ func TestFramesBomb(t *testing.T) {
 	f, err := ParseFrames(file, int64(len(file)), frame)
 	require.NoError(t, err)
 	dst := make([]byte, frame)
-	err = f.Decode(dec, 0, file[head:], 0, dst, make([]byte, frame))
+	err = f.Decode(dec, 0, file[head:], 0, dst, make([]byte, ScratchSize(frame)))
 	require.ErrorIs(t, err, ErrFrames)
 	require.Contains(t, err.Error(), "frame 0")
 }
@@ -133,7 +133,7 @@ func BenchmarkFramesDecode(b *testing.B) {
 			require.NoError(b, err)
 			dec, err := NewFramesDecoder(frame)
 			require.NoError(b, err)
-			dst, scratch := make([]byte, len(c.raw)), make([]byte, frame)
+			dst, scratch := make([]byte, len(c.raw)), make([]byte, ScratchSize(frame))
 			b.SetBytes(int64(len(c.raw)))
 			for b.Loop() {
 				if err := f.Decode(dec, 0, file[f.at[0]:], 0, dst, scratch); err != nil {
