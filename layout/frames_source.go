@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/blockfs/blockfs/internal/lru"
+	"github.com/blockfs/blockfs/internal/parallel"
 	"github.com/blockfs/blockfs/source"
 )
 
@@ -97,31 +99,53 @@ func (s *FramesSource) Fill(ctx context.Context, id source.FileID, off int64, bu
 	if err := s.below.Fill(ctx, id, at, [][]byte{comp}, how); err != nil {
 		return err
 	}
-	dec, put, err := s.decoder(f.Frame)
-	if err != nil {
-		return err
-	}
-	defer put()
-	start := time.Now()
-	sp := s.scratch(ScratchSize(f.Frame))
-	defer s.scratches.Put(sp)
-	scratch := *sp
-	for _, b := range bufs {
-		if len(b) == 0 {
-			continue
+	// The frames are decompressed side by side, a framePiece of the buffers each (a frame, or the
+	// part of one a buffer holds), up to a core each: one load of several frames uses them all.
+	pieces := framePieces(bufs, off, f.Frame)
+	err = parallel.Each(ctx, len(pieces), runtime.GOMAXPROCS(0), func(_ context.Context, k int) error {
+		pc := pieces[k]
+		dec, put, err := s.decoder(f.Frame)
+		if err != nil {
+			return err
 		}
-		i := int(off / f.Frame)
-		if err := f.Decode(dec, i, comp[f.at[i]-at:], off, b, scratch); err != nil {
+		defer put()
+		sp := s.scratch(ScratchSize(f.Frame))
+		defer s.scratches.Put(sp)
+		start := time.Now()
+		i := int(pc.off / f.Frame)
+		if err := f.Decode(dec, i, comp[f.at[i]-at:], pc.off, pc.dst, *sp); err != nil {
 			s.errs.Add(1)
 			return s.corrupt(id, at, err)
 		}
-		off += int64(len(b))
+		s.ns.Add(uint64(time.Since(start)))
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	s.ns.Add(uint64(time.Since(start)))
 	s.frames.Add(uint64(last - first + 1))
 	s.stored.Add(uint64(size))
 	s.raw.Add(uint64(min(f.Raw, int64(last+1)*f.Frame) - int64(first)*f.Frame))
 	return nil
+}
+
+// framePiece is bytes of a Fill's buffers within one frame: dst, from off in the file.
+type framePiece struct {
+	dst []byte
+	off int64
+}
+
+// framePieces cuts bufs, the bytes from off on, at every frame's boundary.
+func framePieces(bufs [][]byte, off, frame int64) []framePiece {
+	var out []framePiece
+	for _, b := range bufs {
+		for len(b) > 0 {
+			n := min(int64(len(b)), (off/frame+1)*frame-off)
+			out = append(out, framePiece{dst: b[:n], off: off})
+			b, off = b[n:], off+n
+		}
+	}
+	return out
 }
 
 // span returns a buffer of at least size bytes for a Fill's compressed frames, from the pool.

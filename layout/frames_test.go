@@ -120,12 +120,14 @@ func BenchmarkFramesDecode(b *testing.B) {
 	for i := 0; i+2 <= len(tokens); i += 2 {
 		binary.LittleEndian.PutUint16(tokens[i:], uint16(z.Uint64()))
 	}
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
-	require.NoError(b, err)
+	text := textLike(r, 16<<20)
 	for _, c := range []struct {
-		name string
-		raw  []byte
-	}{{"text", textLike(r, 16<<20)}, {"tokens", tokens}} {
+		name  string
+		raw   []byte
+		level int
+	}{{"text", text, 3}, {"tokens", tokens, 3}, {"tokens-level1", tokens, 1}, {"tokens-level9", tokens, 9}} {
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(c.level)), zstd.WithEncoderCRC(false))
+		require.NoError(b, err)
 		b.Run(c.name, func(b *testing.B) {
 			const frame = 1 << 20
 			file := EncodeFrames(c.raw, frame, enc, 2)

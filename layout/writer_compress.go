@@ -64,7 +64,8 @@ func newCompressor(opt *Compression) (*compressor, error) {
 	}
 	var err error
 	c.enc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(c.opt.Level)),
-		zstd.WithEncoderConcurrency(c.par), zstd.WithLowerEncoderMem(true))
+		zstd.WithEncoderConcurrency(c.par), zstd.WithLowerEncoderMem(true),
+		zstd.WithEncoderCRC(false)) // each frame has a CRC32C in the header: no xxhash of its own
 	return c, err
 }
 
