@@ -88,17 +88,12 @@ func (s *FramesSource) Fill(ctx context.Context, id source.FileID, off int64, bu
 	if n == 0 {
 		return nil
 	}
-	f, err := s.header(ctx, id, raw, how)
+	f, comp, at, put, err := s.read(ctx, id, off, n, raw, how)
 	if err != nil {
 		return err
 	}
-	first, last, at, size := f.Span(off, n)
-	cp := s.span(size)
-	defer s.spans.Put(cp)
-	comp := (*cp)[:size]
-	if err := s.below.Fill(ctx, id, at, [][]byte{comp}, how); err != nil {
-		return err
-	}
+	defer put()
+	first, last, _, size := f.Span(off, n)
 	// The frames are decompressed side by side, a framePiece of the buffers each (a frame, or the
 	// part of one a buffer holds), up to a core each: one load of several frames uses them all.
 	pieces := framePieces(bufs, off, f.Frame)
@@ -127,6 +122,45 @@ func (s *FramesSource) Fill(ctx context.Context, id source.FileID, off int64, bu
 	s.stored.Add(uint64(size))
 	s.raw.Add(uint64(min(f.Raw, int64(last+1)*f.Frame) - int64(first)*f.Frame))
 	return nil
+}
+
+// read returns file id's header and the compressed bytes of the frames that hold [off,
+// off+n), from at in the file, and the call that gives their buffer back. A read of the whole
+// block (an object store's load takes whole blocks) reads the whole file at once, header and
+// frames: one request, the file checked whole where the layer below does that.
+func (s *FramesSource) read(ctx context.Context, id source.FileID, off, n, raw int64, how source.Read) (*Frames, []byte, int64, func(), error) {
+	f, cached := s.heads.Get(id)
+	if !cached && off == 0 && n == raw {
+		size := s.below.Size(id)
+		cp := s.span(size)
+		put := func() { s.spans.Put(cp) }
+		b := (*cp)[:size]
+		if err := s.below.Fill(ctx, id, 0, [][]byte{b}, how); err != nil {
+			put()
+			return nil, nil, 0, nil, err
+		}
+		f, err := s.parse(id, b, size, raw)
+		if err != nil {
+			put()
+			return nil, nil, 0, nil, err
+		}
+		return f, b[f.at[0]:], f.at[0], put, nil
+	}
+	if !cached {
+		var err error
+		if f, err = s.header(ctx, id, raw, how); err != nil {
+			return nil, nil, 0, nil, err
+		}
+	}
+	_, _, at, size := f.Span(off, n)
+	cp := s.span(size)
+	put := func() { s.spans.Put(cp) }
+	comp := (*cp)[:size]
+	if err := s.below.Fill(ctx, id, at, [][]byte{comp}, how); err != nil {
+		put()
+		return nil, nil, 0, nil, err
+	}
+	return f, comp, at, put, nil
 }
 
 // framePiece is bytes of a Fill's buffers within one frame: dst, from off in the file.
@@ -165,11 +199,8 @@ func pooled(p *sync.Pool, size int64) *[]byte {
 	return &b
 }
 
-// header returns file id's parsed header, read and checked once while the LRU keeps it.
+// header reads file id's header and checks it (parse).
 func (s *FramesSource) header(ctx context.Context, id source.FileID, raw int64, how source.Read) (*Frames, error) {
-	if f, ok := s.heads.Get(id); ok {
-		return f, nil
-	}
 	size := s.below.Size(id)
 	b := make([]byte, min(size, headFirst))
 	if err := s.below.Fill(ctx, id, 0, [][]byte{b}, how); err != nil {
@@ -187,6 +218,12 @@ func (s *FramesSource) header(ctx context.Context, id source.FileID, raw int64, 
 			}
 		}
 	}
+	return s.parse(id, b, size, raw)
+}
+
+// parse parses and checks file id's header at the start of b (the file is size bytes, raw
+// served) and keeps it in the LRU.
+func (s *FramesSource) parse(id source.FileID, b []byte, size, raw int64) (*Frames, error) {
 	f, err := ParseFrames(b, size, raw)
 	if err == nil && s.frame != 0 && f.Frame != s.frame {
 		err = fmt.Errorf("%w: the header's frame size is %d, the manifest's %d", ErrFrames, f.Frame, s.frame)
