@@ -109,7 +109,10 @@ func WriteFramesFrom(f *os.File, r io.Reader, n, frame int64, enc *zstd.Encoder)
 	for i := range sizes {
 		k := min(frame, n-int64(i)*frame)
 		if _, err := io.ReadFull(r, buf[:k]); err != nil {
-			return 0, 0, fmt.Errorf("the record ended before its %d bytes: %w", n, io.ErrUnexpectedEOF)
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				return 0, 0, fmt.Errorf("the record ended before its %d bytes: %w", n, io.ErrUnexpectedEOF)
+			}
+			return 0, 0, err // the input's own error, as the raw path returns it
 		}
 		comp := enc.EncodeAll(buf[:k], nil)
 		if _, err := f.WriteAt(comp, at); err != nil {

@@ -32,6 +32,10 @@ func (d *Dataset) Sub(blocks []int) *Dataset {
 	if d.src != nil {
 		sub.src = SubBlocks(d.src, sub)
 	}
+	if d.framed && d.stored != nil {
+		// Its files as stored are its parent's: a stack over them serves them decompressed.
+		sub.framed, sub.stored = true, SubBlocks(d.stored, sub)
+	}
 	return sub
 }
 

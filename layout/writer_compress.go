@@ -111,7 +111,10 @@ func (c *compressor) copyData(path string, block int, r io.Reader, n int64) (uin
 	if !c.tried && n >= MinTrial {
 		first = make([]byte, min(n, c.opt.Frame))
 		if _, err := io.ReadFull(r, first); err != nil {
-			return 0, fmt.Errorf("writing %s: the record ended before its %d bytes: %w", path, n, io.ErrUnexpectedEOF)
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				err = fmt.Errorf("the record ended before its %d bytes: %w", n, io.ErrUnexpectedEOF)
+			}
+			return 0, fmt.Errorf("writing %s: %w", path, err)
 		}
 		c.try(first)
 		r = io.MultiReader(bytes.NewReader(first), r)

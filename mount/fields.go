@@ -298,9 +298,7 @@ func splitDiskCache(srcs []*Plan, opt Options) {
 	files := make([]int64, len(srcs))
 	var total int64
 	for i, sub := range srcs {
-		for id := layout.FileID(0); id <= layout.NamesFile(sub.ds.Blocks()); id++ {
-			files[i] += sub.ds.Size(id)
-		}
+		files[i] = StoredBytes(sub.ds) // the disk cache keeps the files as stored
 		total += files[i]
 	}
 	bound := opt.DiskCacheSize

@@ -270,6 +270,7 @@ func (p *Plan) planSources(srcs []*Plan, shares []float64, name, data, fp string
 		p.cacheOpt.Size += sub.mem.CacheSize
 		p.cacheOpt.Keep += sub.need.Need
 		p.mem.Size += sub.mem.Size
+		p.mem.Stored += sub.mem.Stored
 		p.mem.Footprint += sub.mem.Footprint
 		p.mem.Resident += sub.mem.Resident
 		p.mem.Direct = p.mem.Direct || sub.mem.Direct
