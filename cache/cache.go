@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -115,7 +116,7 @@ type entry struct {
 
 	// Guarded by Cache.mu.
 	refs       int
-	elem       *list.Element // in lru once loaded successfully
+	elem       *list.Element // in ahead (prefetched) or lru once loaded successfully
 	prefetched bool          // loaded by readahead and not yet read
 	ahead      *source.Ahead // a readahead's load's standing (Promote: a reader waits for it); nil for a reader's
 }
@@ -149,7 +150,8 @@ type core struct {
 	mu    sync.Mutex
 	slots int            // slots in service: the arena's less those Reserve took (guarded by mu)
 	pages map[key]*entry // loading and loaded pages (guarded by mu)
-	lru   *list.List     // loaded pages, most recent first (guarded by mu)
+	lru   *list.List     // loaded pages a reader has read, most recent first (guarded by mu)
+	ahead *list.List     // loaded pages read ahead, not read yet, most recent first (guarded by mu)
 	free  []int          // unused slots (guarded by mu)
 	// pinned counts slots whose page has references (guarded by mu).
 	pinned int
@@ -188,7 +190,7 @@ func New(src source.Blocks, opt Options) (*Cache, error) {
 	_ = unix.Madvise(arena, unix.MADV_HUGEPAGE)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &core{src: src, opt: opt, arena: arena, slots: slots,
-		pages: make(map[key]*entry), lru: list.New(), free: make([]int, slots),
+		pages: make(map[key]*entry), lru: list.New(), ahead: list.New(), free: make([]int, slots),
 		queue: make(chan request, opt.Queue), ctx: ctx, cancel: cancel}
 	for i := range c.free {
 		c.free[i] = slots - 1 - i
@@ -208,7 +210,7 @@ func (c *core) Close() error {
 	c.loads.Wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.pages, c.lru, c.free = nil, nil, nil
+	c.pages, c.lru, c.ahead, c.free = nil, nil, nil, nil
 	return unix.Munmap(c.arena)
 }
 
@@ -232,7 +234,7 @@ func (c *core) Reserve(n int64) int64 {
 	ps := int64(c.opt.PageSize)
 	c.mu.Lock()
 	var taken []int
-	for int64(len(taken))*ps < n && c.slots > MinPages && int64(c.slots-1)*ps >= c.opt.Keep && c.slotFreeLocked() {
+	for int64(len(taken))*ps < n && c.slots > MinPages && int64(c.slots-1)*ps >= c.opt.Keep && c.slotFreeLocked(false) {
 		nf := len(c.free)
 		taken = append(taken, c.free[nf-1])
 		c.free = c.free[:nf-1]
@@ -316,35 +318,21 @@ func (c *core) pin(id FileID, first, last, size int64, prefetch, strict bool, en
 				c.pinned++
 			}
 			e.refs++
-			if e.elem == nil && !prefetch && e.ahead != nil {
-				e.ahead.Promote() // a reader waits for readahead's load: serve it as a reader's
-			}
-			if e.elem != nil {
-				c.lru.MoveToFront(e.elem)
-				if !prefetch {
-					c.stats.hits.Add(1)
-					if e.prefetched {
-						e.prefetched = false
-						c.stats.readaheadHits.Add(1)
-					}
-				}
-			} else if !prefetch {
-				c.stats.merged.Add(1)
-			}
+			c.touchLocked(e, prefetch)
 			ents = append(ents, e)
 			if len(run) > 0 {
 				runs, run = append(runs, run), nil
 			}
 			continue
 		}
-		if strict && !c.slotFreeLocked() {
+		if strict && !c.slotFreeLocked(prefetch) {
 			full = true
 			break
 		}
 		if !prefetch {
 			c.stats.misses.Add(1)
 		}
-		e = c.newEntryLocked(k, size)
+		e = c.newEntryLocked(k, size, prefetch)
 		e.refs++ // the caller's
 		e.prefetched = prefetch
 		ents = append(ents, e)
@@ -367,13 +355,53 @@ func (c *core) pin(id FileID, first, last, size int64, prefetch, strict bool, en
 	return ents, full
 }
 
-// slotFreeLocked makes sure a slot is free, evicting the least recently used unpinned page if
-// need be, and reports whether one is. Caller holds c.mu.
-func (c *core) slotFreeLocked() bool {
-	if len(c.free) > 0 {
-		return true
+// touchLocked notes a pin of e, a page cached or loading, by a reader or (prefetch) by
+// readahead. A reader's first read of a page read ahead moves it among the pages read. Caller
+// holds c.mu.
+func (c *core) touchLocked(e *entry, prefetch bool) {
+	switch {
+	case prefetch:
+		return
+	case e.elem == nil:
+		c.stats.merged.Add(1)
+		if e.ahead != nil {
+			e.ahead.Promote() // a reader waits for readahead's load: serve it as a reader's
+		}
+		e.prefetched = false // it joins the pages read once loaded
+	case e.prefetched:
+		c.ahead.Remove(e.elem)
+		e.elem, e.prefetched = c.lru.PushFront(e), false
+		c.stats.hits.Add(1)
+		c.stats.readaheadHits.Add(1)
+	default:
+		c.lru.MoveToFront(e.elem)
+		c.stats.hits.Add(1)
 	}
+}
+
+// slotFreeLocked makes sure a slot is free, evicting an unpinned page if need be (evictLocked),
+// and reports whether one is. Caller holds c.mu.
+func (c *core) slotFreeLocked(prefetch bool) bool {
+	return len(c.free) > 0 || c.evictLocked(prefetch)
+}
+
+// evictLocked evicts one unpinned page and reports whether it could: the least recently used
+// of the pages read; else, for a reader only, the page read ahead last (the furthest ahead).
+// Pages read ahead go last because a reader reads a record once an epoch: a page it has read
+// is likely done with, a page read ahead is what it comes to next (LRU alone evicts a page
+// read ahead a while ago before one read a moment ago, and readahead then reads it twice).
+// Readahead never evicts a page read ahead: it stops instead. Caller holds c.mu.
+func (c *core) evictLocked(prefetch bool) bool {
 	for el := c.lru.Back(); el != nil; el = el.Prev() {
+		if v := el.Value.(*entry); v.refs == 0 {
+			c.removeLocked(v)
+			return true
+		}
+	}
+	if prefetch {
+		return false
+	}
+	for el := c.ahead.Front(); el != nil; el = el.Next() {
 		if v := el.Value.(*entry); v.refs == 0 {
 			c.removeLocked(v)
 			return true
@@ -383,13 +411,13 @@ func (c *core) slotFreeLocked() bool {
 }
 
 // newEntryLocked creates a loading entry for k, with the load's reference, taking a free slot
-// or evicting the least recently used unpinned page. When every slot is pinned the page gets a
-// private buffer and is not cached. Caller holds c.mu.
-func (c *core) newEntryLocked(k key, size int64) *entry {
+// or evicting an unpinned page (evictLocked; prefetch: for readahead). When no slot can be had
+// the page gets a private buffer and is not cached. Caller holds c.mu.
+func (c *core) newEntryLocked(k key, size int64, prefetch bool) *entry {
 	ps := int64(c.opt.PageSize)
 	n := min(ps, size-k.page*ps)
 	e := &entry{key: k, slot: -1, load: flight.New[struct{}](), refs: 1}
-	if c.slotFreeLocked() {
+	if c.slotFreeLocked(prefetch) {
 		nf := len(c.free)
 		e.slot = c.free[nf-1]
 		c.pinned++
@@ -407,9 +435,22 @@ func (c *core) newEntryLocked(k key, size int64) *entry {
 	return e
 }
 
+// pushLocked puts e, just loaded, at the front of its list: ahead while no reader has read it,
+// else lru. Caller holds c.mu.
+func (c *core) pushLocked(e *entry) *list.Element {
+	if e.prefetched {
+		return c.ahead.PushFront(e)
+	}
+	return c.lru.PushFront(e)
+}
+
 // removeLocked drops a loaded, unpinned page and frees its slot. Caller holds c.mu.
 func (c *core) removeLocked(e *entry) {
-	c.lru.Remove(e.elem)
+	if e.prefetched {
+		c.ahead.Remove(e.elem)
+	} else {
+		c.lru.Remove(e.elem)
+	}
 	e.elem = nil
 	delete(c.pages, e.key)
 	c.free = append(c.free, e.slot)
@@ -440,6 +481,18 @@ func (c *core) unrefLocked(e *entry) {
 		c.free = append(c.free, e.slot)
 		e.slot = -1
 	}
+}
+
+// present appends to out the pages first..last of file id that are cached or loading.
+func (c *core) present(id FileID, first, last int64, out []*entry) []*entry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for pg := first; pg <= last; pg++ {
+		if e := c.pages[key{id, pg}]; e != nil {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Prefetch asks a readahead worker to load n bytes of file id from off. It never blocks: when
@@ -478,14 +531,22 @@ func (c *core) prefetch(r request) {
 	ps := int64(c.opt.PageSize)
 	step := int64(c.opt.MaxRead / c.opt.PageSize)
 	first, last := r.off/ps, (end-1)/ps
-	var ents []*entry
+	var ents, had []*entry
 	for pg := first; pg <= last && c.ctx.Err() == nil; pg += step {
+		hi := min(pg+step-1, last)
+		// The worker waits for the loads it starts, one run at a time; not for pages already
+		// cached or loading (a reader's load, or another request's for the same block: a
+		// reader may ask for a block again), which would hold it from starting the next.
+		had = c.present(r.id, pg, hi, had[:0])
 		// Strict: with every slot pinned by readers, a prefetched page would have nowhere to
 		// stay, so readahead stops instead of reading into a buffer it would drop.
 		var full bool
-		ents, full = c.pin(r.id, pg, min(pg+step-1, last), size, true, true, ents[:0])
+		ents, full = c.pin(r.id, pg, hi, size, true, true, ents[:0])
 		failed := false
 		for _, e := range ents {
+			if slices.Contains(had, e) {
+				continue
+			}
 			<-e.load.Done()
 			failed = failed || e.load.Err() != nil
 		}

@@ -207,7 +207,7 @@ func TestBoundHeld(t *testing.T) {
 	assert.Eventually(t, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return c.slots == len(c.free)+c.lru.Len()
+		return c.slots == len(c.free)+c.lru.Len()+c.ahead.Len()
 	}, 5*time.Second, time.Millisecond, "every slot is free or holds a loaded page")
 }
 
@@ -247,7 +247,7 @@ func TestErrorsAreNotCached(t *testing.T) {
 	assert.Equal(t, src.files[0][:10], buf)
 	assert.EqualValues(t, 1, c.Stats().DiskErrors)
 	c.mu.Lock()
-	assert.Equal(t, c.slots, len(c.free)+c.lru.Len(), "the failed page's slot was returned")
+	assert.Equal(t, c.slots, len(c.free)+c.lru.Len()+c.ahead.Len(), "the failed page's slot was returned")
 	c.mu.Unlock()
 }
 
@@ -357,7 +357,7 @@ func TestWaitCancelled(t *testing.T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	assert.Equal(t, 0, c.pinned)
-	assert.Equal(t, c.slots, len(c.free)+c.lru.Len())
+	assert.Equal(t, c.slots, len(c.free)+c.lru.Len()+c.ahead.Len())
 }
 
 func TestReserve(t *testing.T) {
@@ -388,4 +388,73 @@ func TestReserve(t *testing.T) {
 	defer kept.Close()
 	assert.EqualValues(t, 4*ps, kept.Reserve(8*ps))
 	assert.EqualValues(t, 12*ps, kept.Capacity())
+}
+
+// TestReadAheadEvictedLast: pages read ahead and not read yet outlive pages a reader has read,
+// however recently it read them: a reader reads a record once an epoch, so what it has read is
+// done with and what readahead brought is what it comes to next. Readahead itself never evicts
+// a page read ahead (it stops); a reader does, the one read ahead last first.
+func TestReadAheadEvictedLast(t *testing.T) {
+	src := newSource(4*ps, 4*ps, 4*ps, 4*ps)
+	c, err := New(src, Options{Size: 8 * ps, PageSize: ps, MaxRead: ps, Workers: 1, Queue: 8})
+	require.NoError(t, err)
+	defer c.Close()
+	read := func(id FileID, page int64) {
+		require.NoError(t, c.Fill(bg, nil, id, page*ps, make([]byte, 1)))
+	}
+	require.True(t, c.Prefetch(0, 0, 4*ps))
+	require.Eventually(t, func() bool { return c.Stats().DiskBytes == 4*ps }, 5*time.Second, time.Millisecond)
+	for pg := range int64(4) { // file 1 read after file 0 was read ahead: more recent
+		read(1, pg)
+	}
+	for pg := range int64(4) { // four more pages: file 1's go, file 0's stay
+		read(2, pg)
+	}
+	st := c.Stats()
+	assert.Zero(t, st.ReadaheadWasted, "no page read ahead was evicted")
+	before := len(src.calls())
+	for pg := range int64(4) {
+		read(0, pg)
+	}
+	assert.Len(t, src.calls(), before, "file 0 was served from the pages read ahead")
+	assert.EqualValues(t, 4, c.Stats().ReadaheadHits)
+
+	// Readahead into a cache full of pages read ahead stops rather than evict them.
+	require.True(t, c.Prefetch(1, 0, 4*ps))
+	require.True(t, c.Prefetch(3, 0, 4*ps))
+	require.Eventually(t, func() bool { return c.Stats().DiskBytes == 20*ps }, 5*time.Second, time.Millisecond)
+	require.True(t, c.Prefetch(2, 0, 4*ps))
+	require.Eventually(t, func() bool { return c.Stats().PrefetchDropped > 0 }, 5*time.Second, time.Millisecond)
+	assert.Zero(t, c.Stats().ReadaheadWasted)
+	assert.EqualValues(t, 20*ps, c.Stats().DiskBytes, "file 2 was not read ahead: no room")
+	// A reader evicts them, the one read ahead last first (file 3's last page).
+	read(2, 0)
+	assert.EqualValues(t, 1, c.Stats().ReadaheadWasted)
+	before = len(src.calls())
+	read(1, 0)
+	read(3, 0)
+	assert.Len(t, src.calls(), before, "the pages read ahead first stayed")
+}
+
+// TestPrefetchOfLoadingPages: a readahead request for pages another load is loading (a
+// reader's, or an earlier request for the same block) does not hold its worker: the next
+// request's load starts while the first is still loading.
+func TestPrefetchOfLoadingPages(t *testing.T) {
+	src := &gateSource{memSource: newSource(4*ps, 4*ps), gate: make(chan struct{}), hows: make(chan source.Read, 8)}
+	c, err := New(src, Options{Size: 16 * ps, PageSize: ps, MaxRead: 4 * ps, Workers: 1, Queue: 8})
+	require.NoError(t, err)
+	defer c.Close()
+	done := make(chan error, 1)
+	go func() { done <- c.Fill(bg, nil, 0, 0, make([]byte, 4*ps)) }() // a reader loads file 0
+	<-src.hows
+	require.True(t, c.Prefetch(0, 0, 4*ps)) // the worker finds file 0 loading
+	require.True(t, c.Prefetch(1, 0, 4*ps))
+	select {
+	case <-src.hows: // file 1's load started, file 0's still waits at the gate
+	case <-time.After(5 * time.Second):
+		t.Fatal("the worker waited for the reader's load before starting the next")
+	}
+	close(src.gate)
+	require.NoError(t, <-done)
+	requireSettled(t, c)
 }

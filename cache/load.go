@@ -29,9 +29,15 @@ func (c *core) pinWhole(id FileID, first, last, size int64, prefetch bool, ents 
 			}
 		}
 	}
+	for int64(len(c.free)) < n && c.evictLocked(prefetch) {
+	}
+	if int64(len(c.free)) < n {
+		c.mu.Unlock()
+		return ents, false // readahead does not evict pages read ahead (evictLocked)
+	}
 	run := make([]*entry, n)
 	for pg := range n {
-		e := c.newEntryLocked(key{id, pg}, size) // takes a slot: n slots are free or unpinned
+		e := c.newEntryLocked(key{id, pg}, size, prefetch) // takes one of the n free slots
 		asked := pg >= first && pg <= last
 		if asked {
 			e.refs++ // the caller's
@@ -100,7 +106,7 @@ func (c *core) load(how source.Read, run []*entry) {
 			// Forget the page so a later read tries again; its slot is free once unpinned.
 			delete(c.pages, e.key)
 		} else {
-			e.elem = c.lru.PushFront(e)
+			e.elem = c.pushLocked(e)
 		}
 		c.unrefLocked(e)
 	}

@@ -33,7 +33,7 @@ func requireSettled(t *testing.T, c *Cache) {
 	require.Eventually(t, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return c.pinned == 0 && c.loading == 0 && c.slots == len(c.free)+c.lru.Len()
+		return c.pinned == 0 && c.loading == 0 && c.slots == len(c.free)+c.lru.Len()+c.ahead.Len()
 	}, 5*time.Second, time.Millisecond, "slots lost")
 }
 

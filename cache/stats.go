@@ -1,6 +1,9 @@
 package cache
 
-import "sync/atomic"
+import (
+	"container/list"
+	"sync/atomic"
+)
 
 // counters are the cache's live statistics, updated without the lock.
 type counters struct {
@@ -33,8 +36,11 @@ type Stats struct {
 func (c *core) Stats() Stats {
 	c.mu.Lock()
 	var held int64
-	if c.lru != nil {
-		for el := c.lru.Front(); el != nil; el = el.Next() {
+	for _, l := range []*list.List{c.lru, c.ahead} {
+		if l == nil {
+			continue
+		}
+		for el := l.Front(); el != nil; el = el.Next() {
 			held += int64(len(el.Value.(*entry).buf))
 		}
 	}

@@ -192,23 +192,31 @@ func (f *Frames) Decode(dec *zstd.Decoder, first int, comp []byte, off int64, ds
 		if hi > int64(len(comp)) {
 			return fmt.Errorf("%w: frame %d is past the %d bytes read", ErrFrames, i, len(comp))
 		}
-		src := comp[lo:hi]
-		if got := CRC32C(src); got != f.CRCs[i] {
-			return fmt.Errorf("%w: frame %d CRC32C %08x, want %08x", ErrFrames, i, got, f.CRCs[i])
-		}
-		start, want := int64(i)*f.Frame, f.frameLen(i)
-		skip := max(0, off-start)
-		got, err := dec.DecodeAll(src, scratch[:0])
+		got, err := f.DecodeFrame(dec, i, comp[lo:hi], scratch)
 		if err != nil {
-			return fmt.Errorf("%w: frame %d: %v", ErrFrames, i, err)
+			return err
 		}
-		if int64(len(got)) != want || want > 0 && &got[0] != &scratch[0] {
-			return fmt.Errorf("%w: frame %d holds %d bytes, want %d", ErrFrames, i, len(got), want)
-		}
-		n := copy(dst, got[skip:])
+		n := copy(dst, got[max(0, off-int64(i)*f.Frame):])
 		dst, off = dst[n:], off+int64(n)
 	}
 	return nil
+}
+
+// DecodeFrame decompresses frame i, src its compressed bytes, into scratch (ScratchSize) and
+// returns its uncompressed bytes, there: its CRC32C checked before, its length after.
+func (f *Frames) DecodeFrame(dec *zstd.Decoder, i int, src, scratch []byte) ([]byte, error) {
+	if got := CRC32C(src); got != f.CRCs[i] {
+		return nil, fmt.Errorf("%w: frame %d CRC32C %08x, want %08x", ErrFrames, i, got, f.CRCs[i])
+	}
+	want := f.frameLen(i)
+	got, err := dec.DecodeAll(src, scratch[:0])
+	if err != nil {
+		return nil, fmt.Errorf("%w: frame %d: %v", ErrFrames, i, err)
+	}
+	if int64(len(got)) != want || want > 0 && &got[0] != &scratch[0] {
+		return nil, fmt.Errorf("%w: frame %d holds %d bytes, want %d", ErrFrames, i, len(got), want)
+	}
+	return got, nil
 }
 
 // decodeSlack is the room past a frame's end that lets zstd decode at its fast pace.

@@ -37,6 +37,8 @@ type FramesSource struct {
 	frame  int64                         // the frame size every header must give (the manifest's); 0: any
 	name   func(id source.FileID) string // a file's path, for errors; nil: its number
 
+	slots chan struct{} // a frame being decompressed holds one: as many at once as there are cores
+
 	mu   sync.Mutex
 	decs map[int64]*sync.Pool // decoders by frame size (each bounded by it); guarded by mu
 
@@ -64,7 +66,7 @@ func (s *FramesSource) Stats() FramesStats {
 // NewFramesSource returns the uncompressed view of below's compressed files.
 func NewFramesSource(below source.Blocks, framed func(id source.FileID) (raw int64, ok bool)) *FramesSource {
 	return &FramesSource{below: below, framed: framed, heads: lru.New[source.FileID, *Frames](headersCost, 1),
-		decs: map[int64]*sync.Pool{}}
+		decs: map[int64]*sync.Pool{}, slots: make(chan struct{}, runtime.GOMAXPROCS(0))}
 }
 
 // Size implements source.Blocks: a compressed file's uncompressed bytes.
@@ -93,35 +95,18 @@ func (s *FramesSource) Fill(ctx context.Context, id source.FileID, off int64, bu
 		return err
 	}
 	defer put()
-	first, last, _, size := f.Span(off, n)
-	// The frames are decompressed side by side, a framePiece of the buffers each (a frame, or the
-	// part of one a buffer holds), up to a core each: one load of several frames uses them all.
+	// Each frame is decompressed once, into the buffers that hold its bytes; the frames of a
+	// Fill side by side, as many at once across every Fill as there are cores (slots): one load
+	// of several frames uses them all, many loads at once no more.
 	pieces := framePieces(bufs, off, f.Frame)
-	err = parallel.Each(ctx, len(pieces), runtime.GOMAXPROCS(0), func(_ context.Context, k int) error {
-		pc := pieces[k]
-		dec, put, err := s.decoder(f.Frame)
-		if err != nil {
-			return err
-		}
-		defer put()
-		sp := s.scratch(ScratchSize(f.Frame))
-		defer s.scratches.Put(sp)
-		start := time.Now()
-		i := int(pc.off / f.Frame)
-		if err := f.Decode(dec, i, comp[f.at[i]-at:], pc.off, pc.dst, *sp); err != nil {
-			s.errs.Add(1)
-			return s.corrupt(id, at, err)
-		}
-		s.ns.Add(uint64(time.Since(start)))
-		return nil
-	})
-	if err != nil {
-		return err
+	one := func(ctx context.Context, k int) error {
+		i := int(pieces[k][0].off / f.Frame)
+		return s.decodeFrame(ctx, id, f, i, comp[f.at[i]-at:f.at[i+1]-at], pieces[k])
 	}
-	s.frames.Add(uint64(last - first + 1))
-	s.stored.Add(uint64(size))
-	s.raw.Add(uint64(min(f.Raw, int64(last+1)*f.Frame) - int64(first)*f.Frame))
-	return nil
+	if len(pieces) == 1 {
+		return one(ctx, 0)
+	}
+	return parallel.Each(ctx, len(pieces), runtime.GOMAXPROCS(0), one)
 }
 
 // read returns file id's header and the compressed bytes of the frames that hold [off,
@@ -163,19 +148,57 @@ func (s *FramesSource) read(ctx context.Context, id source.FileID, off, n, raw i
 	return f, comp, at, put, nil
 }
 
+// decodeFrame decompresses frame i of file id (header f), src its compressed bytes, into the
+// pieces of the buffers that hold its bytes, once a decoding slot is free.
+func (s *FramesSource) decodeFrame(ctx context.Context, id source.FileID, f *Frames, i int, src []byte, pieces []framePiece) error {
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.slots }()
+	dec, put, err := s.decoder(f.Frame)
+	if err != nil {
+		return err
+	}
+	defer put()
+	sp := s.scratch(ScratchSize(f.Frame))
+	defer s.scratches.Put(sp)
+	start := time.Now()
+	got, err := f.DecodeFrame(dec, i, src, *sp)
+	if err != nil {
+		s.errs.Add(1)
+		return s.corrupt(id, f.at[i], err)
+	}
+	s.ns.Add(uint64(time.Since(start)))
+	s.frames.Add(1)
+	s.stored.Add(uint64(len(src)))
+	s.raw.Add(uint64(len(got)))
+	for _, pc := range pieces {
+		copy(pc.dst, got[pc.off-int64(i)*f.Frame:])
+	}
+	return nil
+}
+
 // framePiece is bytes of a Fill's buffers within one frame: dst, from off in the file.
 type framePiece struct {
 	dst []byte
 	off int64
 }
 
-// framePieces cuts bufs, the bytes from off on, at every frame's boundary.
-func framePieces(bufs [][]byte, off, frame int64) []framePiece {
-	var out []framePiece
+// framePieces cuts bufs, the bytes from off on, at every frame's boundary, and groups the
+// pieces by frame: one group a frame, in order.
+func framePieces(bufs [][]byte, off, frame int64) [][]framePiece {
+	var out [][]framePiece
 	for _, b := range bufs {
 		for len(b) > 0 {
 			n := min(int64(len(b)), (off/frame+1)*frame-off)
-			out = append(out, framePiece{dst: b[:n], off: off})
+			pc := framePiece{dst: b[:n], off: off}
+			if k := len(out) - 1; k >= 0 && out[k][0].off/frame == off/frame {
+				out[k] = append(out[k], pc)
+			} else {
+				out = append(out, []framePiece{pc})
+			}
 			b, off = b[n:], off+n
 		}
 	}

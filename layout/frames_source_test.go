@@ -94,6 +94,18 @@ func TestFramesSource(t *testing.T) {
 	require.NoError(t, s.Fill(context.Background(), 4, 100*frame+7, [][]byte{make([]byte, 10)}, source.Read{}))
 	require.Less(t, below.read.Load()-before, int64(2*frame))
 
+	// Frames cut across buffers (pages smaller than a frame) are each decompressed once:
+	// frames 10 to 12 in six buffers of half a frame, three frames counted.
+	st := s.Stats()
+	halves := make([][]byte, 6)
+	for i := range halves {
+		halves[i] = make([]byte, frame/2)
+	}
+	require.NoError(t, s.Fill(context.Background(), 4, 10*frame, halves, source.Read{}))
+	require.Equal(t, raws[4][10*frame:13*frame], bytes.Join(halves, nil))
+	require.EqualValues(t, 3, s.Stats().Frames-st.Frames, "each frame decompressed once")
+	require.EqualValues(t, 3*frame, s.Stats().Raw-st.Raw)
+
 	// A flipped byte in a frame is ErrCorrupt at the read that touches it, not at others.
 	f := below.files[3]
 	hd := FramesHeaderSize(int64(len(raws[3])), frame)

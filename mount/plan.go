@@ -309,7 +309,9 @@ func storedAhead(ds *layout.Dataset, ra int64) int64 {
 // planRemote adapts the plan to an object store. A load takes the whole block file where the
 // cache has room for it (cache.Options.Whole), so the object is fetched once, in ranged GETs of
 // the part size, into the cache's own pages, and its CRC32C checked before any of them is
-// served; one worker per request in flight keeps the GETs busy.
+// served; one worker per request in flight keeps the GETs busy. A compressed block's load
+// decompresses it after its GET, on the worker: twice as many workers keep the GETs in
+// flight while others decompress (the store's pool still bounds the GETs).
 func (p *Plan) planRemote() {
 	if p.opt.DiskCache == "" {
 		// No local files for the kernel to keep: the cache is all the memory there is.
@@ -321,5 +323,8 @@ func (p *Plan) planRemote() {
 	maxRead := min(max(p.need.MaxBlock, cache.DefaultMaxRead)+cache.DefaultPageSize-1, maxRemoteRead)
 	p.cacheOpt.MaxRead = int(maxRead / cache.DefaultPageSize * cache.DefaultPageSize)
 	p.cacheOpt.Workers = p.opt.S3.Concurrency
+	if p.ds != nil && p.ds.Compressed() {
+		p.cacheOpt.Workers *= 2
+	}
 	p.cacheOpt.Whole = true
 }

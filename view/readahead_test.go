@@ -102,3 +102,43 @@ func TestReadaheadFollowsOrder(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, want(layout.RoleIDs, 1, 2), settle(4))
 }
+
+// TestReadaheadOutOfOrder: a read a little behind the last one (the kernel's readahead runs
+// beside a reader's own reads) requests nothing again; a jump back past the readahead requests
+// from there again.
+func TestReadaheadOutOfOrder(t *testing.T) {
+	d := dstest.Fixed(t, filepath.Join(t.TempDir(), "ds"), 400, 256, 4096, true) // 16 per block, 25 blocks
+	ds, err := local.Open(d.Dir)
+	require.NoError(t, err)
+	c, err := cache.New(local.New(ds, false), cache.Options{Size: 64 * 4096, PageSize: 4096, MaxRead: 4096})
+	require.NoError(t, err)
+	defer c.Close()
+	set, err := NewSet(ds, c, shuffle.Options{Seed: 3, Mode: shuffle.Full, Mix: 1})
+	require.NoError(t, err)
+	e, err := set.Epoch(1)
+	require.NoError(t, err)
+	a := e.readahead(layout.RoleData, 0)
+	var asked []int
+	a.fetch = func(b int) bool { asked = append(asked, b); return true }
+	blocks := func(from, to int) []int { // the blocks of windows from..to
+		var out []int
+		for w := from; w <= to; w++ {
+			for _, b := range e.Order().Window(w).Blocks {
+				out = append(out, int(b))
+			}
+		}
+		return out
+	}
+	const block = 4096
+	a.advance(10*block, 4*block)
+	require.Equal(t, blocks(10, 13), asked, "windows 10 to 13: those that start before 10+4 blocks")
+	asked = nil
+	a.advance(9*block, 4*block)
+	a.advance(7*block, 4*block)
+	require.Empty(t, asked, "reads up to a readahead behind ask for nothing again")
+	a.advance(11*block, 4*block)
+	require.Equal(t, blocks(14, 14), asked, "moving on asks for the next window")
+	asked = nil
+	a.advance(2*block, 4*block)
+	require.Equal(t, blocks(2, 5), asked, "a jump back past the readahead asks again")
+}
