@@ -17,8 +17,8 @@ dd bs=1M as a trainer reads an epoch once:
   core;
 - cached: the default mount, which caches a dataset this size whole in the daemon's pages
   (uncompressed): a second epoch, from the daemon's cache;
-- capped: the store behind a bandwidth cap (--cap MB/s), a new mount of each (no disk cache),
-  page cache dropped: the first epoch's rate.
+- capped: the store behind a bandwidth cap (--cap MB/s), a new mount of each with the default
+  flags (no disk cache), page cache dropped: the first epoch's rate.
 
     compress_bench.py [--mib 512] [--runs 3] [--cap 100] [--markdown FILE]
 
@@ -173,7 +173,7 @@ def store_rows(work, minio, name, urls, runs, cap):
         def one(k, i):
             mnt = os.path.join(work, "mnt-s3-%s-%s" % (name, k))
             drop_caches()
-            with mount(urls[k], mnt, "--endpoint", ep, "--cache-size", "256MiB"):
+            with mount(urls[k], mnt, "--endpoint", ep):
                 before = relay.sent()
                 secs = dd(os.path.join(mnt, "epoch-%04d" % i))
                 sent = relay.sent() - before

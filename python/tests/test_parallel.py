@@ -280,6 +280,19 @@ class PackParallelTest(unittest.TestCase):
         self.assertTrue(os.path.isdir(os.path.join(out, "parts")))
         self.check_dataset(out)
 
+    def test_compressed(self):
+        # Every part compressed (compress= reaches each part's pack); the merged manifest keeps
+        # each block's stored size, and its epochs are the records, decompressed.
+        out = os.path.join(self.tmp, "zstd")
+        r = blockfs.pack_parallel(self.inputs, out, 4, self.client, block_size="16KiB", seed=3, compress="zstd:5")
+        self.assertEqual((r.parts, r.records), (4, self.n))
+        with open(os.path.join(out, "blockfs.json")) as f:
+            m = json.load(f)
+        self.assertEqual((m["compression"]["codec"], m["compression"]["level"]), ("zstd", 5))
+        stored = sum(b.get("stored_bytes", b["bytes"]) for b in m["blocks"])
+        self.assertLess(stored, 0.9 * sum(b["bytes"] for b in m["blocks"]), "the blocks are stored compressed")
+        self.check_dataset(out)
+
     def test_a_failed_part_is_named(self):
         out = os.path.join(self.tmp, "failed")
         missing = os.path.join(self.tmp, "missing.npy")
