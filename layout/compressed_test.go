@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -166,6 +167,49 @@ func TestCompressedKeptRaw(t *testing.T) {
 	for _, b := range m.Blocks {
 		assert.Zero(t, b.StoredBytes)
 	}
+}
+
+// TestVerifyFrameCRCMatched: a compressed block whose file matches its CRC32C but holds a
+// frame that does not (as a faulty writer would leave it) is reported by verify, which
+// decompresses every frame in the pass that checks the file's CRC32C; the other blocks pass.
+func TestVerifyFrameCRCMatched(t *testing.T) {
+	r := rand.New(rand.NewPCG(40, 6))
+	var recs [][]byte
+	for range 400 {
+		var b []byte
+		for len(b) < 100 {
+			b = fmt.Appendf(b, "word%d ", r.IntN(50))
+		}
+		recs = append(recs, b[:100])
+	}
+	dst := filepath.Join(t.TempDir(), "ds")
+	m := writeRecords(t, dst, recs, layout.WriterOptions{Kind: layout.Fixed, RecordSize: 100, BlockSize: 10000}, true)
+	require.NotNil(t, m.Compression)
+	f := filepath.Join(dst, m.Blocks[1].File)
+	data, err := os.ReadFile(f)
+	require.NoError(t, err)
+	data[len(data)-2] ^= 0x10 // in the last frame
+	require.NoError(t, os.WriteFile(f, data, 0o644))
+	mpath := filepath.Join(dst, layout.ManifestName)
+	raw, err := os.ReadFile(mpath)
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	doc["blocks"].([]any)[1].(map[string]any)["crc32c"] = layout.CRC32C(data)
+	raw, err = json.Marshal(doc)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(mpath, raw, 0o644))
+
+	st, err := local.NewStore(dst)
+	require.NoError(t, err)
+	var problems []error
+	res, err := layout.VerifyStore(st, func(err error) { problems = append(problems, err) })
+	require.NoError(t, err)
+	require.Len(t, problems, 1)
+	assert.ErrorIs(t, problems[0], layout.ErrCorrupt)
+	assert.Contains(t, problems[0].Error(), "frame")
+	assert.Contains(t, problems[0].Error(), m.Blocks[1].File)
+	assert.Equal(t, len(m.Blocks)-1, res.Framed, "the other blocks decompressed whole")
 }
 
 // TestCompressedLiteralsOnly: records with skewed bytes but no repeats for zstd to match

@@ -20,8 +20,13 @@ func (d *Dataset) CheckCRC(ctx context.Context, src source.Blocks, id FileID) er
 
 // checkCRC is CheckCRC with its reads served as how says, besides the caller's checking.
 func (d *Dataset) checkCRC(ctx context.Context, src source.Blocks, id FileID, how source.Read) error {
+	return d.scanFile(ctx, src, id, how, nil)
+}
+
+// scanFile is checkCRC that also hands each piece read, in order, to each (nil: none).
+func (d *Dataset) scanFile(ctx context.Context, src source.Blocks, id FileID, how source.Read, each func([]byte)) error {
 	f, ok := d.File(id)
-	if !ok || !f.HasCRC {
+	if !ok || !f.HasCRC && each == nil {
 		return nil
 	}
 	how = how.Checked()
@@ -33,6 +38,12 @@ func (d *Dataset) checkCRC(ctx context.Context, src source.Blocks, id FileID, ho
 			return d.ioError(id, err)
 		}
 		crc = crc32c.Update(crc, buf[:n])
+		if each != nil {
+			each(buf[:n])
+		}
+	}
+	if !f.HasCRC {
+		return nil
 	}
 	if err := crc32c.Check(crc, f.CRC32C); err != nil {
 		return wrapf(ErrCorrupt, err, f.Name, f.Block, "%s (the file is damaged; re-pack the dataset)", err.(*crc32c.Mismatch).Detail())
@@ -86,20 +97,22 @@ func VerifyStore(st Store, report func(error)) (VerifyResult, error) {
 	res.Blocks = d.Blocks()
 	src := d.StoredSource()
 	ctx := context.Background()
+	var fc *frameCheck
+	if c := d.Manifest.Compression; c != nil {
+		if fc, err = newFrameCheck(c.Frame); err != nil {
+			return res, err
+		}
+	}
 	for b := 0; b < d.Blocks(); b++ {
 		if bad[b] {
 			continue
 		}
 		for _, id := range d.fileIDs(b) {
-			if err := d.CheckCRC(ctx, src, id); err != nil {
+			if err := d.checkFile(ctx, src, id, fc, &res); err != nil {
 				problem(b, err)
 				break
 			}
 			res.Bytes += d.StoredSize(id)
-			if err := d.checkFrames(ctx, id, &res); err != nil {
-				problem(b, err)
-				break
-			}
 		}
 	}
 	if id, ok := d.Names(); ok && !bad[-1] {
@@ -111,21 +124,21 @@ func VerifyStore(st Store, report func(error)) (VerifyResult, error) {
 	return res, nil
 }
 
-// checkFrames decompresses file id whole when it is compressed, a frame at a time: every
-// frame's CRC32C and length checked, as a read would (a file whose CRC32C matched can still
-// hold a frame that does not decompress, if pack wrote it so).
-func (d *Dataset) checkFrames(ctx context.Context, id FileID, res *VerifyResult) error {
+// checkFile checks file id's CRC32C (CheckCRC). A compressed file's frames are decompressed
+// in the same pass, by fc: every frame's CRC32C and length checked, as a read would (a file
+// whose CRC32C matched can still hold a frame that does not decompress, if pack wrote it so).
+// The file is read once, from an object store too.
+func (d *Dataset) checkFile(ctx context.Context, src source.Blocks, id FileID, fc *frameCheck, res *VerifyResult) error {
 	f, ok := d.File(id)
 	if !ok || !f.Framed {
-		return nil
+		return d.CheckCRC(ctx, src, id)
 	}
-	frame := d.Manifest.Compression.Frame
-	buf := make([]byte, min(f.Raw, frame))
-	for off := int64(0); off < f.Raw; off += frame {
-		n := min(frame, f.Raw-off)
-		if err := d.src.Fill(ctx, id, off, [][]byte{buf[:n]}, source.Read{}); err != nil {
-			return d.ioError(id, err)
-		}
+	fc.reset(f.Size, f.Raw)
+	if err := d.scanFile(ctx, src, id, source.Read{}, fc.add); err != nil {
+		return err
+	}
+	if err := fc.done(); err != nil {
+		return wrapf(ErrCorrupt, err, f.Name, f.Block, "%v", err)
 	}
 	res.Framed++
 	res.FramedStored += f.Size

@@ -3,6 +3,7 @@ package test
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -250,7 +251,25 @@ func TestCompressedS3(t *testing.T) {
 	url := "s3://data/zstd"
 	mustRun(t, append(append([]string{"pack", "--quiet", "--compress", "zstd", ep}, flags...), corpus, url)...)
 	require.Contains(t, mustRun(t, "info", ep, url), "compressed:   zstd level 3")
+	// verify reads each object once: its CRC32C and its frames in one pass. The same pack made
+	// locally says how many bytes the objects hold.
+	local := filepath.Join(dir, "zstd-local")
+	mustRun(t, append(append([]string{"pack", "--quiet", "--compress", "zstd"}, flags...), corpus, local)...)
+	var stored int64
+	require.NoError(t, filepath.WalkDir(filepath.Join(local, "blocks"), func(_ string, e fs.DirEntry, err error) error {
+		if err == nil && e.Type().IsRegular() {
+			info, ierr := e.Info()
+			if ierr != nil {
+				return ierr
+			}
+			stored += info.Size()
+		}
+		return err
+	}))
+	before := proxy.sent.Load()
 	require.Contains(t, mustRun(t, "verify", ep, url), "every frame checked")
+	sent := proxy.sent.Load() - before
+	require.Less(t, float64(sent), 1.05*float64(stored)+float64(1<<20), "verify fetched %d bytes of %d stored", sent, stored)
 
 	// Every shape from the store (but windows, which --window serves from local data only):
 	// the local raw pack's bytes.
