@@ -118,6 +118,7 @@ type entry struct {
 	refs       int
 	elem       *list.Element // in ahead (prefetched) or lru once loaded successfully
 	prefetched bool          // loaded by readahead and not yet read
+	seq        uint64        // the count of pages loaded when it was (core.seq)
 	ahead      *source.Ahead // a readahead's load's standing (Promote: a reader waits for it); nil for a reader's
 }
 
@@ -152,6 +153,7 @@ type core struct {
 	pages map[key]*entry // loading and loaded pages (guarded by mu)
 	lru   *list.List     // loaded pages a reader has read, most recent first (guarded by mu)
 	ahead *list.List     // loaded pages read ahead, not read yet, most recent first (guarded by mu)
+	seq   uint64         // pages loaded so far (guarded by mu)
 	free  []int          // unused slots (guarded by mu)
 	// pinned counts slots whose page has references (guarded by mu).
 	pinned int
@@ -385,13 +387,22 @@ func (c *core) slotFreeLocked(prefetch bool) bool {
 	return len(c.free) > 0 || c.evictLocked(prefetch)
 }
 
-// evictLocked evicts one unpinned page and reports whether it could: the least recently used
-// of the pages read; else, for a reader only, the page read ahead last (the furthest ahead).
-// Pages read ahead go last because a reader reads a record once an epoch: a page it has read
-// is likely done with, a page read ahead is what it comes to next (LRU alone evicts a page
-// read ahead a while ago before one read a moment ago, and readahead then reads it twice).
-// Readahead never evicts a page read ahead: it stops instead. Caller holds c.mu.
+// evictLocked evicts one unpinned page and reports whether it could: a stale page read ahead;
+// else the least recently used of the pages read; else, for a reader only, the page read
+// ahead last (the furthest ahead). Pages read ahead go last because a reader reads a record
+// once an epoch: a page it has read is likely done with, a page read ahead is what it comes
+// to next (LRU alone evicts a page read ahead a while ago before one read a moment ago, and
+// readahead then reads it twice). Readahead never evicts a page read ahead (it stops
+// instead) unless it is stale: twice as many pages as the cache holds were loaded since, and
+// no reader came for it (an epoch left half read; a reader comes for a page within the
+// readahead, at most half the cache). Caller holds c.mu.
 func (c *core) evictLocked(prefetch bool) bool {
+	if el := c.ahead.Back(); el != nil {
+		if v := el.Value.(*entry); v.refs == 0 && c.seq-v.seq > 2*uint64(c.slots) {
+			c.removeLocked(v)
+			return true
+		}
+	}
 	for el := c.lru.Back(); el != nil; el = el.Prev() {
 		if v := el.Value.(*entry); v.refs == 0 {
 			c.removeLocked(v)
@@ -438,6 +449,8 @@ func (c *core) newEntryLocked(k key, size int64, prefetch bool) *entry {
 // pushLocked puts e, just loaded, at the front of its list: ahead while no reader has read it,
 // else lru. Caller holds c.mu.
 func (c *core) pushLocked(e *entry) *list.Element {
+	c.seq++
+	e.seq = c.seq
 	if e.prefetched {
 		return c.ahead.PushFront(e)
 	}

@@ -458,3 +458,31 @@ func TestPrefetchOfLoadingPages(t *testing.T) {
 	require.NoError(t, <-done)
 	requireSettled(t, c)
 }
+
+// TestStaleReadAheadEvicted: a page read ahead that no reader came for while the cache turned
+// over (an epoch left half read) is evicted first, by readahead too.
+func TestStaleReadAheadEvicted(t *testing.T) {
+	src := newSource(4*ps, 4*ps, 4*ps, 4*ps)
+	c, err := New(src, Options{Size: 8 * ps, PageSize: ps, MaxRead: ps, Workers: 1, Queue: 8})
+	require.NoError(t, err)
+	defer c.Close()
+	read := func(id FileID) {
+		for pg := range int64(4) {
+			require.NoError(t, c.Fill(bg, nil, id, pg*ps, make([]byte, 1)))
+		}
+	}
+	require.True(t, c.Prefetch(0, 0, 4*ps)) // pages 1 to 4 loaded
+	require.Eventually(t, func() bool { return c.Stats().DiskBytes == 4*ps }, 5*time.Second, time.Millisecond)
+	read(1)
+	read(2)
+	read(1) // pages 5 to 16: the readers evict each other's
+	assert.Zero(t, c.Stats().ReadaheadWasted, "not stale yet: at most 15 pages loaded since")
+	read(2) // pages 17 to 20: file 0's first two pages, 17 loads old, go first
+	assert.EqualValues(t, 2, c.Stats().ReadaheadWasted)
+	require.True(t, c.Prefetch(3, 0, 4*ps)) // readahead evicts the other two: stale too
+	require.Eventually(t, func() bool { return c.Stats().DiskBytes == 24*ps }, 5*time.Second, time.Millisecond)
+	assert.EqualValues(t, 4, c.Stats().ReadaheadWasted)
+	before := len(src.calls())
+	read(2)
+	assert.Len(t, src.calls(), before, "file 2's pages, read last, stayed")
+}

@@ -16,8 +16,8 @@ import (
 	"github.com/blockfs/blockfs/source"
 )
 
-// headersCost bounds the parsed headers a FramesSource keeps (8 bytes a frame each, plus a
-// little): 1 MiB, the headers of some 8000 blocks of 16 frames.
+// headersCost bounds the parsed headers a FramesSource keeps (headerCost each): 1 MiB, the
+// headers of some 3000 blocks of 16 frames.
 const headersCost = 1 << 20
 
 // headFirst is the first read of a compressed file's header: enough for the header of a block
@@ -255,9 +255,13 @@ func (s *FramesSource) parse(id source.FileID, b []byte, size, raw int64) (*Fram
 		s.errs.Add(1)
 		return nil, s.corrupt(id, 0, err)
 	}
-	s.heads.Add(id, f, uint64(8*len(f.Sizes)+64))
+	s.heads.Add(id, f, headerCost(f))
 	return f, nil
 }
+
+// headerCost is what a parsed header takes in memory: a size, a CRC32C and an offset a frame
+// (16 bytes), the Frames and its three slices' headers.
+func headerCost(f *Frames) uint64 { return uint64(16*len(f.Sizes) + 96) }
 
 // decoder returns a decoder bounded by frame bytes, and the call that gives it back.
 func (s *FramesSource) decoder(frame int64) (*zstd.Decoder, func(), error) {
