@@ -358,10 +358,15 @@ func (c *core) pin(id FileID, first, last, size int64, prefetch, strict bool, en
 }
 
 // touchLocked notes a pin of e, a page cached or loading, by a reader or (prefetch) by
-// readahead. A reader's first read of a page read ahead moves it among the pages read. Caller
+// readahead. A reader's first read of a page read ahead moves it among the pages read;
+// readahead's request for a page already read (a block cached from an earlier epoch, read
+// again in this one) moves it among the pages read ahead, kept until its reader comes. Caller
 // holds c.mu.
 func (c *core) touchLocked(e *entry, prefetch bool) {
 	switch {
+	case prefetch && e.elem != nil && !e.prefetched:
+		c.lru.Remove(e.elem)
+		e.elem, e.prefetched, e.seq = c.ahead.PushFront(e), true, c.seq
 	case prefetch:
 		return
 	case e.elem == nil:

@@ -486,3 +486,31 @@ func TestStaleReadAheadEvicted(t *testing.T) {
 	read(2)
 	assert.Len(t, src.calls(), before, "file 2's pages, read last, stayed")
 }
+
+// TestReadAheadKeepsCachedPages: readahead's request for pages already cached and read (a
+// block kept from an earlier epoch, due again in this one) keeps them as pages read ahead,
+// until their reader comes.
+func TestReadAheadKeepsCachedPages(t *testing.T) {
+	src := newSource(4*ps, 4*ps, 4*ps)
+	c, err := New(src, Options{Size: 8 * ps, PageSize: ps, MaxRead: ps, Workers: 1, Queue: 8})
+	require.NoError(t, err)
+	defer c.Close()
+	read := func(id FileID) {
+		for pg := range int64(4) {
+			require.NoError(t, c.Fill(bg, nil, id, pg*ps, make([]byte, 1)))
+		}
+	}
+	read(0)
+	require.True(t, c.Prefetch(0, 0, 4*ps)) // file 0 is due again
+	require.Eventually(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.ahead.Len() == 4
+	}, 5*time.Second, time.Millisecond)
+	read(1)
+	read(2) // evicts file 1's pages, read more recently, not file 0's
+	before := len(src.calls())
+	read(0)
+	assert.Len(t, src.calls(), before, "file 0 stayed for its reader")
+	assert.Zero(t, c.Stats().ReadaheadWasted)
+}
