@@ -1,7 +1,13 @@
 // Package cache is blockfs's page cache: a fixed budget of page-sized slots in one anonymous
 // mapping (outside the Go heap, so the daemon's RSS is bounded by the budget whatever the GC
-// does), an LRU over loaded pages, merged concurrent misses, disk reads coalesced into large
-// aligned preadv calls, and readahead workers fed by a bounded, non-blocking queue.
+// does), merged concurrent misses, disk reads coalesced into large aligned preadv calls, and
+// readahead workers fed by a bounded, non-blocking queue.
+//
+// Eviction: loaded pages are in one of two lists. Pages a reader has read are evicted least
+// recently used first; pages read ahead and not read yet go last, to a reader only (the one
+// read ahead last first), never to readahead (it stops instead), unless stale (twice the
+// cache's pages loaded since, no reader having come). An epoch reads each record once: what a
+// reader has read is likely done with, what readahead brought is what it reads next.
 //
 // Lock order: Cache.mu only; it is never held across I/O or while waiting for a load.
 //
