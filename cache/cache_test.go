@@ -459,18 +459,29 @@ func TestPrefetchOfLoadingPages(t *testing.T) {
 	requireSettled(t, c)
 }
 
-// TestStaleReadAheadEvicted: a page read ahead that no reader came for while the cache turned
-// over (an epoch left half read) is evicted first, by readahead too.
-func TestStaleReadAheadEvicted(t *testing.T) {
-	src := newSource(4*ps, 4*ps, 4*ps, 4*ps)
+// eightPages returns files of 4 pages, a cache of 8 pages over them (a page a load, one
+// readahead worker) and a reader of a whole file, page by page.
+func eightPages(t *testing.T, files int) (*memSource, *Cache, func(FileID)) {
+	t.Helper()
+	sizes := make([]int, files)
+	for i := range sizes {
+		sizes[i] = 4 * ps
+	}
+	src := newSource(sizes...)
 	c, err := New(src, Options{Size: 8 * ps, PageSize: ps, MaxRead: ps, Workers: 1, Queue: 8})
 	require.NoError(t, err)
-	defer c.Close()
-	read := func(id FileID) {
+	t.Cleanup(func() { c.Close() })
+	return src, c, func(id FileID) {
 		for pg := range int64(4) {
 			require.NoError(t, c.Fill(bg, nil, id, pg*ps, make([]byte, 1)))
 		}
 	}
+}
+
+// TestStaleReadAheadEvicted: a page read ahead that no reader came for while the cache turned
+// over (an epoch left half read) is evicted first, by readahead too.
+func TestStaleReadAheadEvicted(t *testing.T) {
+	src, c, read := eightPages(t, 4)
 	require.True(t, c.Prefetch(0, 0, 4*ps)) // pages 1 to 4 loaded
 	require.Eventually(t, func() bool { return c.Stats().DiskBytes == 4*ps }, 5*time.Second, time.Millisecond)
 	read(1)
@@ -491,15 +502,7 @@ func TestStaleReadAheadEvicted(t *testing.T) {
 // block kept from an earlier epoch, due again in this one) keeps them as pages read ahead,
 // until their reader comes.
 func TestReadAheadKeepsCachedPages(t *testing.T) {
-	src := newSource(4*ps, 4*ps, 4*ps)
-	c, err := New(src, Options{Size: 8 * ps, PageSize: ps, MaxRead: ps, Workers: 1, Queue: 8})
-	require.NoError(t, err)
-	defer c.Close()
-	read := func(id FileID) {
-		for pg := range int64(4) {
-			require.NoError(t, c.Fill(bg, nil, id, pg*ps, make([]byte, 1)))
-		}
-	}
+	src, c, read := eightPages(t, 3)
 	read(0)
 	require.True(t, c.Prefetch(0, 0, 4*ps)) // file 0 is due again
 	require.Eventually(t, func() bool {
