@@ -110,8 +110,8 @@ type key struct {
 	page int64
 }
 
-// entry is one page. Fields other than refs/elem/prefetched are written before the load is
-// done and only read after it. While it loads, the load holds a reference of its own.
+// entry is one page. Fields other than those guarded by Cache.mu are written before the load
+// is done and only read after it. While it loads, the load holds a reference of its own.
 type entry struct {
 	key  key
 	slot int    // arena slot, or -1 for a page that did not fit (never in the map)
@@ -122,8 +122,9 @@ type entry struct {
 
 	// Guarded by Cache.mu.
 	refs       int
-	elem       *list.Element // in ahead (prefetched) or lru once loaded successfully
+	elem       *list.Element // in ahead (prefetched or kept) or lru once loaded successfully
 	prefetched bool          // loaded by readahead and not yet read
+	kept       bool          // read, then asked for by readahead again: in ahead till read
 	seq        uint64        // the count of pages loaded when it was (core.seq)
 	ahead      *source.Ahead // a readahead's load's standing (Promote: a reader waits for it); nil for a reader's
 }
@@ -309,8 +310,9 @@ func (c *Cache) Fill(ctx context.Context, w *Waits, id FileID, off int64, p []by
 // pinned (and appended) only the pages before.
 func (c *core) pin(id FileID, first, last, size int64, prefetch, strict bool, ents []*entry) ([]*entry, bool) {
 	if c.opt.Whole {
-		if out, ok := c.pinWhole(id, first, last, size, prefetch, ents); ok {
-			return out, false
+		out, ok, full := c.pinWhole(id, first, last, size, prefetch, ents)
+		if ok || full {
+			return out, full
 		}
 	}
 	var runs [][]*entry
@@ -370,9 +372,9 @@ func (c *core) pin(id FileID, first, last, size int64, prefetch, strict bool, en
 // holds c.mu.
 func (c *core) touchLocked(e *entry, prefetch bool) {
 	switch {
-	case prefetch && e.elem != nil && !e.prefetched:
+	case prefetch && e.elem != nil && !e.inAhead():
 		c.lru.Remove(e.elem)
-		e.elem, e.prefetched, e.seq = c.ahead.PushFront(e), true, c.seq
+		e.elem, e.kept, e.seq = c.ahead.PushFront(e), true, c.seq
 	case prefetch:
 		return
 	case e.elem == nil:
@@ -381,11 +383,13 @@ func (c *core) touchLocked(e *entry, prefetch bool) {
 			e.ahead.Promote() // a reader waits for readahead's load: serve it as a reader's
 		}
 		e.prefetched = false // it joins the pages read once loaded
-	case e.prefetched:
+	case e.inAhead():
 		c.ahead.Remove(e.elem)
-		e.elem, e.prefetched = c.lru.PushFront(e), false
 		c.stats.hits.Add(1)
-		c.stats.readaheadHits.Add(1)
+		if e.prefetched {
+			c.stats.readaheadHits.Add(1)
+		}
+		e.elem, e.prefetched, e.kept = c.lru.PushFront(e), false, false
 	default:
 		c.lru.MoveToFront(e.elem)
 		c.stats.hits.Add(1)
@@ -462,15 +466,18 @@ func (c *core) newEntryLocked(k key, size int64, prefetch bool) *entry {
 func (c *core) pushLocked(e *entry) *list.Element {
 	c.seq++
 	e.seq = c.seq
-	if e.prefetched {
+	if e.inAhead() {
 		return c.ahead.PushFront(e)
 	}
 	return c.lru.PushFront(e)
 }
 
+// inAhead reports whether e, once loaded, is in the ahead list. Caller holds c.mu.
+func (e *entry) inAhead() bool { return e.prefetched || e.kept }
+
 // removeLocked drops a loaded, unpinned page and frees its slot. Caller holds c.mu.
 func (c *core) removeLocked(e *entry) {
-	if e.prefetched {
+	if e.inAhead() {
 		c.ahead.Remove(e.elem)
 	} else {
 		c.lru.Remove(e.elem)

@@ -457,6 +457,23 @@ func TestPrefetchOfLoadingPages(t *testing.T) {
 	close(src.gate)
 	require.NoError(t, <-done)
 	requireSettled(t, c)
+
+	// The same with a second worker that takes a request for the block the first is loading.
+	src2 := &gateSource{memSource: newSource(4*ps, 4*ps), gate: make(chan struct{}), hows: make(chan source.Read, 8)}
+	c2, err := New(src2, Options{Size: 16 * ps, PageSize: ps, MaxRead: 4 * ps, Workers: 2, Queue: 8})
+	require.NoError(t, err)
+	defer c2.Close()
+	require.True(t, c2.Prefetch(0, 0, 4*ps))
+	<-src2.hows // the first worker loads file 0
+	require.True(t, c2.Prefetch(0, 0, 4*ps))
+	require.True(t, c2.Prefetch(1, 0, 4*ps))
+	select {
+	case <-src2.hows:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second worker waited for the first's load of the same block")
+	}
+	close(src2.gate)
+	requireSettled(t, c2)
 }
 
 // eightPages returns files of 4 pages, a cache of 8 pages over them (a page a load, one

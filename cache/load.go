@@ -7,25 +7,27 @@ import "github.com/blockfs/blockfs/source"
 
 // pinWhole is pin for Options.Whole: when no page of file id is cached or loading and the
 // slots no one pins hold the whole file, it creates every page of the file, pins first..last
-// for the caller and loads them all with one Fill, and reports true; otherwise it does nothing
-// and reports false. The pages not asked for count as read ahead.
-func (c *core) pinWhole(id FileID, first, last, size int64, prefetch bool, ents []*entry) ([]*entry, bool) {
+// for the caller and loads them all with one Fill, and reports ok; otherwise it pins nothing,
+// and reports full when it is readahead (prefetch) that found no room for the whole file
+// (evictLocked keeps pages read ahead from it): readahead then stops rather than load part of
+// a file whose rest would come page by page. The pages not asked for count as read ahead.
+func (c *core) pinWhole(id FileID, first, last, size int64, prefetch bool, ents []*entry) (out []*entry, ok, full bool) {
 	ps := int64(c.opt.PageSize)
 	n := (size + ps - 1) / ps
 	if n <= 1 {
-		return ents, false // one page: pin loads it whole anyway
+		return ents, false, false // one page: pin loads it whole anyway
 	}
 	c.mu.Lock()
 	if n > int64(c.slots-c.pinned) {
 		c.mu.Unlock()
-		return ents, false
+		return ents, false, prefetch && n <= int64(c.slots) // a file larger than the cache: by pages
 	}
 	// The pages asked for first: a read of cached pages stops at its first.
 	for _, r := range [][2]int64{{first, last}, {0, n - 1}} {
 		for pg := r[0]; pg <= r[1]; pg++ {
 			if c.pages[key{id, pg}] != nil {
 				c.mu.Unlock()
-				return ents, false
+				return ents, false, false
 			}
 		}
 	}
@@ -33,7 +35,7 @@ func (c *core) pinWhole(id FileID, first, last, size int64, prefetch bool, ents 
 	}
 	if int64(len(c.free)) < n {
 		c.mu.Unlock()
-		return ents, false // readahead does not evict pages read ahead (evictLocked)
+		return ents, false, prefetch // only readahead may fail here (evictLocked)
 	}
 	run := make([]*entry, n)
 	for pg := range n {
@@ -51,7 +53,7 @@ func (c *core) pinWhole(id FileID, first, last, size int64, prefetch bool, ents 
 	how := c.loadReadLocked(run, prefetch)
 	c.mu.Unlock()
 	c.startLoad(how, run)
-	return append(ents, run[first:last+1]...), true
+	return append(ents, run[first:last+1]...), true, false
 }
 
 // loadReadLocked returns how the source is to serve run's load: as a reader's, or for

@@ -173,3 +173,22 @@ func TestWaitsCountsTheReadsWait(t *testing.T) {
 	assert.Zero(t, other.Duration(), "loaded pages")
 	requireSettled(t, c)
 }
+
+// TestWholeReadaheadNoRoom: with Options.Whole, readahead that finds no room for a whole file
+// (the cache holding pages read ahead, not read yet) loads none of it rather than part, so
+// that the file is later loaded whole, with one read.
+func TestWholeReadaheadNoRoom(t *testing.T) {
+	src := newSource(7*ps, 4*ps)
+	c, err := New(src, Options{Size: 8 * ps, PageSize: ps, MaxRead: 8 * ps, Workers: 1, Queue: 8, Whole: true})
+	require.NoError(t, err)
+	defer c.Close()
+	require.True(t, c.Prefetch(0, 0, 7*ps)) // 7 pages read ahead, one slot free
+	require.Eventually(t, func() bool { return c.Stats().DiskBytes == 7*ps }, 5*time.Second, time.Millisecond)
+	require.True(t, c.Prefetch(1, 0, 4*ps))
+	require.Eventually(t, func() bool { return c.Stats().PrefetchDropped > 0 }, 5*time.Second, time.Millisecond)
+	assert.EqualValues(t, 7*ps, c.Stats().DiskBytes, "no part of file 1 was read ahead")
+	require.NoError(t, c.Fill(bg, nil, 0, 0, make([]byte, 7*ps))) // file 0 read: its pages may go
+	require.NoError(t, c.Fill(bg, nil, 1, 0, make([]byte, 4*ps)))
+	assert.Equal(t, []readCall{{0, 0, 7 * ps}, {1, 0, 4 * ps}}, src.calls(), "each file read whole, once")
+	requireSettled(t, c)
+}

@@ -37,7 +37,7 @@ type FramesSource struct {
 	frame  int64                         // the frame size every header must give (the manifest's); 0: any
 	name   func(id source.FileID) string // a file's path, for errors; nil: its number
 
-	slots chan struct{} // a frame being decompressed holds one: as many at once as there are cores
+	slots *source.Slots // a frame being decompressed holds one: as many at once as there are cores
 
 	mu   sync.Mutex
 	decs map[int64]*sync.Pool // decoders by frame size (each bounded by it); guarded by mu
@@ -66,7 +66,7 @@ func (s *FramesSource) Stats() FramesStats {
 // NewFramesSource returns the uncompressed view of below's compressed files.
 func NewFramesSource(below source.Blocks, framed func(id source.FileID) (raw int64, ok bool)) *FramesSource {
 	return &FramesSource{below: below, framed: framed, heads: lru.New[source.FileID, *Frames](headersCost, 1),
-		decs: map[int64]*sync.Pool{}, slots: make(chan struct{}, runtime.GOMAXPROCS(0))}
+		decs: map[int64]*sync.Pool{}, slots: source.NewSlots(runtime.GOMAXPROCS(0))}
 }
 
 // Size implements source.Blocks: a compressed file's uncompressed bytes.
@@ -97,11 +97,12 @@ func (s *FramesSource) Fill(ctx context.Context, id source.FileID, off int64, bu
 	defer put()
 	// Each frame is decompressed once, into the buffers that hold its bytes; the frames of a
 	// Fill side by side, as many at once across every Fill as there are cores (slots): one load
-	// of several frames uses them all, many loads at once no more.
+	// of several frames uses them all, many loads at once no more, and a reader's frames go
+	// before readahead's.
 	pieces := framePieces(bufs, off, f.Frame)
 	one := func(ctx context.Context, k int) error {
 		i := int(pieces[k][0].off / f.Frame)
-		return s.decodeFrame(ctx, id, f, i, comp[f.at[i]-at:f.at[i+1]-at], pieces[k])
+		return s.decodeFrame(ctx, how, id, f, i, comp[f.at[i]-at:f.at[i+1]-at], pieces[k])
 	}
 	if len(pieces) == 1 {
 		return one(ctx, 0)
@@ -148,15 +149,18 @@ func (s *FramesSource) read(ctx context.Context, id source.FileID, off, n, raw i
 	return f, comp, at, put, nil
 }
 
+// slotPoll is how often a readahead's frame waiting for a slot looks whether a reader now
+// waits for it (source.Slots).
+const slotPoll = 10 * time.Millisecond
+
 // decodeFrame decompresses frame i of file id (header f), src its compressed bytes, into the
-// pieces of the buffers that hold its bytes, once a decoding slot is free.
-func (s *FramesSource) decodeFrame(ctx context.Context, id source.FileID, f *Frames, i int, src []byte, pieces []framePiece) error {
-	select {
-	case s.slots <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+// pieces of the buffers that hold its bytes, once a slot is free (a reader's read, how, before
+// readahead's).
+func (s *FramesSource) decodeFrame(ctx context.Context, how source.Read, id source.FileID, f *Frames, i int, src []byte, pieces []framePiece) error {
+	if err := s.slots.Acquire(ctx, how, slotPoll, nil); err != nil {
+		return err
 	}
-	defer func() { <-s.slots }()
+	defer s.slots.Release()
 	dec, put, err := s.decoder(f.Frame)
 	if err != nil {
 		return err

@@ -94,8 +94,8 @@ func TestFramesSource(t *testing.T) {
 	require.NoError(t, s.Fill(context.Background(), 4, 100*frame+7, [][]byte{make([]byte, 10)}, source.Read{}))
 	require.Less(t, below.read.Load()-before, int64(2*frame))
 
-	// Frames cut across buffers (pages smaller than a frame) are each decompressed once:
-	// frames 10 to 12 in six buffers of half a frame, three frames counted.
+	// Frames cut across buffers (pages smaller than a frame): frames 10 to 12 in six buffers
+	// of half a frame, their bytes, three frames counted (TestFramePieces: each once).
 	st := s.Stats()
 	halves := make([][]byte, 6)
 	for i := range halves {
@@ -121,6 +121,27 @@ func TestFramesSource(t *testing.T) {
 	require.ErrorIs(t, err, source.ErrCorrupt)
 	// A read past the uncompressed bytes is refused.
 	require.Error(t, s.Fill(context.Background(), 1, 90, [][]byte{make([]byte, 20)}, source.Read{}))
+}
+
+// TestFramePieces: buffers cut at frame boundaries, grouped by frame, so that each frame is
+// decompressed once into every buffer that holds some of it.
+func TestFramePieces(t *testing.T) {
+	const frame = 100
+	bufs := [][]byte{make([]byte, 30), make([]byte, 50), make([]byte, 140), make([]byte, 10)}
+	groups := framePieces(bufs, 70, frame) // bytes 70 to 300
+	var got [][][2]int64
+	for _, g := range groups {
+		var offs [][2]int64
+		for _, pc := range g {
+			offs = append(offs, [2]int64{pc.off, int64(len(pc.dst))})
+		}
+		got = append(got, offs)
+	}
+	require.Equal(t, [][][2]int64{
+		{{70, 30}},             // frame 0: the first buffer
+		{{100, 50}, {150, 50}}, // frame 1: the second buffer and the third's start
+		{{200, 90}, {290, 10}}, // frame 2: the third's rest and the fourth
+	}, got)
 }
 
 // TestFramesSourceLongHeader: a header longer than the first read (a block of many frames) is

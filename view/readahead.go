@@ -90,13 +90,13 @@ func (e *Epoch) readahead(role layout.Role, base uint64) *readahead {
 
 // advance requests the files of every window from the one holding at up to the one holding
 // at+ahead, skipping windows before next (already requested) unless the reader moved back
-// past the readahead. at and ahead are in the bytes read ahead. A full queue stops it; the
-// windows not requested are tried next time.
+// past them. at and ahead are in the bytes read ahead. A full queue stops it; the windows not
+// requested are tried next time.
 //
 // Reads come a little out of order (the kernel's readahead runs beside a reader's own reads,
-// and several threads may share a handle): a read behind the last one by less than the
-// readahead finds its windows requested a moment ago and requests nothing again. Only a jump
-// back further (a reader that starts over) requests from the current window again.
+// and several threads may share a handle): a read behind the last one by up to the readahead
+// and a window finds its windows requested a moment ago and requests nothing again. Only a
+// jump back further (a reader that starts over) requests from the current window again.
 func (a *readahead) advance(at, ahead uint64) {
 	bound := a.start
 	nw := a.e.ord.Windows()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,102 +69,6 @@ func (h *health) silentFor() time.Duration {
 		return 0
 	}
 	return time.Duration(now() - ss)
-}
-
-// slots is the store's pool of requests in flight: Concurrency tokens, handed out in arrival
-// order, to the requests a reader waits for before readahead's. Safe for concurrent use.
-type slots struct {
-	mu   sync.Mutex
-	free int                // tokens nobody holds (guarded by mu)
-	wait [2][]chan struct{} // waiters: [0] readers', [1] readahead's (guarded by mu)
-}
-
-func newSlots(n int) *slots { return &slots{free: n} }
-
-// acquire takes a token for a request, waiting for one: a readahead request
-// (how.Background) after every reader's, moved among them when promoted while it
-// waits. It returns ctx's error if ctx ends first, and giveUp's if giveUp says so first:
-// giveUp is asked every poll while the request waits.
-func (s *slots) acquire(ctx context.Context, how source.Read, poll time.Duration, giveUp func() error) error {
-	q := 0
-	if how.Background() {
-		q = 1
-	}
-	s.mu.Lock()
-	if s.free > 0 && len(s.wait[0]) == 0 && (q == 0 || len(s.wait[1]) == 0) {
-		s.free--
-		s.mu.Unlock()
-		return nil
-	}
-	w := make(chan struct{}, 1)
-	s.wait[q] = append(s.wait[q], w)
-	s.mu.Unlock()
-	t := time.NewTimer(poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-w:
-			return nil
-		case <-ctx.Done():
-			s.leave(q, w)
-			return ctx.Err()
-		case <-t.C:
-			if err := giveUp(); err != nil {
-				s.leave(q, w)
-				return err
-			}
-			if q == 1 && !how.Background() && s.move(w) {
-				q = 0
-			}
-			t.Reset(poll)
-		}
-	}
-}
-
-// move puts the waiter w, if it still waits among readahead's requests, last among the
-// readers', and reports whether it did.
-func (s *slots) move(w chan struct{}) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, x := range s.wait[1] {
-		if x == w {
-			s.wait[1] = append(s.wait[1][:i], s.wait[1][i+1:]...)
-			s.wait[0] = append(s.wait[0], w)
-			return true
-		}
-	}
-	return false
-}
-
-// leave takes the waiter w out of queue q; if a token was handed to it meanwhile, it is
-// passed on.
-func (s *slots) leave(q int, w chan struct{}) {
-	s.mu.Lock()
-	for i, x := range s.wait[q] {
-		if x == w {
-			s.wait[q] = append(s.wait[q][:i], s.wait[q][i+1:]...)
-			s.mu.Unlock()
-			return
-		}
-	}
-	s.mu.Unlock()
-	<-w // handed over: give it back
-	s.release()
-}
-
-// release returns a token: to the first reader waiting, else to the first readahead request.
-func (s *slots) release() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for q := range s.wait {
-		if len(s.wait[q]) > 0 {
-			w := s.wait[q][0]
-			s.wait[q] = s.wait[q][1:]
-			w <- struct{}{}
-			return
-		}
-	}
-	s.free++
 }
 
 // attempt is one try of a request: its context ends when the try has run for its time limit
@@ -292,7 +195,7 @@ func (s *Store) retryFor(ctx context.Context, how source.Read, limit, stall time
 		return err
 	}
 	for try := 0; ; try++ {
-		if err := s.slots.acquire(ctx, how, poll, bgSilent); err != nil {
+		if err := s.slots.Acquire(ctx, how, poll, bgSilent); err != nil {
 			return err
 		}
 		start := now()
@@ -303,7 +206,7 @@ func (s *Store) retryFor(ctx context.Context, how source.Read, limit, stall time
 		a := newAttempt(ctx, &s.h, limit, stall)
 		err := fn(a.ctx, a.progress)
 		why := a.end(ctx)
-		s.slots.release()
+		s.slots.Release()
 		if err == nil {
 			s.h.hear()
 			return nil

@@ -3,7 +3,6 @@ package s3
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -51,56 +50,6 @@ func TestReadSumSkips(t *testing.T) {
 	assert.Equal(t, data[head:int64(len(data))-tail], mid)
 	_, err = readSum(bytes.NewReader(data[:len(data)-1]), part{n: int64(len(data)), head: head, tail: tail, bufs: [][]byte{mid}}, true)
 	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
-}
-
-// TestSlotsReadersFirst: a token goes to a waiting reader's request before any readahead
-// request, whichever came first, and to a readahead request promoted while it waits (a
-// reader now waits for it) as to a reader's; a request that gives up while it waits leaves
-// its place.
-func TestSlotsReadersFirst(t *testing.T) {
-	s := newSlots(1)
-	bg := context.Background()
-	never := func() error { return nil }
-	require.NoError(t, s.acquire(bg, source.Read{}, time.Hour, never))
-	var mu sync.Mutex
-	var order []string
-	var wg sync.WaitGroup
-	start := func(name string, how source.Read) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			require.NoError(t, s.acquire(bg, how, 5*time.Millisecond, never))
-			mu.Lock()
-			order = append(order, name)
-			mu.Unlock()
-			s.release()
-		}()
-	}
-	waiting := func(q, n int) {
-		require.Eventually(t, func() bool {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return len(s.wait[q]) == n
-		}, 5*time.Second, time.Millisecond)
-	}
-	start("readahead 1", source.Read{Ahead: new(source.Ahead)})
-	waiting(1, 1)
-	start("readahead 2", source.Read{Ahead: new(source.Ahead)})
-	waiting(1, 2)
-	ra3 := new(source.Ahead)
-	start("readahead 3, promoted", source.Read{Ahead: ra3})
-	waiting(1, 3)
-	start("reader", source.Read{})
-	waiting(0, 1)
-	ra3.Promote()
-	waiting(0, 2)
-	gone := errors.New("gone")
-	err := s.acquire(bg, source.Read{}, time.Millisecond, func() error { return gone })
-	require.ErrorIs(t, err, gone)
-	s.release()
-	wg.Wait()
-	assert.Equal(t, []string{"reader", "readahead 3, promoted", "readahead 1", "readahead 2"}, order)
-	assert.Equal(t, 1, s.free)
 }
 
 // hangingStore is a Store whose endpoint accepts connections and never answers (a store

@@ -156,7 +156,7 @@ type Store struct {
 	cl    minio.Core
 	loc   Location
 	opt   Options
-	slots *slots // one token per request in flight
+	slots *source.Slots // one token per request in flight
 
 	h   health   // what the store's answers say
 	ctr counters // requests, retries and failures
@@ -179,7 +179,7 @@ func Open(rawURL string, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{cl: minio.Core{Client: cl}, loc: loc, opt: opt, slots: newSlots(opt.Concurrency)}, nil
+	return &Store{cl: minio.Core{Client: cl}, loc: loc, opt: opt, slots: source.NewSlots(opt.Concurrency)}, nil
 }
 
 // newClient makes the minio-go client: the endpoint from the options or the AWS variables,
