@@ -98,6 +98,16 @@ func framesHead(raw, frame int64, sizes, crcs []uint32) []byte {
 	return head
 }
 
+// readRecordPart fills b from r, part of a record of n bytes: a record that ends early is
+// io.ErrUnexpectedEOF saying so; any other error is the input's own, as the raw path returns it.
+func readRecordPart(r io.Reader, b []byte, n int64) error {
+	_, err := io.ReadFull(r, b)
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return fmt.Errorf("the record ended before its %d bytes: %w", n, io.ErrUnexpectedEOF)
+	}
+	return err
+}
+
 // WriteFramesFrom writes the compressed file of the n raw bytes read from r to f (at offset
 // 0, empty), a frame at a time: the header's room first, then each frame, then the header.
 // It returns the file's size and CRC32C.
@@ -108,11 +118,8 @@ func WriteFramesFrom(f *os.File, r io.Reader, n, frame int64, enc *zstd.Encoder)
 	at, crc := head, uint32(0)
 	for i := range sizes {
 		k := min(frame, n-int64(i)*frame)
-		if _, err := io.ReadFull(r, buf[:k]); err != nil {
-			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				return 0, 0, fmt.Errorf("the record ended before its %d bytes: %w", n, io.ErrUnexpectedEOF)
-			}
-			return 0, 0, err // the input's own error, as the raw path returns it
+		if err := readRecordPart(r, buf[:k], n); err != nil {
+			return 0, 0, err
 		}
 		comp := enc.EncodeAll(buf[:k], nil)
 		if _, err := f.WriteAt(comp, at); err != nil {
@@ -177,33 +184,10 @@ func (f *Frames) Span(off, n int64) (first, last int, at, size int64) {
 	return first, last, f.at[first], f.at[last+1] - f.at[first]
 }
 
-// Decode fills dst with the uncompressed bytes from off, from comp, the file's bytes of frames
-// first, first+1, ... (Span's). Each frame's CRC32C is checked before it is decompressed and its
-// length after; dec must bound a frame's memory (NewFramesDecoder). Each frame is decompressed
-// into scratch, of at least ScratchSize(Frame) bytes, then copied: zstd decodes about 1.4 times
-// faster with room past a frame's end than into a buffer of its exact size (the page).
-func (f *Frames) Decode(dec *zstd.Decoder, first int, comp []byte, off int64, dst, scratch []byte) error {
-	at := f.at[first]
-	for i := first; len(dst) > 0; i++ {
-		if i >= len(f.Sizes) {
-			return fmt.Errorf("%w: bytes asked past the block's %d", ErrFrames, f.Raw)
-		}
-		lo, hi := f.at[i]-at, f.at[i+1]-at
-		if hi > int64(len(comp)) {
-			return fmt.Errorf("%w: frame %d is past the %d bytes read", ErrFrames, i, len(comp))
-		}
-		got, err := f.DecodeFrame(dec, i, comp[lo:hi], scratch)
-		if err != nil {
-			return err
-		}
-		n := copy(dst, got[max(0, off-int64(i)*f.Frame):])
-		dst, off = dst[n:], off+int64(n)
-	}
-	return nil
-}
-
 // DecodeFrame decompresses frame i, src its compressed bytes, into scratch (ScratchSize) and
-// returns its uncompressed bytes, there: its CRC32C checked before, its length after.
+// returns its uncompressed bytes, there: its CRC32C checked before, its length after; dec must
+// bound a frame's memory (NewFramesDecoder). The caller copies them out: zstd decodes about 1.4
+// times faster with room past a frame's end than into a buffer of its exact size (the page).
 func (f *Frames) DecodeFrame(dec *zstd.Decoder, i int, src, scratch []byte) ([]byte, error) {
 	if got := CRC32C(src); got != f.CRCs[i] {
 		return nil, fmt.Errorf("%w: frame %d CRC32C %08x, want %08x", ErrFrames, i, got, f.CRCs[i])
@@ -222,11 +206,11 @@ func (f *Frames) DecodeFrame(dec *zstd.Decoder, i int, src, scratch []byte) ([]b
 // decodeSlack is the room past a frame's end that lets zstd decode at its fast pace.
 const decodeSlack = 128 << 10
 
-// ScratchSize returns the bytes of Decode's scratch for frames of frame bytes.
+// ScratchSize returns the bytes of DecodeFrame's scratch for frames of frame bytes.
 func ScratchSize(frame int64) int64 { return frame + decodeSlack }
 
 // NewFramesDecoder returns a zstd decoder that decompresses no frame past frame bytes (a frame
-// that claims more is an error, not an allocation), for Decode.
+// that claims more is an error, not an allocation), for DecodeFrame.
 func NewFramesDecoder(frame int64) (*zstd.Decoder, error) {
 	// A frame's own content checksum (xxhash), where a writer added one, is not checked: its
 	// CRC32C was, before it was decompressed, and its length after.

@@ -52,7 +52,7 @@ func TestFramesRoundTrip(t *testing.T) {
 				first, last, at, span := f.Span(off, n)
 				require.LessOrEqual(t, first, last)
 				dst := make([]byte, n)
-				require.NoError(t, f.Decode(dec, first, file[at:at+span], off, dst, scratch))
+				require.NoError(t, f.decodeRange(dec, first, file[at:at+span], off, dst, scratch))
 				require.Equal(t, raw[off:off+n], dst, "frame %d size %d [%d, +%d)", frame, size, off, n)
 			}
 		}
@@ -76,7 +76,7 @@ func TestFramesCorrupt(t *testing.T) {
 		if err == nil {
 			dst := make([]byte, len(raw))
 			_, _, at, span := f.Span(0, int64(len(raw)))
-			err = f.Decode(dec, 0, bad[at:at+span], 0, dst, make([]byte, ScratchSize(frame)))
+			err = f.decodeRange(dec, 0, bad[at:at+span], 0, dst, make([]byte, ScratchSize(frame)))
 		}
 		require.Error(t, err)
 		require.True(t, errors.Is(err, ErrFrames), "%v", err)
@@ -105,7 +105,7 @@ func TestFramesBomb(t *testing.T) {
 	f, err := ParseFrames(file, int64(len(file)), frame)
 	require.NoError(t, err)
 	dst := make([]byte, frame)
-	err = f.Decode(dec, 0, file[head:], 0, dst, make([]byte, ScratchSize(frame)))
+	err = f.decodeRange(dec, 0, file[head:], 0, dst, make([]byte, ScratchSize(frame)))
 	require.ErrorIs(t, err, ErrFrames)
 	require.Contains(t, err.Error(), "frame 0")
 }
@@ -138,11 +138,33 @@ func BenchmarkFramesDecode(b *testing.B) {
 			dst, scratch := make([]byte, len(c.raw)), make([]byte, ScratchSize(frame))
 			b.SetBytes(int64(len(c.raw)))
 			for b.Loop() {
-				if err := f.Decode(dec, 0, file[f.at[0]:], 0, dst, scratch); err != nil {
+				if err := f.decodeRange(dec, 0, file[f.at[0]:], 0, dst, scratch); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(float64(len(file))/float64(len(c.raw)), "stored/raw")
 		})
 	}
+}
+
+// decodeRange fills dst with the uncompressed bytes from off, from comp, the file's bytes of
+// frames first, first+1, ... (Span's), a frame at a time through DecodeFrame and scratch.
+func (f *Frames) decodeRange(dec *zstd.Decoder, first int, comp []byte, off int64, dst, scratch []byte) error {
+	at := f.at[first]
+	for i := first; len(dst) > 0; i++ {
+		if i >= len(f.Sizes) {
+			return fmt.Errorf("%w: bytes asked past the block's %d", ErrFrames, f.Raw)
+		}
+		lo, hi := f.at[i]-at, f.at[i+1]-at
+		if hi > int64(len(comp)) {
+			return fmt.Errorf("%w: frame %d is past the %d bytes read", ErrFrames, i, len(comp))
+		}
+		got, err := f.DecodeFrame(dec, i, comp[lo:hi], scratch)
+		if err != nil {
+			return err
+		}
+		n := copy(dst, got[max(0, off-int64(i)*f.Frame):])
+		dst, off = dst[n:], off+int64(n)
+	}
+	return nil
 }

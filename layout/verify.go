@@ -26,7 +26,7 @@ func (d *Dataset) checkCRC(ctx context.Context, src source.Blocks, id FileID, ho
 // scanFile is checkCRC that also hands each piece read, in order, to each (nil: none).
 func (d *Dataset) scanFile(ctx context.Context, src source.Blocks, id FileID, how source.Read, each func([]byte)) error {
 	f, ok := d.File(id)
-	if !ok || !f.HasCRC && each == nil {
+	if !ok || !f.HasCRC { // a packed file, compressed or not, always has one
 		return nil
 	}
 	how = how.Checked()
@@ -41,9 +41,6 @@ func (d *Dataset) scanFile(ctx context.Context, src source.Blocks, id FileID, ho
 		if each != nil {
 			each(buf[:n])
 		}
-	}
-	if !f.HasCRC {
-		return nil
 	}
 	if err := crc32c.Check(crc, f.CRC32C); err != nil {
 		return wrapf(ErrCorrupt, err, f.Name, f.Block, "%s (the file is damaged; re-pack the dataset)", err.(*crc32c.Mismatch).Detail())

@@ -113,10 +113,7 @@ func (c *compressor) copyData(path string, block int, r io.Reader, n int64) (uin
 	var first []byte
 	if !c.tried && n >= MinTrial {
 		first = make([]byte, min(n, c.opt.Frame))
-		if _, err := io.ReadFull(r, first); err != nil {
-			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				err = fmt.Errorf("the record ended before its %d bytes: %w", n, io.ErrUnexpectedEOF)
-			}
+		if err := readRecordPart(r, first, n); err != nil {
 			return 0, fmt.Errorf("writing %s: %w", path, err)
 		}
 		c.try(first)
