@@ -28,16 +28,23 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
-# The Debian packages the tests use (installed when run as root; see scripts/deps.sh).
+# The Debian packages the tests use, one list: scripts/deps.txt (installed when run as root by
+# scripts/deps.sh; .ci/run installs the same list and nothing else).
 deps:
 	@scripts/deps.sh
+
+# Every Python module the tests, examples, benchmarks and package import is the standard
+# library's, the project's, in scripts/deps.txt, or imported under a guard.
+.PHONY: pyimports
+pyimports:
+	@$(PYTHON) scripts/pyimports.py
 
 # Every package but test/: kernel-free, run with the race detector.
 UNIT := ./source/... ./layout/... ./shuffle/... ./cache/... ./view/... ./pack/... ./fs/... ./mount/... ./cmd/... ./internal/...
 
 # Unit tests run with the race detector; test/ mounts the built binary. The object store tests
 # run against a MinIO server that scripts/minio.sh builds once per machine (about 5 minutes).
-test: deps vet typecheck
+test: deps vet pyimports typecheck
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(UNIT)
 	$(GO) test -race -count=1 -tags tables -run 'Parquet|Arrow|Table' ./pack/
 	$(GO) test -count=1 -tags tables -run 'Plot' ./cmd/blockfs/

@@ -336,6 +336,7 @@ func TestCompressedS3(t *testing.T) {
 // bytes are the raw pack's, blocks of several frames and ranges across frames included, and a
 // flipped byte is refused there too.
 func TestCompressedIndependentReader(t *testing.T) {
+	py := requirePython(t, "zstandard")
 	dir := t.TempDir()
 	tokens := writeTokens(t, dir, 4_000_000)
 	raw, comp := filepath.Join(dir, "raw"), filepath.Join(dir, "zstd")
@@ -363,7 +364,7 @@ func TestCompressedIndependentReader(t *testing.T) {
 		want = append(want, data...)
 	}
 	reader := func(args ...string) *exec.Cmd {
-		return exec.Command("/usr/bin/python3", append([]string{"../docs/examples/read_compressed.py"}, args...)...)
+		return exec.Command(py, append([]string{"../docs/examples/read_compressed.py"}, args...)...)
 	}
 	out := filepath.Join(dir, "out.bin")
 	res, err := reader(comp, out).CombinedOutput()

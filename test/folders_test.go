@@ -97,7 +97,17 @@ func TestPackFolderAsPeopleHaveIt(t *testing.T) {
 			assert.Equal(t, want, recs[i], c.want[id])
 		}
 	}
-	t.Log(pyCheckScript(t, py, "testdata/folder_checks.py", mAll.dir, mPNG.dir))
+	// Labels as ImageFolder's rule both where torchvision is missing (hidden here) and, where
+	// it is installed, against torchvision's own ImageFolder.
+	out = pyCheckScriptEnv(t, append(os.Environ(), "PYTHONPATH="+hideModules(t, "torchvision")), py, "testdata/folder_checks.py", mAll.dir, mPNG.dir)
+	assert.Contains(t, out, "labels as ImageFolder's rule (no torchvision)")
+	t.Log(out)
+	t.Run("torchvision", func(t *testing.T) {
+		py := requirePython(t, "numpy", "torch", "torchvision")
+		out := pyCheckScript(t, py, "testdata/folder_checks.py", mAll.dir, mPNG.dir)
+		assert.Contains(t, out, "labels as torchvision's ImageFolder")
+		t.Log(out)
+	})
 }
 
 // TestPackCSVSkipHeader: a CSV's header is a record unless --skip-header, and pack says so;
@@ -131,7 +141,14 @@ func TestPackCSVSkipHeader(t *testing.T) {
 // pyCheckScript runs a Python check script and returns its "ok ..." line.
 func pyCheckScript(t *testing.T, py, script string, args ...string) string {
 	t.Helper()
+	return pyCheckScriptEnv(t, nil, py, script, args...)
+}
+
+// pyCheckScriptEnv is pyCheckScript in the environment env (nil: this process's).
+func pyCheckScriptEnv(t *testing.T, env []string, py, script string, args ...string) string {
+	t.Helper()
 	cmd := exec.Command(py, append([]string{script}, args...)...)
+	cmd.Env = env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

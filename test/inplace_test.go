@@ -93,14 +93,7 @@ func TestInPlaceOffsetRecords(t *testing.T) {
 // to a .npy with the same rows; docs/examples/hdf5_in_place.py runs both ways.
 func TestHDF5InPlace(t *testing.T) {
 	requireFUSE(t)
-	py := systemPython(t)
-	if out, err := exec.Command(py, "-c", "import h5py").CombinedOutput(); err != nil {
-		msg := "python3-h5py is not installed (apt-get install python3-h5py): " + string(out)
-		if os.Getenv("BLOCKFS_REQUIRE_FUSE") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	py := requirePython(t, "numpy", "torch", "h5py")
 	dir := t.TempDir()
 	h5 := filepath.Join(dir, "train.h5")
 	make5 := `import h5py, numpy as np, sys
@@ -174,6 +167,14 @@ print("ok")`
 	assert.Equal(t, 1, cmd.ProcessState.ExitCode())
 	assert.Contains(t, stderr.String(), "blockfs.hdf5: 'z' in "+h5+" is compressed: it is not one run of bytes in the file")
 	assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "one line: %s", stderr.String())
+	// Where h5py is missing: one line naming the package to install, exit 1 (ERRORS.md H3).
+	cmd = python("-m", "blockfs.hdf5", "flags", h5, "x")
+	cmd.Env = append(cmd.Env, "PYTHONPATH="+hideModules(t, "h5py")+":../python")
+	stderr.Reset()
+	cmd.Stderr = &stderr
+	require.Error(t, cmd.Run())
+	assert.Equal(t, 1, cmd.ProcessState.ExitCode())
+	assert.Equal(t, "blockfs.hdf5: blockfs.hdf5 needs h5py: pip install h5py (Debian: apt-get install python3-h5py)\n", stderr.String())
 	npy := filepath.Join(dir, "z.npy")
 	out, err = python("-m", "blockfs.hdf5", "to-npy", h5, "z", npy, "--chunk-mib", "1").CombinedOutput()
 	require.NoError(t, err, string(out))

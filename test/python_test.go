@@ -16,25 +16,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// systemPython returns Debian's python3 with numpy and torch (BLOCKFS_PYTHON overrides). CI
-// installs python3-numpy and python3-torch; without them the test skips, except under
-// BLOCKFS_REQUIRE_FUSE=1 (CI), where it fails.
+// systemPython returns Debian's python3 with numpy and torch (BLOCKFS_PYTHON overrides); the
+// test skips without them, or fails under BLOCKFS_REQUIRE_FUSE=1 (requirePython).
 func systemPython(t *testing.T) string {
 	t.Helper()
-	py := os.Getenv("BLOCKFS_PYTHON")
-	if py == "" {
-		py = "/usr/bin/python3"
-	}
-	out, err := exec.Command(py, "-c", "import numpy, torch").CombinedOutput()
-	if err == nil {
-		return py
-	}
-	msg := fmt.Sprintf("%s cannot import numpy and torch (apt-get install python3-numpy python3-torch): %v %s", py, err, out)
-	if os.Getenv("BLOCKFS_REQUIRE_FUSE") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
+	return requirePython(t, "numpy", "torch")
 }
 
 // pyCheck runs test/testdata/loader_checks.py and returns its "ok ..." line.

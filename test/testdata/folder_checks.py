@@ -59,6 +59,7 @@ def read_back(mount):
 def main(all_mount, png_mount):
     tc = unittest.TestCase()
     seen = []
+    real = set()
     for mount in (all_mount, png_mount):
         names, root = read_back(mount)
         try:
@@ -66,6 +67,7 @@ def main(all_mount, png_mount):
                 warnings.simplefilter("always")
                 labels, classes = blockfs.labels_from_names(mount)
             check_image_folder_labels(tc, names, labels, classes, root)
+            real.add(torchvision_image_folder(root) is not None)
         finally:
             shutil.rmtree(root, ignore_errors=True)
         top = [n for n in names if "/" not in n]
@@ -94,8 +96,9 @@ def main(all_mount, png_mount):
     for name in cm.exception.names:
         tc.assertIn(f"id {all_names.index(name)} ({name})", str(cm.exception))
     tc.assertIn("ValueError: not a PNG", str(cm.exception))
-    real = "torchvision's ImageFolder" if torchvision_image_folder(root) is not None else "ImageFolder's rule (no torchvision)"
-    print(f"ok: {'; '.join(seen)}; labels as {real}; decode(records, ids) sized {n} PNGs; "
+    tc.assertEqual(len(real), 1)
+    rule = "torchvision's ImageFolder" if real.pop() else "ImageFolder's rule (no torchvision)"
+    print(f"ok: {'; '.join(seen)}; labels as {rule}; decode(records, ids) sized {n} PNGs; "
           f"DecodeError named {cm.exception.names}")
 
 
