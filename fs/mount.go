@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -35,7 +36,13 @@ type Options struct {
 	// OnRead, when set, is told of every read: how long it took in the daemon and how long
 	// of that it waited for loads (the metrics' histograms).
 	OnRead func(took, waited time.Duration)
+	// NoShm turns the shared-memory read path off (docs/SHM.md): info.json names no socket,
+	// and readers use the files.
+	NoShm bool
 }
+
+// ShmSocketKey is the key of info.json that names the shared-memory path's socket.
+const ShmSocketKey = "shm_socket"
 
 // Type is the mount's subtype: mountinfo lists it as "fuse.blockfs".
 const Type = "blockfs"
@@ -53,6 +60,7 @@ type Server struct {
 	*fuse.Server
 	Mountpoint string
 	m          *mount
+	shm        *shmServer // nil with Options.NoShm
 }
 
 // mount is the state shared by all nodes of one mount. Immutable after Mount except counters.
@@ -71,6 +79,7 @@ type mount struct {
 	errs   atomic.Uint64                // FUSE read requests answered with an error
 	times  readTimes                    // where reads' time went, and the open readers
 	start  time.Time                    // when the mount was made
+	shm    atomic.Pointer[shmServer]    // the shared-memory path, once it serves; nil without
 }
 
 // Mount mounts set at mountpoint and returns once the kernel has the mount ready. A mountpoint
@@ -80,8 +89,21 @@ func Mount(mountpoint string, set view.Served, opt Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var shm *shmServer
+	if !opt.NoShm {
+		// Listening first, so that info.json names the socket.
+		if shm, err = listenShm(); err != nil {
+			return nil, err
+		}
+		opt.Info = maps.Clone(opt.Info)
+		if opt.Info == nil {
+			opt.Info = map[string]any{}
+		}
+		opt.Info[ShmSocketKey] = shm.addr
+	}
 	m, err := newMount(set, opt)
 	if err != nil {
+		shm.stop()
 		return nil, err
 	}
 	fopt := MountOptions(set.Dir(), m.uid, m.gid, opt.AllowOther, opt.Debug)
@@ -94,6 +116,7 @@ func Mount(mountpoint string, set view.Served, opt Options) (*Server, error) {
 	}
 	srv, err := gofs.Mount(mnt, m.root(), fopt)
 	if err != nil {
+		shm.stop()
 		if fd >= 0 {
 			return nil, fmt.Errorf("cannot serve the FUSE connection on %s: %w", mnt, err)
 		}
@@ -110,8 +133,21 @@ func Mount(mountpoint string, set view.Served, opt Options) (*Server, error) {
 		// /dev/fuse's device, not the mount's.
 		RaiseReadahead(mnt)
 	}
-	return &Server{Server: srv, Mountpoint: mnt, m: m}, nil
+	if shm != nil {
+		shm.start(m)
+	}
+	return &Server{Server: srv, Mountpoint: mnt, m: m, shm: shm}, nil
 }
+
+// Unmount stops the shared-memory path, then unmounts.
+func (s *Server) Unmount() error {
+	s.StopShm()
+	return s.Server.Unmount()
+}
+
+// StopShm ends the shared-memory path's connections and waits for their reads, so that the
+// cache may go; the mount's owner calls it once the mount is gone (Unmount does). Idempotent.
+func (s *Server) StopShm() { s.shm.stop() }
 
 // newMount builds the state of a mount of set, and its info.json.
 func newMount(set view.Served, opt Options) (*mount, error) {

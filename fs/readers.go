@@ -56,10 +56,16 @@ type readTimes struct {
 
 // open registers a reader of file, opened by the process of ctx's caller.
 func (t *readTimes) open(ctx context.Context, file string, size int64) *reader {
-	r := &reader{file: file, size: size, opened: time.Now()}
+	var pid uint32
 	if c, ok := fuse.FromContext(ctx); ok && c != nil {
-		r.pid = tgid(c.Pid)
+		pid = tgid(c.Pid)
 	}
+	return t.openBy(pid, file, size)
+}
+
+// openBy registers a reader of file, opened by process pid (the shared-memory path's client).
+func (t *readTimes) openBy(pid uint32, file string, size int64) *reader {
+	r := &reader{file: file, size: size, opened: time.Now(), pid: pid}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.readers == nil {

@@ -38,6 +38,12 @@ type Counters struct {
 	// SourceServed counts a mixture's .source bytes returned (omitted while 0: other
 	// datasets have no .source files).
 	SourceServed uint64 `json:"source_bytes_served,omitempty"`
+	// The shared-memory path (docs/SHM.md): its reads (counted in read_requests too), the
+	// clients connected now, and the bytes of their buffers mapped into the daemon now (their
+	// memory, not the daemon's: daemon_rss_bytes leaves them out).
+	ShmReads   uint64 `json:"shm_read_requests"`
+	ShmClients int64  `json:"shm_clients"`
+	ShmMapped  int64  `json:"shm_mapped_bytes"`
 }
 
 // Counters returns the FUSE layer's counters now.
@@ -53,6 +59,12 @@ func (m *mount) counters() Counters {
 		ReadSeconds: seconds(m.times.readNS.Load()), Uptime: now.Sub(m.start).Seconds(),
 		Goroutines: runtime.NumGoroutine(), OpenFDs: openFDs(), PID: os.Getpid(), RSS: residentBytes(),
 		Readers: readers,
+	}
+	if sh := m.shm.Load(); sh != nil {
+		c.ShmReads, c.ShmClients, c.ShmMapped = sh.reads.Load(), sh.clients.Load(), sh.mapped.Load()
+		if c.RSS >= 0 {
+			c.RSS = max(0, c.RSS-c.ShmMapped)
+		}
 	}
 	c.ReaderSeconds = seconds(closedNS)
 	for _, r := range c.Readers {

@@ -94,7 +94,9 @@ func (p *Plan) Serve(ready func()) error {
 		gone = w.gone
 	}
 	if serveMount(srv, p.mnt, sigs, gone) {
-		// Only once the server has stopped may the cache's memory go.
+		// Only once the server and the shared-memory path have stopped may the cache's
+		// memory go.
+		srv.StopShm()
 		c.Close()
 	}
 	return nil

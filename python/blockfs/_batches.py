@@ -13,6 +13,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ._files import Field, Tree, is_mixture, names_of
+from ._shm import ENV as SHM_ENV, Channel, ShmUnavailable, channel, warn_once
 from ._types import Info
 
 # A batch key: (epoch, start, end, after), see blockfs.torch.batch_keys.
@@ -64,11 +65,18 @@ class _Batches(Dataset[Batch]):
     """Turns a batch key into a batch: a pure function of the key, run in the workers."""
 
     def __init__(self, path: str, info: Info, labels: Optional[npt.NDArray[Any]],
-                 decode: Optional[Callable[..., Any]], decode_ids: bool, fields: Optional[Sequence[Field]] = None) -> None:
+                 decode: Optional[Callable[..., Any]], decode_ids: bool, fields: Optional[Sequence[Field]] = None,
+                 shm: Optional[bool] = None) -> None:
         self.path, self.labels, self.decode, self.decode_ids = path, labels, decode, decode_ids
+        self.info = info
         self.tree = Tree.from_info(info)
         self._fds: Dict[Tuple[int, str], int] = {}
         self._pid: Optional[int] = None
+        # The shared-memory path: None uses it where the mount offers it (else the files, said
+        # once), True requires it, False reads the files. _ch is this process's channel.
+        self.shm = shm
+        self._ch: Optional[Channel] = None
+        self._ch_pid: Optional[int] = None
         self.open_files = OPEN_FILES
         # A dataset with fields: the fields to read, in the order asked; None for records.
         self.fields = None if fields is None else list(fields)
@@ -236,14 +244,41 @@ class _Batches(Dataset[Batch]):
         sources = None if source is None else [int(source[i]) for i in rows]
         return DecodeError(f"{what}: {type(err).__name__}: {err}", which, names, sources)
 
+    def channel(self) -> Optional[Channel]:
+        """This process's shared-memory channel to the mount's daemon, made on first use; None
+        where the path is off or the mount offers none (said once; ShmUnavailable instead
+        when shm=True)."""
+        if self._ch_pid == os.getpid():
+            return self._ch
+        self._ch, self._ch_pid = None, os.getpid()
+        if self.shm is False or (self.shm is None and os.environ.get(SHM_ENV) == "0"):
+            return None
+        try:
+            self._ch = channel(self.path, dict(self.info))
+        except ShmUnavailable as e:
+            if self.shm:
+                raise
+            warn_once(str(e))
+        return self._ch
+
     def _read(self, epoch: int, suffix: str, off: int, n: int) -> npt.NDArray[np.uint8]:
-        """n bytes of epoch's file (or sidecar) from off, in one read."""
-        buf = np.empty(n, dtype=np.uint8)
+        """n bytes of epoch's file (or sidecar) from off: an array over the shared-memory
+        path's buffer where the mount offers one, else read from the file in one read."""
         if n == 0:
-            return buf
+            return np.empty(0, dtype=np.uint8)
+        t0 = time.perf_counter()
+        ch = self.channel()
+        if ch is not None:
+            name = self.tree.epoch_file("", epoch, None, suffix)
+            arr = ch.read(name, off, n)
+            if arr is not None:
+                if len(arr) < n:
+                    raise OSError(f"{self._path(epoch, suffix)}: short read at {off} ({len(arr)} of {n} bytes)")
+                self._read_s = getattr(self, "_read_s", 0.0) + time.perf_counter() - t0
+                return arr
+        buf = np.empty(n, dtype=np.uint8)
         fd = self._fd(epoch, suffix)
         view, got = buf.data, 0
-        t0 = time.perf_counter()
         while got < n:
             k = os.preadv(fd, [view[got:]], off + got)
             if k == 0:
@@ -279,10 +314,11 @@ class _Batches(Dataset[Batch]):
             for fd in self._fds.values():
                 os.close(fd)
         self._fds = {}
+        self._ch, self._ch_pid = None, None  # the process's, kept for the next reader
 
     def __getstate__(self) -> Dict[str, Any]:
         s = dict(self.__dict__)
-        s["_fds"], s["_pid"] = {}, None
+        s["_fds"], s["_pid"], s["_ch"], s["_ch_pid"] = {}, None, None, None
         return s
 
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import numbers
 import os
+import queue
+import threading
 import time
 from fractions import Fraction
 import weakref
@@ -158,6 +160,80 @@ def _state_int(state: Dict[str, Any], key: str, lo: int, hi: int) -> int:
     return n
 
 
+# Batches a Loader with num_workers=0 reads ahead of the trainer.
+PREFETCH = 2
+
+
+def _as_tensors(batch: Batch, fields: bool, pin: bool) -> Any:
+    """What the loader yields for a batch as made (its last item, the position, left out):
+    arrays as tensors, pinned with pin."""
+    if fields:
+        fout = _tensors(batch[0])
+        return _pinned(fout) if pin else fout
+    out = tuple(_tensor(x) for x in batch[:-1])
+    if pin:
+        out = tuple(x.pin_memory() if isinstance(x, torch.Tensor) else x for x in out)
+    return out
+
+
+class _ReadAhead:
+    """Makes the batches of keys on a thread, ahead of the trainer by at most `ahead` batches,
+    so that a batch is read while the last one is computed on (a read, on the shared-memory
+    path or a file, releases the GIL). Iterating yields (tensors, ..., the batch's last item);
+    an error making a batch is raised where that batch would have been. stop ends the thread
+    (at the latest once the batch it is making is made) and waits for it."""
+
+    _END = object()
+
+    def __init__(self, batches: _Batches, keys: List[Key], ahead: int, pin: bool) -> None:
+        self._q: queue.Queue[Any] = queue.Queue(maxsize=ahead)
+        self._stopped = threading.Event()
+        fields = batches.fields is not None
+
+        def run() -> None:
+            try:
+                for key in keys:
+                    if self._stopped.is_set():
+                        return
+                    b = batches[key]
+                    item = (_as_tensors(b, fields, pin), b[-1])
+                    while not self._stopped.is_set():
+                        try:
+                            self._q.put(item, timeout=0.1)
+                            break
+                        except queue.Full:
+                            continue
+                self._put(self._END)
+            except BaseException as e:  # raised in the trainer's thread, where the batch was due
+                self._put(e)
+
+        self._thread = threading.Thread(target=run, name="blockfs-readahead", daemon=True)
+        self._thread.start()
+
+    def _put(self, item: Any) -> None:
+        while not self._stopped.is_set():
+            try:
+                self._q.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def __iter__(self) -> _ReadAhead:
+        return self
+
+    def __next__(self) -> Batch:
+        item = self._q.get()
+        if item is self._END:
+            raise StopIteration
+        if isinstance(item, BaseException):
+            raise item
+        return item  # type: ignore[no-any-return]
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join()
+
+
 class Loader:
     """Batches (ids, records[, labels]) of a mount's epochs for PyTorch training; (ids, source,
     records) of a mixture's; a dict {"ids": ids, field: values, ...} of a dataset with fields'.
@@ -232,7 +308,7 @@ class Loader:
                  prefetch_factor: Optional[int] = None, timeout: float = 0,
                  worker_init_fn: Optional[Callable[[int], None]] = None, multiprocessing_context: Any = None,
                  decode_ids: bool = False, fields: Optional[Sequence[str]] = None,
-                 local_world_size: Optional[int] = None) -> None:
+                 local_world_size: Optional[int] = None, shm: Optional[bool] = None) -> None:
         self.path = mount_path(path)
         self.info = read_info(self.path)
         self.fields = self._choose_fields(fields, labels, decode, decode_ids)
@@ -273,10 +349,16 @@ class Loader:
                 kw["prefetch_factor"] = prefetch_factor
             if multiprocessing_context is not None:
                 kw["multiprocessing_context"] = multiprocessing_context
+        elif prefetch_factor is not None and int(prefetch_factor) < 1:
+            raise ValueError(f"prefetch_factor {prefetch_factor!r}: need at least 1")
         self.pin_memory = bool(pin_memory)  # in this process: workers send arrays, not tensors
         if decode_ids and decode is None:
             raise ValueError("decode_ids=True needs a decode function (it is called as decode(records, ids))")
-        self._batches = _Batches(self.path, self.info, labels, decode, bool(decode_ids), self.fields)
+        self._batches = _Batches(self.path, self.info, labels, decode, bool(decode_ids), self.fields,
+                                 None if shm is None else bool(shm))
+        # With num_workers=0 a thread of this process reads this many batches ahead of the
+        # trainer (prefetch_factor's meaning for a worker).
+        self._ahead = max(1, int(prefetch_factor)) if prefetch_factor is not None else PREFETCH
         self._loader_options: Dict[str, Any] = dict(num_workers=num_workers, timeout=timeout,
                                                     worker_init_fn=worker_init_fn, **kw)
         self._loader: Optional[DataLoader[Batch]] = None
@@ -385,10 +467,25 @@ class Loader:
         self._running.add(it)
         return it
 
+    def _batches_read(self) -> Iterator[Batch]:
+        """The batches of the rest of the epoch as made: by the workers, or, with
+        num_workers=0, by a thread of this process that reads ahead of the trainer."""
+        if self.num_workers > 0:
+            return iter(self._data_loader())
+        return _ReadAhead(self._batches, list(self._keys()), self._ahead, self.pin_memory)
+
     def _iterate(self) -> Generator[Any, None, None]:
         epoch = self.epoch
         start, before = time.perf_counter(), self._reads["seconds"]
-        for batch in self._data_loader():
+        batches = self._batches_read()
+        try:
+            yield from self._deliver(batches, epoch, start, before)
+        finally:
+            if isinstance(batches, _ReadAhead):
+                batches.stop()
+
+    def _deliver(self, batches: Iterator[Batch], epoch: int, start: float, before: float) -> Generator[Any, None, None]:
+        for batch in batches:
             if self.epoch != epoch:
                 raise RuntimeError("set_epoch or load_state_dict was called during an iteration")
             self.position, read_s, busy_s = batch[-1]
@@ -397,14 +494,10 @@ class Loader:
             r["read_seconds"] += read_s
             r["batch_seconds"] += busy_s
             r["seconds"] = before + time.perf_counter() - start
-            if self.fields is not None:
-                fout = _tensors(batch[0])
-                yield _pinned(fout) if self.pin_memory else fout
+            if isinstance(batches, _ReadAhead):
+                yield batch[0]  # made into tensors (and pinned) by the thread
                 continue
-            out = tuple(_tensor(x) for x in batch[:-1])
-            if self.pin_memory:
-                out = tuple(x.pin_memory() if isinstance(x, torch.Tensor) else x for x in out)
-            yield out
+            yield _as_tensors(batch, self.fields is not None, self.pin_memory)
         self.epoch, self.position = epoch + 1, 0
 
     def close(self) -> None:

@@ -1,0 +1,463 @@
+package fs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/blockfs/blockfs/internal/parallel"
+	"github.com/blockfs/blockfs/view"
+)
+
+// The shared-memory read path (docs/SHM.md; the wire format is shm_proto.go's). A trainer on the
+// same machine maps buffers of its own into the daemon and asks for byte ranges of the mount's
+// files by path; the daemon copies them from its cache into those buffers, one copy, on a
+// goroutine per connection and, for a large read, on as many more as there are cores. The bytes
+// are those a read of the file through FUSE returns: the path resolves as a lookup does, and
+// the read goes through the same view.Reader (readahead included). A client gets only what it
+// could read through the mount: its uid is the daemon's, or the mount lets other users in. The
+// daemon writes only into the client's buffers and never maps its cache into a client.
+//
+// Lock order: shmServer.mu, then nothing.
+
+// shmChunk is the least a large read is cut into to be copied on several goroutines.
+const shmChunk = 4 << 20
+
+// shmFiles is how many files a connection keeps open (two epochs of a dataset with fields).
+const shmFiles = 32
+
+// shmWriteTimeout bounds how long a reply may wait for a client that does not read it.
+const shmWriteTimeout = time.Minute
+
+// shmServer serves the protocol for one mount. Immutable after listenShm but for mu's fields.
+type shmServer struct {
+	m      *mount
+	ln     *net.UnixListener
+	addr   string // the abstract socket's name, "@blockfs-..." (info.json's shm_socket)
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	reads   atomic.Uint64 // reads served
+	clients atomic.Int64  // connections now
+	mapped  atomic.Int64  // bytes of client buffers mapped now
+
+	mu     sync.Mutex
+	conns  map[*net.UnixConn]struct{} // guarded by mu
+	closed bool                       // guarded by mu
+	wg     sync.WaitGroup
+}
+
+// listenShm opens the socket of a mount's shared-memory path: an abstract Unix socket (no
+// file to plant, remove or leave behind; it goes with the daemon) with a random name. start
+// serves it once the mount is made.
+func listenShm() (*shmServer, error) {
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, err
+	}
+	addr := "@blockfs-" + hex.EncodeToString(id[:])
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: addr, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("shared-memory socket: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &shmServer{ln: ln, addr: addr, ctx: ctx, cancel: cancel, conns: map[*net.UnixConn]struct{}{}}, nil
+}
+
+// start serves m on the socket.
+func (s *shmServer) start(m *mount) {
+	s.m = m
+	m.shm.Store(s)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.serve()
+	}()
+}
+
+// serve accepts connections until close.
+func (s *shmServer) serve() {
+	for {
+		c, err := s.ln.AcceptUnix()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				log.Printf("blockfs: shared-memory socket: %v", err)
+			}
+			return
+		}
+		s.mu.Lock()
+		if s.closed || len(s.conns) >= shmMaxConns {
+			s.mu.Unlock()
+			c.Close()
+			continue
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			s.handle(c)
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+			c.Close()
+		}()
+	}
+}
+
+// stop stops accepting, ends every connection (their reads in progress are cancelled) and
+// waits for them: each unmaps its buffers on the way out. Idempotent; nil does nothing.
+func (s *shmServer) stop() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		s.ln.Close()
+		s.cancel()
+		for c := range s.conns {
+			c.Close()
+		}
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// peer returns the credentials of the process at the other end of c.
+func peer(c *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		return nil, err
+	}
+	return cred, cerr
+}
+
+// shmConn is one client's connection: its buffers and the files it has read. Used by its own
+// goroutine only.
+type shmConn struct {
+	s      *shmServer
+	c      *net.UnixConn
+	pid    uint32
+	bufs   map[uint32][]byte
+	mapped int64
+	files  map[string]*shmFile
+	out    []byte
+}
+
+// shmFile is a file a connection reads: its reader (readahead as a FUSE handle's) and its
+// counters in stats.json's readers.
+type shmFile struct {
+	r    *view.Reader
+	rd   *reader
+	kind view.Kind
+}
+
+// handle serves c until the client goes, a packet is malformed, or the server closes.
+func (s *shmServer) handle(c *net.UnixConn) {
+	cred, err := peer(c)
+	if err != nil {
+		return
+	}
+	sc := &shmConn{s: s, c: c, pid: uint32(cred.Pid), bufs: map[uint32][]byte{}, files: map[string]*shmFile{}}
+	s.clients.Add(1)
+	defer s.clients.Add(-1)
+	defer sc.release()
+	if !s.m.opt.AllowOther && cred.Uid != s.m.uid {
+		sc.reply(uint32(syscall.EACCES), 0, fmt.Sprintf("uid %d may not read this mount (it is uid %d's; mount with --allow-other to let other users read)", cred.Uid, s.m.uid))
+		return
+	}
+	in := make([]byte, shmMaxPacket)
+	oob := make([]byte, unix.CmsgSpace(4*shmMaxBuffers))
+	for {
+		n, oobn, flags, _, err := c.ReadMsgUnix(in, oob)
+		if err != nil || n == 0 {
+			return
+		}
+		fds := rights(oob[:oobn])
+		if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+			closeAll(fds)
+			return
+		}
+		req, err := parseShmRequest(in[:n])
+		if err != nil {
+			closeAll(fds)
+			sc.reply(uint32(syscall.EINVAL), 0, err.Error())
+			return
+		}
+		if req.Op != shmMap {
+			closeAll(fds)
+		}
+		var errno uint32
+		var got uint64
+		var msg string
+		switch req.Op {
+		case shmMap:
+			errno, msg = sc.mapBuffer(req, fds)
+		case shmUnmap:
+			errno, msg = sc.unmapBuffer(req.Buffer)
+		case shmRead:
+			got, errno, msg = sc.read(req)
+		default:
+			errno, msg = uint32(syscall.EINVAL), fmt.Sprintf("unknown op %d", req.Op)
+		}
+		if !sc.reply(errno, got, msg) {
+			return
+		}
+	}
+}
+
+// rights returns the descriptors passed in a packet's control messages.
+func rights(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for i := range msgs {
+		if f, err := unix.ParseUnixRights(&msgs[i]); err == nil {
+			fds = append(fds, f...)
+		}
+	}
+	return fds
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// reply sends one reply; false if the client is gone or does not read it in time.
+func (sc *shmConn) reply(errno uint32, n uint64, msg string) bool {
+	sc.out = appendShmReply(sc.out[:0], errno, n, msg)
+	sc.c.SetWriteDeadline(time.Now().Add(shmWriteTimeout))
+	_, err := sc.c.Write(sc.out)
+	return err == nil
+}
+
+// mapBuffer maps the memfd of a shmMap request as buffer req.Buffer of req.A bytes. The memfd
+// must be sealed against shrinking (so the daemon's writes never fault past its end) and its
+// pages already there (the client touched them, so they are the client's memory, charged to
+// its cgroup, not the daemon's).
+func (sc *shmConn) mapBuffer(req shmRequest, fds []int) (uint32, string) {
+	defer closeAll(fds)
+	size := int64(req.A)
+	switch {
+	case len(fds) != 1:
+		return uint32(syscall.EINVAL), fmt.Sprintf("map: %d descriptors passed, want 1 (a memfd)", len(fds))
+	case sc.bufs[req.Buffer] != nil:
+		return uint32(syscall.EEXIST), fmt.Sprintf("map: buffer %d is mapped already", req.Buffer)
+	case len(sc.bufs) >= shmMaxBuffers:
+		return uint32(syscall.ENOSPC), fmt.Sprintf("map: %d buffers mapped, the most a connection may have", len(sc.bufs))
+	case size <= 0 || size > shmMaxMapped-sc.mapped:
+		return uint32(syscall.ENOSPC), fmt.Sprintf("map: %d bytes: a connection may map at most %d in all (%d mapped)", size, int64(shmMaxMapped), sc.mapped)
+	}
+	fd := fds[0]
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
+		return uint32(syscall.EINVAL), "map: the buffer is not a memfd sealed with F_SEAL_SHRINK"
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size < size {
+		return uint32(syscall.EINVAL), fmt.Sprintf("map: the memfd holds %d bytes, fewer than %d", st.Size, size)
+	}
+	// MAP_POPULATE: the page tables made at once, not by a fault at the first write of each page.
+	b, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return uint32(syscall.ENOMEM), fmt.Sprintf("map: %v", err)
+	}
+	if !resident(b) {
+		unix.Munmap(b)
+		return uint32(syscall.EINVAL), "map: the buffer's pages are not all in memory (touch every page before mapping it)"
+	}
+	sc.bufs[req.Buffer] = b
+	sc.mapped += size
+	sc.s.mapped.Add(size)
+	return 0, ""
+}
+
+// resident says whether every page of b is in memory.
+func resident(b []byte) bool {
+	vec := make([]byte, (len(b)+unix.Getpagesize()-1)/unix.Getpagesize())
+	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0])))
+	if errno != 0 {
+		return false
+	}
+	for _, v := range vec {
+		if v&1 == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (sc *shmConn) unmapBuffer(id uint32) (uint32, string) {
+	b := sc.bufs[id]
+	if b == nil {
+		return uint32(syscall.ENOENT), fmt.Sprintf("unmap: no buffer %d", id)
+	}
+	unix.Munmap(b)
+	delete(sc.bufs, id)
+	sc.mapped -= int64(len(b))
+	sc.s.mapped.Add(-int64(len(b)))
+	return 0, ""
+}
+
+// release unmaps the connection's buffers and closes its files.
+func (sc *shmConn) release() {
+	for id := range sc.bufs {
+		sc.unmapBuffer(id)
+	}
+	sc.closeFiles()
+}
+
+func (sc *shmConn) closeFiles() {
+	for p, f := range sc.files {
+		sc.s.m.times.close(f.rd)
+		delete(sc.files, p)
+	}
+}
+
+// read serves a shmRead: up to req.C bytes of req.Path from req.B into buffer req.Buffer at
+// req.A, clamped to the file's end as a read of the file is; it returns how many it copied.
+func (sc *shmConn) read(req shmRequest) (uint64, uint32, string) {
+	b := sc.bufs[req.Buffer]
+	if b == nil {
+		return 0, uint32(syscall.ENOENT), fmt.Sprintf("read: no buffer %d", req.Buffer)
+	}
+	if req.A > uint64(len(b)) || req.C > uint64(len(b))-req.A {
+		return 0, uint32(syscall.EINVAL), fmt.Sprintf("read: %d bytes at %d do not fit buffer %d of %d bytes", req.C, req.A, req.Buffer, len(b))
+	}
+	if req.B > 1<<62 {
+		return 0, uint32(syscall.EINVAL), fmt.Sprintf("read: offset %d", req.B)
+	}
+	f, errno, msg := sc.open(req.Path)
+	if errno != 0 {
+		return 0, errno, msg
+	}
+	m := sc.s.m
+	off, size := int64(req.B), f.r.Size()
+	n := int64(req.C)
+	if off >= size {
+		n = 0
+	} else if n > size-off {
+		n = size - off
+	}
+	m.reads.Add(1)
+	sc.s.reads.Add(1)
+	var w view.Waits
+	start := time.Now()
+	err := sc.copy(&w, f.r, b[req.A:req.A+uint64(n)], off)
+	took := time.Since(start)
+	m.times.read(f.rd, start, took, w.Duration(), off+n, int(n))
+	if m.opt.OnRead != nil {
+		m.opt.OnRead(took, w.Duration())
+	}
+	if err != nil {
+		m.errs.Add(1)
+		what := fmt.Sprintf("read %s at %d", req.Path, off)
+		errno, why := classify(err)
+		if why != "" {
+			log.Printf("blockfs: %s: %s: %v", what, why, err)
+		}
+		if errno == 0 {
+			errno = syscall.EIO
+		}
+		return 0, uint32(errno), fmt.Sprintf("%s: %s: %v", what, why, err)
+	}
+	m.served[f.kind.Stat()].Add(uint64(n))
+	return uint64(n), 0, ""
+}
+
+// copy fills dst from r at off: one gather (its cache pages copied into dst), or, for a large
+// read, one per chunk, several at once.
+func (sc *shmConn) copy(w *view.Waits, r *view.Reader, dst []byte, off int64) error {
+	chunks := min(len(dst)/shmChunk, runtime.GOMAXPROCS(0))
+	if chunks <= 1 {
+		return gatherInto(sc.s.ctx, w, r, dst, off)
+	}
+	per := (len(dst)/chunks + 4095) &^ 4095
+	return parallel.Each(sc.s.ctx, chunks, chunks, func(ctx context.Context, i int) error {
+		a := min(i*per, len(dst))
+		e := min(a+per, len(dst))
+		if i == chunks-1 {
+			e = len(dst)
+		}
+		return gatherInto(ctx, w, r, dst[a:e], off+int64(a))
+	})
+}
+
+// gatherInto reads exactly len(dst) bytes of r at off into dst.
+func gatherInto(ctx context.Context, w *view.Waits, r *view.Reader, dst []byte, off int64) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	g := view.NewGather()
+	defer g.Release()
+	got, err := r.Gather(ctx, w, g, dst, off)
+	if err != nil {
+		return err
+	}
+	if got != len(dst) {
+		return fmt.Errorf("read %d of %d bytes at %d", got, len(dst), off)
+	}
+	if !g.InBuf(dst) {
+		g.CopyTo(dst)
+	}
+	return nil
+}
+
+// open returns the connection's reader of path, a file of the mount's tree as a lookup
+// resolves it: epoch-NNNN[.suffix] or shard-R-of-W/epoch-NNNN[.suffix].
+func (sc *shmConn) open(path string) (*shmFile, uint32, string) {
+	if f := sc.files[path]; f != nil {
+		return f, 0, ""
+	}
+	m := sc.s.m
+	name, root := path, true
+	var r, w uint64
+	if dir, rest, ok := strings.Cut(path, "/"); ok {
+		var isShard bool
+		r, w, isShard = view.ParseShardDir(dir)
+		if !isShard {
+			return nil, uint32(syscall.ENOENT), fmt.Sprintf("%s: no such file in the mount", path)
+		}
+		name, root = rest, false
+	}
+	epoch, kind, ok := view.ParseEpochFileOf(m.set, name)
+	if !ok {
+		return nil, uint32(syscall.ENOENT), fmt.Sprintf("%s: no such file in the mount", path)
+	}
+	n := &fileNode{m: m, epoch: epoch, kind: kind, root: root, r: r, w: w}
+	vf, errno := n.open(sc.s.ctx)
+	if errno != 0 {
+		return nil, uint32(errno), fmt.Sprintf("%s: cannot open: %v", path, errno)
+	}
+	if len(sc.files) >= shmFiles {
+		sc.closeFiles()
+	}
+	ahead := view.ReadaheadOf(m.set, kind, m.opt.Readahead)
+	rd := m.times.openBy(sc.pid, path, vf.Size())
+	f := &shmFile{r: view.NewReader(vf, ahead), rd: rd, kind: kind}
+	sc.files[path] = f
+	return f, 0, ""
+}

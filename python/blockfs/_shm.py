@@ -1,0 +1,246 @@
+"""The shared-memory read path (docs/SHM.md): a process maps buffers of its own into the mount's
+daemon over a Unix socket and asks for byte ranges of the mount's files; the daemon copies
+them from its cache straight into those buffers. No FUSE request, no copy in this process: a
+batch read this way is an array over the buffer, handed to the trainer as it is.
+
+Channel is one process's connection. Its buffers are memfds (arenas) cut into regions, one a
+read; a region is free again once every array over it is gone (a finalizer on the array's
+base), so a trainer may keep a batch as long as it likes: the arena then grows, up to a bound,
+and past it reads fall back to the file."""
+from __future__ import annotations
+
+import collections
+import ctypes
+import errno as errno_mod
+import fcntl
+import mmap
+import os
+import socket
+import struct
+import threading
+import warnings
+import weakref
+from typing import Any, Deque, Dict, List, Optional, Tuple
+
+import numpy as np
+import numpy.typing as npt
+
+MAGIC = 0x31534642  # "BFS1"
+OP_MAP, OP_UNMAP, OP_READ = 1, 2, 3
+REQUEST = struct.Struct("<IIIIQQQ")  # magic, op, buffer, path length, a, b, c
+REPLY = struct.Struct("<IIQ")  # magic, errno, n
+MAX_PACKET = 4096
+
+# Arenas: the first is this large (or 8 reads' worth, if larger), each next one twice the
+# last; at most MAX_ARENAS at once and MAX_ARENA_BYTES each (the daemon's bounds are larger).
+FIRST_ARENA = 64 << 20
+MAX_ARENAS = 6
+MAX_ARENA_BYTES = 1 << 30
+ALIGN = 4096
+
+# The environment variable that turns the path off for every Loader of a process ("0").
+ENV = "BLOCKFS_SHM"
+
+_warned: set[str] = set()
+
+
+class ShmUnavailable(OSError):
+    """The mount offers no shared-memory path here (an older daemon, --no-shm, another network
+    namespace, a daemon of another user): the reason, to say once before using the files."""
+
+
+def warn_once(reason: str) -> None:
+    """Says once per process, per reason, that reads go through the files."""
+    if reason not in _warned:
+        _warned.add(reason)
+        warnings.warn(f"blockfs: reading through the mount's files, not shared memory: {reason}", RuntimeWarning,
+                      stacklevel=3)
+
+
+class _Lease:
+    """The base of an array over a region of an arena: the region is free again when the last
+    array over it (and so this) is gone."""
+
+    __slots__ = ("__array_interface__", "__weakref__")
+
+    def __init__(self, address: int, n: int) -> None:
+        self.__array_interface__ = {"shape": (n,), "typestr": "|u1", "data": (address, False), "version": 3}
+
+
+class _Arena:
+    """One memfd mapped here and in the daemon as buffer `id`, and its live regions."""
+
+    def __init__(self, sock: socket.socket, bid: int, size: int) -> None:
+        self.id, self.size = bid, size
+        fd = os.memfd_create(f"blockfs-shm-{bid}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(fd, size)
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+            self.mm = mmap.mmap(fd, size)
+            # Touch every page: the memory is this process's (its cgroup's), not the daemon's,
+            # which refuses a buffer whose pages are not there.
+            populate = getattr(mmap, "MADV_POPULATE_WRITE", None)
+            try:
+                if populate is None:
+                    raise OSError
+                self.mm.madvise(populate)
+            except OSError:
+                np.frombuffer(self.mm, dtype=np.uint8)[::mmap.PAGESIZE] = 0
+            self.base = ctypes.addressof(ctypes.c_char.from_buffer(self.mm))
+            _exchange(sock, _packet(OP_MAP, bid, size, 0, 0, b""), [fd])
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+        self.live: Dict[int, int] = {}  # start -> end of each region in use
+
+    def alloc(self, n: int) -> Optional[int]:
+        """The start of a free region of n bytes (first fit), now in use; None if none is."""
+        n = max(ALIGN, (n + ALIGN - 1) // ALIGN * ALIGN)
+        prev = 0
+        for s, e in sorted(self.live.items()):
+            if s - prev >= n:
+                break
+            prev = e
+        else:
+            if self.size - prev < n:
+                return None
+        self.live[prev] = prev + n
+        return prev
+
+
+class Channel:
+    """One process's shared-memory connection to the daemon of the mount at path, whose
+    info.json is info. Raises ShmUnavailable when the mount offers none that this process can
+    use. Safe for use from several threads (the Loader's reading thread and the trainer's)."""
+
+    def __init__(self, path: str, info: Dict[str, Any]) -> None:
+        addr = info.get("shm_socket")
+        if not isinstance(addr, str) or not addr.startswith("@"):
+            raise ShmUnavailable("the daemon offers none (mounted by an older blockfs, or with the path off)")
+        self.path = path
+        self.pid = os.getpid()
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+        try:
+            self.sock.connect("\0" + addr[1:])
+        except OSError as e:
+            self.sock.close()
+            raise ShmUnavailable(f"cannot reach the daemon's socket {addr} ({e.strerror or e}; "
+                                 "another network namespace?)") from e
+        pid, uid, _ = struct.unpack("3i", self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+        owner = os.stat(path).st_uid
+        if uid != owner:
+            self.sock.close()
+            raise ShmUnavailable(f"the socket {addr} is served by uid {uid}, not by the mount's daemon (uid {owner})")
+        self.daemon_pid = pid
+        # Lock order: arenas, then sock. A region's finalizer may run inside either (at any
+        # allocation, in any thread), so it takes neither: it queues the region in freed.
+        self.arenas_lock = threading.Lock()
+        self.sock_lock = threading.Lock()
+        self.arenas: List[_Arena] = []
+        self.freed: Deque[Tuple[_Arena, int]] = collections.deque()
+        self.next_id = 0
+        self.fallbacks = 0  # reads that found no room in the arenas and used the file
+        self.broken = False  # the connection failed: the daemon is gone
+
+    def close(self) -> None:
+        """Closes the connection; the daemon unmaps its side of the buffers. Arrays over them
+        stay valid (the mappings here go with the last array over them)."""
+        if self.pid == os.getpid():
+            self.sock.close()
+
+    def _region(self, n: int) -> Optional[Tuple[_Arena, int]]:
+        with self.arenas_lock:
+            while self.freed:
+                done, start = self.freed.popleft()
+                done.live.pop(start, None)
+            for a in self.arenas:
+                found = a.alloc(n)
+                if found is not None:
+                    return a, found
+            # Arenas with no region in use, but the newest, go back.
+            for a in [a for a in self.arenas[:-1] if not a.live]:
+                self.arenas.remove(a)
+                with self.sock_lock:
+                    _exchange(self.sock, _packet(OP_UNMAP, a.id, 0, 0, 0, b""), None)
+            if len(self.arenas) >= MAX_ARENAS:
+                return None
+            last = self.arenas[-1].size if self.arenas else 0
+            size = min(MAX_ARENA_BYTES, max(FIRST_ARENA, 2 * last, 8 * n))
+            if n > size:
+                return None
+            size = (size + ALIGN - 1) // ALIGN * ALIGN
+            with self.sock_lock:
+                a = _Arena(self.sock, self.next_id, size)
+            self.next_id += 1
+            self.arenas.append(a)
+            first = a.alloc(n)
+            assert first is not None
+            return a, first
+
+    def read(self, name: str, off: int, n: int) -> Optional[npt.NDArray[np.uint8]]:
+        """n bytes of the mount's file name (relative to the mount) from off, as a uint8 array
+        over a region of an arena (fewer at the file's end); None when the arenas have no room
+        (the caller reads the file). OSError with the daemon's reason when the read fails."""
+        got = self._region(n)
+        if got is None:
+            self.fallbacks += 1
+            return None
+        a, at = got
+        try:
+            with self.sock_lock:
+                k = _exchange(self.sock, _packet(OP_READ, a.id, at, off, n, os.fsencode(name)), None)
+        except BaseException as e:
+            self.freed.append((a, at))
+            if isinstance(e, DaemonGone):
+                self.broken = True
+            raise
+        lease = _Lease(a.base + at, k)
+        weakref.finalize(lease, self.freed.append, (a, at))
+        return np.asarray(lease)
+
+
+_channels: Dict[Tuple[str, str], Channel] = {}
+_channels_lock = threading.Lock()
+
+
+def channel(path: str, info: Dict[str, Any]) -> Channel:
+    """This process's channel to the daemon of the mount at path (info its info.json), shared
+    by every reader of the mount in the process, so that its buffers serve epoch after epoch;
+    a new one once the last failed (the daemon gone: remounted) or after a fork. Raises
+    ShmUnavailable as Channel does."""
+    key = (os.path.realpath(path), str(info.get("shm_socket")))
+    with _channels_lock:
+        ch = _channels.get(key)
+        if ch is None or ch.pid != os.getpid() or ch.broken:
+            ch = _channels[key] = Channel(path, info)
+        return ch
+
+
+def _packet(op: int, bid: int, a: int, b: int, c: int, path: bytes) -> bytes:
+    return REQUEST.pack(MAGIC, op, bid, len(path), a, b, c) + path
+
+
+class DaemonGone(OSError):
+    """The daemon closed the connection: it has exited (the mount is gone or going)."""
+
+
+def _exchange(sock: socket.socket, pkt: bytes, fds: Optional[List[int]]) -> int:
+    try:
+        if fds:
+            sock.sendmsg([pkt], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack(f"{len(fds)}i", *fds))])
+        else:
+            sock.send(pkt)
+        rep = sock.recv(MAX_PACKET)
+    except (BrokenPipeError, ConnectionResetError) as e:
+        raise DaemonGone(errno_mod.EIO, "blockfs: the mount's daemon is gone (its shared-memory connection closed); "
+                                     "remount, or see its log") from e
+    if len(rep) < REPLY.size:
+        raise DaemonGone(errno_mod.EIO, "blockfs: the mount's daemon is gone (its shared-memory connection closed); "
+                                     "remount, or see its log")
+    magic, err, n = REPLY.unpack_from(rep)
+    if magic != MAGIC:
+        raise OSError(errno_mod.EIO, f"blockfs: a reply of the shared-memory path with magic {magic:#x}")
+    if err:
+        raise OSError(err, f"{os.strerror(err)}: {rep[REPLY.size:].decode(errors='replace')}")
+    return int(n)
