@@ -181,10 +181,7 @@ func (s *shmServer) handle(c *net.UnixConn) {
 	s.clients.Add(1)
 	defer s.clients.Add(-1)
 	defer sc.release()
-	if !s.m.opt.AllowOther && cred.Uid != s.m.uid {
-		sc.reply(uint32(syscall.EACCES), 0, fmt.Sprintf("uid %d may not read this mount (it is uid %d's; mount with --allow-other to let other users read)", cred.Uid, s.m.uid))
-		return
-	}
+	allowed := s.m.opt.AllowOther || cred.Uid == s.m.uid
 	in := make([]byte, shmMaxPacket)
 	oob := make([]byte, unix.CmsgSpace(4*shmMaxBuffers))
 	for {
@@ -203,13 +200,19 @@ func (s *shmServer) handle(c *net.UnixConn) {
 			sc.reply(uint32(syscall.EINVAL), 0, err.Error())
 			return
 		}
-		if req.Op != shmMap {
+		if req.Op != shmMap || !allowed {
 			closeAll(fds)
+		}
+		if !allowed {
+			// As the kernel refuses a FUSE mount's files to other users without allow_other.
+			sc.reply(uint32(syscall.EACCES), 0, fmt.Sprintf("uid %d may not read this mount (it is uid %d's; mount with --allow-other to let other users read)", cred.Uid, s.m.uid))
+			return
 		}
 		var errno uint32
 		var got uint64
 		var msg string
 		switch req.Op {
+		case shmHello:
 		case shmMap:
 			errno, msg = sc.mapBuffer(req, fds)
 		case shmUnmap:

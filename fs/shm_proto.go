@@ -20,6 +20,7 @@ const (
 	shmMap   = 1 // map the memfd passed with the packet (SCM_RIGHTS) as buffer Buffer, of A bytes
 	shmUnmap = 2 // unmap buffer Buffer
 	shmRead  = 3 // read C bytes of Path at offset B into buffer Buffer at offset A
+	shmHello = 4 // nothing: the reply says whether this client may read the mount
 )
 
 // Sizes and bounds of the protocol.

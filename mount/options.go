@@ -31,6 +31,7 @@ type Options struct {
 	Index         string
 	DiskCacheSize int64  // bound on DiskCache; 0: the dataset's size, or 90% of what is free
 	Verify        bool   // check each file's CRC32C the first time it is read
+	NoShm         bool   // offer no shared-memory read path (--shm=false)
 	AllowOther    bool   // let other users read the mount (checkAllowOther: data they can read)
 	Debug         bool   // log every FUSE request
 	CPUProfile    string // write a CPU profile here at unmount

@@ -176,6 +176,14 @@ var schema = []Option{
 	{Name: "remove-mountpoint", Type: Bool, Default: "false", Scope: PerMount, Group: GroupMount,
 		Help: "with " + flag("users-lock") + ": remove the mountpoint and the lock files when the last user is gone",
 		set:  func(o *Options, s string) error { return parseBool("remove-mountpoint", s, &o.RemoveMountpoint) }},
+	{Name: "shm", Type: Bool, Default: "true", Scope: PerMount, Group: GroupMount,
+		Help: "offer the shared-memory read path (docs/SHM.md), through which blockfs.torch.Loader reads batches from the cache without FUSE; false: every reader uses the files",
+		set: func(o *Options, s string) error {
+			var on bool
+			err := parseBool("shm", s, &on)
+			o.NoShm = !on
+			return err
+		}},
 	{Name: "verify", Type: Bool, Default: "false", Scope: PerSource, Group: GroupMount,
 		Help: "check each block file's CRC32C the first time it is read; a block that fails reads as EIO",
 		set:  func(o *Options, s string) error { return parseBool("verify", s, &o.Verify) }},

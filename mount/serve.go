@@ -45,7 +45,7 @@ func (p *Plan) Serve(ready func()) error {
 	defer signal.Stop(sigs)
 	stats := p.statsOf(sv)
 	fopt := bfs.Options{
-		Epochs: p.opt.Epochs, Readahead: p.readahead, AllowOther: p.opt.AllowOther, Debug: p.opt.Debug,
+		Epochs: p.opt.Epochs, Readahead: p.readahead, AllowOther: p.opt.AllowOther, Debug: p.opt.Debug, NoShm: p.opt.NoShm,
 		Stats: stats.json, Info: p.info(c, set),
 	}
 	var met *metrics

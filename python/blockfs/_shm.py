@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 MAGIC = 0x31534642  # "BFS1"
-OP_MAP, OP_UNMAP, OP_READ = 1, 2, 3
+OP_MAP, OP_UNMAP, OP_READ, OP_HELLO = 1, 2, 3, 4
 REQUEST = struct.Struct("<IIIIQQQ")  # magic, op, buffer, path length, a, b, c
 REPLY = struct.Struct("<IIQ")  # magic, errno, n
 MAX_PACKET = 4096
@@ -133,6 +133,11 @@ class Channel:
             self.sock.close()
             raise ShmUnavailable(f"the socket {addr} is served by uid {uid}, not by the mount's daemon (uid {owner})")
         self.daemon_pid = pid
+        try:
+            _exchange(self.sock, _packet(OP_HELLO, 0, 0, 0, 0, b""), None)
+        except OSError as e:
+            self.sock.close()
+            raise ShmUnavailable(f"the daemon refuses this process: {e.strerror}") from e
         # Lock order: arenas, then sock. A region's finalizer may run inside either (at any
         # allocation, in any thread), so it takes neither: it queues the region in freed.
         self.arenas_lock = threading.Lock()

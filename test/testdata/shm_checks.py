@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""The shared-memory path against the mount's files, run by test/shm_test.go (TestShmSameBytes):
+
+  shm_checks.py MOUNT
+
+For every file of epochs 0 and 1 the mount lists (data and every sidecar: ids, offsets, a
+mixture's source, each field's values and offsets), and the same in shard-1-of-3/, reads through
+the shared-memory path equal reads of the file: the whole file, ranges across its end and
+past it, and 40 random ranges. Then blockfs.torch.Loader's batches of epoch 1 (rank 1 of 2, or
+a node's rank on a node-aware mount) are the same with shm=True and shm=False, and the daemon
+counted the path's reads. Prints "ok ..." or exits non-zero with what differs.
+"""
+import json
+import os
+import random
+import sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "..", "python"))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import blockfs  # noqa: E402
+import blockfs._shm as shm  # noqa: E402
+import blockfs.torch  # noqa: E402
+from blockfs._files import read_info  # noqa: E402
+
+
+def same(a, b, what):
+    """a and b (batches: tensors, arrays, lists, tuples, dicts) hold the same values."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and list(a) == list(b), f"{what}: keys {list(a)} and {list(b)}"
+        for k in a:
+            same(a[k], b[k], f"{what}[{k!r}]")
+    elif isinstance(a, (list, tuple)):
+        assert type(a) is type(b) and len(a) == len(b), f"{what}: {type(a)} of {len(a)}, {type(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            same(x, y, f"{what}[{i}]")
+    elif isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape, f"{what}: {a.shape} {b.shape}"
+        assert torch.equal(a, b), f"{what}: values differ"
+    else:
+        assert a == b, f"{what}: {a!r} != {b!r}"
+
+
+def files(mount):
+    names = sorted(n for n in os.listdir(mount) if n.startswith(("epoch-0000", "epoch-0001")))
+    assert names, f"{mount} lists no epoch files"
+    return names + [f"shard-1-of-3/{n}" for n in names]
+
+
+def check_files(mount, info):
+    ch = shm.Channel(mount, info)
+    rng = random.Random(7)
+    compared = 0
+    for name in files(mount):
+        with open(os.path.join(mount, name), "rb") as f:
+            whole = f.read()
+        size = len(whole)
+        ranges = [(0, size), (max(0, size - 100), 300), (size, 10), (size + 4096, 1)]
+        for _ in range(40):
+            off = rng.randrange(0, size + 1)
+            ranges.append((off, rng.randrange(1, max(2, min(size - off, 1 << 20) + 50))))
+        for off, n in ranges:
+            if n == 0:
+                continue
+            got = ch.read(name, off, n)
+            assert got is not None, "the arenas had room"
+            want = whole[off:off + n]
+            assert len(got) == len(want), f"{name} at {off}+{n}: {len(got)} bytes, the file gives {len(want)}"
+            assert bytes(got) == want, f"{name} at {off}+{n}: bytes differ from the file's"
+            compared += len(want)
+    ch.close()
+    return compared
+
+
+def batches(mount, info, use):
+    kw = {}
+    if "nodes" in info:
+        kw = dict(rank=info["nodes"]["node"], world_size=info["nodes"]["nodes"], local_world_size=1)
+    else:
+        kw = dict(rank=1, world_size=2)
+    ld = blockfs.torch.Loader(mount, 64, epoch=1, shm=use, **kw)
+    out = list(ld)
+    ld.close()
+    return out
+
+
+def main(mount):
+    info = read_info(mount)
+    assert info.get("shm_socket", "").startswith("@"), f"info.json names no shm_socket: {info.get('shm_socket')!r}"
+    before = json.load(open(os.path.join(mount, ".blockfs", "stats.json")))["shm_read_requests"]
+    compared = check_files(mount, info)
+    a, b = batches(mount, info, True), batches(mount, info, False)
+    assert a, "the Loader gave no batches"
+    same(a, b, "batches")
+    after = json.load(open(os.path.join(mount, ".blockfs", "stats.json")))["shm_read_requests"]
+    assert after > before, f"stats.json's shm_read_requests went from {before} to {after}"
+    print(f"ok: {len(files(mount))} files, {compared} bytes the same through shared memory; "
+          f"{len(a)} Loader batches the same with shm on and off; {after - before} shm reads")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
