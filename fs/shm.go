@@ -18,7 +18,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/blockfs/blockfs/internal/parallel"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -50,6 +49,7 @@ type shmServer struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	spare   chan struct{} // a token for each core a large read may copy on besides its own
 	reads   atomic.Uint64 // reads served
 	clients atomic.Int64  // connections now
 	mapped  atomic.Int64  // bytes of client buffers mapped now
@@ -74,7 +74,8 @@ func listenShm() (*shmServer, error) {
 		return nil, fmt.Errorf("shared-memory socket: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &shmServer{ln: ln, addr: addr, ctx: ctx, cancel: cancel, conns: map[*net.UnixConn]struct{}{}}, nil
+	return &shmServer{ln: ln, addr: addr, ctx: ctx, cancel: cancel, conns: map[*net.UnixConn]struct{}{},
+		spare: make(chan struct{}, max(0, runtime.GOMAXPROCS(0)-1))}, nil
 }
 
 // start serves m on the socket.
@@ -283,8 +284,9 @@ func (sc *shmConn) mapBuffer(req shmRequest, fds []int) (uint32, string) {
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size < size {
 		return uint32(syscall.EINVAL), fmt.Sprintf("map: the memfd holds %d bytes, fewer than %d", st.Size, size)
 	}
-	// MAP_POPULATE: the page tables made at once, not by a fault at the first write of each page.
-	b, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	// Not MAP_POPULATE: with many clients mapping at once, one thread filling each mapping's
+	// page tables holds up the others' maps; the copies fill them, page by page, in parallel.
+	b, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return uint32(syscall.ENOMEM), fmt.Sprintf("map: %v", err)
 	}
@@ -391,22 +393,58 @@ func (sc *shmConn) read(req shmRequest) (uint64, uint32, string) {
 	return uint64(n), 0, ""
 }
 
-// copy fills dst from r at off: one gather (its cache pages copied into dst), or, for a large
-// read, one per chunk, several at once.
+// copy fills dst from r at off: one gather (its cache pages copied into dst) on the
+// connection's goroutine, and for a large read more at once on the cores no other client is
+// copying on (spare): with many clients each copies its own reads, with one its reads use
+// every core.
 func (sc *shmConn) copy(w *view.Waits, r *view.Reader, dst []byte, off int64) error {
-	chunks := min(len(dst)/shmChunk, runtime.GOMAXPROCS(0))
+	chunks := min(len(dst)/shmChunk, cap(sc.s.spare)+1)
 	if chunks <= 1 {
 		return gatherInto(sc.s.ctx, w, r, dst, off)
 	}
 	per := (len(dst)/chunks + 4095) &^ 4095
-	return parallel.Each(sc.s.ctx, chunks, chunks, func(ctx context.Context, i int) error {
+	chunk := func(ctx context.Context, i int) error {
 		a := min(i*per, len(dst))
 		e := min(a+per, len(dst))
 		if i == chunks-1 {
 			e = len(dst)
 		}
 		return gatherInto(ctx, w, r, dst[a:e], off+int64(a))
-	})
+	}
+	ctx, cancel := context.WithCancel(sc.s.ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, chunks)
+	next := 0
+	for next < chunks-1 && trySend(sc.s.spare) {
+		i := next
+		next++
+		wg.Add(1)
+		go func() {
+			defer func() { <-sc.s.spare; wg.Done() }()
+			if errs[i] = chunk(ctx, i); errs[i] != nil {
+				cancel()
+			}
+		}()
+	}
+	for ; next < chunks; next++ {
+		if errs[next] = chunk(ctx, next); errs[next] != nil {
+			cancel()
+			break
+		}
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// trySend sends on c if it can without waiting.
+func trySend(c chan struct{}) bool {
+	select {
+	case c <- struct{}{}:
+		return true
+	default:
+		return false
+	}
 }
 
 // gatherInto reads exactly len(dst) bytes of r at off into dst.

@@ -31,10 +31,22 @@ REQUEST = struct.Struct("<IIIIQQQ")  # magic, op, buffer, path length, a, b, c
 REPLY = struct.Struct("<IIQ")  # magic, errno, n
 MAX_PACKET = 4096
 
-# Arenas: the first is this large (or 8 reads' worth, if larger), each next one twice the
-# last; at most MAX_ARENAS at once and MAX_ARENA_BYTES each (the daemon's bounds are larger).
-FIRST_ARENA = 64 << 20
-MAX_ARENAS = 6
+# Arenas: each holds ARENA_READS reads of the size asked for (and at least MIN_ARENA bytes);
+# at most MAX_ARENAS for large reads at once, and MAX_ARENA_BYTES each (the daemon's bounds are
+# larger). Each is touched whole when made (zeroed by the kernel, as a new array is), so they
+# are made as reads need them, two reads at a time: a short run makes no more than it uses, and
+# the first read waits for two reads' worth, not for all a run will hold at once (a batch in
+# the trainer's hands, one being read and two read ahead). They last as long as the channel,
+# reused read after read; an empty one goes only to make room for reads of a larger size.
+ARENA_READS = 2
+MIN_ARENA = 4 << 20
+# Reads of at most SMALL_READ bytes (a batch's ids, offsets, a small field) come from arenas of
+# their own, MIN_ARENA bytes each, at most MAX_SMALL_ARENAS, cut at SMALL_ALIGN: among a batch's
+# large regions they would leave gaps no batch fits in.
+SMALL_READ = 256 << 10
+MAX_SMALL_ARENAS = 2
+SMALL_ALIGN = 64
+MAX_ARENAS = 6  # for large reads
 MAX_ARENA_BYTES = 1 << 30
 ALIGN = 4096
 
@@ -68,10 +80,11 @@ class _Lease:
 
 
 class _Arena:
-    """One memfd mapped here and in the daemon as buffer `id`, and its live regions."""
+    """One memfd mapped here and in the daemon as buffer `id`, and its live regions, cut at
+    multiples of align."""
 
-    def __init__(self, sock: socket.socket, bid: int, size: int) -> None:
-        self.id, self.size = bid, size
+    def __init__(self, sock: socket.socket, bid: int, size: int, align: int = ALIGN) -> None:
+        self.id, self.size, self.align = bid, size, align
         fd = os.memfd_create(f"blockfs-shm-{bid}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             os.ftruncate(fd, size)
@@ -79,11 +92,10 @@ class _Arena:
             self.mm = mmap.mmap(fd, size)
             # Touch every page: the memory is this process's (its cgroup's), not the daemon's,
             # which refuses a buffer whose pages are not there.
-            populate = getattr(mmap, "MADV_POPULATE_WRITE", None)
             try:
-                if populate is None:
-                    raise OSError
-                self.mm.madvise(populate)
+                # MADV_POPULATE_WRITE (Linux 5.14; 23 where Python does not name it): every
+                # page at once, without a fault each.
+                self.mm.madvise(getattr(mmap, "MADV_POPULATE_WRITE", 23))
             except OSError:
                 np.frombuffer(self.mm, dtype=np.uint8)[::mmap.PAGESIZE] = 0
             self.base = ctypes.addressof(ctypes.c_char.from_buffer(self.mm))
@@ -96,7 +108,7 @@ class _Arena:
 
     def alloc(self, n: int) -> Optional[int]:
         """The start of a free region of n bytes (first fit), now in use; None if none is."""
-        n = max(ALIGN, (n + ALIGN - 1) // ALIGN * ALIGN)
+        n = max(self.align, (n + self.align - 1) // self.align * self.align)
         prev = 0
         for s, e in sorted(self.live.items()):
             if s - prev >= n:
@@ -142,7 +154,8 @@ class Channel:
         # allocation, in any thread), so it takes neither: it queues the region in freed.
         self.arenas_lock = threading.Lock()
         self.sock_lock = threading.Lock()
-        self.arenas: List[_Arena] = []
+        self.arenas: List[_Arena] = []  # for large reads
+        self.small: List[_Arena] = []  # for reads of at most SMALL_READ bytes
         self.freed: Deque[Tuple[_Arena, int]] = collections.deque()
         self.next_id = 0
         self.fallbacks = 0  # reads that found no room in the arenas and used the file
@@ -159,21 +172,24 @@ class Channel:
             while self.freed:
                 done, start = self.freed.popleft()
                 done.live.pop(start, None)
+            if n <= SMALL_READ:
+                return self._small_region(n)
             for a in self.arenas:
                 found = a.alloc(n)
                 if found is not None:
                     return a, found
-            # Arenas with no region in use, but the newest, go back.
-            for a in [a for a in self.arenas[:-1] if not a.live]:
+            size = min(MAX_ARENA_BYTES, max(MIN_ARENA, ARENA_READS * n))
+            if n > size:
+                return None
+            if len(self.arenas) >= MAX_ARENAS:
+                # Room for a larger read: an arena no region is in use in goes.
+                empty = [a for a in self.arenas if not a.live]
+                if not empty:
+                    return None
+                a = min(empty, key=lambda a: a.size)
                 self.arenas.remove(a)
                 with self.sock_lock:
                     _exchange(self.sock, _packet(OP_UNMAP, a.id, 0, 0, 0, b""), None)
-            if len(self.arenas) >= MAX_ARENAS:
-                return None
-            last = self.arenas[-1].size if self.arenas else 0
-            size = min(MAX_ARENA_BYTES, max(FIRST_ARENA, 2 * last, 8 * n))
-            if n > size:
-                return None
             size = (size + ALIGN - 1) // ALIGN * ALIGN
             with self.sock_lock:
                 a = _Arena(self.sock, self.next_id, size)
@@ -182,6 +198,22 @@ class Channel:
             first = a.alloc(n)
             assert first is not None
             return a, first
+
+    def _small_region(self, n: int) -> Optional[Tuple[_Arena, int]]:
+        """_region for a small read (arenas_lock held)."""
+        for a in self.small:
+            found = a.alloc(n)
+            if found is not None:
+                return a, found
+        if len(self.small) >= MAX_SMALL_ARENAS:
+            return None
+        with self.sock_lock:
+            a = _Arena(self.sock, self.next_id, MIN_ARENA, SMALL_ALIGN)
+        self.next_id += 1
+        self.small.append(a)
+        first = a.alloc(n)
+        assert first is not None
+        return a, first
 
     def read(self, name: str, off: int, n: int) -> Optional[npt.NDArray[np.uint8]]:
         """n bytes of the mount's file name (relative to the mount) from off, as a uint8 array
