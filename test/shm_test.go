@@ -270,3 +270,20 @@ func socketOf(t *testing.T, info []byte) string {
 	require.True(t, strings.HasPrefix(v.Socket, "@"), "info.json's shm_socket %q", v.Socket)
 	return v.Socket
 }
+
+// TestShmHostileClients: requests a careless or malicious client might send
+// (test/testdata/shm_hostile.py, raw packets) are refused one by one with their errno and
+// reason; a flood of connections past the bound is closed; the daemon serves on, holds no
+// client's buffers once they are gone, and its RSS leaves the clients' buffers out.
+func TestShmHostileClients(t *testing.T) {
+	requireFUSE(t)
+	py := systemPython(t)
+	m := mount(t, packRaw(t, 500, "256KiB").dir, "--cache-size", "16MiB")
+	info, err := os.ReadFile(m.path(".blockfs/info.json"))
+	require.NoError(t, err)
+	t.Log(pyCheckScript(t, py, "testdata/shm_hostile.py", socketOf(t, info), m.dir))
+	require.Eventually(t, func() bool {
+		c, b := shmStats(t, m)
+		return c == 0 && b == 0
+	}, 5*time.Second, 20*time.Millisecond, "every client's connection and buffers went")
+}
