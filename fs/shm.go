@@ -14,10 +14,10 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -206,7 +206,7 @@ func (s *shmServer) handle(c *net.UnixConn) {
 		}
 		if !allowed {
 			// As the kernel refuses a FUSE mount's files to other users without allow_other.
-			sc.reply(uint32(syscall.EACCES), 0, fmt.Sprintf("uid %d may not read this mount (it is uid %d's; mount with --allow-other to let other users read)", cred.Uid, s.m.uid))
+			sc.reply(uint32(syscall.EACCES), 0, fmt.Sprintf("uid %d may not read this mount (it is uid %d's; mount with %s to let other users read)", cred.Uid, s.m.uid, optname.Flag("allow-other")))
 			return
 		}
 		var errno uint32
@@ -260,8 +260,8 @@ func (sc *shmConn) reply(errno uint32, n uint64, msg string) bool {
 
 // mapBuffer maps the memfd of a shmMap request as buffer req.Buffer of req.A bytes. The memfd
 // must be sealed against shrinking (so the daemon's writes never fault past its end) and its
-// pages already there (the client touched them, so they are the client's memory, charged to
-// its cgroup, not the daemon's).
+// pages already allocated (the client fallocated or touched them, so they are the client's
+// memory, charged to its cgroup, not the daemon's).
 func (sc *shmConn) mapBuffer(req shmRequest, fds []int) (uint32, string) {
 	defer closeAll(fds)
 	size := int64(req.A)
@@ -284,35 +284,19 @@ func (sc *shmConn) mapBuffer(req shmRequest, fds []int) (uint32, string) {
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size < size {
 		return uint32(syscall.EINVAL), fmt.Sprintf("map: the memfd holds %d bytes, fewer than %d", st.Size, size)
 	}
+	if st.Blocks*512 < size {
+		return uint32(syscall.EINVAL), fmt.Sprintf("map: the buffer's pages are not all in memory (%d of %d bytes; posix_fallocate the memfd, or touch every page, before mapping it)", st.Blocks*512, size)
+	}
 	// Not MAP_POPULATE: with many clients mapping at once, one thread filling each mapping's
 	// page tables holds up the others' maps; the copies fill them, page by page, in parallel.
 	b, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return uint32(syscall.ENOMEM), fmt.Sprintf("map: %v", err)
 	}
-	if !resident(b) {
-		unix.Munmap(b)
-		return uint32(syscall.EINVAL), "map: the buffer's pages are not all in memory (touch every page before mapping it)"
-	}
 	sc.bufs[req.Buffer] = b
 	sc.mapped += size
 	sc.s.mapped.Add(size)
 	return 0, ""
-}
-
-// resident says whether every page of b is in memory.
-func resident(b []byte) bool {
-	vec := make([]byte, (len(b)+unix.Getpagesize()-1)/unix.Getpagesize())
-	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0])))
-	if errno != 0 {
-		return false
-	}
-	for _, v := range vec {
-		if v&1 == 0 {
-			return false
-		}
-	}
-	return true
 }
 
 func (sc *shmConn) unmapBuffer(id uint32) (uint32, string) {

@@ -24,8 +24,9 @@ from ._files import (Field, epoch_path, epoch_records, field_path, fields, label
 from ._binary import binary
 from ._mount import Mount, MountError, OrderWarning, attach
 from .parallel import PackError, PackResult, pack_parallel
+from ._shm import ShmUnavailable
 
 __version__ = "0.1.0"  # the package's version, read by pyproject.toml's build
 __all__ = ["Field", "Mount", "MountError", "OrderWarning", "PackError", "PackResult", "attach", "binary", "epoch_path",
            "epoch_records", "field_path", "fields", "labels_from_names", "load_labels", "order", "pack_parallel", "read_info",
-           "record_names", "record_sources", "shard_range"]
+           "record_names", "record_sources", "shard_range", "ShmUnavailable"]

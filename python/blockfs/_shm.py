@@ -88,16 +88,12 @@ class _Arena:
         fd = os.memfd_create(f"blockfs-shm-{bid}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             os.ftruncate(fd, size)
+            # Every page made now, zeroed, and this process's (its cgroup's), not the daemon's,
+            # which refuses a buffer whose pages are not there; posix_fallocate lets the
+            # trainer's thread run meanwhile (a loop touching the pages would hold the GIL).
+            os.posix_fallocate(fd, 0, size)
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
             self.mm = mmap.mmap(fd, size)
-            # Touch every page: the memory is this process's (its cgroup's), not the daemon's,
-            # which refuses a buffer whose pages are not there.
-            try:
-                # MADV_POPULATE_WRITE (Linux 5.14; 23 where Python does not name it): every
-                # page at once, without a fault each.
-                self.mm.madvise(getattr(mmap, "MADV_POPULATE_WRITE", 23))
-            except OSError:
-                np.frombuffer(self.mm, dtype=np.uint8)[::mmap.PAGESIZE] = 0
             self.base = ctypes.addressof(ctypes.c_char.from_buffer(self.mm))
             _exchange(sock, _packet(OP_MAP, bid, size, 0, 0, b""), [fd])
         except BaseException:

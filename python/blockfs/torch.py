@@ -280,7 +280,20 @@ class Loader:
     1. The other arguments are DataLoader's. Keep num_workers=0 unless decode does real work
     (a millisecond or more a record): a batch is one read and one tensor, and a worker only adds
     a process hop and a copy (9x slower on 512 B records, 2 cores); with such a decode, about
-    as many workers as spare cores (docs/USAGE.md, bench/workers_bench.py).
+    as many workers as spare cores (docs/USAGE.md, bench/workers_bench.py). With num_workers=0
+    a thread of this process reads the next batches while the trainer computes on this one
+    (prefetch_factor of them, default 2; reads release the GIL), so a step whose data takes as
+    long to read as the step to compute is not slowed by half.
+
+    shm: how batches are read. Where the mount offers its shared-memory path (docs/SHM.md; the
+    default of blockfs mount), the daemon copies each batch from its cache straight into a
+    buffer of this process, and the batch's tensor is that buffer: no FUSE request and no copy
+    here. The buffers are reused batch after batch (kept by the process for every loader of
+    the mount); a batch kept by the trainer keeps its part of them, and more are made as
+    needed. None (the default) uses the path where the mount offers it and reads the files
+    otherwise, saying so once (RuntimeWarning); True requires it (blockfs.ShmUnavailable says
+    why not); False, or BLOCKFS_SHM=0 in the environment, reads the files. The bytes are the
+    files' either way; a failed read raises OSError with the daemon's reason.
 
     On a node-aware mount (blockfs.Mount(..., nodes=N), docs/USAGE.md "Many nodes") each node
     reads its own epoch file, and the loader's position is in the whole epoch: a step takes
