@@ -196,13 +196,7 @@ class _ReadAhead:
                     if self._stopped.is_set():
                         return
                     b = batches[key]
-                    item = (_as_tensors(b, fields, pin), b[-1])
-                    while not self._stopped.is_set():
-                        try:
-                            self._q.put(item, timeout=0.1)
-                            break
-                        except queue.Full:
-                            continue
+                    self._put((_as_tensors(b, fields, pin), b[-1]))
                 self._put(self._END)
             except BaseException as e:  # raised in the trainer's thread, where the batch was due
                 self._put(e)
@@ -211,6 +205,7 @@ class _ReadAhead:
         self._thread.start()
 
     def _put(self, item: Any) -> None:
+        """Queues item once there is room, unless stop comes first."""
         while not self._stopped.is_set():
             try:
                 self._q.put(item, timeout=0.1)
