@@ -2,6 +2,7 @@ package test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -239,7 +240,7 @@ print("same bytes")`
 			cmd := asNobody(py, "-c", rawHello, socketOf(t, info))
 			res, err := cmd.CombinedOutput()
 			require.NoError(t, err, "%s", res)
-			assert.Contains(t, string(res), "errno 13: uid 65534 may not read this mount (it is uid 0's; mount with --allow-other to let other users read)")
+			assert.Contains(t, string(res), fmt.Sprintf("errno 13: uid %d may not read this mount (it is uid 0's; mount with --allow-other to let other users read)", nobody))
 			continue
 		}
 		cmd := asNobody(py, "-c", client, m.dir)
