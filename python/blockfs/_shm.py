@@ -250,6 +250,23 @@ def channel(path: str, info: Dict[str, Any]) -> Channel:
         return ch
 
 
+def _forget_after_fork() -> None:
+    """In a forked child: the parent's channels are the parent's (a child that kept their
+    sockets open would keep the parent's connections, and its buffers in the daemon, alive
+    after the parent died), and a lock a parent thread held at the fork would never be let go."""
+    global _channels_lock
+    for ch in _channels.values():
+        try:
+            ch.sock.close()
+        except OSError:
+            pass
+    _channels.clear()
+    _channels_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 def _packet(op: int, bid: int, a: int, b: int, c: int, path: bytes) -> bytes:
     return REQUEST.pack(MAGIC, op, bid, len(path), a, b, c) + path
 
