@@ -103,7 +103,9 @@ func optionErr(name, format string, args ...any) error {
 }
 
 // flag names an option in a message.
-func flag(name string) string { return optname.Flag(name) }
+func flag(name string) string {
+	return optname.Flag(name)
+}
 
 var schema = []Option{
 	{Name: "seed", Type: Uint, Default: "0", Scope: PerSource, Group: GroupOrder, Help: "shuffle seed",
