@@ -26,11 +26,18 @@ import (
 //     5xx, throttling, resets): EIO, logged as such; the next read tries again;
 //   - an I/O error from the disk (EIO) or anything else: EIO, logged with its cause.
 func toErrno(err error, what string) syscall.Errno {
+	errno, _ := logErrno(err, what)
+	return errno
+}
+
+// logErrno is toErrno that also returns the words its log line gives for err ("" for none),
+// for a reply that carries them to the reader (the shared-memory path's).
+func logErrno(err error, what string) (syscall.Errno, string) {
 	errno, why := classify(err)
 	if why != "" {
 		log.Printf("blockfs: %s: %s: %v", what, why, err)
 	}
-	return errno
+	return errno, why
 }
 
 // classify maps err to an errno and to the words a log line gives for it ("" for no log line).

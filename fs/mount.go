@@ -60,7 +60,6 @@ type Server struct {
 	*fuse.Server
 	Mountpoint string
 	m          *mount
-	shm        *shmServer // nil with Options.NoShm
 }
 
 // mount is the state shared by all nodes of one mount. Immutable after Mount except counters.
@@ -136,7 +135,7 @@ func Mount(mountpoint string, set view.Served, opt Options) (*Server, error) {
 	if shm != nil {
 		shm.start(m)
 	}
-	return &Server{Server: srv, Mountpoint: mnt, m: m, shm: shm}, nil
+	return &Server{Server: srv, Mountpoint: mnt, m: m}, nil
 }
 
 // Unmount stops the shared-memory path, then unmounts.
@@ -147,7 +146,7 @@ func (s *Server) Unmount() error {
 
 // StopShm ends the shared-memory path's connections and waits for their reads, so that the
 // cache may go; the mount's owner calls it once the mount is gone (Unmount does). Idempotent.
-func (s *Server) StopShm() { s.shm.stop() }
+func (s *Server) StopShm() { s.m.shm.Load().stop() }
 
 // newMount builds the state of a mount of set, and its info.json.
 func newMount(set view.Served, opt Options) (*mount, error) {

@@ -364,10 +364,7 @@ func (sc *shmConn) read(req shmRequest) (uint64, uint32, string) {
 	if err != nil {
 		m.errs.Add(1)
 		what := fmt.Sprintf("read %s at %d", req.Path, off)
-		errno, why := classify(err)
-		if why != "" {
-			log.Printf("blockfs: %s: %s: %v", what, why, err)
-		}
+		errno, why := logErrno(err, what)
 		if errno == 0 {
 			errno = syscall.EIO
 		}
@@ -384,7 +381,7 @@ func (sc *shmConn) read(req shmRequest) (uint64, uint32, string) {
 func (sc *shmConn) copy(w *view.Waits, r *view.Reader, dst []byte, off int64) error {
 	chunks := min(len(dst)/shmChunk, cap(sc.s.spare)+1)
 	if chunks <= 1 {
-		return gatherInto(sc.s.ctx, w, r, dst, off)
+		return r.ReadFull(sc.s.ctx, w, dst, off)
 	}
 	per := (len(dst)/chunks + 4095) &^ 4095
 	chunk := func(ctx context.Context, i int) error {
@@ -393,7 +390,7 @@ func (sc *shmConn) copy(w *view.Waits, r *view.Reader, dst []byte, off int64) er
 		if i == chunks-1 {
 			e = len(dst)
 		}
-		return gatherInto(ctx, w, r, dst[a:e], off+int64(a))
+		return r.ReadFull(ctx, w, dst[a:e], off+int64(a))
 	}
 	ctx, cancel := context.WithCancel(sc.s.ctx)
 	defer cancel()
@@ -429,26 +426,6 @@ func trySend(c chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-// gatherInto reads exactly len(dst) bytes of r at off into dst.
-func gatherInto(ctx context.Context, w *view.Waits, r *view.Reader, dst []byte, off int64) error {
-	if len(dst) == 0 {
-		return nil
-	}
-	g := view.NewGather()
-	defer g.Release()
-	got, err := r.Gather(ctx, w, g, dst, off)
-	if err != nil {
-		return err
-	}
-	if got != len(dst) {
-		return fmt.Errorf("read %d of %d bytes at %d", got, len(dst), off)
-	}
-	if !g.InBuf(dst) {
-		g.CopyTo(dst)
-	}
-	return nil
 }
 
 // open returns the connection's reader of path, a file of the mount's tree as a lookup

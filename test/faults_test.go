@@ -81,8 +81,7 @@ func TestKill9AndRemount(t *testing.T) {
 	m := mount(t, p.dir, "--cache-size", "4MiB", "--readahead", "512KiB")
 	_, err := os.ReadFile(m.path("epoch-0000"))
 	require.NoError(t, err)
-	require.NoError(t, m.cmd.Process.Kill())
-	<-m.exited
+	m.kill()
 	_, err = os.ReadFile(m.path("epoch-0000"))
 	require.Error(t, err, "the stale mount does not serve")
 	_, errs, code := run(t, "mount", "--cache-size", "4MiB", "--readahead", "512KiB", p.dir, m.dir)

@@ -274,3 +274,69 @@ func runtimeDir(t *testing.T) string {
 	require.NoError(t, os.Chmod(d, 0o700))
 	return d
 }
+
+// kill SIGKILLs the daemon and waits until it is gone; its mount stays, stale. A daemon that
+// has not died 30 s later is stuck in the kernel (a thread in an uninterruptible wait, such as
+// one on its own mount): the test fails with each thread's kernel state, and the mount's FUSE
+// connection is aborted so that the process, and the tests after it, can go on.
+func (m *mounted) kill() {
+	t := m.t
+	t.Helper()
+	require.NoError(t, m.cmd.Process.Kill())
+	select {
+	case <-m.exited:
+		return
+	case <-time.After(30 * time.Second):
+	}
+	t.Errorf("blockfs mount still exiting 30 s after SIGKILL; its threads:\n%s", kernelStates(m.cmd.Process.Pid))
+	abortFUSE(t, m.dir)
+	select {
+	case <-m.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("blockfs mount still not gone 30 s after its FUSE connection was aborted")
+	}
+}
+
+// kernelStates returns, for each thread of pid, its state, where it waits in the kernel and
+// its kernel stack (root only).
+func kernelStates(pid int) string {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	var b strings.Builder
+	for _, task := range tasks {
+		stat, _ := os.ReadFile(filepath.Join(task, "stat"))
+		wchan, _ := os.ReadFile(filepath.Join(task, "wchan"))
+		stack, _ := os.ReadFile(filepath.Join(task, "stack"))
+		state := "?"
+		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) {
+			state = string(stat[i+2])
+		}
+		fmt.Fprintf(&b, "%s %s wchan=%s\n%s", filepath.Base(task), state, wchan, stack)
+	}
+	return b.String()
+}
+
+// abortFUSE aborts the FUSE connection mounted at dir (fusectl's abort file), mounting fusectl
+// where it is not. The connection is found from /proc/self/mountinfo: nothing touches the
+// mount itself, which may not answer.
+func abortFUSE(t *testing.T, dir string) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	require.NoError(t, err)
+	var dev string
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
+			dev = f[2]
+		}
+	}
+	_, minor, ok := strings.Cut(dev, ":")
+	if !ok {
+		t.Logf("%s is not mounted: no connection to abort", dir)
+		return
+	}
+	const conns = "/sys/fs/fuse/connections"
+	if _, err := os.Stat(filepath.Join(conns, minor)); err != nil {
+		_ = syscall.Mount("fusectl", conns, "fusectl", 0, "")
+	}
+	if err := os.WriteFile(filepath.Join(conns, minor, "abort"), []byte("1"), 0); err != nil {
+		t.Logf("cannot abort the FUSE connection of %s: %v", dir, err)
+	}
+}

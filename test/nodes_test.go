@@ -262,8 +262,7 @@ func TestNodesCluster(t *testing.T) {
 				state := filepath.Join(out, "state.json")
 				c.ranks(out, [2]int{4, 4}, false, nil, "--stop-after", "20", "--state-out", state)
 				m := c.mounts[1]
-				require.NoError(t, m.cmd.Process.Kill())
-				<-m.exited
+				m.kill()
 				require.NoError(t, syscall.Unmount(m.dir, syscall.MNT_DETACH))
 				c.start(1)
 				state2 := filepath.Join(out, "state2.json")

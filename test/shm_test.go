@@ -157,8 +157,7 @@ except OSError as e:
 	_, err = pipe.Read(first)
 	require.NoError(t, err)
 	time.Sleep(200 * time.Millisecond)
-	require.NoError(t, m.cmd.Process.Kill())
-	<-m.exited
+	m.kill()
 	done := make(chan error, 1)
 	var rest []byte
 	go func() {

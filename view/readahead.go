@@ -62,6 +62,13 @@ func (r *Reader) Gather(ctx context.Context, w *Waits, g *Gather, buf []byte, of
 	return r.File.gather(call{ctx: ctx, waits: w}, g, buf, off)
 }
 
+// ReadFull prefetches, then fills p with the bytes of the file at off, or fails: a read that
+// ends before p is full is an error. ctx and w are Gather's.
+func (r *Reader) ReadFull(ctx context.Context, w *Waits, p []byte, off int64) error {
+	r.readahead(off, len(p))
+	return readFull(call{ctx: ctx, waits: w}, r.File, p, off)
+}
+
 func (r *Reader) readahead(off int64, n int) {
 	if r.ra != nil && r.ahead > 0 && off >= 0 && off < r.Size() {
 		r.mu.Lock()
