@@ -287,12 +287,14 @@ func (sc *shmConn) mapBuffer(req shmRequest, fds []int) (uint32, string) {
 	if st.Blocks*512 < size {
 		return uint32(syscall.EINVAL), fmt.Sprintf("map: the buffer's pages are not all in memory (%d of %d bytes; posix_fallocate the memfd, or touch every page, before mapping it)", st.Blocks*512, size)
 	}
-	// Not MAP_POPULATE: with many clients mapping at once, one thread filling each mapping's
-	// page tables holds up the others' maps; the copies fill them, page by page, in parallel.
 	b, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return uint32(syscall.ENOMEM), fmt.Sprintf("map: %v", err)
 	}
+	// The page tables filled now, in one call: a copy that found them empty would take a
+	// fault a page, 12 times as long (220 ms against 18 for 74 MiB here), in a read the
+	// trainer waits for. Best effort (Linux 5.14): without it the copies fill them.
+	_ = unix.Madvise(b, unix.MADV_POPULATE_WRITE)
 	sc.bufs[req.Buffer] = b
 	sc.mapped += size
 	sc.s.mapped.Add(size)
