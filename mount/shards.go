@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"os"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/blockfs/blockfs/internal/odirect"
 	"github.com/blockfs/blockfs/internal/optname"
+	"github.com/blockfs/blockfs/internal/privdir"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/pack"
 	"github.com/blockfs/blockfs/source"
@@ -252,19 +255,34 @@ func RemoteShards(url string, s3opt s3.Options) bool {
 	return false
 }
 
-// DefaultIndexDir is where a mount of shards keeps their index when not told (--index): a
-// directory of the user's cache named by the shards' location.
-func DefaultIndexDir(data string) string {
+// DefaultIndexDir returns where a mount of the shards at data keeps their index when not told
+// (--index), making the directories above it: <cache>/blockfs/index/<the first 8 bytes of the
+// sha256 of data's absolute path or URL, in hex>. <cache> is the user's cache directory
+// ($XDG_CACHE_HOME, else ~/.cache) where it is private (internal/privdir: the user's own,
+// writable by no one else, no symlink), else blockfs-UID in the temporary directory, private
+// too. An index is used again only from there: a path anyone can compute (a shared /tmp,
+// another user's $HOME under sudo -E) could hold an index another user planted, whose values
+// and checksums agree with each other and not with the shards.
+func DefaultIndexDir(data string) (string, error) {
 	at := data
 	if !IsRemote(data) {
 		at, _ = filepath.Abs(data)
 	}
 	sum := sha256.Sum256([]byte(at))
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		dir = os.TempDir()
+	name := hex.EncodeToString(sum[:8])
+	if cache, err := os.UserCacheDir(); err == nil {
+		dir, err := privdir.Make(cache, "blockfs", "index")
+		if err == nil {
+			return filepath.Join(dir, name), nil
+		}
+		log.Printf("blockfs: not keeping the shards' index in the cache directory: %v", err)
 	}
-	return filepath.Join(dir, "blockfs", "index", hex.EncodeToString(sum[:8]))
+	tmp := filepath.Join(os.TempDir(), fmt.Sprintf("blockfs-%d", os.Geteuid()))
+	dir, err := privdir.Make(tmp, "index")
+	if err != nil {
+		return "", Usagef("no private directory for the shards' index (%v): pass %s DIR, a directory of your own", err, optname.Flag("index"))
+	}
+	return filepath.Join(dir, name), nil
 }
 
 // indexFor returns the index directory of a mount of the shards at opt.Data: opt.Index or the
@@ -272,7 +290,14 @@ func DefaultIndexDir(data string) string {
 func indexFor(opt Options) (*shardsData, error) {
 	dir := opt.Index
 	if dir == "" {
-		dir = DefaultIndexDir(opt.Data)
+		var err error
+		if dir, err = DefaultIndexDir(opt.Data); err != nil {
+			return nil, err
+		}
+		// Made by this user (or root) if there: its parent is private. Checked all the same.
+		if err := privdir.Check(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, Usagef("the shards' index directory %v: pass %s DIR, a directory of your own", err, optname.Flag("index"))
+		}
 	}
 	ctx := context.Background()
 	format, at, shards, err := listShards(ctx, opt.Data, opt.S3)
@@ -292,7 +317,7 @@ func indexFor(opt Options) (*shardsData, error) {
 		}
 		log.Printf("blockfs: the index in %s is not of these shards as they are now (%v): indexing them again", dir, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return nil, Usagef("%s %s: %v", optname.Flag("index"), dir, err)
 	}
 	log.Printf("blockfs: indexing the shards at %s into %s (once; the shards are not copied)", opt.Data, dir)
