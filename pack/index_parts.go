@@ -8,10 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/blockfs/blockfs/internal/crc32c"
 	"github.com/blockfs/blockfs/internal/fsync"
 	"github.com/blockfs/blockfs/internal/optname"
+	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/layout"
 )
 
@@ -241,8 +243,8 @@ func mergeIndexField(out, tmp, f string, stored bool, parts []*layout.ShardsInde
 			return err
 		}
 		for i, ix := range parts {
-			if slices.Contains(ix.Fields, f) {
-				err = copyFileTo(dst, filepath.Join(out, PartsDir, Part{i, len(parts)}.Name(), filepath.FromSlash(kind(f))))
+			if k := slices.Index(ix.Fields, f); k >= 0 {
+				err = copyPartFile(dst, out, filepath.Join(PartsDir, Part{i, len(parts)}.Name(), filepath.FromSlash(kind(f))), partFileSize(ix, k, kind(f), f))
 			} else { // empty values: zero offsets (records + blocks), starts (records), no values
 				var n int64
 				switch kind(f) {
@@ -265,14 +267,52 @@ func mergeIndexField(out, tmp, f string, stored bool, parts []*layout.ShardsInde
 	return nil
 }
 
-// copyFileTo appends the file at path to dst.
-func copyFileTo(dst *os.File, path string) error {
-	src, err := os.Open(path)
+// partFileSize is the size of file (field f's offsets, members or values; f is the part's
+// field k) in the part indexed by ix: 8 bytes a record and one more a block, 8 a record, and
+// the values' bytes.
+func partFileSize(ix *layout.ShardsIndex, k int, file, f string) int64 {
+	switch file {
+	case layout.IndexOffsetsFile(f):
+		return 8 * int64(ix.Records+uint64(len(ix.Blocks)))
+	case layout.IndexMembersFile(f):
+		return 8 * int64(ix.Records)
+	}
+	var n int64
+	for _, b := range ix.Blocks {
+		n += int64(b.Bytes[k])
+	}
+	return n
+}
+
+// copyPartFile appends the part's file rel (under out) to dst: a file a part's run wrote, so a
+// regular file inside out (no symlink leading elsewhere: its bytes would become out's file),
+// of exactly size bytes (what the part's index says), opened without waiting (a FIFO) and
+// read no further than size.
+func copyPartFile(dst *os.File, out, rel string, size int64) error {
+	path := filepath.Join(out, rel)
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return fmt.Errorf("%s: %v; index the part again", path, unwrap(err))
+	}
+	root, err := filepath.EvalSymlinks(out)
 	if err != nil {
 		return err
 	}
+	if r, err := filepath.Rel(root, real); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("%s leads outside %s (to %s): a part's files are its own; index the part again", path, out, real)
+	}
+	src, n, err := userfile.Open(real, size)
+	if err != nil {
+		return fmt.Errorf("%s: %v; index the part again", path, unwrap(err))
+	}
 	defer src.Close()
-	_, err = io.Copy(dst, src)
+	if n != size {
+		return fmt.Errorf("%s holds %d bytes, not the %d its part's index says; index the part again", path, n, size)
+	}
+	got, err := io.Copy(dst, userfile.Reader(src, size))
+	if err == nil && got != size {
+		err = fmt.Errorf("%s: read %d of its %d bytes (it changed while merged); index the part again", path, got, size)
+	}
 	return err
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/blockfs/blockfs/internal/fsync"
+	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/source/s3"
 )
 
@@ -39,7 +40,14 @@ type dirOut struct{ dir string }
 func (d dirOut) location() string       { return d.dir }
 func (d dirOut) path(rel string) string { return filepath.Join(d.dir, filepath.FromSlash(rel)) }
 
-func (d dirOut) read(rel string) ([]byte, error) { return os.ReadFile(d.path(rel)) }
+// read reads a regular file of at most maxPartFile bytes (the store's bound), opened without
+// waiting: a FIFO or a device in a part's place (a hang, or /dev/zero's endless bytes) is
+// refused, saying what it is.
+func (d dirOut) read(rel string) ([]byte, error) { return userfile.ReadFile(d.path(rel), maxPartFile) }
+
+// maxPartFile bounds a file a merge reads whole: a part's manifests and its blocks' ids.
+const maxPartFile = 1 << 31
+
 
 func (d dirOut) size(rel string) (int64, error) {
 	st, err := os.Stat(d.path(rel))
@@ -93,7 +101,7 @@ type storeOut struct {
 
 func (s *storeOut) location() string { return s.st.Location() }
 
-func (s *storeOut) read(rel string) ([]byte, error) { return s.st.ReadFile(rel, 1<<31) }
+func (s *storeOut) read(rel string) ([]byte, error) { return s.st.ReadFile(rel, maxPartFile) }
 
 func (s *storeOut) list() error {
 	if s.listed != nil {
