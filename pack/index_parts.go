@@ -140,10 +140,13 @@ func readIndexParts(out string) ([]*layout.ShardsIndex, error) {
 	n := 0
 	found := map[int]string{}
 	for _, e := range ents {
-		var i, c int
-		if _, err := fmt.Sscanf(e.Name(), "part-%d-of-%d", &i, &c); err != nil || (Part{i, c}).Name() != e.Name() || i >= c {
+		p, ok, err := partName(e.Name(), "")
+		if !ok {
 			continue
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(out, PartsDir), err)
 		}
+		i, c := p.Index, p.Count
 		if n != 0 && c != n {
 			return nil, fmt.Errorf("%s: parts of %d and of %d: remove the parts of the other run (%s)", out, n, c, e.Name())
 		}

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/blockfs/blockfs/internal/optname"
@@ -28,8 +26,6 @@ type MergeResult struct {
 	Empty    int                    // of which held no inputs
 }
 
-// partFile matches a part manifest's name in OUT/parts.
-var partFile = regexp.MustCompile(`^part-([0-9]+)-of-([0-9]+)\.json$`)
 
 // mergePart is one part being merged: its manifest and, unless empty, its dataset's.
 type mergePart struct {
@@ -112,8 +108,10 @@ func readParts(out partsOut) ([]*mergePart, error) {
 	byIndex := map[int]*mergePart{}
 	var first *mergePart
 	for _, e := range ents {
-		if !partFile.MatchString(e) {
+		if _, ok, err := partName(e, ".json"); !ok {
 			continue
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", out.location()+"/"+PartsDir, err)
 		}
 		p, err := readPart(out, e)
 		if err != nil {
@@ -156,9 +154,8 @@ func readPart(out partsOut, name string) (*mergePart, error) {
 	if err := strictjson.Decode(data, &pm); err != nil {
 		return nil, fmt.Errorf("%s is not a part manifest (%v); pack the part again", name, err)
 	}
-	sub := partFile.FindStringSubmatch(name)
-	i, _ := strconv.Atoi(sub[1])
-	n, _ := strconv.Atoi(sub[2])
+	named, _, _ := partName(name, ".json") // readParts passes only valid names
+	i, n := named.Index, named.Count
 	switch {
 	case pm.Format != PartFormat || pm.Version != PartVersion:
 		return nil, fmt.Errorf("%s is not a part manifest (format %q version %d, want %q %d)", name, pm.Format, pm.Version, PartFormat, PartVersion)

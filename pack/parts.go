@@ -35,15 +35,53 @@ const (
 // Part is one part of a pack in parts: Index of Count.
 type Part struct{ Index, Count int }
 
-// ParsePart reads pack --part's value, "I/N" with 0 <= I < N.
+// MaxParts bounds N of a pack or an index in parts wherever N is read: the command line, a
+// part's file or folder name, a part manifest.
+const MaxParts = 1 << 20
+
+// ParsePart reads pack --part's value, "I/N" with 0 <= I < N <= MaxParts.
 func ParsePart(s string) (Part, error) {
 	a, b, ok := strings.Cut(s, "/")
 	i, err1 := strconv.Atoi(a)
 	n, err2 := strconv.Atoi(b)
-	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n || n > 1<<20 {
-		return Part{}, optname.Errorf("part", "%s %q is not I/N with 0 <= I < N (part 0/4 is the first of 4)", optname.Flag("part"), s)
+	if !ok || err1 != nil || err2 != nil || !(Part{i, n}).valid() {
+		return Part{}, optname.Errorf("part", "%s %q is not I/N with 0 <= I < N <= %d (part 0/4 is the first of 4)", optname.Flag("part"), s, MaxParts)
 	}
 	return Part{Index: i, Count: n}, nil
+}
+
+// valid reports whether 0 <= I < N <= MaxParts.
+func (p Part) valid() bool { return p.Count >= 1 && p.Count <= MaxParts && p.Index >= 0 && p.Index < p.Count }
+
+// partName parses a part's name, "part-I-of-N" followed by suffix ("" for a folder, ".json"
+// for a part manifest). ok is false for a name of another shape; err says why a name of that
+// shape names no part (I >= N, N > MaxParts, digits that are not the number's spelling).
+func partName(name, suffix string) (p Part, ok bool, err error) {
+	rest, found := strings.CutPrefix(name, "part-")
+	if rest, found = strings.CutSuffix(rest, suffix); !found || !strings.HasPrefix(name, "part-") {
+		return Part{}, false, nil
+	}
+	a, b, found := strings.Cut(rest, "-of-")
+	if !found || !allDigits(a) || !allDigits(b) {
+		return Part{}, false, nil
+	}
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	p = Part{i, n}
+	if err1 != nil || err2 != nil || !p.valid() || p.Name()+suffix != name {
+		return Part{}, true, fmt.Errorf("%s is not a part's name: part I of N is part-I-of-N%s with 0 <= I < N <= %d; remove it", name, suffix, MaxParts)
+	}
+	return p, true, nil
+}
+
+// allDigits reports whether s is one or more ASCII digits.
+func allDigits(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // Name is the part's name: its dataset's folder in OUT/parts, and its manifest's name

@@ -383,3 +383,26 @@ func TestPackPartsTFRecord(t *testing.T) {
 	_, err = PackPart(context.Background(), inputs, t.TempDir(), Part{0, 2}, Options{NoShuffle: true})
 	require.ErrorContains(t, err, "--no-shuffle")
 }
+
+func TestPartName(t *testing.T) {
+	for _, c := range []struct {
+		name, suffix string
+		want         Part
+		ok, bad      bool
+	}{
+		{"part-1-of-4.json", ".json", Part{1, 4}, true, false},
+		{"part-0-of-1", "", Part{0, 1}, true, false},
+		{"part-4-of-4.json", ".json", Part{}, true, true},
+		{"part-0-of-1048577", "", Part{}, true, true},
+		{"part-0-of-99999999999999999999999", "", Part{}, true, true},
+		{"part-01-of-4", "", Part{}, true, true},
+		{"part-1-of-4.json", "", Part{}, false, false},
+		{"part-a-of-4", "", Part{}, false, false},
+		{"other.json", ".json", Part{}, false, false},
+	} {
+		p, ok, err := partName(c.name, c.suffix)
+		assert.Equal(t, c.ok, ok, c.name)
+		assert.Equal(t, c.bad, err != nil, "%s: %v", c.name, err)
+		assert.Equal(t, c.want, p, c.name)
+	}
+}

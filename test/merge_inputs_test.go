@@ -85,3 +85,33 @@ func TestPackMergeInputs(t *testing.T) {
 		})
 	}
 }
+
+// TestMergePartNames: a part's name is read with the bounds pack --part has (0 <= I < N <=
+// 2^20). parts/part-5-of-2.json made pack --merge panic (index out of range), and a part
+// named part-0-of-1000000000000 ran either merge out of memory; both are one line now.
+func TestMergePartNames(t *testing.T) {
+	_, inputs, _ := partsInputs(t, 40, 40)
+	flags := []string{"--format", "raw", "--record-size", fmt.Sprint(partsRecord), "--block-size", "16KiB", "--seed", "3"}
+	for i, name := range []string{"part-5-of-2.json", "part-0-of-1000000000000.json", "part-01-of-2.json"} {
+		out := filepath.Join(t.TempDir(), fmt.Sprintf("out-%d", i))
+		packPartsCLI(t, inputs, out, 2, flags...)
+		raw, err := os.ReadFile(filepath.Join(out, "parts", "part-1-of-2.json"))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(out, "parts", name), raw, 0o644))
+		_, errs, code, _ := runWithin(t, 30*time.Second, "pack", "--merge", out)
+		assert.Equal(t, 1, code, errs)
+		oneLine(t, errs, name+" is not a part's name")
+		assert.NotContains(t, errs, "goroutine")
+	}
+
+	dir := t.TempDir()
+	shards := filepath.Join(dir, "shards")
+	require.NoError(t, os.Mkdir(shards, 0o755))
+	glob, _ := writeShards(t, shards, 100, 50)
+	out := filepath.Join(dir, "parted")
+	mustRun(t, "index", "--part", "0/1", glob, out)
+	require.NoError(t, os.Mkdir(filepath.Join(out, "parts", "part-0-of-1000000000000"), 0o755))
+	_, errs, code, _ := runWithin(t, 30*time.Second, "index", "--merge", out)
+	assert.Equal(t, 1, code, errs)
+	oneLine(t, errs, "part-0-of-1000000000000 is not a part's name")
+}
