@@ -30,6 +30,10 @@ const (
 	MaxManifestBytes = 1 << 30 // 1 GiB of JSON is about 5 million blocks
 	MaxRecordSize    = 1 << 30
 	MaxBlockBytes    = 1 << 34 // 16 GiB
+	// MaxBlockRecords bounds the records of a block of variable-length records: a mount reads
+	// a block's offsets index whole (8 bytes a record, 128 MiB at the bound) into its own
+	// memory. pack cuts blocks there; an index of shards at MaxIndexBlockRecords.
+	MaxBlockRecords = 1 << 24
 )
 
 // Kind says how records are delimited.
@@ -244,6 +248,8 @@ func (m *Manifest) validateBlock(name string, i int, b BlockEntry, seen map[stri
 		}
 	} else if b.OffsetsFile == "" {
 		return blk("variable-length block needs an offsets_file")
+	} else if b.Records > MaxBlockRecords {
+		return blk("block of %d records: a mount reads a block's offsets index whole, and allows at most %d records a block; pack it again with this blockfs", b.Records, MaxBlockRecords)
 	}
 	if m.IDs != (b.IDsFile != "") {
 		if m.IDs {

@@ -93,6 +93,11 @@ type IndexBlock struct {
 // refused, so that no count in the index can overflow what it sizes.
 const minSampleBytes = 16
 
+// MaxIndexBlockRecords bounds the samples of a block of an index of shards: blockfs index
+// cuts a block there whatever its bytes (a shard of empty records made one block of 2^26
+// samples, whose offsets the mount read whole), and a mount refuses an index with more.
+const MaxIndexBlockRecords = 1 << 20
+
 // IndexOffsetsFile and IndexMembersFile are field name's files in an index directory.
 func IndexOffsetsFile(name string) string { return "fields/" + name + ".offsets" }
 func IndexValuesFile(name string) string  { return "fields/" + name + ".values" }
@@ -161,6 +166,9 @@ func (ix *ShardsIndex) Validate(path string) error {
 	var records uint64
 	bytes := make([]uint64, len(ix.Fields))
 	for i, b := range ix.Blocks {
+		if b.Records > MaxIndexBlockRecords {
+			return bad("block %d holds %d samples, more than the %d a block may", i, b.Records, MaxIndexBlockRecords)
+		}
 		if b.Shard < 0 || b.Shard >= len(ix.Shards) || (i > 0 && b.Shard < ix.Blocks[i-1].Shard) || b.Records == 0 ||
 			b.Records > uint64(ix.Shards[b.Shard].Size)/minSampleBytes ||
 			len(b.Bytes) != len(ix.Fields) || len(b.CRC32C) != len(ix.Fields) ||

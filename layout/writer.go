@@ -329,7 +329,7 @@ func (w *Writer) makeRoom(n int64) error {
 		return nil
 	}
 	k := len(w.ids)
-	if w.opt.Kind == Variable && k > 0 && int64(len(w.data))+n+8*int64(k+2) > w.opt.BlockSize {
+	if w.opt.Kind == Variable && k > 0 && (int64(len(w.data))+n+8*int64(k+2) > w.opt.BlockSize || k >= MaxBlockRecords) {
 		return w.flush()
 	}
 	return nil

@@ -263,6 +263,9 @@ func (p *Plan) fitWindow(cs, ra int64, mem sysmem.Memory, share float64, perBloc
 	if perBlock == 0 {
 		perBlock = NeedCache(p.ds, 1, 0, cache.DefaultPageSize).InCache
 	}
+	if perBlock <= 0 {
+		return // blocks of no bytes (every record empty): any window fits
+	}
 	if fit := (room - ra) / perBlock; fit < int64(p.opt.Order.Mix) {
 		p.order.lower(p.ds, &p.opt.Order, int(max(1, fit)), "the window and readahead must fit "+what)
 	}

@@ -319,7 +319,7 @@ func (w *indexWriter) endSample(key, shard string) error {
 	}
 	w.recs++
 	w.ix.Records++
-	if w.bytes >= w.blockSize {
+	if w.bytes >= w.blockSize || w.recs >= layout.MaxIndexBlockRecords {
 		return w.endBlock()
 	}
 	return nil

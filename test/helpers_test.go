@@ -163,6 +163,13 @@ func mountBinary(t *testing.T, binary, data, mnt string, args ...string) *mounte
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// The kernel lists the mount before the daemon has finished mounting: go-fuse then opens
+	// and polls a file of the mount (its poll hack), and a SIGKILL in that moment leaves the
+	// dying daemon waiting on its own mount for that file's flush until the mount is aborted
+	// (seen in TestKill9AndRemount). The daemon logs "serving" once the mount is done.
+	for ready := time.Now().Add(5 * time.Second); !strings.Contains(m.stderr.String(), "blockfs: serving ") && time.Now().Before(ready); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	t.Cleanup(func() { m.stop() })
 	return m
 }

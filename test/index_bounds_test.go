@@ -1,0 +1,69 @@
+package test
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestIndexBlockRecords: an index cuts a block at 2^20 samples whatever their bytes, and a
+// mount refuses an index whose block holds more. A TFRecord file of empty records (16 bytes
+// of framing each) indexed as one block of 2^26 samples for 1 GiB, whose offsets the mount
+// then read whole into memory; an index block of 2^36 samples crashed the daemon.
+func TestIndexBlockRecords(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	const n = 1<<20 + 5
+	table := crc32.MakeTable(crc32.Castagnoli)
+	masked := func(b []byte) uint32 {
+		c := crc32.Checksum(b, table)
+		return (c>>15 | c<<17) + 0xa282ead8
+	}
+	head := make([]byte, 8) // a length of 0
+	rec := binary.LittleEndian.AppendUint32(append([]byte(nil), head...), masked(head))
+	rec = binary.LittleEndian.AppendUint32(rec, masked(nil))
+	file := filepath.Join(dir, "empty.tfrecord")
+	require.NoError(t, os.WriteFile(file, []byte(strings.Repeat(string(rec), n)), 0o644))
+
+	idx := filepath.Join(dir, "idx")
+	mustRun(t, "index", file, idx)
+	raw, err := os.ReadFile(filepath.Join(idx, "blockfs-index.json"))
+	require.NoError(t, err)
+	var ix struct {
+		Records uint64 `json:"records"`
+		Blocks  []struct {
+			Records uint64 `json:"records"`
+		} `json:"blocks"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &ix))
+	require.EqualValues(t, n, ix.Records)
+	require.Len(t, ix.Blocks, 2, "cut at 2^20 samples")
+	assert.EqualValues(t, 1<<20, ix.Blocks[0].Records)
+
+	m := mount(t, idx, "--cache-size", "64MiB")
+	ids := readWhole(t, m.path("epoch-0000.ids"), 16<<20)
+	assert.Len(t, ids, 8*n)
+	m.stop()
+
+	// The same index with its first block claiming 2^36 samples (and the total to match):
+	// refused in one line.
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	blocks := doc["blocks"].([]any)
+	blocks[0].(map[string]any)["records"] = float64(1 << 36)
+	doc["records"] = float64(1<<36 + 5)
+	forged, err := json.MarshalIndent(doc, "", " ")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(idx, "blockfs-index.json"), forged, 0o644))
+	_, errs, code, _ := runWithin(t, 30*time.Second, "mount", idx, t.TempDir())
+	assert.Equal(t, 1, code, errs)
+	oneLine(t, errs, "block 0 holds 68719476736 samples, more than the 1048576 a block may")
+}
