@@ -26,7 +26,6 @@ type MergeResult struct {
 	Empty    int                    // of which held no inputs
 }
 
-
 // mergePart is one part being merged: its manifest and, unless empty, its dataset's.
 type mergePart struct {
 	pm   *PartManifest
@@ -61,6 +60,7 @@ func MergeToStore(ctx context.Context, url string, store s3.Options, force bool)
 
 // merge is Merge into out.
 func merge(out partsOut, force bool) (*MergeResult, error) {
+	out = watch(out)
 	for _, name := range []string{layout.ManifestName, layout.FieldsManifestName} {
 		if _, err := out.size(name); err == nil && !force {
 			return nil, fmt.Errorf("%s holds a merged dataset already; give %s to merge again", out.location(), optname.Flag("force"))
@@ -91,11 +91,19 @@ func merge(out partsOut, force bool) (*MergeResult, error) {
 	if err := out.durable(); err != nil {
 		return nil, err
 	}
+	beforeManifest()
+	if err := unchanged(out); err != nil {
+		return nil, err
+	}
 	if err := out.write(layout.ManifestName, layout.ManifestJSON(m)); err != nil {
 		return nil, err
 	}
 	return &MergeResult{Manifest: m, Parts: len(parts), Empty: len(parts) - countFilled(parts)}, nil
 }
+
+// beforeManifest is called by a merge once it has read the parts, just before it checks that
+// none changed and writes the manifest: tests change a part there.
+var beforeManifest = func() {}
 
 // readParts reads the part manifests in out/parts and returns parts 0..N-1 in order. It refuses
 // no parts, a part there twice, parts of different N and a missing part.

@@ -93,6 +93,10 @@ func mergeFields(out partsOut, parts []*mergePart) (*MergeResult, error) {
 	if err := checkCuts(fm, ms); err != nil {
 		return nil, err
 	}
+	beforeManifest()
+	if err := unchanged(out); err != nil {
+		return nil, err
+	}
 	// A merged dataset there before is gone before its fields' manifests change.
 	if err := out.remove(layout.FieldsManifestName); err != nil {
 		return nil, err

@@ -51,7 +51,9 @@ func ParsePart(s string) (Part, error) {
 }
 
 // valid reports whether 0 <= I < N <= MaxParts.
-func (p Part) valid() bool { return p.Count >= 1 && p.Count <= MaxParts && p.Index >= 0 && p.Index < p.Count }
+func (p Part) valid() bool {
+	return p.Count >= 1 && p.Count <= MaxParts && p.Index >= 0 && p.Index < p.Count
+}
 
 // partName parses a part's name, "part-I-of-N" followed by suffix ("" for a folder, ".json"
 // for a part manifest). ok is false for a name of another shape; err says why a name of that

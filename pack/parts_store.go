@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/blockfs/blockfs/internal/fsync"
 	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/source/s3"
+	"golang.org/x/sys/unix"
 )
 
 // partsOut is where a pack in parts goes, OUT: a local directory (dirOut) or an object store's
@@ -47,7 +50,6 @@ func (d dirOut) read(rel string) ([]byte, error) { return userfile.ReadFile(d.pa
 
 // maxPartFile bounds a file a merge reads whole: a part's manifests and its blocks' ids.
 const maxPartFile = 1 << 31
-
 
 func (d dirOut) size(rel string) (int64, error) {
 	st, err := os.Stat(d.path(rel))
@@ -170,3 +172,69 @@ func writeAtomic(path string, data []byte) error {
 	}
 	return fsync.Dir(filepath.Dir(path))
 }
+
+// stamp returns the version of the file rel as a string: its device, inode, size, and
+// modification and change times. A part packed again in its place gives other ones.
+func (d dirOut) stamp(rel string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(d.path(rel), &st); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d:%d:%d:%d.%d:%d.%d", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec), nil
+}
+
+// stamper is a partsOut that can tell a file's version (a local directory; an object store's
+// merge reads one listing and the objects it names).
+type stamper interface {
+	stamp(rel string) (string, error)
+}
+
+// watched is a partsOut whose files read or sized are remembered with their versions, before
+// they are read, so that unchanged can tell whether any changed while the merge read them: a
+// part packed again during the merge (its own blocks, ids and manifest new) would otherwise
+// give a manifest over the new blocks with the old ones' ids and checksums.
+type watched struct {
+	partsOut
+	st   stamper
+	seen map[string]string
+}
+
+// watch returns out, watched where it can tell versions.
+func watch(out partsOut) partsOut {
+	if st, ok := out.(stamper); ok {
+		return &watched{partsOut: out, st: st, seen: map[string]string{}}
+	}
+	return out
+}
+
+func (w *watched) note(rel string) {
+	if _, ok := w.seen[rel]; !ok {
+		w.seen[rel], _ = w.st.stamp(rel)
+	}
+}
+
+func (w *watched) read(rel string) ([]byte, error) {
+	w.note(rel)
+	return w.partsOut.read(rel)
+}
+
+func (w *watched) size(rel string) (int64, error) {
+	w.note(rel)
+	return w.partsOut.size(rel)
+}
+
+// unchanged returns an error naming a file the merge read that has changed since.
+func unchanged(out partsOut) error {
+	w, ok := out.(*watched)
+	if !ok {
+		return nil
+	}
+	for _, rel := range slices.Sorted(maps.Keys(w.seen)) {
+		if now, _ := w.st.stamp(rel); now != w.seen[rel] {
+			return fmt.Errorf("%s changed while the parts were merged (a part packed again?): merge once every part's pack has finished", w.path(rel))
+		}
+	}
+	return nil
+}
+
+func (w *watched) path(rel string) string { return w.location() + "/" + rel }

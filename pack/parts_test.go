@@ -406,3 +406,33 @@ func TestPartName(t *testing.T) {
 		assert.Equal(t, c.want, p, c.name)
 	}
 }
+
+// TestMergeRace: a part packed again while the merge reads the parts (here: between its reads
+// and its manifest, through beforeManifest) is refused, naming the file, and no manifest is
+// written; before, the merge wrote a manifest over the new blocks with the old ones' checksums
+// and ids.
+func TestMergeRace(t *testing.T) {
+	inputs := rawInputs(t, 300, 200)
+	other := rawInputs(t, 150, 350) // the same total, dealt otherwise
+	for _, noShuffle := range []bool{false, true} {
+		out := t.TempDir()
+		opt := Options{Format: Raw, RecordSize: 16, BlockSize: 1024, Seed: 5, NoShuffle: noShuffle}
+		packParts(t, inputs, out, 2, opt)
+		beforeManifest = func() {
+			_, err := PackPart(context.Background(), other, out, Part{1, 2}, opt)
+			require.NoError(t, err)
+		}
+		_, err := Merge(out, false)
+		beforeManifest = func() {}
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "changed while the parts were merged")
+		assert.NoFileExists(t, filepath.Join(out, layout.ManifestName))
+
+		_, err = Merge(out, false)
+		require.ErrorContains(t, err, "is foreign", "the part as it is now is refused as any other")
+		packParts(t, inputs, out, 2, opt)
+		_, err = Merge(out, false)
+		require.NoError(t, err, "merged once nothing changes")
+		checkMerged(t, out, 500)
+	}
+}
