@@ -209,10 +209,19 @@ const decodeSlack = 128 << 10
 // ScratchSize returns the bytes of DecodeFrame's scratch for frames of frame bytes.
 func ScratchSize(frame int64) int64 { return frame + decodeSlack }
 
-// NewFramesDecoder returns a zstd decoder that decompresses no frame past frame bytes (a frame
-// that claims more is an error, not an allocation), for DecodeFrame.
-func NewFramesDecoder(frame int64) (*zstd.Decoder, error) {
+// NewFramesDecoder returns a zstd decoder for DecodeFrame that decompresses no frame past its
+// scratch (ScratchSize(frame) bytes: a frame that claims or makes more is an error, not an
+// allocation), whatever window the frame declares.
+func NewFramesDecoder() (*zstd.Decoder, error) {
 	// A frame's own content checksum (xxhash), where a writer added one, is not checked: its
-	// CRC32C was, before it was decompressed, and its length after.
-	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(frame)), zstd.IgnoreChecksum(true))
+	// CRC32C was, before it was decompressed, and its length after. DecodeAll decodes into the
+	// scratch, its history included, so a frame's window (the zstd command declares 8 MiB or
+	// more for a frame of 1 MiB) costs nothing: the cap on the scratch bounds the memory, not
+	// the window.
+	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecodeAllCapLimit(true),
+		zstd.WithDecoderMaxMemory(maxFrameWindow), zstd.WithDecoderMaxWindow(maxFrameWindow), zstd.IgnoreChecksum(true))
 }
+
+// maxFrameWindow is the largest window a frame may declare: zstd's own bound on 64-bit
+// machines (window log 31).
+const maxFrameWindow = 1 << 31

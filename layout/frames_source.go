@@ -279,7 +279,7 @@ func (s *FramesSource) decoder(frame int64) (*zstd.Decoder, func(), error) {
 	d, _ := p.Get().(*zstd.Decoder)
 	if d == nil {
 		var err error
-		if d, err = NewFramesDecoder(frame); err != nil {
+		if d, err = NewFramesDecoder(); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -35,7 +35,7 @@ func TestFramesRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(40, 1))
 	enc := framesEncoder(t)
 	for _, frame := range []int64{4096, 1 << 20} {
-		dec, err := NewFramesDecoder(frame)
+		dec, err := NewFramesDecoder()
 		require.NoError(t, err)
 		scratch := make([]byte, ScratchSize(frame))
 		for _, size := range []int{0, 1, 4095, 4096, 3*4096 + 17, 1 << 20, 3<<20 + 17} {
@@ -65,7 +65,7 @@ func TestFramesCorrupt(t *testing.T) {
 	r := rand.New(rand.NewPCG(40, 2))
 	enc := framesEncoder(t)
 	const frame = 4096
-	dec, err := NewFramesDecoder(frame)
+	dec, err := NewFramesDecoder()
 	require.NoError(t, err)
 	raw := textLike(r, 5*frame+100)
 	file := EncodeFrames(raw, frame, enc, 1)
@@ -92,7 +92,7 @@ func TestFramesCorrupt(t *testing.T) {
 func TestFramesBomb(t *testing.T) {
 	enc := framesEncoder(t)
 	const frame = 4096
-	dec, err := NewFramesDecoder(frame)
+	dec, err := NewFramesDecoder()
 	require.NoError(t, err)
 	big := enc.EncodeAll(make([]byte, 64<<20), nil) // 64 MiB of zeros in one small frame
 	raw := make([]byte, frame)
@@ -133,7 +133,7 @@ func BenchmarkFramesDecode(b *testing.B) {
 			file := EncodeFrames(c.raw, frame, enc, 2)
 			f, err := ParseFrames(file, int64(len(file)), int64(len(c.raw)))
 			require.NoError(b, err)
-			dec, err := NewFramesDecoder(frame)
+			dec, err := NewFramesDecoder()
 			require.NoError(b, err)
 			dst, scratch := make([]byte, len(c.raw)), make([]byte, ScratchSize(frame))
 			b.SetBytes(int64(len(c.raw)))
@@ -167,4 +167,31 @@ func (f *Frames) decodeRange(dec *zstd.Decoder, first int, comp []byte, off int6
 		dst, off = dst[n:], off+int64(n)
 	}
 	return nil
+}
+
+// TestFramesLargeWindow: a frame is any zstd frame of the right bytes (FORMAT.md), whatever
+// window its writer declared. The zstd command, and streaming writers, declare a window larger
+// than a frame of 1 MiB; such a frame was refused (ErrWindowSizeExceeded, logged as a CRC
+// mismatch). It decodes now, and a frame that would decode past the frame's bytes is still an
+// error, never an allocation of what it claims.
+func TestFramesLargeWindow(t *testing.T) {
+	r := rand.New(rand.NewPCG(40, 9))
+	const frame = 64 << 10
+	raw := textLike(r, 3*frame+100)
+	for _, window := range []int{1 << 20, 8 << 20, 128 << 20} {
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(window), zstd.WithSingleSegment(false))
+		require.NoError(t, err)
+		var hdr zstd.Header
+		one := enc.EncodeAll(raw[:frame], nil)
+		require.NoError(t, hdr.Decode(one))
+		require.Greater(t, hdr.WindowSize, uint64(frame), "the frame declares a window larger than itself")
+		file := EncodeFrames(raw, frame, enc, 1)
+		f, err := ParseFrames(file, int64(len(file)), int64(len(raw)))
+		require.NoError(t, err)
+		dec, err := NewFramesDecoder()
+		require.NoError(t, err)
+		dst := make([]byte, len(raw))
+		require.NoError(t, f.decodeRange(dec, 0, file[f.at[0]:], 0, dst, make([]byte, ScratchSize(frame))), "window %d", window)
+		require.Equal(t, raw, dst)
+	}
 }

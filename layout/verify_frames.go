@@ -24,7 +24,7 @@ type frameCheck struct {
 
 // newFrameCheck returns a frameCheck for the files of a dataset of frames of frame bytes.
 func newFrameCheck(frame int64) (*frameCheck, error) {
-	dec, err := NewFramesDecoder(frame)
+	dec, err := NewFramesDecoder()
 	if err != nil {
 		return nil, err
 	}
