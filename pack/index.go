@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/blockfs/blockfs/internal/crc32c"
 	"github.com/blockfs/blockfs/internal/fsync"
@@ -154,6 +155,7 @@ type indexWriter struct {
 	recs      uint64         // its samples
 	bytes     int64          // its values' bytes, every field's
 	vals      []indexValue   // the sample being read, by field
+	links     []wdsIrregular // its members that are not regular files (a link, a device)
 	buf       []byte         // values are read through it
 }
 
@@ -302,6 +304,13 @@ func (w *indexWriter) endSample(key, shard string) error {
 		}
 		w.open = true
 	}
+	for _, m := range w.links {
+		if j, ok := w.index[m.field]; ok && m.key == key && !w.vals[j].has {
+			return m.holeError()
+		}
+	}
+	// A link of the next sample may come before this one ends: kept until that one ends.
+	w.links = slices.DeleteFunc(w.links, func(m wdsIrregular) bool { return m.key == key })
 	for j, f := range w.fields {
 		v := w.vals[j]
 		if !v.has && !w.fill {

@@ -32,8 +32,24 @@ func (w *indexWriter) tar(sh Shard, br *bufio.Reader) error {
 		if err != nil {
 			return indexDamaged(sh.Name, last, err)
 		}
+		if err := wdsCheckName(sh.Name, h); err != nil {
+			return err
+		}
 		last = h.Name
 		kind, k, field := wdsClassify(h)
+		if kind == wdsNotRegular {
+			// Named like a file of a sample, a link stands where a value was meant: the
+			// sample is refused if it lacks that field (as pack refuses it), not given an
+			// empty value under --fill-missing.
+			if nk, lk, lf := wdsClassifyName(h.Name); nk == wdsSampleFile {
+				if len(w.links) == maxIrregular {
+					w.links = w.links[1:] // the oldest: a key whose sample never came
+				}
+				what, fix := wdsTypeName(h)
+				w.links = append(w.links, wdsIrregular{wdsPlace: wdsPlace{shard: sh.Name, key: lk, member: h.Name}, field: lf, what: what, fix: fix})
+			}
+			continue
+		}
 		if kind != wdsSampleFile {
 			continue
 		}

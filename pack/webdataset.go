@@ -363,8 +363,25 @@ func (sh *wdsShard) header() (*tar.Header, error) {
 	if err != nil {
 		return nil, sh.damaged(err)
 	}
+	if err := wdsCheckName(sh.name, h); err != nil {
+		return nil, err
+	}
 	sh.last = h.Name
 	return h, nil
+}
+
+// maxMemberName bounds a tar member's name: a path longer than Linux's PATH_MAX names no file
+// anyone wrote (a PAX header may hold any length; a 1 MB name made every message quoting it a
+// megabyte).
+const maxMemberName = 4096
+
+// wdsCheckName refuses a member whose name is longer than maxMemberName, quoting its start.
+func wdsCheckName(shard string, h *tar.Header) error {
+	if len(h.Name) <= maxMemberName {
+		return nil
+	}
+	return fmt.Errorf("%s: a member's name is %d bytes (%q...), longer than the %d a path may have: the shard is damaged or not WebDataset; recreate it or leave it out",
+		shard, len(h.Name), h.Name[:64], maxMemberName)
 }
 
 // data reads m's data, all of buf.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"hash/crc32"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -66,4 +67,46 @@ func TestIndexBlockRecords(t *testing.T) {
 	_, errs, code, _ := runWithin(t, 30*time.Second, "mount", idx, t.TempDir())
 	assert.Equal(t, 1, code, errs)
 	oneLine(t, errs, "block 0 holds 68719476736 samples, more than the 1048576 a block may")
+}
+
+// TestShardMemberNamesAndLinks: pack and index read a tar's members alike. A member named
+// with 1 MB (a PAX header allows it) made a 1 MB error line; now one short line. A symbolic
+// link named like a sample's value (s2.cls -> /etc/passwd) is refused by both, naming it,
+// even with --fill-missing and wherever it comes among the tar's members: index served an
+// empty value where pack refused.
+func TestShardMemberNamesAndLinks(t *testing.T) {
+	dir := t.TempDir()
+	script := `
+import io, sys, tarfile
+def member(t, name, data):
+    i = tarfile.TarInfo(name); i.size = len(data); t.addfile(i, io.BytesIO(data))
+with tarfile.open(sys.argv[1] + "/long.tar", "w", format=tarfile.PAX_FORMAT) as t:
+    member(t, "a/" + "x" * 1000000 + ".jpg", b"abc")
+    member(t, "k1.jpg", b"x"); member(t, "k1.cls", b"1")
+for order in ("after", "before"):
+    with tarfile.open(sys.argv[1] + "/link-%s.tar" % order, "w") as t:
+        for k in range(4):
+            link = tarfile.TarInfo("s%d.cls" % k); link.type = tarfile.SYMTYPE; link.linkname = "/etc/passwd"
+            if k == 2 and order == "before":
+                t.addfile(link)
+            member(t, "s%d.jpg" % k, b"img%d" % k)
+            if k == 2 and order == "after":
+                t.addfile(link)
+            elif k != 2:
+                member(t, "s%d.cls" % k, b"%d" % k)
+`
+	out, err := exec.Command("/usr/bin/python3", "-c", script, dir).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for _, cmd := range [][]string{{"pack"}, {"index"}} {
+		_, errs, code, _ := runWithin(t, 30*time.Second, append(cmd, filepath.Join(dir, "long.tar"), filepath.Join(dir, cmd[0]+"-long"))...)
+		assert.Equal(t, 1, code, errs)
+		oneLine(t, errs, "a member's name is 1000006 bytes")
+		assert.Less(t, len(errs), 400, "%s: a short line", cmd[0])
+		for _, order := range []string{"after", "before"} {
+			tarFile := filepath.Join(dir, "link-"+order+".tar")
+			_, errs, code, _ := runWithin(t, 30*time.Second, append(cmd, "--fill-missing", tarFile, filepath.Join(dir, cmd[0]+"-"+order))...)
+			assert.Equal(t, 1, code, "%s %s: %s", cmd[0], order, errs)
+			oneLine(t, errs, `member "s2.cls" is a symbolic link (to "/etc/passwd")`)
+		}
+	}
 }
