@@ -1,6 +1,8 @@
 package mount
 
 import (
+	"math"
+
 	"github.com/blockfs/blockfs/internal/mountinfo"
 	"github.com/blockfs/blockfs/internal/sysmem"
 )
@@ -26,18 +28,26 @@ func Claimed(mem sysmem.Memory, openData, fingerprint string) int64 {
 	var n int64
 	resident := map[[2]string]int64{} // by dataset: the largest resident set of its mounts
 	for _, c := range claims() {
-		if !mem.Contains(c.Cgroup) {
-			continue
+		if !mem.Contains(c.Cgroup) || c.Cache < 0 || c.Resident < 0 {
+			continue // not this cgroup's, or not a claim any daemon wrote
 		}
-		n += c.Cache
+		n = addClaim(n, c.Cache)
 		if k := [2]string{c.OpenData, c.Fingerprint}; k != [2]string{openData, fingerprint} {
 			resident[k] = max(resident[k], c.Resident)
 		}
 	}
 	for _, r := range resident {
-		n += r
+		n = addClaim(n, r)
 	}
 	return n
+}
+
+// addClaim adds b >= 0 to a >= 0, saturating: claims past the largest int64 claim it all.
+func addClaim(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // claims returns what the blockfs mounts up in this mount namespace planned, from the

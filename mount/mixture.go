@@ -228,7 +228,7 @@ func (p *Plan) planSources(srcs []*Plan, shares []float64, name, data, fp string
 	if total := mem.Total(); (cs > 0 && cs < need) || (cs <= 0 && total > 0 && need > total) {
 		return sourcesCacheRefusal(srcs, cs, total, need, name, p.fields != nil)
 	}
-	p.mem = MemoryPlan{Memory: mem, Total: mem.Total(), Claimed: Claimed(mem, data, fp)}
+	p.mem = MemoryPlan{Memory: mem, Total: mem.Total(), Claimed: p.claimed(mem, data, fp)}
 	p.mem.Headroom = Headroom(p.mem.Total)
 	p.mem.Budget, p.mem.BudgetReason = memoryBudget(cs, need, mem, p.mem.Headroom, p.mem.Claimed)
 	// Each source's share of the budget: by the bytes it gives an epoch, never less than its

@@ -18,6 +18,9 @@ type Options struct {
 	InPlace    InPlace         // how to serve a file in place, and windows over rows
 	Order      shuffle.Options // seed, mode and mix (Epoch is ignored); Mix 0: ChooseOrder's
 	Epochs     uint64          // epoch files listed; default fs.DefaultEpochs, at most fs.MaxEpochs
+	// RecordClaim: the process will serve the plan (the daemon): New plans under the
+	// registry's planning lock and records the plan's claim of memory before it returns.
+	RecordClaim bool
 	CacheSize  int64           // the memory budget for data (--cache-size); 0: from the memory the process has
 	Direct     Direct          // O_DIRECT for block reads; default DirectAuto
 	// Readahead is the bytes of epoch order prefetched ahead of each reader; 0 disables it;

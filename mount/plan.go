@@ -44,6 +44,19 @@ type Plan struct {
 // New checks opt, opens the dataset (or, for a mixture, each of its sources) and plans the
 // mount. Errors in opt wrap ErrUsage.
 func New(opt Options) (*Plan, error) {
+	if !opt.RecordClaim {
+		return newPlan(opt)
+	}
+	defer unlockPlans()
+	p, err := newPlan(opt)
+	if err == nil {
+		p.recordClaim()
+	}
+	return p, err
+}
+
+// newPlan is New.
+func newPlan(opt Options) (*Plan, error) {
 	if opt.Epochs == 0 {
 		opt.Epochs = bfs.DefaultEpochs
 	}
@@ -220,7 +233,7 @@ func (p *Plan) planCache() error {
 		return Usagef("%s %s is too small: it needs %s, the larger of a window of %s %d blocks of up to %s%s plus %s %s (%s) and %d pages of %s (a read holds its pages while the reply is written, and readahead needs room beside it); raise %s or lower %s or %s",
 			fc, ibytes(cs), ibytes(upTo), fm, need.Mix, ibytes(need.MaxBlock), inPages(need), fr, ibytes(ra), ibytes(need.Window), cache.MinPages, ibytes(cache.DefaultPageSize), fc, fm, fr)
 	}
-	claimed := Claimed(mem, p.loc.Abs, p.ds.Manifest.Fingerprint())
+	claimed := p.claimed(mem, p.loc.Abs, p.ds.Manifest.Fingerprint())
 	p.mem = PlanMemory(p.ds, cache.DefaultPageSize, cs, p.need.Window, p.opt.Direct, mem, claimed)
 	// The order state's share of the budget (view.NewSet reserves it) never leaves the pages
 	// less than the windows and readahead need.

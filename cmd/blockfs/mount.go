@@ -74,6 +74,9 @@ func runMount(vals mount.Values, data, mnt string) error {
 	if err != nil {
 		return err
 	}
+	// The process that serves records its claim of memory as it plans; with --daemon the
+	// parent only checks, and the daemon it starts plans again and serves.
+	opt.RecordClaim = !opt.Daemon || os.Getenv(readyFDEnv) != ""
 	plan, err := mount.New(opt)
 	if err != nil {
 		return err
