@@ -21,8 +21,8 @@ type Options struct {
 	// RecordClaim: the process will serve the plan (the daemon): New plans under the
 	// registry's planning lock and records the plan's claim of memory before it returns.
 	RecordClaim bool
-	CacheSize  int64           // the memory budget for data (--cache-size); 0: from the memory the process has
-	Direct     Direct          // O_DIRECT for block reads; default DirectAuto
+	CacheSize   int64  // the memory budget for data (--cache-size); 0: from the memory the process has
+	Direct      Direct // O_DIRECT for block reads; default DirectAuto
 	// Readahead is the bytes of epoch order prefetched ahead of each reader; 0 disables it;
 	// AutoReadahead: DefaultReadahead, or from an object store enough to keep
 	// S3.Concurrency GETs in flight.
