@@ -233,8 +233,8 @@ func (d *Dataset) Served(src source.Blocks) source.Blocks {
 	case d.below != nil:
 		return &rowsBlocks{w: d, rows: d.below, src: d.below.Served(src)}
 	case d.framed:
-		fs := NewFramesSource(src, d.framedFile)
-		fs.frame, fs.name = d.Manifest.Compression.Frame, d.Path
+		fs := NewFramesSource(src, d.framedFile, d.Manifest.Compression.Frame)
+		fs.name = d.Path
 		return fs
 	}
 	return src

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/blockfs/blockfs/internal/lru"
 	"github.com/blockfs/blockfs/internal/parallel"
@@ -37,10 +38,10 @@ type FramesSource struct {
 	frame  int64                         // the frame size every header must give (the manifest's); 0: any
 	name   func(id source.FileID) string // a file's path, for errors; nil: its number
 
-	slots *source.Slots // a frame being decompressed holds one: as many at once as there are cores
+	slots *source.Slots       // a frame being decompressed holds one (DecodeSlots)
+	comp  *semaphore.Weighted // bytes of compressed frames in flight (DecodeMemory's rest)
 
-	mu   sync.Mutex
-	decs map[int64]*sync.Pool // decoders by frame size (each bounded by it); guarded by mu
+	decs sync.Pool // *zstd.Decoder
 
 	spans     sync.Pool // *[]byte: the compressed frames of a Fill
 	scratches sync.Pool // *[]byte: a frame decompressed (ScratchSize)
@@ -63,10 +64,47 @@ func (s *FramesSource) Stats() FramesStats {
 		Seconds: float64(s.ns.Load()) / 1e9, Errors: s.errs.Load()}
 }
 
-// NewFramesSource returns the uncompressed view of below's compressed files.
-func NewFramesSource(below source.Blocks, framed func(id source.FileID) (raw int64, ok bool)) *FramesSource {
+// NewFramesSource returns the uncompressed view of below's compressed files, whose frames hold
+// frame bytes (0: any frame size up to MaxFrame).
+func NewFramesSource(below source.Blocks, framed func(id source.FileID) (raw int64, ok bool), frame int64) *FramesSource {
 	return &FramesSource{below: below, framed: framed, heads: lru.New[source.FileID, *Frames](headersCost, 1),
-		decs: map[int64]*sync.Pool{}, slots: source.NewSlots(runtime.GOMAXPROCS(0))}
+		frame: frame, slots: source.NewSlots(DecodeSlots(frame)), comp: semaphore.NewWeighted(compInFlight(frame))}
+}
+
+// decodeMemory bounds what a FramesSource decompresses in, beside the cache: its decode
+// buffers, one a slot (ScratchSize each), and the compressed frames of the reads in flight,
+// half each. A read allocated its compressed frames before it waited for a slot, and every
+// slot its buffer, so that 64 MiB frames had the daemon OOM-killed under one dd.
+const decodeMemory = 64 << 20
+
+// DecodeSlots returns how many frames of frame bytes (0: MaxFrame) a FramesSource decompresses
+// at once: one a core, as long as their buffers take at most half of decodeMemory; one at least.
+func DecodeSlots(frame int64) int {
+	if frame <= 0 {
+		frame = MaxFrame
+	}
+	return max(1, min(runtime.GOMAXPROCS(0), int(decodeMemory/2/ScratchSize(frame))))
+}
+
+// compInFlight is the bytes of compressed frames a FramesSource's reads hold at once: the other
+// half of decodeMemory, or one frame's worst case where that is more (a read of more waits
+// until it is alone).
+func compInFlight(frame int64) int64 {
+	if frame <= 0 {
+		frame = MaxFrame
+	}
+	return max(decodeMemory/2, int64(FramesBound(frame, frame)))
+}
+
+// DecodeMemory returns the most a FramesSource of frames of frame bytes (0: MaxFrame) holds to
+// decompress, beside the cache: for 1 MiB frames on 16 cores, 18 MiB of buffers and 32 MiB of
+// compressed frames; for 64 MiB frames, one buffer of 64 MiB and one frame compressed.
+func DecodeMemory(frame int64) int64 {
+	f := frame
+	if f <= 0 {
+		f = MaxFrame
+	}
+	return int64(DecodeSlots(frame))*ScratchSize(f) + compInFlight(frame)
 }
 
 // Size implements source.Blocks: a compressed file's uncompressed bytes.
@@ -118,8 +156,10 @@ func (s *FramesSource) read(ctx context.Context, id source.FileID, off, n, raw i
 	f, cached := s.heads.Get(id)
 	if !cached && off == 0 && n == raw {
 		size := s.below.Size(id)
-		cp := s.span(size)
-		put := func() { s.spans.Put(cp) }
+		cp, put, err := s.span(ctx, size)
+		if err != nil {
+			return nil, nil, 0, nil, err
+		}
 		b := (*cp)[:size]
 		if err := s.below.Fill(ctx, id, 0, [][]byte{b}, how); err != nil {
 			put()
@@ -139,8 +179,10 @@ func (s *FramesSource) read(ctx context.Context, id source.FileID, off, n, raw i
 		}
 	}
 	_, _, at, size := f.Span(off, n)
-	cp := s.span(size)
-	put := func() { s.spans.Put(cp) }
+	cp, put, err := s.span(ctx, size)
+	if err != nil {
+		return nil, nil, 0, nil, err
+	}
 	comp := (*cp)[:size]
 	if err := s.below.Fill(ctx, id, at, [][]byte{comp}, how); err != nil {
 		put()
@@ -161,7 +203,7 @@ func (s *FramesSource) decodeFrame(ctx context.Context, how source.Read, id sour
 		return err
 	}
 	defer s.slots.Release()
-	dec, put, err := s.decoder(f.Frame)
+	dec, put, err := s.decoder()
 	if err != nil {
 		return err
 	}
@@ -209,8 +251,17 @@ func framePieces(bufs [][]byte, off, frame int64) [][]framePiece {
 	return out
 }
 
-// span returns a buffer of at least size bytes for a Fill's compressed frames, from the pool.
-func (s *FramesSource) span(size int64) *[]byte { return pooled(&s.spans, size) }
+// span returns a buffer of at least size bytes for a Fill's compressed frames, from the pool,
+// once the bytes in flight leave room for it (a span larger than the room waits for all of
+// it), and the call that gives it back.
+func (s *FramesSource) span(ctx context.Context, size int64) (*[]byte, func(), error) {
+	w := min(size, compInFlight(s.frame))
+	if err := s.comp.Acquire(ctx, w); err != nil {
+		return nil, nil, err
+	}
+	cp := pooled(&s.spans, size)
+	return cp, func() { s.spans.Put(cp); s.comp.Release(w) }, nil
+}
 
 // scratch returns a buffer of size bytes (ScratchSize) to decompress frames into.
 func (s *FramesSource) scratch(size int64) *[]byte { return pooled(&s.scratches, size) }
@@ -267,23 +318,16 @@ func (s *FramesSource) parse(id source.FileID, b []byte, size, raw int64) (*Fram
 // (16 bytes), the Frames and its three slices' headers.
 func headerCost(f *Frames) uint64 { return uint64(16*len(f.Sizes) + 96) }
 
-// decoder returns a decoder bounded by frame bytes, and the call that gives it back.
-func (s *FramesSource) decoder(frame int64) (*zstd.Decoder, func(), error) {
-	s.mu.Lock()
-	p := s.decs[frame]
-	if p == nil {
-		p = &sync.Pool{}
-		s.decs[frame] = p
-	}
-	s.mu.Unlock()
-	d, _ := p.Get().(*zstd.Decoder)
+// decoder returns a decoder (NewFramesDecoder), and the call that gives it back.
+func (s *FramesSource) decoder() (*zstd.Decoder, func(), error) {
+	d, _ := s.decs.Get().(*zstd.Decoder)
 	if d == nil {
 		var err error
 		if d, err = NewFramesDecoder(); err != nil {
 			return nil, nil, err
 		}
 	}
-	return d, func() { p.Put(d) }, nil
+	return d, func() { s.decs.Put(d) }, nil
 }
 
 // corrupt wraps a damaged header's or frame's error as a read error of file id.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -53,7 +54,7 @@ func TestFramesSource(t *testing.T) {
 	s := NewFramesSource(below, func(id source.FileID) (int64, bool) {
 		raw, ok := raws[id]
 		return int64(len(raw)), ok
-	})
+	}, 0)
 	require.EqualValues(t, 37*frame+5, s.Size(3))
 	require.EqualValues(t, 5000, s.Size(plain))
 	var wg sync.WaitGroup
@@ -110,14 +111,14 @@ func TestFramesSource(t *testing.T) {
 	f := below.files[3]
 	hd := FramesHeaderSize(int64(len(raws[3])), frame)
 	f[hd+int64(len(f)-int(hd))/2] ^= 0x40
-	corrupt := NewFramesSource(below, func(id source.FileID) (int64, bool) { return int64(len(raws[id])), id == 3 })
+	corrupt := NewFramesSource(below, func(id source.FileID) (int64, bool) { return int64(len(raws[id])), id == 3 }, 0)
 	err := corrupt.Fill(context.Background(), 3, 0, [][]byte{make([]byte, len(raws[3]))}, source.Read{})
 	require.Error(t, err)
 	require.True(t, errors.Is(err, source.ErrCorrupt) && errors.Is(err, ErrFrames), "%v", err)
 	require.NoError(t, corrupt.Fill(context.Background(), 3, 0, [][]byte{make([]byte, 10)}, source.Read{}), "the first frame is whole")
 	// A header that does not hold is ErrCorrupt too.
 	f[5] ^= 1
-	err = NewFramesSource(below, corrupt.framed).Fill(context.Background(), 3, 0, [][]byte{make([]byte, 10)}, source.Read{})
+	err = NewFramesSource(below, corrupt.framed, 0).Fill(context.Background(), 3, 0, [][]byte{make([]byte, 10)}, source.Read{})
 	require.ErrorIs(t, err, source.ErrCorrupt)
 	// A read past the uncompressed bytes is refused.
 	require.Error(t, s.Fill(context.Background(), 1, 90, [][]byte{make([]byte, 20)}, source.Read{}))
@@ -152,8 +153,88 @@ func TestFramesSourceLongHeader(t *testing.T) {
 	raw := textLike(r, 1000*frame+1) // 1001 frames: a header of 8028 bytes
 	below := &memFiles{files: map[source.FileID][]byte{7: EncodeFrames(raw, frame, framesEncoder(t), 2)}}
 	require.Greater(t, FramesHeaderSize(int64(len(raw)), frame), int64(headFirst))
-	s := NewFramesSource(below, func(source.FileID) (int64, bool) { return int64(len(raw)), true })
+	s := NewFramesSource(below, func(source.FileID) (int64, bool) { return int64(len(raw)), true }, frame)
 	got := make([]byte, 3*frame)
 	require.NoError(t, s.Fill(context.Background(), 7, 997*frame, [][]byte{got}, source.Read{}))
 	require.Equal(t, raw[997*frame:1000*frame], got)
+}
+
+// gatedFiles is memFiles whose Fills of compressed frames (past the header) wait at a gate,
+// counting the bytes they hold at once.
+type gatedFiles struct {
+	memFiles
+	head                int64
+	gate                chan struct{}
+	held, peak, arrived atomic.Int64
+}
+
+func (g *gatedFiles) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]byte, how source.Read) error {
+	if off >= g.head {
+		n := int64(source.Len(bufs))
+		now := g.held.Add(n)
+		for p := g.peak.Load(); now > p && !g.peak.CompareAndSwap(p, now); p = g.peak.Load() {
+		}
+		g.arrived.Add(1)
+		<-g.gate
+		defer g.held.Add(-n)
+	}
+	return g.memFiles.Fill(ctx, id, off, bufs, how)
+}
+
+// TestFramesSourceMemory: the compressed frames of the reads in flight are bounded (half of
+// decodeMemory: 32 MiB) however many read at once, and the decode slots by their buffers'
+// memory: 64 MiB frames are decompressed one at a time. Before, each read allocated its
+// compressed frames before it waited for a slot, and a slot a core its 64 MiB buffer.
+func TestFramesSourceMemory(t *testing.T) {
+	require.Equal(t, 1, DecodeSlots(MaxFrame), "64 MiB frames: one at a time")
+	require.Equal(t, 1, DecodeSlots(0), "any frame size: as for the largest")
+	require.LessOrEqual(t, DecodeMemory(1<<20), int64(64<<20))
+	require.Less(t, DecodeMemory(MaxFrame), int64(3*MaxFrame), "one buffer and one frame compressed")
+
+	const frame = 1 << 20
+	raw := make([]byte, 64*frame)
+	rand.NewChaCha8([32]byte{7}).Read(raw) // incompressible: a frame stays about 1 MiB
+	file := EncodeFrames(raw, frame, framesEncoder(t), 2)
+	g := &gatedFiles{memFiles: memFiles{files: map[source.FileID][]byte{1: file}}, head: FramesHeaderSize(int64(len(raw)), frame), gate: make(chan struct{})}
+	s := NewFramesSource(g, func(source.FileID) (int64, bool) { return int64(len(raw)), true }, frame)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for k := range 8 { // 8 reads of 8 frames each: 64 MiB compressed if all were let in
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 8*frame)
+			if err := s.Fill(context.Background(), 1, int64(k)*8*frame, [][]byte{buf}, source.Read{}); err != nil {
+				errs <- err
+				return
+			}
+			if !bytes.Equal(buf, raw[k*8*frame:(k+1)*8*frame]) {
+				errs <- fmt.Errorf("read %d: other bytes", k)
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	// A read is let through only once no other has come to the gate for 50 ms: every read that
+	// can be in flight at once is.
+	last, seen := time.Now(), int64(0)
+	for open := true; open; {
+		select {
+		case <-done:
+			open = false
+		case <-time.After(5 * time.Millisecond):
+			if now := g.arrived.Load(); now != seen {
+				last, seen = time.Now(), now
+			} else if time.Since(last) > 50*time.Millisecond && g.held.Load() > 0 {
+				g.gate <- struct{}{}
+				last = time.Now()
+			}
+		}
+	}
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.LessOrEqual(t, g.peak.Load(), int64(decodeMemory/2), "compressed frames in flight")
+	require.Greater(t, g.peak.Load(), int64(8*frame), "reads do run side by side")
 }
