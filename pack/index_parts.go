@@ -172,6 +172,13 @@ func readIndexParts(out string) ([]*layout.ShardsIndex, error) {
 // offsets, members (and values, for a field every part stores) the parts' one after another;
 // a part without the field (its samples lack it: --fill-missing) gives empty values.
 func writeMerged(out string, m *layout.ShardsIndex, parts []*layout.ShardsIndex) error {
+	// What a merge killed before it could clean up (SIGTERM, SIGKILL) left: a merge of one OUT
+	// at a time is all that makes sense, so none of these is another's.
+	if left, _ := filepath.Glob(filepath.Join(out, ".merge-*")); len(left) > 0 {
+		for _, d := range left {
+			os.RemoveAll(d)
+		}
+	}
 	tmp, err := os.MkdirTemp(out, ".merge-")
 	if err != nil {
 		return fmt.Errorf("cannot write %s: %w", out, unwrap(err))
