@@ -155,10 +155,8 @@ func (s *FramesSource) Fill(ctx context.Context, id source.FileID, off int64, bu
 func (s *FramesSource) read(ctx context.Context, id source.FileID, off, n, raw int64, how source.Read) (*Frames, []byte, int64, func(), error) {
 	f, cached := s.heads.Get(id)
 	if !cached && off == 0 && n == raw {
-		// Not from the allowance: an object store's loads of whole blocks are as many as its
-		// concurrency (--s3-concurrency), and each holds its block while the store answers.
 		size := s.below.Size(id)
-		cp, put, err := s.span(ctx, size, false)
+		cp, put, err := s.span(ctx, size)
 		if err != nil {
 			return nil, nil, 0, nil, err
 		}
@@ -181,7 +179,7 @@ func (s *FramesSource) read(ctx context.Context, id source.FileID, off, n, raw i
 		}
 	}
 	_, _, at, size := f.Span(off, n)
-	cp, put, err := s.span(ctx, size, true)
+	cp, put, err := s.span(ctx, size)
 	if err != nil {
 		return nil, nil, 0, nil, err
 	}
@@ -254,17 +252,22 @@ func framePieces(bufs [][]byte, off, frame int64) [][]framePiece {
 }
 
 // span returns a buffer of at least size bytes for a Fill's compressed frames, from the pool,
-// and the call that gives it back; counted, once the bytes in flight leave room for it (a
-// span larger than the room waits for all of it).
-func (s *FramesSource) span(ctx context.Context, size int64, counted bool) (*[]byte, func(), error) {
-	w := int64(0)
-	if counted {
-		w = min(size, compInFlight(s.frame))
-	}
+// once the bytes in flight leave room for it (a span larger than the room waits for all of
+// it), and the call that gives it back. An object store's loads of whole blocks count too:
+// while the store answers, each holds its block's compressed bytes.
+func (s *FramesSource) span(ctx context.Context, size int64) (*[]byte, func(), error) {
+	w := min(size, compInFlight(s.frame))
 	if err := s.comp.Acquire(ctx, w); err != nil {
 		return nil, nil, err
 	}
-	cp := pooled(&s.spans, size)
+	// A span of one frame or less is allocated as one frame's worst case, so that the pool's
+	// buffers fit every such span: spans of each their own size were allocated anew whenever
+	// the pool's was a little short (64 MiB frames: 20 MiB over the bound in garbage).
+	alloc := size
+	if s.frame > 0 {
+		alloc = max(size, int64(FramesBound(s.frame, s.frame)))
+	}
+	cp := pooled(&s.spans, alloc)
 	return cp, func() { s.spans.Put(cp); s.comp.Release(w) }, nil
 }
 
