@@ -25,7 +25,7 @@ func TestLargeFramesMemory(t *testing.T) {
 	const (
 		frame   = layout.MaxFrame
 		rs      = 4096
-		records = 48000 // 188 MiB in blocks of 64 MiB: a frame a block
+		records = 40000 // 156 MiB in blocks of 64 MiB: a frame a block
 	)
 	cg := newMemCgroup(t, 1536<<20)
 	dir := filepath.Join(t.TempDir(), "ds")
