@@ -253,11 +253,20 @@ func parseSizeOr(name, s string, auto int64, dst *int64) (err error) {
 	return err
 }
 
-// parseDuration parses a positive duration.
+// ParseDuration parses a duration in Go's form (500ms, 1m30s) or a number of seconds (30,
+// 0.5), as Python's Mount passes them.
+func ParseDuration(s string) (time.Duration, error) {
+	if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) && math.Abs(f) < 1e9 {
+		return time.Duration(f * float64(time.Second)), nil
+	}
+	return time.ParseDuration(s)
+}
+
+// parseDuration parses a positive duration (ParseDuration).
 func parseDuration(name, s string, dst *time.Duration) error {
-	d, err := time.ParseDuration(s)
+	d, err := ParseDuration(s)
 	if err != nil {
-		return optionErr(name, "%s %q is not a duration (use units such as 500ms, 30s, 2m)", flag(name), s)
+		return optionErr(name, "%s %q is not a duration (seconds, or with units such as 500ms, 30s, 2m)", flag(name), s)
 	}
 	if d <= 0 {
 		return optionErr(name, "%s %v must be positive", flag(name), d)

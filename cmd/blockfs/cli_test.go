@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
@@ -80,6 +81,10 @@ func TestMountArgvToSpec(t *testing.T) {
 			assert.Equal(t, int64(16<<20), o.S3.PartSize)
 			assert.Equal(t, "1m0s", o.S3.Timeout.String())
 		}},
+		{[]string{"mount", "--s3-timeout", "90", "--s3-stall-timeout", "0.5", "s3://b/p", "mnt"}, func(t *testing.T, o mount.Options) {
+			assert.Equal(t, "1m30s", o.S3.Timeout.String(), "a number is seconds, as Python's Mount passes it")
+			assert.Equal(t, "500ms", o.S3.StallTimeout.String())
+		}},
 		{[]string{"mount", "--daemon", "--log", "/tmp/l", "--verify", "--allow-other", "--allow-other-unreadable", "data", "mnt"}, func(t *testing.T, o mount.Options) {
 			assert.True(t, o.Daemon)
 			assert.Equal(t, "/tmp/l", o.Log)
@@ -127,6 +132,7 @@ func TestMountArgvToMessage(t *testing.T) {
 		{[]string{"mount", "--verify=maybe", "d", "m"}, "verify", `--verify "maybe": want true or false`},
 		{[]string{"mount", "--cache-sise", "1GiB", "d", "m"}, "", "unknown flag: --cache-sise"},
 		{[]string{"mount", "d"}, "", "mount takes 2 arguments"},
+		{[]string{"mount", "shards/a.tar", "shards/b.tar", "shards/c.tar", "m"}, "", "an unquoted glob? quote it so that blockfs expands it: mount 'shards/*.tar'"},
 	} {
 		t.Run(fmt.Sprint(tc.argv), func(t *testing.T) {
 			_, err, code := parseMount(t, tc.argv...)
@@ -222,4 +228,15 @@ func TestOptionsSchemaPublished(t *testing.T) {
 			assert.True(t, seen[strings.ReplaceAll(f.Name, "-", "_")], "flag --%s is not in the schema", f.Name)
 		}
 	})
+}
+
+// TestStatsInterval: stats --interval takes seconds as Python does (1, 0.5), or Go's form.
+func TestStatsInterval(t *testing.T) {
+	for in, want := range map[string]time.Duration{"1": time.Second, "0.5": 500 * time.Millisecond, "2m": 2 * time.Minute} {
+		var d seconds
+		require.NoError(t, d.Set(in), in)
+		assert.Equal(t, want, time.Duration(d), in)
+	}
+	var d seconds
+	assert.ErrorContains(t, d.Set("soon"), "give seconds (1, 0.5) or a unit")
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -73,7 +74,12 @@ sequential disk reads and a near-random order with plain file I/O.`,
 func exactArgs(names ...string) cobra.PositionalArgs {
 	return func(c *cobra.Command, args []string) error {
 		if len(args) != len(names) {
-			return usagef("%s takes %d arguments (%v), got %d (see '%s --help')", c.Name(), len(names), names, len(args), c.CommandPath())
+			hint := ""
+			if len(args) > len(names) {
+				// The shell expands an unquoted glob into many arguments before blockfs sees it.
+				hint = fmt.Sprintf("; an unquoted glob? quote it so that blockfs expands it: %s '%s/*%s' ...", c.Name(), filepath.Dir(args[0]), filepath.Ext(args[0]))
+			}
+			return usagef("%s takes %d arguments (%v), got %d%s (see '%s --help')", c.Name(), len(names), names, len(args), hint, c.CommandPath())
 		}
 		return nil
 	}

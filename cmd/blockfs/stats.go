@@ -45,8 +45,24 @@ one JSON object per interval; --json does so on a terminal too. --once prints on
 	fl := c.Flags()
 	fl.BoolVar(&once, "once", false, "print one snapshot, over one interval, and exit")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object per interval even on a terminal")
-	fl.DurationVar(&every, "interval", time.Second, "time between snapshots")
+	every = time.Second
+	fl.Var((*seconds)(&every), "interval", "time between snapshots: seconds, or with a unit (500ms, 2m)")
 	return c
+}
+
+// seconds is a duration flag that takes a number of seconds too (mount.ParseDuration).
+type seconds time.Duration
+
+func (d *seconds) String() string { return time.Duration(*d).String() }
+func (d *seconds) Type() string   { return "duration" }
+
+func (d *seconds) Set(s string) error {
+	v, err := mount.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration: give seconds (1, 0.5) or a unit (500ms, 2m)", s)
+	}
+	*d = seconds(v)
+	return nil
 }
 
 // maxStatsBytes bounds a mount's stats.json (a line per open file: a few MiB for thousands).
