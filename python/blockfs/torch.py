@@ -176,6 +176,16 @@ def _as_tensors(batch: Batch, fields: bool, pin: bool) -> Any:
     return out
 
 
+def _epoch(value: Any) -> int:
+    """value as an epoch number: a whole number from 0 (an int, a numpy integer); 1.5 or "1"
+    is a TypeError, -1 a ValueError, rather than another epoch than meant."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"epoch {value!r}: an epoch is a whole number (0, 1, ...)")
+    if value < 0:
+        raise ValueError(f"epoch {value}: epochs count from 0")
+    return int(value)
+
+
 class _ReadAhead:
     """Makes the batches of keys on a thread, ahead of the trainer by at most `ahead` batches,
     so that a batch is read while the last one is computed on (a read, on the shared-memory
@@ -346,7 +356,7 @@ class Loader:
             records = self.info.get("dataset_records", self.info["records"])  # a node's mount: the whole data's
             if len(labels) < records and "window" not in self.info:
                 raise ValueError(f"labels has {len(labels)} entries; the dataset has {records} records")
-        self.epoch, self.position = int(epoch), 0
+        self.epoch, self.position = _epoch(epoch), 0
         self._lengths: Dict[int, int] = {}  # records of epochs whose length has been read
         self.num_workers = int(num_workers)
         self._reads: Dict[str, float] = {"batches": 0.0, "read_seconds": 0.0, "batch_seconds": 0.0, "seconds": 0.0}
@@ -440,7 +450,7 @@ class Loader:
     def epoch_records(self, epoch: Optional[int] = None) -> int:
         """The records of epoch (the loader's, by default): info.json's "records", except in a
         mixture whose epochs differ in length, where it is read from the mount (once an epoch)."""
-        e = self.epoch if epoch is None else int(epoch)
+        e = self.epoch if epoch is None else _epoch(epoch)
         if self._nodes is not None:
             return self._nodes.total  # positions of the whole epoch, every node's
         n = self._lengths.get(e)
@@ -527,8 +537,8 @@ class Loader:
     def set_epoch(self, epoch: int) -> None:
         """Selects epoch to iterate next, from its start (or, if the loader is already in that
         epoch, from where it is: a resumed position is kept)."""
-        if int(epoch) != self.epoch:
-            self.epoch, self.position = int(epoch), 0
+        if _epoch(epoch) != self.epoch:
+            self.epoch, self.position = _epoch(epoch), 0
 
     def fingerprint(self) -> Dict[str, Any]:
         """What a saved state must agree on with this mount: the data and the order options;

@@ -54,6 +54,21 @@ class LoaderTest(Scratch):
                     loader.close()
         self.assertFalse((self.orders[0] == self.orders[1]).all())
 
+    def test_epoch_is_a_whole_number(self):
+        # set_epoch(1.5) became epoch 1, silently; a numpy integer is an epoch as an int is.
+        loader = blockfs.torch.Loader(self.mount, B)
+        with self.assertRaisesRegex(TypeError, "an epoch is a whole number"):
+            loader.set_epoch(1.5)
+        with self.assertRaisesRegex(TypeError, "an epoch is a whole number"):
+            loader.set_epoch("1")
+        with self.assertRaisesRegex(ValueError, "epochs count from 0"):
+            loader.set_epoch(-1)
+        with self.assertRaisesRegex(TypeError, "an epoch is a whole number"):
+            blockfs.torch.Loader(self.mount, B, epoch=2.0)
+        loader.set_epoch(np.int64(2))
+        self.assertEqual(loader.epoch, 2)
+        loader.close()
+
     def test_epochs_advance_without_set_epoch(self):
         loader = blockfs.torch.Loader(self.mount, 1000, num_workers=2, persistent_workers=True, epoch=1)
         with loader:
