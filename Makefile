@@ -16,8 +16,8 @@ all: build
 # bin/blockfs-tables is the same command with apache/arrow-go linked in (-tags tables): pack runs
 # it to read Parquet and Arrow, so the mount's daemon does not carry arrow-go's resident memory.
 build:
-	$(GO) build -o $(BIN) ./cmd/blockfs
-	$(GO) build -tags tables -o $(BIN)-tables ./cmd/blockfs
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/blockfs
+	$(GO) build -buildvcs=auto -tags tables -o $(BIN)-tables ./cmd/blockfs
 
 # A platform wheel of python/ that carries a static blockfs binary (for go env's GOOS/GOARCH):
 # pip install dist/blockfs-*.whl then gives the blockfs command and blockfs.Mount with no Go

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -239,4 +240,15 @@ func TestStatsInterval(t *testing.T) {
 	}
 	var d seconds
 	assert.ErrorContains(t, d.Set("soon"), "give seconds (1, 0.5) or a unit")
+}
+
+// TestVersion: a build from a checkout names its commit; the wheel's -X version is kept.
+func TestVersion(t *testing.T) {
+	info := func() (*debug.BuildInfo, bool) {
+		return &debug.BuildInfo{Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "2252ff6d2c1b0123456789"},
+			{Key: "vcs.time", Value: "2026-11-28T21:03:11Z"}, {Key: "vcs.modified", Value: "true"}}}, true
+	}
+	assert.Equal(t, "dev (git 2252ff6d2c1b, 2026-11-28T21:03:11Z, modified)", versionOf("dev", info))
+	assert.Equal(t, "0.9.1", versionOf("0.9.1", info))
+	assert.Equal(t, "dev", versionOf("dev", func() (*debug.BuildInfo, bool) { return &debug.BuildInfo{}, true }))
 }

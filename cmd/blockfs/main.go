@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -48,8 +49,38 @@ func exitCode(err error) int {
 	return 1
 }
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version is set at build time with -ldflags "-X main.version=..." (the wheel's); a build
+// from a checkout says which commit (versionOf).
+var version = versionOf("dev", readBuildInfo)
+
+// readBuildInfo is debug.ReadBuildInfo (a variable for tests).
+var readBuildInfo = debug.ReadBuildInfo
+
+// versionOf returns v, and for "dev" the commit Go recorded in the binary, its date and
+// whether the tree had changes: "dev (git 2252ff6d2c1b, 2026-11-28T21:03:11Z, modified)".
+func versionOf(v string, info func() (*debug.BuildInfo, bool)) string {
+	bi, ok := info()
+	if v != "dev" || !ok {
+		return v
+	}
+	var rev, at, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value[:min(12, len(s.Value))]
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
+		}
+	}
+	if rev == "" {
+		return v
+	}
+	return fmt.Sprintf("%s (git %s, %s%s)", v, rev, at, modified)
+}
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
