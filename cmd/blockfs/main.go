@@ -49,9 +49,9 @@ func exitCode(err error) int {
 	return 1
 }
 
-// version is set at build time with -ldflags "-X main.version=..." (the wheel's); a build
-// from a checkout says which commit (versionOf).
-var version = versionOf("dev", readBuildInfo)
+// version is set at build time with -ldflags "-X main.version=..." (the wheel's; -X needs a
+// constant here); a build from a checkout says which commit (versionOf, for --version).
+var version = "dev"
 
 // readBuildInfo is debug.ReadBuildInfo (a variable for tests).
 var readBuildInfo = debug.ReadBuildInfo
@@ -89,7 +89,7 @@ func newRoot() *cobra.Command {
 		Long: `blockfs stores samples in large block files and mounts them read-only as one file per
 epoch whose bytes are every record in a block-shuffled order, so any reader gets large
 sequential disk reads and a near-random order with plain file I/O.`,
-		Version:       version,
+		Version:       versionOf(version, readBuildInfo),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
