@@ -256,16 +256,17 @@ func framePieces(bufs [][]byte, off, frame int64) [][]framePiece {
 // it), and the call that gives it back. An object store's loads of whole blocks count too:
 // while the store answers, each holds its block's compressed bytes.
 func (s *FramesSource) span(ctx context.Context, size int64) (*[]byte, func(), error) {
-	w := min(size, compInFlight(s.frame))
-	if err := s.comp.Acquire(ctx, w); err != nil {
-		return nil, nil, err
-	}
 	// A span of one frame or less is allocated as one frame's worst case, so that the pool's
 	// buffers fit every such span: spans of each their own size were allocated anew whenever
-	// the pool's was a little short (64 MiB frames: 20 MiB over the bound in garbage).
+	// the pool's was a little short (64 MiB frames: 20 MiB over the bound in garbage). What is
+	// allocated is what counts.
 	alloc := size
 	if s.frame > 0 {
 		alloc = max(size, int64(FramesBound(s.frame, s.frame)))
+	}
+	w := min(alloc, compInFlight(s.frame))
+	if err := s.comp.Acquire(ctx, w); err != nil {
+		return nil, nil, err
 	}
 	cp := pooled(&s.spans, alloc)
 	return cp, func() { s.spans.Put(cp); s.comp.Release(w) }, nil

@@ -278,7 +278,12 @@ func DefaultIndexDir(data string) (string, error) {
 		log.Printf("blockfs: not keeping the shards' index in the cache directory: %v", err)
 	}
 	tmp := filepath.Join(os.TempDir(), fmt.Sprintf("blockfs-%d", os.Geteuid()))
-	dir, err := privdir.Make(tmp, "index")
+	// In a shared temporary directory the name itself is not trusted: no symlink there.
+	err := privdir.Check(tmp)
+	dir := ""
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		dir, err = privdir.Make(tmp, "index")
+	}
 	if err != nil {
 		return "", Usagef("no private directory for the shards' index (%v): pass %s DIR, a directory of your own", err, optname.Flag("index"))
 	}

@@ -305,12 +305,12 @@ func (w *indexWriter) endSample(key, shard string) error {
 		w.open = true
 	}
 	for _, m := range w.links {
-		if j, ok := w.index[m.field]; ok && m.key == key && !w.vals[j].has {
+		if j, ok := w.index[m.field]; ok && m.key == key && m.shard == shard && !w.vals[j].has {
 			return m.holeError()
 		}
 	}
 	// A link of the next sample may come before this one ends: kept until that one ends.
-	w.links = slices.DeleteFunc(w.links, func(m wdsIrregular) bool { return m.key == key })
+	w.links = slices.DeleteFunc(w.links, func(m wdsIrregular) bool { return m.key == key || m.shard != shard })
 	for j, f := range w.fields {
 		v := w.vals[j]
 		if !v.has && !w.fill {

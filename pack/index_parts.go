@@ -174,9 +174,11 @@ func readIndexParts(out string) ([]*layout.ShardsIndex, error) {
 func writeMerged(out string, m *layout.ShardsIndex, parts []*layout.ShardsIndex) error {
 	// What a merge killed before it could clean up (SIGTERM, SIGKILL) left: a merge of one OUT
 	// at a time is all that makes sense, so none of these is another's.
-	if left, _ := filepath.Glob(filepath.Join(out, ".merge-*")); len(left) > 0 {
-		for _, d := range left {
-			os.RemoveAll(d)
+	if ents, err := os.ReadDir(out); err == nil {
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), ".merge-") {
+				os.RemoveAll(filepath.Join(out, e.Name()))
+			}
 		}
 	}
 	tmp, err := os.MkdirTemp(out, ".merge-")
@@ -316,6 +318,13 @@ func copyPartFile(dst *os.File, out, rel string, size int64) error {
 		return fmt.Errorf("%s: %v; index the part again", path, unwrap(err))
 	}
 	defer src.Close()
+	// What was opened, not what the path led to a moment before: a directory of OUT swapped
+	// for a symlink between the two would lead the open elsewhere.
+	if opened, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", src.Fd())); err == nil {
+		if r, err := filepath.Rel(root, opened); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+			return fmt.Errorf("%s leads outside %s (to %s): a part's files are its own; index the part again", path, out, opened)
+		}
+	}
 	if n != size {
 		return fmt.Errorf("%s holds %d bytes, not the %d its part's index says; index the part again", path, n, size)
 	}

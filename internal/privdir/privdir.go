@@ -19,11 +19,15 @@ import (
 var ErrNotPrivate = errors.New("not a private directory")
 
 // Make returns base/sub[0]/sub[1]/..., each directory from base down private: made with mode
-// 0700 where missing (base with its parents), and checked (Check) where it was there. It
-// refuses, wrapping ErrNotPrivate, the first that is not private.
+// 0700 where missing (base with its parents), and checked (Check) where it was there. base may
+// be a symlink (a ~/.cache on a scratch disk): where it leads is checked, and used. It refuses,
+// wrapping ErrNotPrivate, the first that is not private.
 func Make(base string, sub ...string) (string, error) {
-	dir := base
-	if err := os.MkdirAll(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := os.MkdirAll(base, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	dir, err := filepath.EvalSymlinks(base)
+	if err != nil {
 		return "", err
 	}
 	if err := Check(dir); err != nil {

@@ -32,10 +32,16 @@ func TestRefused(t *testing.T) {
 	assert.ErrorContains(t, err, "may be written by others (mode 0777)")
 
 	link := filepath.Join(root, "l")
-	require.NoError(t, os.Symlink(t.TempDir(), link))
+	target := t.TempDir()
+	require.NoError(t, os.Symlink(target, link))
 	_, err = Make(root, "l")
 	assert.ErrorIs(t, err, ErrNotPrivate)
-	assert.ErrorContains(t, err, "is a symlink")
+	assert.ErrorContains(t, err, "is a symlink", "below base, a symlink is refused")
+	got, err := Make(link, "index")
+	require.NoError(t, err, "base itself may be a symlink to a private directory")
+	real, err := filepath.EvalSymlinks(target)
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(real, "index"), got)
 
 	file := filepath.Join(root, "f")
 	require.NoError(t, os.WriteFile(file, nil, 0o600))
