@@ -163,9 +163,9 @@ func TestFramesSourceLongHeader(t *testing.T) {
 // counting the bytes they hold at once.
 type gatedFiles struct {
 	memFiles
-	head                int64
-	gate                chan struct{}
-	held, peak, arrived atomic.Int64
+	head                         int64
+	gate                         chan struct{}
+	held, peak, arrived, waiting atomic.Int64
 }
 
 func (g *gatedFiles) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]byte, how source.Read) error {
@@ -175,7 +175,9 @@ func (g *gatedFiles) Fill(ctx context.Context, id source.FileID, off int64, bufs
 		for p := g.peak.Load(); now > p && !g.peak.CompareAndSwap(p, now); p = g.peak.Load() {
 		}
 		g.arrived.Add(1)
+		g.waiting.Add(1)
 		<-g.gate
+		g.waiting.Add(-1)
 		defer g.held.Add(-n)
 	}
 	return g.memFiles.Fill(ctx, id, off, bufs, how)
@@ -225,8 +227,12 @@ func TestFramesSourceMemory(t *testing.T) {
 		case <-time.After(5 * time.Millisecond):
 			if now := g.arrived.Load(); now != seen {
 				last, seen = time.Now(), now
-			} else if time.Since(last) > 50*time.Millisecond && g.held.Load() > 0 {
-				g.gate <- struct{}{}
+			} else if time.Since(last) > 50*time.Millisecond && g.waiting.Load() > 0 {
+				select {
+				case g.gate <- struct{}{}:
+				case <-done:
+					open = false
+				}
 				last = time.Now()
 			}
 		}
