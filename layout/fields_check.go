@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/blockfs/blockfs/internal/userfile"
 )
 
 // What a reader of a dataset with fields checks beyond the JSON of blockfs-fields.json: that
@@ -51,7 +53,7 @@ func FieldPath(dir string, fl Field) (string, error) {
 	if err != nil {
 		return "", wrapf(ErrIO, err, dir, -1, "%v", err)
 	}
-	if r, err := filepath.Rel(top, real); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+	if !userfile.Within(top, real) {
 		return "", errorf(ErrUnsafePath, p, -1, "field %q resolves to %s, outside the dataset directory", fl.Name, real)
 	}
 	return p, nil

@@ -80,31 +80,31 @@ const decodeMemory = 64 << 20
 // DecodeSlots returns how many frames of frame bytes (0: MaxFrame) a FramesSource decompresses
 // at once: one a core, as long as their buffers take at most half of decodeMemory; one at least.
 func DecodeSlots(frame int64) int {
-	if frame <= 0 {
-		frame = MaxFrame
-	}
-	return max(1, min(runtime.GOMAXPROCS(0), int(decodeMemory/2/ScratchSize(frame))))
+	return max(1, min(runtime.GOMAXPROCS(0), int(decodeMemory/2/ScratchSize(orLargest(frame)))))
 }
 
 // compInFlight is the bytes of compressed frames a FramesSource's reads hold at once: the other
 // half of decodeMemory, or one frame's worst case where that is more (a read of more waits
 // until it is alone).
 func compInFlight(frame int64) int64 {
-	if frame <= 0 {
-		frame = MaxFrame
-	}
+	frame = orLargest(frame)
 	return max(decodeMemory/2, int64(FramesBound(frame, frame)))
+}
+
+// orLargest is frame, or MaxFrame for 0 (any frame size): what bounds are planned for.
+func orLargest(frame int64) int64 {
+	if frame <= 0 {
+		return MaxFrame
+	}
+	return frame
 }
 
 // DecodeMemory returns the most a FramesSource of frames of frame bytes (0: MaxFrame) holds to
 // decompress, beside the cache: for 1 MiB frames on 16 cores, 18 MiB of buffers and 32 MiB of
 // compressed frames; for 64 MiB frames, one buffer of 64 MiB and one frame compressed.
 func DecodeMemory(frame int64) int64 {
-	f := frame
-	if f <= 0 {
-		f = MaxFrame
-	}
-	return int64(DecodeSlots(frame))*ScratchSize(f) + compInFlight(frame)
+	frame = orLargest(frame)
+	return int64(DecodeSlots(frame))*ScratchSize(frame) + compInFlight(frame)
 }
 
 // Size implements source.Blocks: a compressed file's uncompressed bytes.

@@ -89,11 +89,5 @@ func (p *Plan) recordClaim() {
 	if p.ds != nil && p.mix == nil && p.fields == nil {
 		fp = p.ds.Manifest.Fingerprint()
 	}
-	c, err := claimOf(map[string]any{"open_data": p.loc.Abs, "fingerprint": fp, "memory": p.mem.Facts()})
-	if err == nil {
-		err = writeEntry(RegistryDir(), entry{NS: pidNS(), PID: os.Getpid(), Start: startTime(os.Getpid()), Claim: c})
-	}
-	if err != nil {
-		log.Printf("blockfs: cannot record this mount's memory in %s (%v); mounts made while it is up plan as if it took none", RegistryDir(), err)
-	}
+	writeClaim(map[string]any{"open_data": p.loc.Abs, "fingerprint": fp, "memory": p.mem.Facts()}, "")
 }

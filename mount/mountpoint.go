@@ -16,6 +16,7 @@ import (
 	bfs "github.com/blockfs/blockfs/fs"
 	"github.com/blockfs/blockfs/internal/fuseread"
 	"github.com/blockfs/blockfs/internal/mountinfo"
+	"github.com/blockfs/blockfs/internal/userfile"
 )
 
 // CheckMountpoint requires an existing, empty directory that is not already a mount point and
@@ -54,7 +55,7 @@ func CheckMountpoint(mnt, data string) (string, error) {
 	if !st.IsDir() {
 		return "", fmt.Errorf("mount point %s is not a directory", mnt)
 	}
-	if realData, err := filepath.EvalSymlinks(data); err == nil && inside(real, realData) {
+	if realData, err := filepath.EvalSymlinks(data); err == nil && userfile.Within(realData, real) {
 		return "", fmt.Errorf("mount point %s is inside the dataset %s; use a directory outside it", mnt, data)
 	}
 	ents, err := os.ReadDir(real)

@@ -121,18 +121,29 @@ func owner(st fs.FileInfo) int {
 // info.json facts are facts, and returns the function that removes it. A registry that cannot
 // be written is logged: the mount serves on, and mounts after it plan without its claim.
 func register(mnt string, facts map[string]any) (remove func()) {
-	c, err := claimOf(facts)
-	if err == nil {
-		e := entry{NS: pidNS(), PID: os.Getpid(), Start: startTime(os.Getpid()), Claim: c}
-		e.Mountpoint, e.Dev = connection(mnt)
-		err = writeEntry(RegistryDir(), e)
-	}
-	if err != nil {
-		log.Printf("blockfs: cannot record this mount's memory in %s (%v); mounts made while it is up plan as if it took none", RegistryDir(), err)
+	if !writeClaim(facts, mnt) {
 		return func() {}
 	}
 	path := entryPath(RegistryDir(), pidNS(), os.Getpid())
 	return func() { os.Remove(path) }
+}
+
+// writeClaim writes this daemon's entry: the claim in facts (info.json's), at mnt once
+// mounted ("" before: an entry that names no mount counts while its daemon lives). A registry
+// that cannot be written is logged and reported false.
+func writeClaim(facts map[string]any, mnt string) bool {
+	c, err := claimOf(facts)
+	if err == nil {
+		e := entry{NS: pidNS(), PID: os.Getpid(), Start: startTime(os.Getpid()), Claim: c}
+		if mnt != "" {
+			e.Mountpoint, e.Dev = connection(mnt)
+		}
+		err = writeEntry(RegistryDir(), e)
+	}
+	if err != nil {
+		log.Printf("blockfs: cannot record this mount's memory in %s (%v); mounts made while it is up plan as if it took none", RegistryDir(), err)
+	}
+	return err == nil
 }
 
 // claimOf decodes a mount's Claim from its info.json facts, as other mounts read it.

@@ -4,8 +4,8 @@ import (
 	"log"
 	"os"
 	"path/filepath"
-	"strings"
 
+	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/diskcache"
@@ -100,7 +100,7 @@ func (p *Plan) diskOptions() (*diskcache.Options, error) {
 	if err != nil {
 		return nil, Usagef(flag("disk-cache")+" %s: %v", o.DiskCache, err)
 	}
-	if inside(dir, p.mnt) || inside(p.mnt, dir) {
+	if userfile.Within(p.mnt, dir) || userfile.Within(dir, p.mnt) {
 		return nil, Usagef(flag("disk-cache")+" %s and the mount point %s must not be inside one another", o.DiskCache, p.mnt)
 	}
 	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
@@ -130,9 +130,4 @@ func (p *Plan) diskOptions() (*diskcache.Options, error) {
 		do.Keep = p.nodes.keep(p.ds)
 	}
 	return do, nil
-}
-
-// inside reports whether path is dir or below it.
-func inside(path, dir string) bool {
-	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
 }

@@ -258,13 +258,7 @@ func mergeIndexField(out, tmp, f string, stored bool, parts []*layout.ShardsInde
 			if k := slices.Index(ix.Fields, f); k >= 0 {
 				err = copyPartFile(dst, out, filepath.Join(PartsDir, Part{i, len(parts)}.Name(), filepath.FromSlash(kind(f))), partFileSize(ix, k, kind(f), f))
 			} else { // empty values: zero offsets (records + blocks), starts (records), no values
-				var n int64
-				switch kind(f) {
-				case layout.IndexOffsetsFile(f):
-					n = 8 * int64(ix.Records+uint64(len(ix.Blocks)))
-				case layout.IndexMembersFile(f):
-					n = 8 * int64(ix.Records)
-				}
+				n := partFileSize(ix, -1, kind(f), f)
 				_, err = io.CopyN(dst, zeroReader{}, n)
 			}
 			if err != nil {
@@ -280,8 +274,8 @@ func mergeIndexField(out, tmp, f string, stored bool, parts []*layout.ShardsInde
 }
 
 // partFileSize is the size of file (field f's offsets, members or values; f is the part's
-// field k) in the part indexed by ix: 8 bytes a record and one more a block, 8 a record, and
-// the values' bytes.
+// field k; -1: a field the part lacks, whose values are empty) in the part indexed by ix: 8
+// bytes a record and one more a block, 8 a record, and the values' bytes.
 func partFileSize(ix *layout.ShardsIndex, k int, file, f string) int64 {
 	switch file {
 	case layout.IndexOffsetsFile(f):
@@ -291,7 +285,9 @@ func partFileSize(ix *layout.ShardsIndex, k int, file, f string) int64 {
 	}
 	var n int64
 	for _, b := range ix.Blocks {
-		n += int64(b.Bytes[k])
+		if k >= 0 { // a field the part lacks has no values
+			n += int64(b.Bytes[k])
+		}
 	}
 	return n
 }
@@ -310,7 +306,7 @@ func copyPartFile(dst *os.File, out, rel string, size int64) error {
 	if err != nil {
 		return err
 	}
-	if r, err := filepath.Rel(root, real); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+	if !userfile.Within(root, real) {
 		return fmt.Errorf("%s leads outside %s (to %s): a part's files are its own; index the part again", path, out, real)
 	}
 	src, n, err := userfile.Open(real, size)
@@ -321,7 +317,7 @@ func copyPartFile(dst *os.File, out, rel string, size int64) error {
 	// What was opened, not what the path led to a moment before: a directory of OUT swapped
 	// for a symlink between the two would lead the open elsewhere.
 	if opened, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", src.Fd())); err == nil {
-		if r, err := filepath.Rel(root, opened); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+		if !userfile.Within(root, opened) {
 			return fmt.Errorf("%s leads outside %s (to %s): a part's files are its own; index the part again", path, out, opened)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blockfs/blockfs/internal/mountinfo"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -201,16 +202,19 @@ func (m *mounted) path(name string) string { return filepath.Join(m.dir, name) }
 
 // isMounted reports whether dir is a mount point.
 func isMounted(dir string) bool {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
-			return true
+	_, ok := mountEntry(dir)
+	return ok
+}
+
+// mountEntry returns the last mount at dir in /proc/self/mountinfo (the one seen there).
+func mountEntry(dir string) (m mountinfo.Mount, ok bool) {
+	mounts, _ := mountinfo.Read("/proc/self/mountinfo")
+	for _, mi := range mounts {
+		if mi.Mountpoint == dir {
+			m, ok = mi, true
 		}
 	}
-	return false
+	return m, ok
 }
 
 // sh runs a shell command and returns its stdout.
@@ -326,15 +330,8 @@ func kernelStates(pid int) string {
 // where it is not. The connection is found from /proc/self/mountinfo: nothing touches the
 // mount itself, which may not answer.
 func abortFUSE(t *testing.T, dir string) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	require.NoError(t, err)
-	var dev string
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
-			dev = f[2]
-		}
-	}
-	_, minor, ok := strings.Cut(dev, ":")
+	m, _ := mountEntry(dir)
+	_, minor, ok := strings.Cut(m.Dev, ":")
 	if !ok {
 		t.Logf("%s is not mounted: no connection to abort", dir)
 		return

@@ -20,6 +20,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/dustin/go-humanize"
 	"golang.org/x/sys/unix"
@@ -160,4 +162,12 @@ func ibytes(n int64) string {
 		return fmt.Sprintf("%d bytes", n)
 	}
 	return humanize.IBytes(uint64(n))
+}
+
+// Within reports whether path is dir or lies below it. Both are taken as they are (resolve
+// symlinks first where a link could lead elsewhere); a relative path is compared with a
+// relative dir only.
+func Within(dir, path string) bool {
+	r, err := filepath.Rel(dir, path)
+	return err == nil && r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator))
 }

@@ -65,3 +65,22 @@ func TestGrowing(t *testing.T) {
 	var pe *os.PathError
 	assert.True(t, errors.As(err, &pe))
 }
+
+func TestWithin(t *testing.T) {
+	for _, c := range []struct {
+		dir, path string
+		want      bool
+	}{
+		{"/a/b", "/a/b", true},
+		{"/a/b", "/a/b/c", true},
+		{"/a/b", "/a/b/../b/c", true},
+		{"/a/b", "/a/bc", false},
+		{"/a/b", "/a", false},
+		{"/a/b", "/a/b/../c", false},
+		{"/a/b", "/a/b/..c", true},
+		{"/", "/x", true},
+		{"/a/b", "c", false},
+	} {
+		assert.Equal(t, c.want, Within(c.dir, c.path), "Within(%q, %q)", c.dir, c.path)
+	}
+}

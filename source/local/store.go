@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/layout"
@@ -99,7 +98,7 @@ func (s *Store) Stat(rel string) (string, source.Identity, error) {
 		}
 		return "", none, layout.PathError(layout.ErrIO, p, err)
 	}
-	if r, err := filepath.Rel(s.realDir, resolved); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+	if !userfile.Within(s.realDir, resolved) {
 		return "", none, layout.StoreError(layout.ErrUnsafePath, p, "resolves to %s, outside the dataset directory", resolved)
 	}
 	st, err := os.Stat(resolved)
