@@ -3,7 +3,7 @@
 process each, each reading its rank's batches of one blockfs mount with blockfs.torch.Loader
 (num_workers=0: the Loader reads the next batch while the step computes) and "computing" each
 batch for a fixed time (a sleep, as MLPerf Storage emulates a step). Utilisation is the compute
-time over the wall time, from a common start; a mount keeps P accelerators busy when every
+time (what the steps took) over the wall time, from a common start; a mount keeps P accelerators busy when every
 one of them is at 90% or more. The same processes gathering the same batches in-process from
 np.memmap of the raw file in the page cache (a gather, then the step) are the reference.
 
@@ -52,7 +52,7 @@ while not os.path.exists(go):
 t0 = time.time(); busy = 0.0; steps = 0
 for e in range(epochs):
     for x in batches(e):
-        time.sleep(step); busy += step; steps += 1
+        s0 = time.time(); time.sleep(step); busy += time.time() - s0; steps += 1
 print(steps, busy, time.time() - t0)
 '''
 

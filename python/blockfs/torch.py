@@ -190,24 +190,37 @@ class _ReadAhead:
     """Makes the batches of keys on a thread, ahead of the trainer by at most `ahead` batches,
     so that a batch is read while the last one is computed on (a read, on the shared-memory
     path or a file, releases the GIL). Iterating yields (tensors, ..., the batch's last item);
-    an error making a batch is raised where that batch would have been. stop ends the thread
-    (at the latest once the batch it is making is made) and waits for it."""
+    an error making a batch is raised where that batch would have been. Once an epoch's batches
+    are made it goes on into the next epoch's (then(epoch) gives its keys from its start, None
+    to stop), again at most `ahead` batches ahead, so that an epoch's first batch is not read
+    with the accelerator idle: each iteration of the object yields one epoch's batches (epoch
+    is the one it yields next). stop ends the thread (at the latest once the batch it is
+    making is made) and waits for it."""
 
     _END = object()
 
-    def __init__(self, batches: _Batches, keys: List[Key], ahead: int, pin: bool) -> None:
+    def __init__(self, batches: _Batches, keys: List[Key], ahead: int, pin: bool, epoch: int,
+                 then: Callable[[int], Optional[List[Key]]]) -> None:
         self._q: queue.Queue[Any] = queue.Queue(maxsize=ahead)
         self._stopped = threading.Event()
+        self.epoch = epoch
+        self.more = False  # whether the thread goes on into the next epoch
         fields = batches.fields is not None
 
         def run() -> None:
             try:
-                for key in keys:
-                    if self._stopped.is_set():
-                        return
-                    b = batches[key]
-                    self._put((_as_tensors(b, fields, pin), b[-1]))
-                self._put(self._END)
+                part: Optional[List[Key]] = keys
+                e = epoch
+                while part is not None:
+                    for key in part:
+                        if self._stopped.is_set():
+                            return
+                        b = batches[key]
+                        self._put((_as_tensors(b, fields, pin), b[-1]))
+                    e += 1
+                    part = then(e)
+                    self.more = part is not None  # known before the epoch's end is seen
+                    self._put(self._END)
             except BaseException as e:  # raised in the trainer's thread, where the batch was due
                 self._put(e)
 
@@ -234,9 +247,10 @@ class _ReadAhead:
             raise item
         return item  # type: ignore[no-any-return]
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
         self._stopped.set()
-        self._thread.join()
+        if wait:
+            self._thread.join()
 
 
 class Loader:
@@ -288,7 +302,8 @@ class Loader:
     as many workers as spare cores (docs/USAGE.md, bench/workers_bench.py). With num_workers=0
     a thread of this process reads the next batches while the trainer computes on this one
     (prefetch_factor of them, default 2; reads release the GIL), so a step whose data takes as
-    long to read as the step to compute is not slowed by half.
+    long to read as the step to compute is not slowed by half; at an epoch's end it goes on
+    into the next epoch's first batches (dropped if another epoch or position comes next).
 
     shm: how batches are read. Where the mount offers its shared-memory path (docs/SHM.md; the
     default of blockfs mount), the daemon copies each batch from its cache straight into a
@@ -381,6 +396,7 @@ class Loader:
                                                     worker_init_fn=worker_init_fn, **kw)
         self._loader: Optional[DataLoader[Batch]] = None
         self._running: weakref.WeakSet[Generator[Any, None, None]] = weakref.WeakSet()
+        self._carried: Optional[_ReadAhead] = None  # the last epoch's thread, in the next epoch
         self._data_loader()  # DataLoader checks its arguments now
 
     def _choose_fields(self, names: Optional[Sequence[str]], labels: Any, decode: Optional[Callable[..., Any]],
@@ -461,12 +477,15 @@ class Loader:
             self._lengths[e] = n
         return n
 
-    def _keys(self) -> Iterator[Key]:
+    def _keys(self, epoch: Optional[int] = None, position: Optional[int] = None) -> Iterator[Key]:
+        """This rank's batch keys of epoch (default the loader's) from position (default the
+        loader's)."""
+        e = self.epoch if epoch is None else epoch
+        p = self.position if position is None else position
         if self._nodes is not None:
-            return node_keys(self.epoch, self._nodes, self.position, self.batch_size, self.local_rank,
-                             self.local_world_size, self.world_size, self.drop_last)
-        return batch_keys(self.epoch, self.epoch_records(), self.position, self.batch_size, self.rank, self.world_size,
-                          self.drop_last)
+            return node_keys(e, self._nodes, p, self.batch_size, self.local_rank, self.local_world_size,
+                             self.world_size, self.drop_last)
+        return batch_keys(e, self.epoch_records(e), p, self.batch_size, self.rank, self.world_size, self.drop_last)
 
     def __len__(self) -> int:
         """Batches this rank has left in the current epoch."""
@@ -490,17 +509,44 @@ class Loader:
         num_workers=0, by a thread of this process that reads ahead of the trainer."""
         if self.num_workers > 0:
             return iter(self._data_loader())
-        return _ReadAhead(self._batches, list(self._keys()), self._ahead, self.pin_memory)
+        carried, self._carried = self._carried, None
+        if carried is not None:
+            if carried.epoch == self.epoch and self.position == 0:
+                return carried
+            carried.stop()  # another epoch or position was chosen: its batches are not these
+        me = weakref.ref(self)  # the thread does not keep the loader alive
+
+        def then(epoch: int) -> Optional[List[Key]]:
+            loader = me()
+            return None if loader is None else loader._next_keys(epoch)
+        return _ReadAhead(self._batches, list(self._keys()), self._ahead, self.pin_memory, self.epoch, then)
+
+    def _next_keys(self, epoch: int) -> Optional[List[Key]]:
+        """The keys of epoch from its start, which the read-ahead thread goes on to once the
+        epoch before it is read; None where they cannot be known (it then stops there: the
+        next iteration starts a thread of its own, which says why)."""
+        try:
+            return list(self._keys(epoch, 0))
+        except Exception:
+            return None
 
     def _iterate(self) -> Generator[Any, None, None]:
         epoch = self.epoch
         start, before = time.perf_counter(), self._reads["seconds"]
         batches = self._batches_read()
+        done = False
         try:
             yield from self._deliver(batches, epoch, start, before)
+            done = True
         finally:
             if isinstance(batches, _ReadAhead):
-                batches.stop()
+                if done and batches.more:
+                    # The epoch ended: its thread is reading the next epoch's first batches,
+                    # which the next iteration takes if it is of that epoch from its start.
+                    batches.epoch = epoch + 1
+                    self._carried = batches
+                else:
+                    batches.stop()
 
     def _deliver(self, batches: Iterator[Batch], epoch: int, start: float, before: float) -> Generator[Any, None, None]:
         for batch in batches:
@@ -525,8 +571,16 @@ class Loader:
         It also closes the files it read with num_workers=0, so the mount can go."""
         for it in list(self._running):
             it.close()
+        if self._carried is not None:
+            self._carried.stop()
+            self._carried = None
         self._loader = None
         self._batches.close_files()
+
+    def __del__(self) -> None:
+        carried = getattr(self, "_carried", None)
+        if carried is not None:  # its thread would wait with its batches for an iteration to come
+            carried.stop(wait=False)
 
     def __enter__(self) -> Loader:
         return self

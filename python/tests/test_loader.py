@@ -2,6 +2,7 @@
 once, resume across worker counts, batch sizes and world sizes, foreign states refused."""
 import multiprocessing
 import os
+import time
 import unittest
 
 import numpy as np
@@ -74,6 +75,34 @@ class LoaderTest(Scratch):
         with loader:
             for epoch in (1, 2):
                 np.testing.assert_array_equal(np.concatenate(self.collect(loader)), self.orders[epoch])
+
+    def test_next_epoch_read_ahead(self):
+        # With num_workers=0 the thread goes on into the next epoch once this one is read, so
+        # that its first batch is not read with the trainer waiting; whatever comes next (that
+        # epoch, another, a resumed position) gets its own batches.
+        loader = blockfs.torch.Loader(self.mount, B, prefetch_factor=2)
+        with loader:
+            np.testing.assert_array_equal(np.concatenate(self.collect(loader)), self.orders[0])
+            carried = loader._carried
+            self.assertIsNotNone(carried, "the epoch's thread goes on into the next")
+            for _ in range(100):  # it reads the next epoch's first batches, as many as it may hold
+                if carried._q.full():
+                    break
+                time.sleep(0.05)
+            self.assertTrue(carried._q.full(), "the next epoch's first batches are read before it is iterated")
+            np.testing.assert_array_equal(np.concatenate(self.collect(loader)), self.orders[1])
+            self.assertIs(loader._carried, carried, "the same thread goes on")
+            self.assertEqual(carried.epoch, 2)
+            loader.set_epoch(0)  # another epoch than the one read ahead
+            np.testing.assert_array_equal(np.concatenate(self.collect(loader)), self.orders[0])
+            state = {**loader.state_dict(), "epoch": 1, "position": 10 * B}
+            loader.load_state_dict(state)  # epoch 1, but not from its start
+            np.testing.assert_array_equal(np.concatenate(self.collect(loader)), self.orders[1][10 * B:])
+            self.collect(loader, batches=3)  # broken off: nothing is carried
+            self.assertIsNone(loader._carried)
+            np.testing.assert_array_equal(np.concatenate(self.collect(loader)), self.orders[2][3 * B:])
+        self.assertIsNone(loader._carried, "close stops the thread")
+        self.assertFalse(carried._thread.is_alive())
 
     def test_close_stops_persistent_workers(self):
         loader = blockfs.torch.Loader(self.mount, 1000, num_workers=2, persistent_workers=True)
