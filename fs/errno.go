@@ -26,45 +26,39 @@ import (
 //     5xx, throttling, resets): EIO, logged as such; the next read tries again;
 //   - an I/O error from the disk (EIO) or anything else: EIO, logged with its cause.
 func toErrno(err error, what string) syscall.Errno {
-	errno, _ := logErrno(err, what)
-	return errno
-}
-
-// logErrno is toErrno that also returns the words its log line gives for err ("" for none),
-// for a reply that carries them to the reader (the shared-memory path's).
-func logErrno(err error, what string) (syscall.Errno, string) {
-	errno, why := classify(err)
+	errno, _, why := classify(err)
 	if why != "" {
 		log.Printf("blockfs: %s: %s: %v", what, why, err)
 	}
-	return errno, why
+	return errno
 }
 
-// classify maps err to an errno and to the words a log line gives for it ("" for no log line).
-func classify(err error) (syscall.Errno, string) {
+// classify maps err to an errno, its kind (one of ErrorKinds, "" for none: no error) and the
+// words a log line gives for it ("" for no log line).
+func classify(err error) (errno syscall.Errno, kind, why string) {
 	switch {
 	case err == nil, errors.Is(err, io.EOF):
-		return 0, ""
+		return 0, "", ""
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return syscall.EINTR, ""
+		return syscall.EINTR, "interrupted", ""
 	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
-		return syscall.EMFILE, "out of file descriptors (raise the daemon's limit: ulimit -n)"
+		return syscall.EMFILE, "fds", "out of file descriptors (raise the daemon's limit: ulimit -n)"
 	case errors.Is(err, syscall.ENOMEM):
-		return syscall.ENOMEM, "out of memory"
+		return syscall.ENOMEM, "memory", "out of memory"
 	case errors.Is(err, view.ErrChanged):
-		return syscall.EIO, "a dataset file changed under the mount (the mount serves the version it opened, or nothing; remount to serve the new one)"
+		return syscall.EIO, "changed", "a dataset file changed under the mount (the mount serves the version it opened, or nothing; remount to serve the new one)"
 	case errors.Is(err, view.ErrDenied):
-		return syscall.EIO, "the object store refused access (credentials expired or changed? remount with valid ones)"
+		return syscall.EIO, "denied", "the object store refused access (credentials expired or changed? remount with valid ones)"
 	case errors.Is(err, view.ErrUnavailable):
-		return syscall.EIO, "object store unavailable after retries (the read fails; later reads try again)"
+		return syscall.EIO, "unavailable", "object store unavailable after retries (the read fails; later reads try again)"
 	case view.Corrupt(err):
-		return syscall.EIO, "corrupt dataset"
+		return syscall.EIO, "corrupt", "corrupt dataset"
 	case view.Gone(err):
-		return syscall.EIO, "a dataset file is gone (changed under the mount? remount it)"
+		return syscall.EIO, "gone", "a dataset file is gone (changed under the mount? remount it)"
 	case errors.Is(err, syscall.ENOENT):
-		return syscall.ENOENT, ""
+		return syscall.ENOENT, "missing", ""
 	case errors.Is(err, syscall.EIO):
-		return syscall.EIO, "I/O error from the disk"
+		return syscall.EIO, "disk", "I/O error from the disk"
 	}
-	return syscall.EIO, "error"
+	return syscall.EIO, "other", "error"
 }

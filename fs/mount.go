@@ -36,6 +36,9 @@ type Options struct {
 	// OnRead, when set, is told of every read: how long it took in the daemon and how long
 	// of that it waited for loads (the metrics' histograms).
 	OnRead func(took, waited time.Duration)
+	// OnFailure, when set, is told of every failed read that the daemon logs: its kind (one
+	// of ErrorKinds) and the reason logged.
+	OnFailure func(kind, reason string)
 	// NoShm turns the shared-memory read path off (docs/SHM.md): info.json names no socket,
 	// and readers use the files.
 	NoShm bool
@@ -76,6 +79,7 @@ type mount struct {
 	served [view.NumKinds]atomic.Uint64 // bytes returned to readers, by view.Kind
 	reads  atomic.Uint64                // FUSE read requests answered
 	errs   atomic.Uint64                // FUSE read requests answered with an error
+	failed failures                     // why they failed, for stats.json
 	times  readTimes                    // where reads' time went, and the open readers
 	start  time.Time                    // when the mount was made
 	shm    atomic.Pointer[shmServer]    // the shared-memory path, once it serves; nil without

@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"fmt"
 	"syscall"
 	"time"
 
@@ -229,8 +228,8 @@ func (n *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 	}
 	if err != nil {
 		g.Release()
-		n.m.errs.Add(1)
-		return nil, toErrno(err, fmt.Sprintf("read %s at %d", n.Path(nil), off))
+		errno, _ := n.m.readFailed(err, n.Path(nil), off)
+		return nil, errno
 	}
 	n.m.served[n.kind.Stat()].Add(uint64(got))
 	if !h.direct {

@@ -364,13 +364,11 @@ func (sc *shmConn) read(req shmRequest) (uint64, uint32, string) {
 		m.opt.OnRead(took, w.Duration())
 	}
 	if err != nil {
-		m.errs.Add(1)
-		what := fmt.Sprintf("read %s at %d", req.Path, off)
-		errno, why := logErrno(err, what)
+		errno, line := m.readFailed(err, req.Path, off)
 		if errno == 0 {
-			errno = syscall.EIO
+			errno = syscall.EIO // a read within the file that ended early
 		}
-		return 0, uint32(errno), fmt.Sprintf("%s: %s: %v", what, why, err)
+		return 0, uint32(errno), line
 	}
 	m.served[f.kind.Stat()].Add(uint64(n))
 	return uint64(n), 0, ""

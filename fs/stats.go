@@ -17,14 +17,18 @@ import (
 // mixture's sources) into stats.json (mount.Stats, through Options.Stats); the JSON keys are
 // stats.json's.
 type Counters struct {
-	DataServed    uint64  `json:"bytes_served"`         // epoch and shard data bytes returned
-	IDsServed     uint64  `json:"ids_bytes_served"`     // .ids bytes returned
-	OffsetsServed uint64  `json:"offsets_bytes_served"` // .offsets bytes returned
-	Reads         uint64  `json:"read_requests"`        // FUSE reads answered
-	ReadErrors    uint64  `json:"read_errors"`          // FUSE reads answered with an error
-	ReadsWaited   uint64  `json:"reads_waited"`         // FUSE reads that waited for a load
-	WaitSeconds   float64 `json:"read_wait_seconds"`    // time reads waited for loads: the data stall
-	ReadSeconds   float64 `json:"read_seconds"`         // time reads took in the daemon
+	DataServed    uint64 `json:"bytes_served"`         // epoch and shard data bytes returned
+	IDsServed     uint64 `json:"ids_bytes_served"`     // .ids bytes returned
+	OffsetsServed uint64 `json:"offsets_bytes_served"` // .offsets bytes returned
+	Reads         uint64 `json:"read_requests"`        // FUSE reads answered
+	ReadErrors    uint64 `json:"read_errors"`          // FUSE reads answered with an error
+	// ErrorsByKind counts ReadErrors by kind (every one of ErrorKinds); LastErrors are the
+	// last distinct failures, the most recent last, each with its reason.
+	ErrorsByKind map[string]uint64 `json:"read_errors_by_kind"`
+	LastErrors   []ErrorStats      `json:"last_errors"`
+	ReadsWaited  uint64            `json:"reads_waited"`      // FUSE reads that waited for a load
+	WaitSeconds  float64           `json:"read_wait_seconds"` // time reads waited for loads: the data stall
+	ReadSeconds  float64           `json:"read_seconds"`      // time reads took in the daemon
 	// ReaderSeconds is the readers' time from their first read on (to now, or to their
 	// close), summed: Stall is WaitSeconds over it (at most 1; 0 before any read).
 	ReaderSeconds float64       `json:"reader_seconds"`
@@ -60,6 +64,7 @@ func (m *mount) counters() Counters {
 		Goroutines: runtime.NumGoroutine(), OpenFDs: openFDs(), PID: os.Getpid(), RSS: residentBytes(),
 		Readers: readers,
 	}
+	c.ErrorsByKind, c.LastErrors = m.failed.snapshot()
 	if sh := m.shm.Load(); sh != nil {
 		c.ShmReads, c.ShmClients, c.ShmMapped = sh.reads.Load(), sh.clients.Load(), sh.mapped.Load()
 		if c.RSS >= 0 {

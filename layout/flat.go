@@ -236,3 +236,33 @@ func agreeNpy(path string, opt FlatOptions, npy *Npy) error {
 	}
 	return nil
 }
+
+// Typed returns d with its fixed-size records typed as numpy's dtype and shape say (the
+// --dtype and --shape of a file in place, for a pack of raw records, which says none): the
+// same records, which readers then read as typed arrays. Nothing given: d. Refused for
+// records that vary in size, for a dataset that says another type, and for a type whose size
+// is not the record size.
+func (d *Dataset) Typed(dtype string, shape []int64) (*Dataset, error) {
+	if dtype == "" && shape == nil {
+		return d, nil
+	}
+	m := *d.Manifest
+	if m.Kind != Fixed {
+		return nil, errorf(ErrFormat, d.Dir, -1, "%s is for fixed-size records; this dataset's vary in size", optname.Flag("dtype"))
+	}
+	opt, err := rawElement(d.Dir, FlatOptions{DType: dtype, Shape: shape})
+	if err != nil {
+		return nil, err
+	}
+	if opt.RecordSize != m.RecordSize {
+		return nil, errorf(ErrFormat, d.Dir, -1, "%s %s and %s %v make records of %d bytes; this dataset's are %d bytes", optname.Flag("dtype"), opt.DType,
+			optname.Flag("shape"), opt.Shape, opt.RecordSize, m.RecordSize)
+	}
+	if m.DType != "" && (m.DType != opt.DType || !slices.Equal(m.Shape, opt.Shape)) {
+		return nil, errorf(ErrFormat, d.Dir, -1, "the dataset says its records are %s %v; drop %s and %s", m.DType, m.Shape, optname.Flag("dtype"), optname.Flag("shape"))
+	}
+	m.DType, m.Shape = opt.DType, opt.Shape
+	typed := *d
+	typed.Manifest = &m
+	return &typed, nil
+}

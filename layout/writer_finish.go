@@ -66,12 +66,15 @@ func (w *Writer) collectBlocks() error {
 	return nil
 }
 
+// ErrNoRecords is a pack that wrote no record: a dataset has one at least.
+var ErrNoRecords = errors.New("the input has no records: nothing to pack")
+
 // validate checks the finished manifest as Open will, and says so plainly when there is no
 // record at all.
 func (w *Writer) validate() error {
 	err := w.m.Validate(w.dst)
 	if err != nil && w.m.Records == 0 {
-		return errors.New("the input has no records: nothing to pack")
+		return ErrNoRecords
 	}
 	return err
 }

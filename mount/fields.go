@@ -134,6 +134,9 @@ func openFields(opt Options, man *layout.FieldsManifest, sd *shardsData) (*Plan,
 		}
 	}
 	p := &Plan{opt: opt, loc: loc}
+	if sd != nil && sd.auto {
+		p.autoIndex = sd.index
+	}
 	f := &fieldsPlan{dir: loc.Abs, man: man}
 	p.fields = f
 	for i, fl := range man.Fields {

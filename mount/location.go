@@ -161,7 +161,7 @@ func OpenDataset(l Location, in InPlace, s3opt s3.Options) (*layout.Dataset, err
 		}
 		return layout.OpenStore(st)
 	case Dir:
-		for _, fl := range flat {
+		for _, fl := range flat[:3] { // --dtype and --shape type a pack's raw records
 			if fl.set {
 				if err := missing(l.Name, fl.name+" serves an existing file in place"); err != nil {
 					return nil, err
@@ -176,6 +176,9 @@ func OpenDataset(l Location, in InPlace, s3opt s3.Options) (*layout.Dataset, err
 		}
 		ds, err := local.Open(l.Name)
 		if err != nil {
+			return nil, err
+		}
+		if ds, err = ds.Typed(in.DType, in.Shape); err != nil {
 			return nil, err
 		}
 		return in.windowed(ds)

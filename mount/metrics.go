@@ -131,7 +131,7 @@ var (
 	mReadBytes    = counter("blockfs_read_bytes_total", "Bytes served to readers, by file: data (epoch and shard files, fields' values), ids, offsets, source.", "file")
 	mReadRecords  = counter("blockfs_read_records_total", "Records served (data bytes over the record size; datasets of fixed-size records only).")
 	mReads        = counter("blockfs_read_requests_total", "FUSE read requests answered.")
-	mReadErrors   = counter("blockfs_read_errors_total", "FUSE read requests answered with an error (EIO).")
+	mReadErrors   = counter("blockfs_read_errors_total", "Reads answered with an error, by kind: changed, gone, corrupt, denied, unavailable, disk, fds, memory, interrupted, missing, other (stats.json's last_errors says why).", "kind")
 	mReadsWaited  = counter("blockfs_read_waits_total", "FUSE reads that waited for a load from the disk or the object store.")
 	mWaitSeconds  = counter("blockfs_read_wait_seconds_total", "Seconds reads waited for loads, summed over readers: the data stall.")
 	mReadSeconds  = counter("blockfs_read_seconds_total", "Seconds reads took in the daemon, waits included, summed over readers.")
@@ -205,7 +205,9 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		put(mReadRecords, float64(s.DataServed/uint64(c.record)))
 	}
 	put(mReads, float64(s.Reads))
-	put(mReadErrors, float64(s.ReadErrors))
+	for kind, n := range s.ErrorsByKind {
+		put(mReadErrors, float64(n), kind)
+	}
 	put(mReadsWaited, float64(s.ReadsWaited))
 	put(mWaitSeconds, s.WaitSeconds)
 	put(mReadSeconds, s.ReadSeconds)

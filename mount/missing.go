@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/blockfs/blockfs/internal/near"
 )
 
 // notExist is the error for data that names nothing: one line saying so; it wraps
@@ -67,7 +69,7 @@ func nearness(base, name string) int {
 		return 0
 	case stem(base) == stem(name):
 		return 1
-	case len(base) >= 4 && editDistance(base, name, 2) <= 2:
+	case len(base) >= 4 && near.Distance(base, name, 2) <= 2:
 		return 2
 	}
 	return 3
@@ -75,33 +77,3 @@ func nearness(base, name string) int {
 
 // stem is a file name without its extension.
 func stem(name string) string { return strings.TrimSuffix(name, filepath.Ext(name)) }
-
-// editDistance is the Levenshtein distance of a and b (bytes), or limit+1 when it is over
-// limit.
-func editDistance(a, b string, limit int) int {
-	if d := len(a) - len(b); d > limit || -d > limit {
-		return limit + 1
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		low := cur[0]
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			low = min(low, cur[j])
-		}
-		if low > limit {
-			return limit + 1
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}

@@ -39,6 +39,9 @@ type Plan struct {
 	// byIndex: a field with blocks of its own, read a block's samples at a time by storage
 	// index, with no window or readahead of its own
 	byIndex bool
+	// autoIndex is the automatic index of shards served in place (DefaultIndexDir), which a
+	// read that finds a value out of step with it marks stale; "" otherwise
+	autoIndex string
 }
 
 // New checks opt, opens the dataset (or, for a mixture, each of its sources) and plans the

@@ -48,7 +48,7 @@ var inPlaceSchema = []Option{
 			return nil
 		}},
 	{Name: "dtype", Type: String, Default: "", Scope: PerSource, Group: GroupInPlace,
-		Help: "numpy dtype of a raw file's elements (float32, uint16, \"<f4\", ...), for readers' typed arrays; the record size defaults to it times " + flag("shape"),
+		Help: "numpy dtype of a raw file's elements (float32, uint16, \"<f4\", ...), or of a pack of raw records (windows too), for readers' typed arrays; the record size defaults to it times " + flag("shape"),
 		set:  func(o *Options, s string) error { o.InPlace.DType = s; return nil }},
 	{Name: "shape", Type: Shape, Default: "", Scope: PerSource, Group: GroupInPlace,
 		Help: "with " + flag("dtype") + ": the shape of one record, as 3,32,32 (default: one element)",

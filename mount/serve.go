@@ -48,6 +48,7 @@ func (p *Plan) Serve(ready func()) error {
 		Epochs: p.opt.Epochs, Readahead: p.readahead, AllowOther: p.opt.AllowOther, Debug: p.opt.Debug, NoShm: p.opt.NoShm,
 		Stats: stats.json, Info: p.info(c, set),
 	}
+	fopt.OnFailure = p.onFailure()
 	var met *metrics
 	var ml net.Listener
 	if p.opt.Metrics != "" {
@@ -102,12 +103,32 @@ func (p *Plan) Serve(ready func()) error {
 	return nil
 }
 
+// onFailure is fs.Options.OnFailure for p: a read that finds a value out of step with the
+// automatic index of shards served in place marks that index stale (markStale); nil for
+// other mounts.
+func (p *Plan) onFailure() func(kind, reason string) {
+	dir := p.autoIndex
+	if dir == "" {
+		return nil
+	}
+	return func(kind, reason string) {
+		if kind == "corrupt" {
+			if err := markStale(dir, reason); err != nil {
+				log.Printf("blockfs: cannot mark the index in %s stale (%v): remove it, and the next mount indexes the shards again", dir, err)
+			}
+		}
+	}
+}
+
 // info returns the facts of the mount for .blockfs/info.json beyond the dataset's.
 func (p *Plan) info(c *cache.Cache, set view.Served) map[string]any {
 	m := map[string]any{
 		"cache_size": c.Capacity() + set.OrderBytes(), "order_state_budget": set.OrderBytes(), "cache_size_reason": p.mem.CacheReason,
 		"direct_io": p.mem.Direct, "direct_io_reason": p.mem.Reason, "memory": p.mem.Facts(),
 		"readahead": p.readahead, "verify": p.opt.Verify, "open_data": p.loc.Abs, "order": p.order,
+	}
+	if p.opt.Log != "" {
+		m["log"] = p.opt.Log // the daemon's log lines: --log, or a --daemon mount's own (DaemonLog)
 	}
 	if p.disk != nil {
 		m["disk_cache"], m["disk_cache_size"] = p.disk.Dir, p.disk.Size

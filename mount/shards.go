@@ -17,11 +17,13 @@ import (
 	"github.com/blockfs/blockfs/internal/odirect"
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/internal/privdir"
+	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/pack"
 	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/local"
 	"github.com/blockfs/blockfs/source/s3"
+	"golang.org/x/sys/unix"
 )
 
 // Shards served in place (layout/shards.go): WebDataset tar shards or TFRecord files in a
@@ -314,9 +316,13 @@ func indexFor(opt Options) (*shardsData, error) {
 		if err == nil && !sameShards(ix, at, shards) {
 			err = fmt.Errorf("it indexes %d shards at %s, not the %d shards at %s", len(ix.Shards), ix.Source, len(shards), at)
 		}
+		if err == nil {
+			err = staleErr(dir)
+		}
 		var sd *shardsData
 		if err == nil {
 			if sd, err = openShards(dir, ix, opt.S3); err == nil {
+				sd.auto = opt.Index == ""
 				return sd, nil
 			}
 		}
@@ -331,7 +337,55 @@ func indexFor(opt Options) (*shardsData, error) {
 		return nil, err
 	}
 	log.Printf("blockfs: indexed %d samples of %d shards in %d blocks", ix.Records, len(ix.Shards), len(ix.Blocks))
-	return openShards(dir, ix, opt.S3)
+	sd, err := openShards(dir, ix, opt.S3)
+	if sd != nil {
+		sd.auto = opt.Index == ""
+	}
+	return sd, err
+}
+
+// A shard edited in place with its size and modification time kept looks unchanged to a
+// mount, which would reuse its index and serve EIO (the values do not match the index's
+// CRC32C) on every mount after. So a read that finds a value that does not match, under a
+// mount of the automatic index, and blockfs verify that finds one, mark the index stale: a
+// file staleName in its directory, saying why. The next mount of the shards indexes them
+// again (which replaces the directory, the mark with it).
+const staleName = "stale"
+
+// markStale marks the index in dir stale, saying why (at most once a mount: the mark is kept).
+func markStale(dir, why string) error {
+	f, err := os.OpenFile(filepath.Join(dir, staleName), os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(why + "\n")
+	return errors.Join(err, f.Close())
+}
+
+// staleErr says why the index in dir is stale, or nil when it is not marked.
+func staleErr(dir string) error {
+	b, err := userfile.ReadFile(filepath.Join(dir, staleName), 4096)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("it is marked stale (%v)", err)
+	}
+	return fmt.Errorf("a read found it out of step with the shards: %s", strings.TrimSpace(string(b)))
+}
+
+// MarkIndexStale marks the automatic index of the shards at data (DefaultIndexDir), if there
+// is one, stale, so that their next mount indexes them again; it returns its directory ("":
+// none).
+func MarkIndexStale(data, why string) (string, error) {
+	dir, err := DefaultIndexDir(data)
+	if err != nil || !layout.IsShardsIndex(dir) {
+		return "", err
+	}
+	return dir, markStale(dir, why)
 }
 
 // openShards opens the index ix read from dir: a dataset per field, reading the shards where
@@ -369,6 +423,7 @@ func sameShards(ix *layout.ShardsIndex, at string, shards []pack.Shard) bool {
 // dataset per field, and where the shards are (Dir or Remote).
 type shardsData struct {
 	index string
+	auto  bool // index is the automatic one (DefaultIndexDir), which a mount may make again
 	man   *layout.FieldsManifest
 	dss   []*layout.Dataset
 	kind  Kind
@@ -426,6 +481,9 @@ func withFields(opt Options) (*layout.FieldsManifest, *shardsData, error) {
 // plain returns the plan of shards in place of one field: one plain dataset.
 func (sd *shardsData) plain(opt Options) (*Plan, error) {
 	p := &Plan{opt: opt, loc: Location{Kind: sd.kind, Name: opt.Data, Abs: sd.index}, ds: sd.dss[0]}
+	if sd.auto {
+		p.autoIndex = sd.index
+	}
 	p.opt.Order, p.order = ChooseOrder(p.ds, p.opt.Order)
 	if err := p.opt.Order.Validate(); err != nil {
 		return nil, Usagef("%s %d: %v", optname.Flag("mix"), p.opt.Order.Mix, err)

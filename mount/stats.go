@@ -68,6 +68,9 @@ type SourceStats struct {
 // ReaderStats is one open file's line in stats.json's "readers" (the FUSE layer's).
 type ReaderStats = bfs.ReaderStats
 
+// ErrorStats is one failure in stats.json's "last_errors" (the FUSE layer's).
+type ErrorStats = bfs.ErrorStats
+
 // Stores returns the object stores' counters by source index: one dataset's at 0, or each
 // source's; nil entries for local data.
 func (s *Stats) Stores() []*s3.Counters {

@@ -60,6 +60,9 @@ func TestStatsRoundTrip(t *testing.T) {
 func sampleStats() Stats {
 	return Stats{
 		Counters: bfs.Counters{DataServed: 1 << 20, IDsServed: 4096, OffsetsServed: 512, Reads: 300, ReadErrors: 1,
+			ErrorsByKind: map[string]uint64{"changed": 1, "corrupt": 0},
+			LastErrors: []ErrorStats{{File: "epoch-0000", Offset: 4096, Kind: "changed", Reason: "a dataset file changed under the mount",
+				Count: 1, First: "2026-11-29T06:00:00Z", Latest: "2026-11-29T06:00:00Z"}},
 			ReadsWaited: 20, WaitSeconds: 0.25, ReadSeconds: 1.5, ReaderSeconds: 2, Stall: 0.125, Uptime: 10.5,
 			PID: 4242, RSS: 50 << 20, Goroutines: 17, OpenFDs: 12,
 			Readers: []ReaderStats{{ID: 3, File: "epoch-0000", PID: 99, Size: 1 << 21, Position: 1 << 20, Bytes: 1 << 20,

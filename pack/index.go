@@ -37,6 +37,9 @@ type IndexOptions struct {
 	// Total is the bytes of all the shards, when these are a part of them (IndexPart): the
 	// block size and the fields stored in the index are chosen from it, as one index would.
 	Total int64
+	// Filled, if set, is told once the index is written how many empty values FillMissing
+	// gave each field that got any.
+	Filled func(field string, n int64)
 }
 
 // Shard is one shard to index: its name relative to the index's source ('/'-separated), what
@@ -92,10 +95,16 @@ func Index(ctx context.Context, format Format, source string, shards []Shard, ou
 		os.RemoveAll(tmp)
 		return nil, err
 	}
+	names := w.ix.Fields // finish lets go of w.fields
 	if err := w.finish(out, opt.Force); err != nil {
 		w.close()
 		os.RemoveAll(tmp)
 		return nil, err
+	}
+	for j, name := range names {
+		if w.filled[j] > 0 && opt.Filled != nil {
+			opt.Filled(name, w.filled[j])
+		}
 	}
 	return w.ix, nil
 }
@@ -142,9 +151,14 @@ func (w *indexWriter) run(ctx context.Context, format Format, shards []Shard) er
 }
 
 // indexWriter writes an index: one offsets and one members file per field, and the manifest.
+// missingMember is the error for a sample that lacks a field (without fill).
+type missingMember struct{ error }
+
 type indexWriter struct {
 	dir       string
 	fill      bool
+	keys      wdsKeys // the shard's samples so far
+	filled    []int64 // by field: empty values given for missing members (fill)
 	blockSize int64
 	storeMax  int64 // a field stored in the index has at most these bytes
 	ix        *layout.ShardsIndex
@@ -280,6 +294,7 @@ func (w *indexWriter) field(name, from string) (int, error) {
 	}
 	w.index[name] = len(w.fields)
 	w.fields = append(w.fields, f)
+	w.filled = append(w.filled, int64(w.ix.Records)) // the samples before lack it
 	w.ix.Fields = append(w.ix.Fields, name)
 	w.vals = append(w.vals, indexValue{})
 	return len(w.fields) - 1, nil
@@ -314,10 +329,11 @@ func (w *indexWriter) endSample(key, shard string) error {
 	for j, f := range w.fields {
 		v := w.vals[j]
 		if !v.has && !w.fill {
-			return fmt.Errorf("%s: sample %q has no %q member: pass %s to give it an empty %s, or fix the data", shard, key, f.name, optname.Flag("fill-missing"), f.name)
+			return missingMember{fmt.Errorf("%s: sample %q has no %q member: pass %s to give it an empty %s, or fix the data", shard, key, f.name, optname.Flag("fill-missing"), f.name)}
 		}
 		if !v.has {
 			v = indexValue{}
+			w.filled[j]++
 		}
 		f.bytes += uint64(v.size)
 		f.counted(v.size, w.storeMax)

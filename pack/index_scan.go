@@ -3,6 +3,7 @@ package pack
 import (
 	"archive/tar"
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -56,8 +57,8 @@ func (w *indexWriter) tar(sh Shard, br *bufio.Reader) error {
 		if err := wdsCheckSize(sh.Name, h); err != nil {
 			return err
 		}
-		if in && k != key {
-			if err := w.endSample(key, sh.Name); err != nil {
+		if !in || k != key {
+			if err := w.nextSample(tr, sh.Name, in, key, k, h.Name); err != nil {
 				return err
 			}
 		}
@@ -163,6 +164,45 @@ func (w *indexWriter) tfrecord(sh Shard, br *bufio.Reader) error {
 		w.vals[0] = indexValue{has: true, at: at + tfrHeader, size: int64(length)}
 		if err := w.endSample("", sh.Name); err != nil {
 			return err
+		}
+	}
+}
+
+// nextSample ends the sample of key (if in one) and starts that of next at member: a sample
+// that lacks a field may only have its files apart, which is then what to say, not to fill.
+func (w *indexWriter) nextSample(tr *tar.Reader, shard string, in bool, key, next, member string) error {
+	if in {
+		if err := w.endSample(key, shard); err != nil {
+			var mm missingMember
+			if errors.As(err, &mm) {
+				return cmp.Or(keysApart(tr, shard, &w.keys, next, member), err)
+			}
+			return err
+		}
+	}
+	return w.keys.start(shard, next, member)
+}
+
+// keysApart reads the rest of a shard's members (from the one of key, named member) for a
+// sample key that comes back after other samples, and returns wdsApart's error for the first,
+// or nil for none.
+func keysApart(tr *tar.Reader, shard string, keys *wdsKeys, key, member string) error {
+	if err := keys.start(shard, key, member); err != nil {
+		return err
+	}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, tar.ErrInsecurePath) {
+			err = nil
+		}
+		if err != nil {
+			return nil // the end, or damage the index's own read would have met
+		}
+		if kind, k, _ := wdsClassify(h); kind == wdsSampleFile && k != key {
+			if err := keys.start(shard, k, h.Name); err != nil {
+				return err
+			}
+			key = k
 		}
 	}
 }

@@ -23,7 +23,7 @@ type MergeResult struct {
 	Manifest *layout.Manifest
 	Fields   *layout.FieldsManifest // the merged dataset's fields; nil for a plain dataset
 	Parts    int                    // the parts merged
-	Empty    int                    // of which held no inputs
+	Empty    int                    // of which held no records (no inputs, or empty ones)
 }
 
 // mergePart is one part being merged: its manifest and, unless empty, its dataset's.

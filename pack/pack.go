@@ -200,11 +200,11 @@ func packInput(ctx context.Context, in input, el element, dst, source string, op
 func openInput(src string, format Format, opt Options, sel *selection, res *Result) (input, element, error) {
 	switch format {
 	case Raw:
-		return openRaw(src, opt.RecordSize)
+		return openRaw(src, opt.RecordSize, false)
 	case Npy:
-		return openNpy(src, opt.RecordSize)
+		return openNpy(src, opt.RecordSize, false)
 	case Lines:
-		in, el, err := openLines(src, opt.SkipHeader)
+		in, el, err := openLines(src, opt.SkipHeader, false)
 		if err == nil && !opt.SkipHeader {
 			if note := headerNote(src); note != "" {
 				res.Notes = append(res.Notes, note)

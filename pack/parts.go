@@ -229,6 +229,9 @@ func packPart(ctx context.Context, inputs []string, out partsOut, fp *fieldPart,
 			pr.Result, err = packShare(ctx, inputs, files[lo:hi], dst, o, &Result{Format: format}, fp)
 			return err
 		})
+		if errors.Is(err, layout.ErrNoRecords) { // its inputs are empty: so is the part
+			pr.Result, err = nil, empty()
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -352,7 +355,7 @@ func partOptions(files []inputFile, format Format, opt Options) (PartOptions, er
 	}
 	rs := opt.RecordSize
 	if format == Npy {
-		in, el, err := openNpy(files[0].path, opt.RecordSize)
+		in, el, err := openNpy(files[0].path, opt.RecordSize, true)
 		if err != nil {
 			return po, err
 		}
@@ -412,11 +415,11 @@ func packShare(ctx context.Context, inputs []string, files []inputFile, dst stri
 func openPlain(path string, opt Options) (input, element, error) {
 	switch opt.Format {
 	case Raw:
-		return openRaw(path, opt.RecordSize)
+		return openRaw(path, opt.RecordSize, true)
 	case Npy:
-		return openNpy(path, opt.RecordSize)
+		return openNpy(path, opt.RecordSize, true)
 	case Lines:
-		return openLines(path, opt.SkipHeader)
+		return openLines(path, opt.SkipHeader, true)
 	}
 	return nil, element{}, fmt.Errorf("unknown format %q", opt.Format)
 }

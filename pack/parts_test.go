@@ -179,6 +179,54 @@ func TestPackPartsEmptyParts(t *testing.T) {
 	checkMerged(t, out, 90)
 }
 
+// TestPackPartsEmptyInputs: an empty input adds no records, whether among others of its part
+// or the part's only one (an empty part, as a part with no inputs is); a .npy of no rows and a
+// file of only a header alike. One pack of one empty input still says there is nothing.
+func TestPackPartsEmptyInputs(t *testing.T) {
+	inputs := rawInputs(t, 40, 0, 50, 0, 0, 7)
+	for _, parts := range []int{2, 3, 6} {
+		out := t.TempDir()
+		packParts(t, inputs, out, parts, Options{Format: Raw, RecordSize: 16, BlockSize: 256})
+		res, err := Merge(out, false)
+		require.NoError(t, err, "%d parts", parts)
+		checkMerged(t, out, 97)
+		if parts == 6 {
+			require.Equal(t, 3, res.Empty)
+		}
+	}
+
+	dir := t.TempDir()
+	npy := func(name string, rows int) string {
+		p := filepath.Join(dir, name)
+		hdr := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d, 4), }", rows)
+		hdr += strings.Repeat(" ", 64-(10+len(hdr)+1)%64) + "\n"
+		b := append([]byte("\x93NUMPY\x01\x00"), byte(len(hdr)), byte(len(hdr)>>8))
+		b = append(append(b, hdr...), make([]byte, 16*rows)...)
+		require.NoError(t, os.WriteFile(p, b, 0o644))
+		return p
+	}
+	in := []string{npy("a.npy", 30), npy("b.npy", 0), npy("c.npy", 20)}
+	out := t.TempDir()
+	packParts(t, in, out, 3, Options{Format: Npy, BlockSize: 256})
+	res, err := Merge(out, false)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Empty)
+	require.Equal(t, uint64(50), res.Manifest.Records)
+
+	head := filepath.Join(dir, "head.txt")
+	require.NoError(t, os.WriteFile(head, []byte("header\n"), 0o644))
+	lines := filepath.Join(dir, "lines.txt")
+	require.NoError(t, os.WriteFile(lines, []byte("header\na\nb\n"), 0o644))
+	out = t.TempDir()
+	packParts(t, []string{lines, head}, out, 2, Options{Format: Lines, SkipHeader: true, BlockSize: 256})
+	res, err = Merge(out, false)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), res.Manifest.Records)
+
+	_, err = Pack(context.Background(), in[1], t.TempDir(), Options{Format: Npy})
+	require.ErrorContains(t, err, "holds no records (its first axis is 0): nothing to pack")
+}
+
 // TestPackPartsAutoBlock: with no block size, every part chooses the one a pack of all the
 // inputs would, so that the parts agree.
 func TestPackPartsAutoBlock(t *testing.T) {

@@ -179,7 +179,7 @@ func TestSkipHeader(t *testing.T) {
 	// A header longer than the read buffer is skipped whole; errors count it as line 1.
 	long := filepath.Join(dir, "long.txt")
 	require.NoError(t, os.WriteFile(long, []byte(strings.Repeat("h", readBuffer+10)+"\nfirst\nsecond\n"), 0o644))
-	in, _, err := openLines(long, true)
+	in, _, err := openLines(long, true, false)
 	require.NoError(t, err)
 	defer in.close()
 	rec, err := in.next()

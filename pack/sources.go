@@ -167,11 +167,12 @@ type fixedInput struct {
 	pending int
 }
 
-func openRaw(src string, recordSize int64) (input, element, error) {
+// openRaw opens a raw input of records of recordSize bytes; empty: as for openRegular.
+func openRaw(src string, recordSize int64, empty bool) (input, element, error) {
 	if recordSize <= 0 {
 		return nil, element{}, fmt.Errorf("%s is required for raw input (the size of one record in bytes)", optname.Flag("record-size"))
 	}
-	f, st, err := openRegular(src)
+	f, st, err := openRegular(src, empty)
 	if err != nil {
 		return nil, element{}, err
 	}
@@ -182,8 +183,10 @@ func openRaw(src string, recordSize int64) (input, element, error) {
 	return newFixedInput(f, 0, st.Size(), recordSize), element{kind: layout.Fixed, recordSize: recordSize}, nil
 }
 
-func openNpy(src string, recordSize int64) (input, element, error) {
-	f, st, err := openRegular(src)
+// openNpy opens a .npy input. One of no rows is refused unless empty says it may be (one of
+// several inputs, which adds no records).
+func openNpy(src string, recordSize int64, empty bool) (input, element, error) {
+	f, st, err := openRegular(src, false) // a .npy has its header
 	if err != nil {
 		return nil, element{}, err
 	}
@@ -196,7 +199,7 @@ func openNpy(src string, recordSize int64) (input, element, error) {
 		f.Close()
 		return nil, element{}, fmt.Errorf("%s %d disagrees with the .npy rows of %d bytes (%s %v)", optname.Flag("record-size"), recordSize, npy.RecordSize, npy.DType, npy.Shape)
 	}
-	if npy.Records == 0 {
+	if npy.Records == 0 && !empty {
 		f.Close()
 		return nil, element{}, fmt.Errorf("%s holds no records (its first axis is 0): nothing to pack", src)
 	}
@@ -254,18 +257,20 @@ type linesInput struct {
 	header bool  // the first line was skipped (describe counts it)
 }
 
-func openLines(src string, skipHeader bool) (input, element, error) {
-	f, st, err := openRegular(src)
+// openLines opens a text input, a record a line; empty: as for openRegular, and a header with
+// no line after it is no records too.
+func openLines(src string, skipHeader, empty bool) (input, element, error) {
+	f, st, err := openRegular(src, empty)
 	if err != nil {
 		return nil, element{}, err
 	}
 	in := &linesInput{f: f, r: bufio.NewReaderSize(f, readBuffer), n: st.Size()}
-	if skipHeader {
+	if skipHeader && st.Size() > 0 {
 		if err := in.skipLine(); err != nil {
 			f.Close()
 			return nil, element{}, err
 		}
-		if _, err := in.r.Peek(1); errors.Is(err, io.EOF) {
+		if _, err := in.r.Peek(1); errors.Is(err, io.EOF) && !empty {
 			f.Close()
 			return nil, element{}, fmt.Errorf("%s has no lines after its header (%s): nothing to pack", src, optname.Flag("skip-header"))
 		}
@@ -460,8 +465,9 @@ func (w *bytesBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// openRegular opens a non-empty regular file for reading front to back.
-func openRegular(src string) (*os.File, os.FileInfo, error) {
+// openRegular opens a regular file for reading front to back: a non-empty one, unless empty
+// says an empty one may be (one of several inputs, which adds no records).
+func openRegular(src string, empty bool) (*os.File, os.FileInfo, error) {
 	f, err := os.Open(src)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot read the input: %w", err)
@@ -475,7 +481,7 @@ func openRegular(src string) (*os.File, os.FileInfo, error) {
 		f.Close()
 		return nil, nil, fmt.Errorf("%s is not a regular file", src)
 	}
-	if st.Size() == 0 {
+	if st.Size() == 0 && !empty {
 		f.Close()
 		return nil, nil, fmt.Errorf("%s is empty: nothing to pack", src)
 	}

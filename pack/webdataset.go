@@ -130,6 +130,9 @@ func OpenWebDataset(paths []string, fillMissing bool) (SampleReader, error) {
 	if note := sc.skippedNote(); note != "" {
 		w.notes = append(w.notes, note)
 	}
+	if note := sc.filledNote(fillMissing); note != "" {
+		w.notes = append(w.notes, note)
+	}
 	return w, nil
 }
 
@@ -426,6 +429,7 @@ type wdsScan struct {
 
 	hole    *wdsIrregular           // the first member not a regular file where its sample lacks a packed field
 	pending map[string]wdsIrregular // by field not packed (yet): the first such member
+	keys    wdsKeys                 // the shard's samples so far
 }
 
 // wdsPlace is where a sample or member is, for messages.
@@ -501,6 +505,9 @@ func refuseCompressed(m []byte, name, then string) error {
 // member takes one sample file's header.
 func (sc *wdsScan) member(shard, name, key, field string) error {
 	if !sc.open || key != sc.cur.key {
+		if err := sc.keys.start(shard, key, name); err != nil {
+			return err
+		}
 		sc.end()
 		sc.open, sc.cur = true, wdsPlace{shard: shard, key: key}
 		if sc.samples == 0 {
@@ -546,6 +553,26 @@ func (sc *wdsScan) end() {
 	}
 	sc.samples++
 	sc.open = false
+}
+
+// filledNote says how many empty values fill gives, by field: "filled 194 empty values
+// (--fill-missing): cls 100 of 294 samples, ..."; "" when none (or without fill).
+func (sc *wdsScan) filledNote(fill bool) string {
+	if !fill {
+		return ""
+	}
+	var parts []string
+	var total int64
+	for j, name := range sc.names {
+		if n := sc.samples - sc.count[j]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", name, n))
+			total += n
+		}
+	}
+	if total == 0 {
+		return ""
+	}
+	return fmt.Sprintf("filled %d empty values (%s) of %d samples: %s", total, optname.Flag("fill-missing"), sc.samples, strings.Join(parts, ", "))
 }
 
 // skippedNote says what the scan skipped other than folders: "skipped 3 members, not

@@ -368,9 +368,10 @@ func TestWebDatasetMissingFields(t *testing.T) {
 	checkSamples(t, r.Fields(), want, got)
 }
 
-// TestWebDatasetSplitSamples: a sample never spans shards, and a key's members must be
-// consecutive, as webdataset reads them: a key cut across two shards, or repeated later in a
-// shard, is two samples, each missing what the other has.
+// TestWebDatasetSplitSamples: a sample never spans shards (a key cut across two shards is two
+// samples, each missing what the other has), and a key's members must be consecutive, as
+// webdataset reads them: a key that comes back later in its shard is refused, with or without
+// fill (filling would make two samples of one), naming the fix.
 func TestWebDatasetSplitSamples(t *testing.T) {
 	a := []wdsItem{
 		sampleItem("000001", map[string][]byte{"cls": []byte("1"), "jpg": []byte("j1")}),
@@ -381,16 +382,16 @@ func TestWebDatasetSplitSamples(t *testing.T) {
 		rawItem("000003.cls", "", []byte("3")),
 		rawItem("000004.cls", "", []byte("4")),
 		rawItem("000004.jpg", "", []byte("j4")),
-		rawItem("000003.jpg", "", []byte("j3")), // 000003 again, not next to its cls
 	}
 	paths := writeShards(t, t.TempDir(), "pax", []string{"a.tar", "b.tar"}, [][]wdsItem{a, b})
 	_, err := OpenWebDataset(paths, false)
 	require.Error(t, err)
-	assert.Equal(t, paths[1]+`: sample "000002" has no "cls" member (2 of 6 samples lack one): pass --fill-missing to pack an empty cls for them, or fix the data`, err.Error())
+	assert.Equal(t, paths[1]+`: sample "000002" has no "cls" member (1 of 5 samples lack one): pass --fill-missing to pack an empty cls for them, or fix the data`, err.Error())
 
 	r, err := OpenWebDataset(paths, true)
 	require.NoError(t, err)
 	defer r.Close()
+	assert.Equal(t, []string{"filled 3 empty values (--fill-missing) of 5 samples: cls 1, jpg 2"}, r.(interface{ Notes() []string }).Notes())
 	got, err := readSamples(t, r)
 	require.NoError(t, err)
 	checkSamples(t, r.Fields(), []wdsSample{
@@ -399,8 +400,15 @@ func TestWebDatasetSplitSamples(t *testing.T) {
 		{"000002", map[string][]byte{"jpg": []byte("j2")}},
 		{"000003", map[string][]byte{"cls": []byte("3")}},
 		{"000004", map[string][]byte{"cls": []byte("4"), "jpg": []byte("j4")}},
-		{"000003", map[string][]byte{"jpg": []byte("j3")}},
 	}, got)
+
+	b = append(b, rawItem("000003.jpg", "", []byte("j3"))) // 000003 again, not next to its cls
+	paths = writeShards(t, t.TempDir(), "pax", []string{"a.tar", "b.tar"}, [][]wdsItem{a, b})
+	for _, fill := range []bool{false, true} {
+		_, err = OpenWebDataset(paths, fill)
+		require.Error(t, err)
+		assert.Equal(t, paths[1]+`: sample "000003" comes back at member "000003.jpg", after other samples: a sample's files must be next to each other in its shard (WebDataset's rule; a tar made in directory order, as `+"`tar -cf s.tar .`"+` makes it, lists them apart). Make the shard with sorted names (tar --sort=name -cf s.tar -C DIR .), or pack the folder itself (blockfs pack DIR OUT)`, err.Error(), "fill %v", fill)
+	}
 }
 
 // TestWebDatasetOpenRefusals: what Open refuses, before any sample is read, in one line each.

@@ -41,7 +41,8 @@ func readStats(t *testing.T, m *mounted) map[string]float64 {
 // running and logs the block and the cause.
 func TestBlockLostUnderMount(t *testing.T) {
 	p := packRaw(t, 160, "64KiB", "--no-shuffle") // 16 records (64 KiB) a block, 10 blocks
-	m := mount(t, p.dir, "--shuffle", "none", "--readahead", "0", "--cache-size", "4MiB")
+	addr := freeAddr(t)
+	m := mount(t, p.dir, "--shuffle", "none", "--readahead", "0", "--cache-size", "4MiB", "--metrics", addr)
 	require.NoError(t, os.Remove(filepath.Join(p.dir, "blocks/000003.bin")))
 	require.NoError(t, os.Truncate(filepath.Join(p.dir, "blocks/000005.bin"), 1000))
 	f, err := os.Open(m.path("epoch-0000"))
@@ -64,8 +65,49 @@ func TestBlockLostUnderMount(t *testing.T) {
 	assert.Error(t, err)
 	assert.Contains(t, string(out), "Input/output error")
 	assert.Nil(t, m.cmd.ProcessState, "the daemon keeps running")
-	st := readStats(t, m)
-	assert.Positive(t, st["read_errors"])
+	// Why is where a trainer looks: stats.json counts the failed reads by kind and keeps the
+	// reasons, blockfs stats shows them, /metrics counts them by kind.
+	var st struct {
+		Errors uint64            `json:"read_errors"`
+		ByKind map[string]uint64 `json:"read_errors_by_kind"`
+		Last   []struct {
+			File, Kind, Reason string
+			Offset             int64
+			Count              uint64
+		} `json:"last_errors"`
+	}
+	b, err := os.ReadFile(m.path(".blockfs/stats.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &st))
+	assert.Positive(t, st.Errors)
+	assert.Positive(t, st.ByKind["gone"])
+	assert.Positive(t, st.ByKind["changed"])
+	var sum uint64
+	for _, n := range st.ByKind {
+		sum += n
+	}
+	assert.Equal(t, st.Errors, sum, "every failed read has a kind")
+	reasons := map[string]string{}
+	for _, e := range st.Last {
+		assert.Equal(t, "epoch-0000", e.File)
+		assert.Positive(t, e.Count)
+		reasons[e.Kind] = e.Reason
+	}
+	assert.Contains(t, reasons["gone"], "a dataset file is gone (changed under the mount? remount it): open "+p.dir+"/blocks/000003.bin: no such file or directory")
+	assert.Contains(t, reasons["changed"], p.dir+"/blocks/000005.bin: changed since the dataset was opened")
+	view := mustRun(t, "stats", "--once", "--interval", "0.1", m.dir)
+	assert.Contains(t, view, `"last_errors":`)
+	assert.Contains(t, view, "blocks/000003.bin: no such file or directory")
+	fams := scrape(t, addr)
+	byKind := map[string]float64{}
+	for _, mt := range fams["blockfs_read_errors_total"].GetMetric() {
+		for _, l := range mt.GetLabel() {
+			byKind[l.GetValue()] = mt.GetCounter().GetValue()
+		}
+	}
+	assert.Equal(t, float64(st.ByKind["gone"]), byKind["gone"])
+	assert.Equal(t, float64(st.ByKind["changed"]), byKind["changed"])
+	assert.Contains(t, byKind, "corrupt", "every kind, 0 where none")
 	// The daemon writes its log line before it answers the read, but this process copies the
 	// daemon's stderr from a pipe on a goroutine of its own: wait for the copy.
 	waitLog(t, m, "blocks/000003.bin: no such file", "blocks/000005.bin: changed since")

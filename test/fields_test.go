@@ -304,7 +304,11 @@ with tarfile.open(sys.argv[1], "a") as t:
 	assert.NotZero(t, code)
 	assert.Contains(t, errs, "000020")
 	assert.Contains(t, errs, "--fill-missing")
-	mustRun(t, "pack", "--fill-missing", glob, filepath.Join(dir, "ds"))
+	for _, cmd := range []string{"pack", "index"} {
+		_, errs, code := run(t, cmd, "--fill-missing", glob, filepath.Join(dir, cmd+"-filled"))
+		require.Equal(t, 0, code, errs)
+		assert.Contains(t, errs, "note: filled 2 empty values (--fill-missing) of 21 samples: cls 1, json 1", "blockfs %s says what it filled", cmd)
+	}
 	// Flags that do not apply.
 	_, errs, code = run(t, "pack", "--no-shuffle", glob, filepath.Join(dir, "ds2"))
 	assert.Equal(t, 2, code, errs)

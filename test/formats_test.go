@@ -233,6 +233,18 @@ func TestVerify(t *testing.T) {
 	assert.True(t, bytes.Equal(p.records[binary.LittleEndian.Uint64(ids[8*6*16:])], buf), "an intact block reads its records")
 	_, err = ef.ReadAt(buf, 8*16*4096)
 	assert.NoError(t, err)
+
+	// verify of the mount point checks the dataset it serves, as info and order take it.
+	_, errs, code = run(t, "verify", m.dir)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "blocks/000007.bin: block 7: CRC32C is")
+	assert.Contains(t, errs, p.dir+": 1 problem(s) in 25 blocks")
+	raw := filepath.Join(t.TempDir(), "raw.bin")
+	require.NoError(t, os.WriteFile(raw, make([]byte, 64*4096), 0o644))
+	mr := mount(t, raw, "--record-size", "4096", "--cache-size", "4MiB", "--readahead", "0")
+	_, errs, code = run(t, "verify", mr.dir)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "which is not a dataset blockfs packed or indexed: there are no checksums to verify")
 }
 
 func TestPackRefusals(t *testing.T) {

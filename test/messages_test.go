@@ -1,6 +1,7 @@
 package test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -135,4 +136,63 @@ with tarfile.open("s.tar", "w") as tf:
 		shard+`: sample "1": member "1.jpg" is a symbolic link (to "/data/1.jpg"); WebDataset members must be regular files: store the file it links to (tar --dereference), or remove the member`)
 	_, err := os.Stat(out)
 	assert.True(t, os.IsNotExist(err), "a failed pack leaves nothing")
+}
+
+// TestWebDatasetSamplesApart: shards made the common way (`tar -cf s.tar .` in directory
+// order) may list a sample's files apart. GNU tar writes them so here (its files in the order
+// given); pack, pack --fill-missing, index, index --fill-missing and a mount of the shards
+// each refuse in one line naming the shard, the sample and the fix, never suggesting
+// --fill-missing; the same files tarred with --sort=name pack and mount.
+func TestWebDatasetSamplesApart(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache")) // the mount's automatic index
+	src := filepath.Join(dir, "src")
+	require.NoError(t, os.Mkdir(src, 0o755))
+	var names []string
+	for i := 0; i < 4; i++ {
+		for _, ext := range []string{"jpg", "cls"} {
+			name := fmt.Sprintf("s%04d.%s", i, ext)
+			require.NoError(t, os.WriteFile(filepath.Join(src, name), []byte(name), 0o644))
+		}
+	}
+	for _, ext := range []string{"jpg", "cls"} { // every jpg, then every cls
+		for i := 0; i < 4; i++ {
+			names = append(names, fmt.Sprintf("s%04d.%s", i, ext))
+		}
+	}
+	apart, sorted := filepath.Join(dir, "apart"), filepath.Join(dir, "sorted")
+	require.NoError(t, os.Mkdir(apart, 0o755))
+	require.NoError(t, os.Mkdir(sorted, 0o755))
+	sh(t, "cd "+src+" && tar -cf "+apart+"/s.tar "+strings.Join(names, " "))
+	sh(t, "tar --sort=name -cf "+sorted+"/s.tar -C "+src+" .")
+	shard := filepath.Join(apart, "s.tar")
+	want := `s.tar: sample "s0000" comes back at member "s0000.cls", after other samples: a sample's files must be next to each other in its shard`
+	for _, args := range [][]string{
+		{"pack", "--format", "webdataset", shard, filepath.Join(dir, "p1")},
+		{"pack", "--format", "webdataset", "--fill-missing", shard, filepath.Join(dir, "p2")},
+		{"index", apart, filepath.Join(dir, "i1")},
+		{"index", "--fill-missing", apart, filepath.Join(dir, "i2")},
+		{"mount", apart, t.TempDir()},
+	} {
+		_, errs, code := run(t, args...)
+		assert.NotEqual(t, 0, code, "blockfs %v", args)
+		assert.Contains(t, errs, want, "blockfs %v", args)
+		assert.Contains(t, errs, "tar --sort=name", "blockfs %v", args)
+		assert.NotContains(t, errs, "pass --fill-missing", "blockfs %v", args)
+		if args[0] != "mount" { // a mount says first that it indexes the shards
+			assert.Equal(t, 1, strings.Count(errs, "\n"), "one line: %q", errs)
+		}
+	}
+	for _, p := range []string{"p1", "p2", "i1", "i2"} {
+		assert.NoFileExists(t, filepath.Join(dir, p, "blockfs.json"))
+	}
+	out := filepath.Join(dir, "ok")
+	mustRun(t, "pack", "--format", "webdataset", sorted, out)
+	m := mount(t, out, "--cache-size", "16MiB", "--readahead", "0")
+	cls := fieldValues(t, m.path("epoch-0000.cls"), 0)
+	ids := readIDs(t, m.path("epoch-0000.ids"))
+	require.Len(t, cls, 4)
+	for i, v := range cls {
+		assert.Equal(t, fmt.Sprintf("s%04d.cls", ids[i]), string(v))
+	}
 }

@@ -289,11 +289,60 @@ func TestDaemonAndUnmount(t *testing.T) {
 	_, errs, code := run(t, "mount", "--cache-size", "4MiB", "--readahead", "512KiB", p.dir, mnt)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errs, "already a mount point")
+	// A file held open: unmount refuses at once, saying what to do; closed, it unmounts.
+	f, err := os.Open(filepath.Join(mnt, "epoch-0001"))
+	require.NoError(t, err)
+	start := time.Now()
+	_, errs, code = run(t, "unmount", mnt)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "(files still open? close them, or use --lazy to detach now)")
+	assert.Less(t, time.Since(start), 5*time.Second, "at once")
+	assert.True(t, isMounted(mnt))
+	require.NoError(t, f.Close())
 	mustRun(t, "unmount", mnt)
 	assert.False(t, isMounted(mnt))
 	_, errs, code = run(t, "unmount", mnt)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errs, "is not mounted")
+}
+
+// TestDaemonLog: a --daemon mount without --log keeps a log of its own, which info.json names:
+// private to its user, in the log directory, holding why a read failed; it stays after the
+// unmount, for whoever wants to know why.
+func TestDaemonLog(t *testing.T) {
+	requireFUSE(t)
+	p := packRaw(t, 200, "64KiB") // 16 records a block
+	mnt := t.TempDir()
+	mustRun(t, "mount", "--daemon", "--cache-size", "4MiB", "--readahead", "0", "--shuffle", "none", p.dir, mnt)
+	t.Cleanup(func() {
+		if isMounted(mnt) {
+			_ = syscall.Unmount(mnt, syscall.MNT_DETACH)
+			t.Error("left mounted")
+		}
+	})
+	var info struct{ Log string }
+	b, err := os.ReadFile(filepath.Join(mnt, ".blockfs/info.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &info))
+	require.NotEmpty(t, info.Log, "info.json names the daemon's log")
+	t.Cleanup(func() { os.Remove(info.Log); os.Remove(info.Log + ".1") })
+	assert.Equal(t, "/run/blockfs/logs", filepath.Dir(info.Log), "root's daemons log in /run/blockfs/logs")
+	st, err := os.Stat(info.Log)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	dir, err := os.Stat(filepath.Dir(info.Log))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), dir.Mode().Perm())
+
+	require.NoError(t, os.Truncate(filepath.Join(p.dir, "blocks/000002.bin"), 1000))
+	_, err = os.ReadFile(filepath.Join(mnt, "epoch-0000"))
+	require.ErrorIs(t, err, syscall.EIO)
+	mustRun(t, "unmount", mnt)
+	logged, err := os.ReadFile(info.Log)
+	require.NoError(t, err, "the log stays after the unmount")
+	assert.Contains(t, string(logged), "blockfs: serving "+p.dir)
+	assert.Contains(t, string(logged), "read epoch-0000 at ")
+	assert.Contains(t, string(logged), p.dir+"/blocks/000002.bin: changed since the dataset was opened: its size is 1000 bytes")
 }
 
 // TestUsersLock: a daemon given --users-lock stays while a process holds a POSIX lock on the

@@ -138,4 +138,23 @@ func TestWindowsOverPack(t *testing.T) {
 		}
 	}
 	assert.Positive(t, crossing, "some windows run across two block files")
+
+	// --dtype and --shape type the pack's raw rows as they type a file in place: the windows
+	// are then arrays of L rows of that shape; a type of another size is refused.
+	mt := mount(t, p.dir, "--window", strconv.Itoa(L), "--stride", strconv.Itoa(S), "--seed", "4", "--dtype", "uint32", "--shape", "1024")
+	var info struct {
+		DType string  `json:"dtype"`
+		Shape []int64 `json:"shape"`
+	}
+	b, err := os.ReadFile(mt.path(".blockfs/info.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &info))
+	assert.Equal(t, "<u4", info.DType)
+	assert.Equal(t, []int64{L, 1024}, info.Shape)
+	typed, err := os.ReadFile(mt.path("epoch-0000"))
+	require.NoError(t, err)
+	assert.Len(t, typed, want*win, "the same windows")
+	_, errs, code := run(t, "info", "--window", "5", "--dtype", "float64", "--shape", "3", p.dir)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "--dtype <f8 and --shape [3] make records of 24 bytes; this dataset's are 4096 bytes")
 }

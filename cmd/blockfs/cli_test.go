@@ -131,7 +131,8 @@ func TestMountArgvToMessage(t *testing.T) {
 		{[]string{"mount", "--allow-other-unreadable", "d", "m"}, "allow-other-unreadable", "--allow-other-unreadable goes with --allow-other"},
 		{[]string{"mount", "--metrics-allow-remote", "d", "m"}, "metrics-allow-remote", "--metrics-allow-remote goes with --metrics ADDR"},
 		{[]string{"mount", "--verify=maybe", "d", "m"}, "verify", `--verify "maybe": want true or false`},
-		{[]string{"mount", "--cache-sise", "1GiB", "d", "m"}, "", "unknown flag: --cache-sise"},
+		{[]string{"mount", "--cache-sise", "1GiB", "d", "m"}, "", "unknown flag: --cache-sise; did you mean --cache-size?"},
+		{[]string{"mount", "--seeds", "3", "d", "m"}, "", "unknown flag: --seeds; did you mean --seed?"},
 		{[]string{"mount", "d"}, "", "mount takes 2 arguments"},
 		{[]string{"mount", "shards/a.tar", "shards/b.tar", "shards/c.tar", "m"}, "", "an unquoted glob? quote it so that blockfs expands it: mount 'shards/*.tar'"},
 	} {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/blockfs/blockfs/mount"
 )
 
 // readyFDEnv names the file descriptor on which a --daemon child reports readiness (3, or 4
@@ -62,6 +64,8 @@ func startDaemon(logFile string, keep int) error {
 			line = "the daemon exited before the mount was ready"
 			if logFile != "" {
 				line += " (see " + logFile + ")"
+			} else {
+				line += " (see its log, the newest in " + mount.LogDir() + ")"
 			}
 		}
 		return errors.New(strings.TrimPrefix(line, "blockfs: "))

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -61,9 +63,18 @@ coordination); index --merge OUT, once every part is there, writes OUT's index o
 					return err
 				}
 			}
+			var filled []string
+			var total int64
+			opt.Filled = func(field string, n int64) {
+				filled = append(filled, fmt.Sprintf("%s %d", field, n))
+				total += n
+			}
 			ix, err := mount.IndexShards(context.Background(), args[0], args[1], p, opt, so.S3)
 			if err != nil {
 				return err
+			}
+			if len(filled) > 0 { // as pack says it
+				fmt.Fprintf(os.Stderr, "note: filled %d empty values (--fill-missing) of %d samples: %s\n", total, ix.Records, strings.Join(filled, ", "))
 			}
 			printIndex(args[1], ix)
 			return nil

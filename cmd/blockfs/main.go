@@ -13,9 +13,11 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	// First: refuse a file-descriptor limit too low to start, before go-fuse's init panics on it.
 	_ "github.com/blockfs/blockfs/internal/fdlimit"
+	"github.com/blockfs/blockfs/internal/near"
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/mount"
 )
@@ -94,11 +96,30 @@ sequential disk reads and a near-random order with plain file I/O.`,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usagef("%v (see '%s --help')", err, c.CommandPath())
+		return usagef("%v%s (see '%s --help')", err, flagHint(c, err), c.CommandPath())
 	})
 	root.AddCommand(newPack(), newMount(), newUnmount(), newInfo(), newVerify(), newIndex(), newOrder(), newStats(), newReadSamples(), newOptions())
 	root.CompletionOptions.DisableDefaultCmd = true
 	return root
+}
+
+// flagHint returns "; did you mean --seed?" for an unknown flag (pflag's "unknown flag:
+// --seeds") near one of c's, else "".
+func flagHint(c *cobra.Command, err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return ""
+	}
+	var names []string
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden {
+			names = append(names, f.Name)
+		}
+	})
+	if best := near.Best(name, names, 2); best != "" {
+		return "; did you mean --" + best + "?"
+	}
+	return ""
 }
 
 // exactArgs is cobra.ExactArgs with a message that names the arguments and exits 2.

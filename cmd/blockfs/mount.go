@@ -5,6 +5,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -20,9 +21,13 @@ func newMount() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "mount [flags] DATA MOUNTPOINT",
 		Short: "Mount a dataset as block-shuffled epoch files",
-		Long: `mount serves DATA read-only at MOUNTPOINT. DATA is a dataset made by blockfs pack, or an
-existing file served in place with no copy: a .npy file, or a flat file of fixed-size records
-with --record-size; its blocks are then consecutive ranges of --block-size of the file.
+		Long: `mount serves DATA read-only at MOUNTPOINT. DATA is a dataset made by blockfs pack (a
+directory, or s3://BUCKET/PREFIX with the object store flags), an index of shards made by
+blockfs index, WebDataset or TFRecord shards themselves (a folder, a quoted glob or an s3://
+prefix: indexed on the first mount, served in place), a mixture file of datasets (.json with
+"sources"), or an existing file served in place with no copy: a .npy file, or a flat file of
+fixed-size records with --record-size; its blocks are then consecutive ranges of --block-size
+of the file.
 The tree:
 
   epoch-NNNN            every record once, in epoch NNNN's block-shuffled order
@@ -77,6 +82,18 @@ func runMount(vals mount.Values, data, mnt string) error {
 	// The process that serves records its claim of memory as it plans; with --daemon the
 	// parent only checks, and the daemon it starts plans again and serves.
 	opt.RecordClaim = !opt.Daemon || os.Getenv(readyFDEnv) != ""
+	ownLog := false
+	if opt.Log == "" && os.Getenv(readyFDEnv) != "" {
+		// The daemon, with no terminal: its own log (info.json names it), or none if this
+		// user has no private place for one.
+		if path, err := mount.DaemonLog(); err == nil {
+			opt.Log, ownLog = path, true
+		}
+	} else if opt.Log != "" {
+		if opt.Log, err = filepath.Abs(opt.Log); err != nil {
+			return fmt.Errorf("--log: %w", err)
+		}
+	}
 	plan, err := mount.New(opt)
 	if err != nil {
 		return err
@@ -88,19 +105,29 @@ func runMount(vals mount.Values, data, mnt string) error {
 	if opt.Daemon && os.Getenv(readyFDEnv) == "" {
 		return startDaemon(opt.Log, plan.FuseFD())
 	}
-	if err := setupLog(opt.Log); err != nil {
+	if err := setupLog(opt.Log, ownLog); err != nil {
 		return err
 	}
 	return plan.Serve(signalReady)
 }
 
-// setupLog sends log lines to path (appending), or leaves them on stderr.
-func setupLog(path string) error {
+// setupLog sends log lines to path (appending; own: the daemon's own log, bounded), or leaves
+// them on stderr.
+func setupLog(path string, own bool) error {
 	log.SetFlags(log.LstdFlags)
 	if path == "" {
 		if os.Getenv(readyFDEnv) != "" {
 			log.SetOutput(io.Discard)
 		}
+		return nil
+	}
+	if own {
+		l, err := mount.OpenDaemonLog(path)
+		if err != nil {
+			log.SetOutput(io.Discard)
+			return nil // info.json names it, empty: the mount serves on
+		}
+		log.SetOutput(l)
 		return nil
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)

@@ -112,9 +112,10 @@ floor(I*n/N) to floor((I+1)*n/N) of n, and pre-shuffles its records with its own
 from --seed and I. Once every part is there, blockfs pack --merge OUT writes OUT/blockfs.json
 over the parts' blocks, without copying them: an ordinary dataset, whose sample ids number the
 inputs' records in order, as one pack would. Merge refuses a missing, duplicated or foreign
-part. Raw, npy (of one dtype and shape), lines and files inputs, and inputs with fields whose
-samples have one field (TFRecord files; one column with --columns); OUT a directory or
-s3://BUCKET/PREFIX (the parts uploaded under PREFIX/parts/).`
+part. Raw, npy (of one dtype and shape), lines and files inputs, and inputs with fields
+(WebDataset shards, TFRecord files, Parquet and Arrow: each field's blocks under
+OUT/fields/NAME/parts/); OUT a directory or s3://BUCKET/PREFIX (the parts uploaded under
+PREFIX/parts/).`
 
 func newPack() *cobra.Command {
 	var f packFlags

@@ -55,7 +55,11 @@ func runPackPart(f packFlags, args []string, out string) error {
 	secs := time.Since(start).Seconds()
 	pm := res.Manifest
 	if res.Result == nil {
-		fmt.Printf("part %d of %d has no inputs (%d inputs in all): wrote an empty part %s/parts/%s.json\n", p.Index, p.Count, res.All, out, p.Name())
+		what := "has no inputs"
+		if res.Inputs > 0 {
+			what = fmt.Sprintf("has %d %s holding no records", res.Inputs, plural(res.Inputs, "input", "inputs"))
+		}
+		fmt.Printf("part %d of %d %s (%d inputs in all): wrote an empty part %s/parts/%s.json\n", p.Index, p.Count, what, res.All, out, p.Name())
 		return nil
 	}
 	m := res.Result.Manifest

@@ -28,7 +28,9 @@ func newStats() *cobra.Command {
 		Long: `Watch a mount live, refreshed every --interval: its throughput (MB/s, records/s), the data
 stall (the share of readers' time spent waiting for the disk or the object store), the cache's
 hit rate, what is read below the cache (disk or store) per second, the daemon's memory, and a
-line per open file (its reader's pid, position as a share of the file, rate and stall).
+line per open file (its reader's pid, how far into the file and how fast the daemon served it,
+and its stall: the kernel reads ahead of a reader, so a reader may be behind what was served,
+and read at a rate while none is served), and why reads failed, if any did.
 
 On a terminal the view is redrawn in place until Ctrl-C. Otherwise (a pipe, a log) it prints
 one JSON object per interval; --json does so on a terminal too. --once prints one snapshot
@@ -105,20 +107,24 @@ func recordSize(ctx context.Context, mnt string) (int64, error) {
 
 // View is one interval of a mount: what the live view shows, and the JSON line.
 type View struct {
-	Time          string       `json:"time"`
-	Seconds       float64      `json:"interval_seconds"`
-	MBps          float64      `json:"mb_per_s"`          // bytes served a second / 1e6
-	Records       float64      `json:"records_per_s"`     // -1 when the records vary in size
-	Stall         float64      `json:"stall"`             // waits over readers' time in the interval
-	HitRate       float64      `json:"hit_rate"`          // cache hits over pages asked for; -1 with none asked
-	SourceMBps    float64      `json:"source_mb_per_s"`   // bytes read below the cache a second / 1e6
-	Store         bool         `json:"store"`             // the source is an object store
-	CacheBytes    int64        `json:"cache_bytes"`       // held now
-	CacheCapacity int64        `json:"cache_capacity"`    // the cache's size
-	RSS           int64        `json:"daemon_rss_bytes"`  // the daemon's resident memory
-	WaitSeconds   float64      `json:"read_wait_seconds"` // since the mount, all readers
-	Sources       []SourceView `json:"sources,omitempty"` // a mixture's sources, a dataset's fields
-	Readers       []ReaderView `json:"readers"`
+	Time          string  `json:"time"`
+	Seconds       float64 `json:"interval_seconds"`
+	MBps          float64 `json:"mb_per_s"`          // bytes served a second / 1e6
+	Records       float64 `json:"records_per_s"`     // -1 when the records vary in size
+	Stall         float64 `json:"stall"`             // waits over readers' time in the interval
+	HitRate       float64 `json:"hit_rate"`          // cache hits over pages asked for; -1 with none asked
+	SourceMBps    float64 `json:"source_mb_per_s"`   // bytes read below the cache a second / 1e6
+	Store         bool    `json:"store"`             // the source is an object store
+	CacheBytes    int64   `json:"cache_bytes"`       // held now
+	CacheCapacity int64   `json:"cache_capacity"`    // the cache's size
+	RSS           int64   `json:"daemon_rss_bytes"`  // the daemon's resident memory
+	WaitSeconds   float64 `json:"read_wait_seconds"` // since the mount, all readers
+	ReadErrors    uint64  `json:"read_errors"`       // since the mount
+	// LastErrors are the mount's last distinct failed reads (stats.json's), the most recent
+	// last, each with its reason.
+	LastErrors []mount.ErrorStats `json:"last_errors,omitempty"`
+	Sources    []SourceView       `json:"sources,omitempty"` // a mixture's sources, a dataset's fields
+	Readers    []ReaderView       `json:"readers"`
 }
 
 // SourceView is one source of a mixture, or field of a dataset with fields, in an interval:
@@ -144,7 +150,8 @@ func interval(a, b mount.Stats, dt time.Duration, rs int64) View {
 	ac, bc := a.Cache, b.Cache
 	v := View{Time: time.Now().Format(time.RFC3339), Seconds: sec, MBps: float64(served(b)-served(a)) / sec / 1e6, Records: -1,
 		SourceMBps: float64(bc.DiskBytes-ac.DiskBytes) / sec / 1e6, Store: inStore(b), CacheBytes: bc.CachedBytes,
-		CacheCapacity: bc.CapacityBytes, RSS: b.RSS, WaitSeconds: b.WaitSeconds, HitRate: -1, Readers: []ReaderView{}}
+		CacheCapacity: bc.CapacityBytes, RSS: b.RSS, WaitSeconds: b.WaitSeconds, HitRate: -1, Readers: []ReaderView{},
+		ReadErrors: b.ReadErrors, LastErrors: b.LastErrors}
 	if rs > 0 {
 		v.Records = float64(b.DataServed-a.DataServed) / float64(rs) / sec
 	}
@@ -190,6 +197,9 @@ func inStore(s mount.Stats) bool {
 	return false
 }
 
+// shownErrors is how many of the last failures the terminal view lists.
+const shownErrors = 3
+
 // render draws a view for a terminal.
 func render(mnt string, v View) string {
 	var b strings.Builder
@@ -216,13 +226,21 @@ func render(mnt string, v View) string {
 	for _, s := range v.Sources {
 		fmt.Fprintf(&b, "  source      %9.1f MB/s into the cache: %s\n", s.MBps, s.Name)
 	}
+	if v.ReadErrors > 0 {
+		fmt.Fprintf(&b, "  errors      %9d reads failed since the mount; the latest:\n", v.ReadErrors)
+		for _, e := range v.LastErrors[max(0, len(v.LastErrors)-shownErrors):] {
+			fmt.Fprintf(&b, "    %s %s at %d (%d times): %s\n", e.Latest, e.File, e.Offset, e.Count, e.Reason)
+		}
+	}
 	b.WriteString("\n")
-	fmt.Fprintf(&b, "  %-40s %8s %9s %10s %7s\n", "reader (open file)", "pid", "position", "MB/s", "stall")
+	fmt.Fprintf(&b, "  %-40s %8s %9s %11s %7s\n", "reader (open file)", "pid", "served to", "MB/s served", "stall")
 	if len(v.Readers) == 0 {
 		fmt.Fprintf(&b, "  (no file open)\n")
+	} else {
+		b.WriteString("  (as the daemon served them: the kernel reads ahead of a reader, which may read for a while from what it holds)\n")
 	}
 	for _, r := range v.Readers {
-		fmt.Fprintf(&b, "  %-40s %8d %9s %10.1f %7s\n", r.File, r.PID, pct(r.Position), r.MBps, pct(r.Stall))
+		fmt.Fprintf(&b, "  %-40s %8d %9s %11.1f %7s\n", r.File, r.PID, pct(r.Position), r.MBps, pct(r.Stall))
 	}
 	return b.String()
 }

@@ -12,7 +12,7 @@ import numpy.typing as npt
 import torch
 from torch.utils.data import Dataset
 
-from ._files import Field, Tree, is_mixture, names_of
+from ._files import Field, Tree, explain, is_mixture, names_of
 from ._shm import ENV as SHM_ENV, Channel, ShmUnavailable, channel, warn_once
 from ._types import Info
 
@@ -280,7 +280,10 @@ class _Batches(Dataset[Batch]):
         fd = self._fd(epoch, suffix)
         view, got = buf.data, 0
         while got < n:
-            k = os.preadv(fd, [view[got:]], off + got)
+            try:
+                k = os.preadv(fd, [view[got:]], off + got)
+            except OSError as e:
+                raise explain(e, self.path, self._path(epoch, suffix)) from e
             if k == 0:
                 raise OSError(f"{self._path(epoch, suffix)}: short read at {off} ({got} of {n} bytes)")
             got += k

@@ -16,10 +16,12 @@ values (tree "field", ".%s") and, for values of varying length, their offsets (t
 """
 from __future__ import annotations
 
+import errno as errno_mod
 import json
 import os
 import warnings
 import dataclasses
+import difflib
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -269,7 +271,14 @@ def field_of(info: Mapping[str, Any], name: str) -> Field:
             return f
     if not have:
         raise ValueError(f"field {name!r}: the dataset has no fields (its records are {info.get('kind')!r})")
-    raise ValueError(f"no field {name!r}; the dataset's fields are {', '.join(f.name for f in have)}")
+    raise ValueError(f"no field {name!r}{near_hint(name, [f.name for f in have])}; the dataset's fields are "
+                     f"{', '.join(f.name for f in have)}")
+
+
+def near_hint(name: str, names: Sequence[str]) -> str:
+    """" (did you mean 'label'?)" for the one of names nearest to a mistyped name, else ""."""
+    close = difflib.get_close_matches(name, list(names), n=1, cutoff=0.7)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def mount_path(path: MountPath) -> str:
@@ -396,11 +405,39 @@ def _read_sidecar(path: MountPath, epoch: int, shard: Optional[ShardSpec], suffi
         buf = out.data.cast("B")
         got = 0
         while got < size:
-            k = f.readinto(buf[got:])
+            try:
+                k = f.readinto(buf[got:])
+            except OSError as e:
+                raise explain(e, mount_path(path), p) from e
             if not k:
                 raise OSError(f"{p}: {got} bytes, expected {size}")
             got += k
     return out.astype(dtype.newbyteorder("="), copy=False)
+
+
+# stats.json is read whole to explain a failed read; a larger one is not read.
+MAX_STATS_BYTES = 64 << 20
+
+
+def explain(err: OSError, root: str, file: str) -> OSError:
+    """err, a failed read of file (a path under the mount at root), with the daemon's reason
+    where it has one: an EIO says only "Input/output error", while the mount's stats.json
+    keeps the reason of its last failed reads ("last_errors"). err itself where there is none."""
+    if err.errno != errno_mod.EIO:
+        return err
+    rel = os.path.relpath(file, root)
+    try:
+        tree = tree_of(root)
+        with open(os.path.join(root, tree.meta_dir, tree.stats), "rb") as f:
+            stats = json.loads(f.read(MAX_STATS_BYTES + 1)[:MAX_STATS_BYTES])
+        last = [e for e in stats.get("last_errors") or [] if isinstance(e, dict) and e.get("file") == rel]
+    except (OSError, ValueError, AttributeError):
+        return err
+    if not last:
+        return err
+    e = last[-1]
+    return OSError(errno_mod.EIO, f"{os.strerror(errno_mod.EIO)}: {file} at {e.get('offset')}: {e.get('reason')} "
+                                  f"(the mount's stats.json, last_errors)")
 
 
 def order(path: MountPath, epoch: int, shard: Optional[ShardSpec] = None) -> npt.NDArray[np.uint64]:

@@ -286,10 +286,10 @@ def _exchange(sock: socket.socket, pkt: bytes, fds: Optional[List[int]]) -> int:
         rep = sock.recv(MAX_PACKET)
     except (BrokenPipeError, ConnectionResetError) as e:
         raise DaemonGone(errno_mod.EIO, "blockfs: the mount's daemon is gone (its shared-memory connection closed); "
-                                     "remount, or see its log") from e
+                                     "remount, or see its log (info.json's \"log\")") from e
     if len(rep) < REPLY.size:
         raise DaemonGone(errno_mod.EIO, "blockfs: the mount's daemon is gone (its shared-memory connection closed); "
-                                     "remount, or see its log")
+                                     "remount, or see its log (info.json's \"log\")")
     magic, err, n = REPLY.unpack_from(rep)
     if magic != MAGIC:
         raise OSError(errno_mod.EIO, f"blockfs: a reply of the shared-memory path with magic {magic:#x}")

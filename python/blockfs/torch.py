@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import numbers
 import os
-import queue
-import threading
 import time
 from fractions import Fraction
 import weakref
@@ -37,10 +35,11 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 from ._nodes import Nodes, check_world, node_batches, node_keys
-from ._files import Field, fields_of, is_fields, is_mixture, load_labels, mount_path, read_info, records_of
+from ._files import Field, fields_of, is_fields, is_mixture, load_labels, mount_path, near_hint, read_info, records_of
 from ._types import MountPath
 
-from ._batches import IDS_KEY, Batch, DecodeError, Key, _Batches, _pinned, _tensor, _tensors, _torch_holds
+from ._batches import IDS_KEY, Batch, DecodeError, Key, _Batches, _torch_holds
+from ._readahead import PREFETCH, _as_tensors, _ReadAhead
 
 DecodeError.__module__ = __name__  # its public name: blockfs.torch.DecodeError
 
@@ -160,22 +159,6 @@ def _state_int(state: Dict[str, Any], key: str, lo: int, hi: int) -> int:
     return n
 
 
-# Batches a Loader with num_workers=0 reads ahead of the trainer.
-PREFETCH = 2
-
-
-def _as_tensors(batch: Batch, fields: bool, pin: bool) -> Any:
-    """What the loader yields for a batch as made (its last item, the position, left out):
-    arrays as tensors, pinned with pin."""
-    if fields:
-        fout = _tensors(batch[0])
-        return _pinned(fout) if pin else fout
-    out = tuple(_tensor(x) for x in batch[:-1])
-    if pin:
-        out = tuple(x.pin_memory() if isinstance(x, torch.Tensor) else x for x in out)
-    return out
-
-
 def _epoch(value: Any) -> int:
     """value as an epoch number: a whole number from 0 (an int, a numpy integer); 1.5 or "1"
     is a TypeError, -1 a ValueError, rather than another epoch than meant."""
@@ -184,73 +167,6 @@ def _epoch(value: Any) -> int:
     if value < 0:
         raise ValueError(f"epoch {value}: epochs count from 0")
     return int(value)
-
-
-class _ReadAhead:
-    """Makes the batches of keys on a thread, ahead of the trainer by at most `ahead` batches,
-    so that a batch is read while the last one is computed on (a read, on the shared-memory
-    path or a file, releases the GIL). Iterating yields (tensors, ..., the batch's last item);
-    an error making a batch is raised where that batch would have been. Once an epoch's batches
-    are made it goes on into the next epoch's (then(epoch) gives its keys from its start, None
-    to stop), again at most `ahead` batches ahead, so that an epoch's first batch is not read
-    with the accelerator idle: each iteration of the object yields one epoch's batches (epoch
-    is the one it yields next). stop ends the thread (at the latest once the batch it is
-    making is made) and waits for it."""
-
-    _END = object()
-
-    def __init__(self, batches: _Batches, keys: List[Key], ahead: int, pin: bool, epoch: int,
-                 then: Callable[[int], Optional[List[Key]]]) -> None:
-        self._q: queue.Queue[Any] = queue.Queue(maxsize=ahead)
-        self._stopped = threading.Event()
-        self.epoch = epoch
-        self.more = False  # whether the thread goes on into the next epoch
-        fields = batches.fields is not None
-
-        def run() -> None:
-            try:
-                part: Optional[List[Key]] = keys
-                e = epoch
-                while part is not None:
-                    for key in part:
-                        if self._stopped.is_set():
-                            return
-                        b = batches[key]
-                        self._put((_as_tensors(b, fields, pin), b[-1]))
-                    e += 1
-                    part = then(e)
-                    self.more = part is not None  # known before the epoch's end is seen
-                    self._put(self._END)
-            except BaseException as e:  # raised in the trainer's thread, where the batch was due
-                self._put(e)
-
-        self._thread = threading.Thread(target=run, name="blockfs-readahead", daemon=True)
-        self._thread.start()
-
-    def _put(self, item: Any) -> None:
-        """Queues item once there is room, unless stop comes first."""
-        while not self._stopped.is_set():
-            try:
-                self._q.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    def __iter__(self) -> _ReadAhead:
-        return self
-
-    def __next__(self) -> Batch:
-        item = self._q.get()
-        if item is self._END:
-            raise StopIteration
-        if isinstance(item, BaseException):
-            raise item
-        return item  # type: ignore[no-any-return]
-
-    def stop(self, wait: bool = True) -> None:
-        self._stopped.set()
-        if wait:
-            self._thread.join()
 
 
 class Loader:
@@ -428,7 +344,7 @@ class Loader:
             by_name = {f.name: f for f in have}
             unknown = [n for n in wanted if n not in by_name]
             if unknown:
-                which = ", ".join(repr(n) for n in unknown)
+                which = ", ".join(repr(n) + near_hint(n, list(by_name)) for n in unknown)
                 raise ValueError(f"no field {which} in {self.path}; its fields are {listed}")
             twice = sorted({n for n in wanted if wanted.count(n) > 1})
             if twice:

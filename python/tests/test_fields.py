@@ -180,6 +180,8 @@ class WebDatasetTest(Tmp):
         self.assertFalse((self.orders[0] == self.orders[1]).all())
         with self.assertRaisesRegex(ValueError, "no field 'png'; the dataset's fields are cls, jpg, meta.json"):
             blockfs.field_path(m, 0, "png")
+        with self.assertRaisesRegex(ValueError, r"no field 'clss' \(did you mean 'cls'\?\); the dataset's fields are"):
+            blockfs.field_path(m, 0, "clss")
 
     def test_plain_reads(self):
         # Any reader: the ids file and a field's files, with no blockfs code but the names.
@@ -273,6 +275,8 @@ class WebDatasetTest(Tmp):
         m = self.mount
         with self.assertRaisesRegex(ValueError, r"no field 'png', 'txt' in .*; its fields are cls, jpg, meta.json"):
             blockfs.torch.Loader(m, 8, fields=["cls", "png", "txt"])
+        with self.assertRaisesRegex(ValueError, r"no field 'meta\.jsn' \(did you mean 'meta\.json'\?\) in .*; its fields are"):
+            blockfs.torch.Loader(m, 8, fields=["meta.jsn"])
         with self.assertRaisesRegex(ValueError, r"fields='cls' is one name, not a list of names: fields=\['cls'\]"):
             blockfs.torch.Loader(m, 8, fields="cls")
         with self.assertRaisesRegex(ValueError, "fields= names no field; the dataset's fields are cls, jpg, meta.json"):

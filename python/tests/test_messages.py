@@ -1,5 +1,6 @@
 """What blockfs.Mount says when the data or the runtime directory is wrong: one line naming
 the real problem and what to do, as a MountError."""
+import errno
 import os
 import shutil
 import subprocess
@@ -10,6 +11,7 @@ from unittest import mock
 from support import Scratch, needs_mount
 
 import blockfs
+import blockfs.torch
 from blockfs._mount import is_mounted
 
 
@@ -56,3 +58,30 @@ class FullRuntimeDirTest(Scratch):
         self.assertIsInstance(cm.exception.__cause__, OSError)
         self.assertFalse(is_mounted(m.path))
         self.assertEqual(os.listdir(d), ["fill"], "nothing left behind")
+
+
+class ReadErrorReasonTest(Scratch):
+    n = 1000
+
+    def test_eio_names_its_reason(self):
+        # A block file deleted under the mount: the daemon answers EIO, whose reason it logs
+        # (discarded by a --daemon mount) and keeps in stats.json. Read through the file and
+        # through the shared-memory path, the trainer's error names that reason.
+        data = os.path.join(self.tmp, "lost")
+        shutil.copytree(self.data, data)
+        with blockfs.Mount(data, cache_size="4MiB", readahead="0", shuffle="none") as m:
+            os.remove(os.path.join(data, "blocks", "000003.bin"))
+            for shm in (False, True):
+                with self.subTest(shm=shm):
+                    loader = blockfs.torch.Loader(m, 100, shm=shm)
+                    with self.assertRaises(OSError) as cm:
+                        for _ in loader:
+                            pass
+                    loader.close()
+                    self.assertEqual(cm.exception.errno, errno.EIO)
+                    self.assertIn("a dataset file is gone", str(cm.exception))
+                    self.assertIn("blocks/000003.bin", str(cm.exception))
+            st = m.stats()
+            self.assertGreaterEqual(st["read_errors_by_kind"]["gone"], 2)
+            self.assertEqual(sum(st["read_errors_by_kind"].values()), st["read_errors"])
+            self.assertTrue(any(e["file"] == "epoch-0000" and "blocks/000003.bin" in e["reason"] for e in st["last_errors"]))
