@@ -291,6 +291,14 @@ class Mount:
     def __repr__(self) -> str:
         return f"blockfs.Mount({self.data!r} at {self.path!r})"
 
+    @property
+    def log(self) -> Optional[str]:
+        """The daemon's log file (info.json's "log": a file of its own in the user's private log
+        directory, kept after the unmount), or None for a mount not open or a daemon of a
+        blockfs that keeps none. Why a read failed is in stats()["last_errors"] too."""
+        log = (self.info or {}).get("log")
+        return log if isinstance(log, str) else None
+
     def stats(self) -> Dict[str, Any]:
         """The mount's counters now: its .blockfs/stats.json (docs/USAGE.md, "Is the trainer
         waiting for data?"): bytes and reads served, "read_wait_seconds" (the time reads waited

@@ -81,6 +81,10 @@ class ReadErrorReasonTest(Scratch):
                     self.assertEqual(cm.exception.errno, errno.EIO)
                     self.assertIn("a dataset file is gone", str(cm.exception))
                     self.assertIn("blocks/000003.bin", str(cm.exception))
+            self.assertTrue(m.log and os.path.exists(m.log), "the daemon keeps a log, which info.json names")
+            self.addCleanup(os.remove, m.log)
+            with open(m.log) as f:
+                self.assertIn("blocks/000003.bin: no such file or directory", f.read())
             st = m.stats()
             self.assertGreaterEqual(st["read_errors_by_kind"]["gone"], 2)
             self.assertEqual(sum(st["read_errors_by_kind"].values()), st["read_errors"])
