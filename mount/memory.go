@@ -53,6 +53,9 @@ type MemoryPlan struct {
 	Headroom  int64         // what the default budget leaves to the trainer
 	Claimed   int64         // what the other blockfs mounts up on the machine planned for data
 	Budget    int64         // memory for data: CacheSize + Resident (at most; Resident is capped by the data)
+	// Decode is what decompressing a compressed pack's frames holds beside the cache at most
+	// (layout.DecodeMemory); an automatic budget leaves it out. 0 for blocks stored raw.
+	Decode int64
 	// BudgetReason says where the budget comes from.
 	BudgetReason string
 	CacheSize    int64  // the daemon's cache (its arena)
@@ -81,8 +84,8 @@ func Headroom(total int64) int64 {
 //     the daemon's cgroup and its ancestors);
 //   - budget: --cache-size when given; otherwise the total less the headroom (a quarter,
 //     at least 1 GiB) less what the other mounts claimed, and no more than what is free now
-//     (available memory, or the cgroup's limit less its usage plus its page cache); never
-//     below need;
+//     (available memory, or the cgroup's limit less its usage plus its page cache), less what
+//     decompressing a compressed pack's frames holds (Decode); never below need;
 //   - the daemon's cache: the whole dataset when its footprint fits the budget (auto: and a
 //     quarter of the total), then read with O_DIRECT; otherwise the budget's share for windows
 //     and readahead: half the budget up to 512 MiB, but at least twice the need (within the
@@ -100,6 +103,13 @@ func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Dire
 		return (n + pageSize - 1) / pageSize * pageSize
 	}
 	p.Budget, p.BudgetReason = memoryBudget(cacheSize, need, mem, p.Headroom, claimed)
+	if c := ds.Stored().Manifest.Compression; c != nil {
+		p.Decode = layout.DecodeMemory(c.Frame)
+		if b := p.Budget - p.Decode; cacheSize <= 0 && p.Total > 0 && b >= need {
+			p.Budget = b
+			p.BudgetReason += fmt.Sprintf(", less %s to decompress frames", ibytes(p.Decode))
+		}
+	}
 	whole := p.Footprint <= p.Budget
 	if cacheSize <= 0 && p.Total > 0 {
 		whole = whole && p.Size <= p.Total/4
@@ -220,7 +230,7 @@ func (p MemoryPlan) Facts() map[string]any {
 		"cgroup_limit": m.Limit, "cgroup_usage": m.Usage, "cgroup_reclaimable": m.Reclaimable, "total": p.Total, "total_source": m.Source(),
 		"dataset_bytes": p.Size, "dataset_stored_bytes": p.Stored, "dataset_in_cache": p.Footprint,
 		"free": m.Free(), "headroom": p.Headroom, "claimed_by_other_mounts": p.Claimed, "budget": p.Budget, "budget_reason": p.BudgetReason,
-		"cache": p.CacheSize, "resident": p.Resident, "resident_blocks": p.ResidentBlocks,
+		"cache": p.CacheSize, "resident": p.Resident, "resident_blocks": p.ResidentBlocks, "decode": p.Decode,
 	}
 }
 

@@ -252,3 +252,34 @@ func TestParseDirect(t *testing.T) {
 		assert.Contains(t, err.Error(), "want auto, on or off")
 	}
 }
+
+// TestPlanMemoryDecode: a budget of the plan's own choosing leaves out what decompressing a
+// compressed pack's frames holds; --cache-size is the cache, as given.
+func TestPlanMemoryDecode(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "zst")
+	w, err := layout.Create(dir, layout.WriterOptions{Kind: layout.Fixed, RecordSize: 64, BlockSize: 64 << 10, IDs: true,
+		Compress: &layout.Compression{Codec: layout.CodecZstd, Level: 1, Frame: 16 << 10}}, false)
+	require.NoError(t, err)
+	rec := make([]byte, 64)
+	for i := range 4096 {
+		rec[0] = byte(i)
+		require.NoError(t, w.Append(uint64(i), rec))
+	}
+	_, err = w.Commit()
+	require.NoError(t, err)
+	ds, err := local.Open(dir)
+	require.NoError(t, err)
+	mem := sysmem.Memory{RAM: 8 << 30, Available: 8 << 30}
+	p := PlanMemory(ds, cache.DefaultPageSize, 0, 4<<20, DirectAuto, mem, 0)
+	require.Equal(t, layout.DecodeMemory(16<<10), p.Decode)
+	assert.Equal(t, mem.Total()-Headroom(mem.Total())-p.Decode, p.Budget)
+	assert.Contains(t, p.BudgetReason, "to decompress frames")
+	assert.Equal(t, p.Decode, p.Facts()["decode"])
+	p = PlanMemory(ds, cache.DefaultPageSize, 64<<20, 4<<20, DirectAuto, mem, 0)
+	assert.Equal(t, int64(64<<20), p.Budget, "--cache-size as given")
+
+	raw := dstest.Fixed(t, filepath.Join(t.TempDir(), "raw"), 1000, 100, 2000, true)
+	rds, err := local.Open(raw.Dir)
+	require.NoError(t, err)
+	assert.Zero(t, PlanMemory(rds, cache.DefaultPageSize, 0, 4<<20, DirectAuto, mem, 0).Decode)
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/blockfs/blockfs/internal/near"
 	"github.com/blockfs/blockfs/internal/optname"
 )
 
@@ -120,7 +121,15 @@ func selectColumns(leaves []tableColumn, names []string, src string) ([]tableCol
 				}
 			}
 			if len(match) == 0 {
-				return nil, fmt.Errorf("%s has no column %q; its columns are %s", src, n, columnList(leaves))
+				var names []string
+				for _, c := range leaves {
+					names = append(names, c.path[0], c.name())
+				}
+				hint := ""
+				if best := near.Best(n, names, 2); best != "" {
+					hint = fmt.Sprintf(" (did you mean %q?)", best)
+				}
+				return nil, fmt.Errorf("%s has no column %q%s; its columns are %s", src, n, hint, columnList(leaves))
 			}
 			for _, m := range match {
 				if slices.ContainsFunc(picked, func(c tableColumn) bool { return c.name() == m.name() }) {

@@ -274,6 +274,7 @@ func TestParquetRefusals(t *testing.T) {
 		{"ids left out", []string{"ids.parquet"}, []string{"x"}, ""},
 		{"twice", []string{"types.parquet"}, []string{"row", "row"}, "--columns chooses column row twice"},
 		{"twice in a struct", []string{"types.parquet"}, []string{"img.path", "img"}, "--columns chooses column img.path twice"},
+		{"a column near one", []string{"types.parquet"}, []string{"row", "nme"}, `types.parquet has no column "nme" (did you mean "name"?); its columns are row,`},
 		{"unknown column", []string{"types.parquet"}, []string{"row", "nope"}, `types.parquet has no column "nope"; its columns are row, i8, u8, i16, u16, i32, u32, i64, u64, f32, f64, flag, name, data, vec, toks, img (img.bytes, img.path), ts, day`},
 		{"mismatch", []string{"types.parquet", "mismatch.parquet"}, nil, "column i32 is int64 in " + testTable("mismatch.parquet") + " but int32 in " + testTable("types.parquet") + ": the files of an input must have the same schema"},
 		{"mismatch left out", []string{"types.parquet", "mismatch.parquet"}, []string{"row", "img"}, ""},
