@@ -155,10 +155,13 @@ func (w *indexWriter) run(ctx context.Context, format Format, shards []Shard) er
 type missingMember struct{ error }
 
 type indexWriter struct {
-	dir       string
-	fill      bool
-	keys      wdsKeys // the shard's samples so far
-	filled    []int64 // by field: empty values given for missing members (fill)
+	dir    string
+	fill   bool
+	keys   wdsKeys // the shard's samples so far
+	filled []int64 // by field: empty values given for missing members (fill)
+	// pending are links (members not regular files) for fields no sample had yet, by field:
+	// the first sample that has the field as a file refuses the index (maxPendingLinks).
+	pending   map[string]wdsIrregular
 	blockSize int64
 	storeMax  int64 // a field stored in the index has at most these bytes
 	ix        *layout.ShardsIndex
@@ -259,6 +262,9 @@ func (w *indexWriter) field(name, from string) (int, error) {
 	if err := CheckFieldNames([]FieldSpec{{Name: name, Kind: VariableField}}); err != nil {
 		return 0, fmt.Errorf("%s: %w", from, err)
 	}
+	if m, ok := w.pending[name]; ok { // a sample before had the field as a link, as pack refuses it
+		return 0, m.holeError()
+	}
 	if len(w.fields) == MaxFields {
 		return 0, fmt.Errorf("%s: more than %d fields", from, MaxFields)
 	}
@@ -322,6 +328,17 @@ func (w *indexWriter) endSample(key, shard string) error {
 	for _, m := range w.links {
 		if j, ok := w.index[m.field]; ok && m.key == key && m.shard == shard && !w.vals[j].has {
 			return m.holeError()
+		}
+	}
+	for _, m := range w.links {
+		// A link for a field no sample has had yet: the sample that brings it refuses it.
+		if _, ok := w.index[m.field]; !ok && m.key == key && m.shard == shard && len(w.pending) < maxPendingLinks {
+			if _, seen := w.pending[m.field]; !seen {
+				if w.pending == nil {
+					w.pending = map[string]wdsIrregular{}
+				}
+				w.pending[m.field] = m
+			}
 		}
 	}
 	// A link of the next sample may come before this one ends: kept until that one ends.

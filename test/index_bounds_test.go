@@ -3,6 +3,7 @@ package test
 import (
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"hash/crc32"
 	"os"
 	"os/exec"
@@ -83,16 +84,17 @@ def member(t, name, data):
 with tarfile.open(sys.argv[1] + "/long.tar", "w", format=tarfile.PAX_FORMAT) as t:
     member(t, "a/" + "x" * 1000000 + ".jpg", b"abc")
     member(t, "k1.jpg", b"x"); member(t, "k1.cls", b"1")
-for order in ("after", "before"):
+for order in ("after", "before", "first"):
+    bad = 0 if order == "first" else 2  # "first": no sample has had a cls file yet
     with tarfile.open(sys.argv[1] + "/link-%s.tar" % order, "w") as t:
         for k in range(4):
             link = tarfile.TarInfo("s%d.cls" % k); link.type = tarfile.SYMTYPE; link.linkname = "/etc/passwd"
-            if k == 2 and order == "before":
+            if k == bad and order == "before":
                 t.addfile(link)
             member(t, "s%d.jpg" % k, b"img%d" % k)
-            if k == 2 and order == "after":
+            if k == bad and order != "before":
                 t.addfile(link)
-            elif k != 2:
+            elif k != bad:
                 member(t, "s%d.cls" % k, b"%d" % k)
 `
 	out, err := exec.Command("/usr/bin/python3", "-c", script, dir).CombinedOutput()
@@ -102,11 +104,18 @@ for order in ("after", "before"):
 		assert.Equal(t, 1, code, errs)
 		oneLine(t, errs, "a member's name is 1000006 bytes")
 		assert.Less(t, len(errs), 400, "%s: a short line", cmd[0])
-		for _, order := range []string{"after", "before"} {
+		for _, order := range []string{"after", "before", "first"} {
 			tarFile := filepath.Join(dir, "link-"+order+".tar")
-			_, errs, code, _ := runWithin(t, 30*time.Second, append(cmd, "--fill-missing", tarFile, filepath.Join(dir, cmd[0]+"-"+order))...)
-			assert.Equal(t, 1, code, "%s %s: %s", cmd[0], order, errs)
-			oneLine(t, errs, `member "s2.cls" is a symbolic link (to "/etc/passwd")`)
+			bad := map[string]string{"first": "s0.cls"}[order]
+			if bad == "" {
+				bad = "s2.cls"
+			}
+			for _, fill := range [][]string{{"--fill-missing"}, nil} {
+				args := append(append(append([]string{}, cmd...), fill...), tarFile, filepath.Join(dir, fmt.Sprintf("%s-%s-%d", cmd[0], order, len(fill))))
+				_, errs, code, _ := runWithin(t, 30*time.Second, args...)
+				assert.Equal(t, 1, code, "%v: %s", args, errs)
+				oneLine(t, errs, `member "`+bad+`" is a symbolic link (to "/etc/passwd")`)
+			}
 		}
 	}
 }
