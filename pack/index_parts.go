@@ -42,6 +42,11 @@ func IndexPart(ctx context.Context, format Format, source string, shards []Shard
 
 // MergeIndex writes the index at out of its parts (out/parts/part-I-of-N, every I of one N).
 func MergeIndex(out string, force bool) (*layout.ShardsIndex, error) {
+	unlock, err := lockMerge(out)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if layout.IsShardsIndex(out) && !force {
 		return nil, fmt.Errorf("%s holds a merged index already; give %s to merge again", out, optname.Flag("force"))
 	}

@@ -44,6 +44,11 @@ type mergePart struct {
 // (other inputs or options) and a part whose manifest or dataset does not check. out may hold
 // a merged dataset only with force (it is replaced).
 func Merge(out string, force bool) (*MergeResult, error) {
+	unlock, err := lockMerge(out)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	return merge(dirOut{out}, force)
 }
 

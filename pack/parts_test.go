@@ -484,3 +484,25 @@ func TestMergeRace(t *testing.T) {
 		checkMerged(t, out, 500)
 	}
 }
+
+// TestMergeLocked: a second merge of one OUT while the first runs (here: from inside the
+// first, at beforeManifest) is refused at once, saying so, and the first merges; the lock
+// goes with the merge.
+func TestMergeLocked(t *testing.T) {
+	inputs := rawInputs(t, 300, 200)
+	out := t.TempDir()
+	opt := Options{Format: Raw, RecordSize: 16, BlockSize: 1024, Seed: 5}
+	packParts(t, inputs, out, 2, opt)
+	var second error
+	beforeManifest = func() { _, second = Merge(out, true) }
+	_, err := Merge(out, false)
+	beforeManifest = func() {}
+	require.NoError(t, err)
+	require.Error(t, second)
+	assert.Equal(t, "another merge of "+out+" is running: wait for it to end (and merge again if it failed)", second.Error())
+	checkMerged(t, out, 500)
+	_, err = Merge(out, true)
+	require.NoError(t, err, "the lock went with the first merge")
+	_, err = MergeIndex(out, false)
+	require.NotContains(t, fmt.Sprint(err), "another merge", "index --merge takes the same lock, free now")
+}
