@@ -158,6 +158,7 @@ type indexWriter struct {
 	dir    string
 	fill   bool
 	keys   wdsKeys // the shard's samples so far
+	lacked bool    // a sample lacked a field (given an empty value)
 	filled []int64 // by field: empty values given for missing members (fill)
 	// pending are links (members not regular files) for fields no sample had yet, by field:
 	// the first sample that has the field as a file refuses the index (maxPendingLinks).
@@ -265,6 +266,12 @@ func (w *indexWriter) field(name, from string) (int, error) {
 	if m, ok := w.pending[name]; ok { // a sample before had the field as a link, as pack refuses it
 		return 0, m.holeError()
 	}
+	if w.ix.Records > 0 { // the samples before lack it
+		if err := w.keys.apart(); err != nil {
+			return 0, err
+		}
+		w.lacked = true
+	}
 	if len(w.fields) == MaxFields {
 		return 0, fmt.Errorf("%s: more than %d fields", from, MaxFields)
 	}
@@ -349,8 +356,12 @@ func (w *indexWriter) endSample(key, shard string) error {
 			return missingMember{fmt.Errorf("%s: sample %q has no %q member: pass %s to give it an empty %s, or fix the data", shard, key, f.name, optname.Flag("fill-missing"), f.name)}
 		}
 		if !v.has {
+			if err := w.keys.apart(); err != nil {
+				return err // a key came back: not a field to fill
+			}
 			v = indexValue{}
 			w.filled[j]++
+			w.lacked = true
 		}
 		f.bytes += uint64(v.size)
 		f.counted(v.size, w.storeMax)

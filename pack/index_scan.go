@@ -168,27 +168,31 @@ func (w *indexWriter) tfrecord(sh Shard, br *bufio.Reader) error {
 	}
 }
 
-// nextSample ends the sample of key (if in one) and starts that of next at member: a sample
-// that lacks a field may only have its files apart, which is then what to say, not to fill.
+// nextSample ends the sample of key (if in one) and starts that of next at member. A sample
+// that lacks a field where a key comes back in its shard (before it, or later: read ahead)
+// is a sample's files apart, which is then what to say, not to fill (wds_keys.go).
 func (w *indexWriter) nextSample(tr *tar.Reader, shard string, in bool, key, next, member string) error {
 	if in {
 		if err := w.endSample(key, shard); err != nil {
 			var mm missingMember
 			if errors.As(err, &mm) {
-				return cmp.Or(keysApart(tr, shard, &w.keys, next, member), err)
+				return cmp.Or(w.keys.apart(), keysApart(tr, shard, &w.keys, next, member), err)
 			}
 			return err
 		}
 	}
-	return w.keys.start(shard, next, member)
+	if w.keys.start(shard, next, member) && w.lacked {
+		return w.keys.apart()
+	}
+	return nil
 }
 
 // keysApart reads the rest of a shard's members (from the one of key, named member) for a
-// sample key that comes back after other samples, and returns wdsApart's error for the first,
-// or nil for none.
+// sample key that comes back after other samples, and returns wdsKeys.apart's error for the
+// first, or nil for none.
 func keysApart(tr *tar.Reader, shard string, keys *wdsKeys, key, member string) error {
-	if err := keys.start(shard, key, member); err != nil {
-		return err
+	if keys.start(shard, key, member) {
+		return keys.apart()
 	}
 	for {
 		h, err := tr.Next()
@@ -199,8 +203,8 @@ func keysApart(tr *tar.Reader, shard string, keys *wdsKeys, key, member string) 
 			return nil // the end, or damage the index's own read would have met
 		}
 		if kind, k, _ := wdsClassify(h); kind == wdsSampleFile && k != key {
-			if err := keys.start(shard, k, h.Name); err != nil {
-				return err
+			if keys.start(shard, k, h.Name) {
+				return keys.apart()
 			}
 			key = k
 		}

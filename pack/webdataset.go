@@ -33,8 +33,11 @@ import (
 //     takes "dir/.x" for key "dir/" and field "x", an accident no shard means.
 //   - A sample is a run of consecutive members with one key, in tar order; a sample never
 //     spans two shards (webdataset ends a sample at each shard's end), so a key cut across
-//     shards, or repeated later in a shard, is two samples, as webdataset reads it. Two
-//     members with one field in a sample are refused, as webdataset refuses them.
+//     shards is two samples, as webdataset reads it; so is a key repeated later in a shard
+//     where every sample is whole, but where a sample lacks a field, a repeated key is a
+//     sample's files apart (a tar made in directory order): refused, naming the fix
+//     (wds_keys.go). Two members with one field in a sample are refused, as webdataset
+//     refuses them.
 //   - Samples come in the order of the shards as given, then of the members in each.
 //
 // The fields are every extension met, in first-seen order, each variable-length opaque bytes.
@@ -110,6 +113,9 @@ func OpenWebDataset(paths []string, fillMissing bool) (SampleReader, error) {
 	}
 	if sc.hole != nil {
 		return nil, sc.hole.holeError()
+	}
+	if err := sc.keys.apart(); err != nil && sc.lacking() {
+		return nil, err // a sample's files apart, not fields to fill
 	}
 	if !fillMissing {
 		for j, name := range sc.names {
@@ -505,9 +511,7 @@ func refuseCompressed(m []byte, name, then string) error {
 // member takes one sample file's header.
 func (sc *wdsScan) member(shard, name, key, field string) error {
 	if !sc.open || key != sc.cur.key {
-		if err := sc.keys.start(shard, key, name); err != nil {
-			return err
-		}
+		sc.keys.start(shard, key, name)
 		sc.end()
 		sc.open, sc.cur = true, wdsPlace{shard: shard, key: key}
 		if sc.samples == 0 {
@@ -553,46 +557,4 @@ func (sc *wdsScan) end() {
 	}
 	sc.samples++
 	sc.open = false
-}
-
-// filledNote says how many empty values fill gives, by field: "filled 194 empty values
-// (--fill-missing): cls 100 of 294 samples, ..."; "" when none (or without fill).
-func (sc *wdsScan) filledNote(fill bool) string {
-	if !fill {
-		return ""
-	}
-	var parts []string
-	var total int64
-	for j, name := range sc.names {
-		if n := sc.samples - sc.count[j]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", name, n))
-			total += n
-		}
-	}
-	if total == 0 {
-		return ""
-	}
-	return fmt.Sprintf("filled %d empty values (%s) of %d samples: %s", total, optname.Flag("fill-missing"), sc.samples, strings.Join(parts, ", "))
-}
-
-// skippedNote says what the scan skipped other than folders: "skipped 3 members, not
-// webdataset sample files: ..."; "" when nothing.
-func (sc *wdsScan) skippedNote() string {
-	var parts []string
-	var total int64
-	for kind := wdsNotRegular; kind <= wdsNoExtension; kind++ {
-		if n := sc.skipped[kind]; n > 0 {
-			ex := sc.skippedEx[kind]
-			parts = append(parts, fmt.Sprintf("%d %s (%q in %s)", n, wdsKindNames[kind], ex.member, ex.shard))
-			total += n
-		}
-	}
-	if total == 0 {
-		return ""
-	}
-	plural := "s"
-	if total == 1 {
-		plural = ""
-	}
-	return fmt.Sprintf("skipped %d member%s, not webdataset sample files: %s", total, plural, strings.Join(parts, ", "))
 }

@@ -402,6 +402,20 @@ func TestWebDatasetSplitSamples(t *testing.T) {
 		{"000004", map[string][]byte{"cls": []byte("4"), "jpg": []byte("j4")}},
 	}, got)
 
+	// A key repeated where every sample is whole: two samples, as webdataset reads it.
+	whole := []wdsItem{
+		sampleItem("000007", map[string][]byte{"cls": []byte("7"), "jpg": []byte("j7")}),
+		sampleItem("000008", map[string][]byte{"cls": []byte("8"), "jpg": []byte("j8")}),
+		sampleItem("000007", map[string][]byte{"cls": []byte("7b"), "jpg": []byte("j7b")}),
+	}
+	wp := writeShards(t, t.TempDir(), "pax", []string{"w.tar"}, [][]wdsItem{whole})
+	rw, err := OpenWebDataset(wp, false)
+	require.NoError(t, err)
+	gotWhole, err := readSamples(t, rw)
+	require.NoError(t, err)
+	rw.Close()
+	require.Len(t, gotWhole, 3)
+
 	b = append(b, rawItem("000003.jpg", "", []byte("j3"))) // 000003 again, not next to its cls
 	paths = writeShards(t, t.TempDir(), "pax", []string{"a.tar", "b.tar"}, [][]wdsItem{a, b})
 	for _, fill := range []bool{false, true} {
