@@ -102,7 +102,7 @@ func (m *mount) readFailed(err error, file string, off int64) (syscall.Errno, st
 		reason = fmt.Sprintf("%s: %v", why, err)
 		log.Printf("blockfs: %s: %s", what, reason)
 		if m.opt.OnFailure != nil {
-			m.opt.OnFailure(kind, what+": "+reason)
+			m.opt.OnFailure(err, what+": "+reason)
 		}
 	}
 	m.failed.add(file, off, kind, reason)

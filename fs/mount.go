@@ -36,9 +36,9 @@ type Options struct {
 	// OnRead, when set, is told of every read: how long it took in the daemon and how long
 	// of that it waited for loads (the metrics' histograms).
 	OnRead func(took, waited time.Duration)
-	// OnFailure, when set, is told of every failed read that the daemon logs: its kind (one
-	// of ErrorKinds) and the reason logged.
-	OnFailure func(kind, reason string)
+	// OnFailure, when set, is told of every failed read that the daemon logs: its error and
+	// the reason logged.
+	OnFailure func(err error, reason string)
 	// NoShm turns the shared-memory read path off (docs/SHM.md): info.json names no socket,
 	// and readers use the files.
 	NoShm bool

@@ -3,6 +3,7 @@ package layout
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -143,6 +144,10 @@ func (s *ShardsSource) Fill(ctx context.Context, id source.FileID, off int64, bu
 	return s.check(f, off, bufs, how)
 }
 
+// ErrIndexOutOfStep is a shard's values that do not match their index's CRC32C: the shard
+// changed since it was indexed (edited in place, its size and time kept).
+var ErrIndexOutOfStep = errors.New("changed since it was indexed")
+
 // check checks a read of a block's whole values, bufs from off of its data file f, against
 // the index's CRC32C.
 func (s *ShardsSource) check(f File, off int64, bufs [][]byte, how source.Read) error {
@@ -152,7 +157,7 @@ func (s *ShardsSource) check(f File, off int64, bufs [][]byte, how source.Read) 
 			crc = crc32c.Update(crc, b)
 		}
 		if err := crc32c.Check(crc, f.CRC32C); err != nil {
-			return &source.Error{Op: "check", Name: f.Name, Off: -1, Err: fmt.Errorf("%w (a value of field %q changed since it was indexed)", err, s.d.Manifest.Extra["field"])}
+			return &source.Error{Op: "check", Name: f.Name, Off: -1, Err: fmt.Errorf("%w (a value of field %q %w)", err, s.d.Manifest.Extra["field"], ErrIndexOutOfStep)}
 		}
 	}
 	return nil

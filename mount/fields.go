@@ -134,8 +134,8 @@ func openFields(opt Options, man *layout.FieldsManifest, sd *shardsData) (*Plan,
 		}
 	}
 	p := &Plan{opt: opt, loc: loc}
-	if sd != nil && sd.auto {
-		p.autoIndex = sd.index
+	if sd != nil {
+		p.autoIndex = sd.autoIndex()
 	}
 	f := &fieldsPlan{dir: loc.Abs, man: man}
 	p.fields = f

@@ -1,6 +1,7 @@
 package mount
 
 import (
+	"errors"
 	"fmt"
 	"log"
 	"net"
@@ -9,12 +10,14 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/blockfs/blockfs/cache"
 	bfs "github.com/blockfs/blockfs/fs"
 	"github.com/blockfs/blockfs/internal/optname"
+	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -103,19 +106,26 @@ func (p *Plan) Serve(ready func()) error {
 	return nil
 }
 
-// onFailure is fs.Options.OnFailure for p: a read that finds a value out of step with the
-// automatic index of shards served in place marks that index stale (markStale); nil for
-// other mounts.
-func (p *Plan) onFailure() func(kind, reason string) {
-	dir := p.autoIndex
-	if dir == "" {
+// onFailure is fs.Options.OnFailure for p: the first read that finds a local shard's values
+// out of step with the automatic index (layout.ErrIndexOutOfStep) marks that index stale
+// (markStale), in the directory the mount opened (a later mount may have made the index
+// again since: that one is not marked); nil for other mounts.
+func (p *Plan) onFailure() func(err error, reason string) {
+	if p.autoIndex == "" {
 		return nil
 	}
-	return func(kind, reason string) {
-		if kind == "corrupt" {
-			if err := markStale(dir, reason); err != nil {
-				log.Printf("blockfs: cannot mark the index in %s stale (%v): remove it, and the next mount indexes the shards again", dir, err)
-			}
+	dir, err := os.Open(p.autoIndex)
+	if err != nil {
+		log.Printf("blockfs: the shards' index %s: %v (a shard edited in place will not be found by the next mount)", p.autoIndex, err)
+		return nil
+	}
+	var marked atomic.Bool
+	return func(err error, reason string) {
+		if !errors.Is(err, layout.ErrIndexOutOfStep) || marked.Swap(true) {
+			return
+		}
+		if err := markStale(dir, reason); err != nil {
+			log.Printf("blockfs: cannot mark the index in %s stale (%v): remove it, and the next mount indexes the shards again", p.autoIndex, err)
 		}
 	}
 }

@@ -352,15 +352,17 @@ func indexFor(opt Options) (*shardsData, error) {
 // again (which replaces the directory, the mark with it).
 const staleName = "stale"
 
-// markStale marks the index in dir stale, saying why (at most once a mount: the mark is kept).
-func markStale(dir, why string) error {
-	f, err := os.OpenFile(filepath.Join(dir, staleName), os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
-	if errors.Is(err, fs.ErrExist) {
+// markStale marks the index in the directory dir (open) stale, saying why: once; a mark
+// there already stays.
+func markStale(dir *os.File, why string) error {
+	fd, err := unix.Openat(int(dir.Fd()), staleName, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if errors.Is(err, unix.EEXIST) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
+	f := os.NewFile(uintptr(fd), staleName)
 	_, err = f.WriteString(why + "\n")
 	return errors.Join(err, f.Close())
 }
@@ -385,7 +387,12 @@ func MarkIndexStale(data, why string) (string, error) {
 	if err != nil || !layout.IsShardsIndex(dir) {
 		return "", err
 	}
-	return dir, markStale(dir, why)
+	f, err := os.Open(dir)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return dir, markStale(f, why)
 }
 
 // openShards opens the index ix read from dir: a dataset per field, reading the shards where
@@ -478,12 +485,19 @@ func withFields(opt Options) (*layout.FieldsManifest, *shardsData, error) {
 	return sd.man, sd, nil
 }
 
+// autoIndex is the index directory a read that finds a shard edited in place marks stale:
+// the automatic one, of local shards (an object's change shows in its ETag; a CRC32C that
+// does not match there is damage, which indexing again would take for the truth); "" else.
+func (sd *shardsData) autoIndex() string {
+	if !sd.auto || sd.kind == Remote {
+		return ""
+	}
+	return sd.index
+}
+
 // plain returns the plan of shards in place of one field: one plain dataset.
 func (sd *shardsData) plain(opt Options) (*Plan, error) {
-	p := &Plan{opt: opt, loc: Location{Kind: sd.kind, Name: opt.Data, Abs: sd.index}, ds: sd.dss[0]}
-	if sd.auto {
-		p.autoIndex = sd.index
-	}
+	p := &Plan{opt: opt, loc: Location{Kind: sd.kind, Name: opt.Data, Abs: sd.index}, ds: sd.dss[0], autoIndex: sd.autoIndex()}
 	p.opt.Order, p.order = ChooseOrder(p.ds, p.opt.Order)
 	if err := p.opt.Order.Validate(); err != nil {
 		return nil, Usagef("%s %d: %v", optname.Flag("mix"), p.opt.Order.Mix, err)
