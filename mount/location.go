@@ -161,11 +161,14 @@ func OpenDataset(l Location, in InPlace, s3opt s3.Options) (*layout.Dataset, err
 		}
 		return layout.OpenStore(st)
 	case Dir:
-		for _, fl := range flat[:3] { // --dtype and --shape type a pack's raw records
-			if fl.set {
-				if err := missing(l.Name, fl.name+" serves an existing file in place"); err != nil {
-					return nil, err
-				}
+		for i, fl := range flat {
+			if !fl.set {
+				continue
+			}
+			if err := missing(l.Name, fl.name+" serves an existing file in place"); err != nil {
+				return nil, err
+			}
+			if i < 3 { // --dtype and --shape type a pack's raw records (Typed)
 				return nil, Usagef("%s is for a file served in place; %s is a dataset directory", fl.name, l.Name)
 			}
 		}

@@ -26,7 +26,12 @@ const (
 // RegistryDir (/run/user/UID/blockfs-logs or /tmp/blockfs-logs-UID).
 func LogDir() string {
 	reg := RegistryDir()
-	return filepath.Join(filepath.Dir(reg), strings.Replace(filepath.Base(reg), "mounts", "logs", 1))
+	base := filepath.Base(reg)
+	name := strings.Replace(base, "mounts", "logs", 1)
+	if name == base {
+		name += "-logs" // never the registry itself
+	}
+	return filepath.Join(filepath.Dir(reg), name)
 }
 
 // DaemonLog makes LogDir (private to this user; refusing one that is not) and returns the
@@ -37,10 +42,16 @@ func DaemonLog() (string, error) {
 		return "", err
 	}
 	pruneLogs(dir, keptLogs-1)
-	return filepath.Join(dir, fmt.Sprintf("%d-%d.log", pidNS(), os.Getpid())), nil
+	return DaemonLogOf(os.Getpid()), nil
 }
 
-// pruneLogs removes the oldest regular files of dir (by modification time) beyond keep.
+// DaemonLogOf is the log a daemon of pid (in this pid namespace) keeps when not given --log.
+func DaemonLogOf(pid int) string {
+	return filepath.Join(LogDir(), fmt.Sprintf("%d-%d.log", pidNS(), pid))
+}
+
+// pruneLogs removes the oldest daemon logs of dir (NS-PID.log and .log.1, by modification
+// time) beyond keep, but never one of a daemon alive in this pid namespace.
 func pruneLogs(dir string, keep int) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -52,6 +63,15 @@ func pruneLogs(dir string, keep int) {
 	}
 	var files []file
 	for _, e := range ents {
+		var ns uint64
+		var pid int
+		base := strings.TrimSuffix(e.Name(), ".1")
+		if _, err := fmt.Sscanf(base, "%d-%d.log", &ns, &pid); err != nil || base != fmt.Sprintf("%d-%d.log", ns, pid) {
+			continue // not a daemon's log
+		}
+		if ns == pidNS() && startTime(pid) != 0 { // alive (or its pid reused: kept a while more)
+			continue
+		}
 		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
 			files = append(files, file{e.Name(), info.ModTime().UnixNano()})
 		}
@@ -112,9 +132,7 @@ func (l *Log) Write(p []byte) (int, error) {
 	if l.limit > 0 && l.size > 0 && l.size+int64(len(p)) > l.limit {
 		l.f.Close()
 		l.f = nil
-		if err := os.Rename(l.path, l.path+".1"); err != nil {
-			return 0, err
-		}
+		_ = os.Rename(l.path, l.path+".1") // gone (removed by hand): a new one all the same
 		if err := l.open(); err != nil {
 			return 0, err
 		}
@@ -122,6 +140,17 @@ func (l *Log) Write(p []byte) (int, error) {
 	n, err := l.f.Write(p)
 	l.size += int64(n)
 	return n, err
+}
+
+// Stderr makes the process's standard error the log's file as it is now, so that what the Go
+// runtime writes there (a panic's stack) is kept with the log lines.
+func (l *Log) Stderr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return os.ErrClosed
+	}
+	return unix.Dup2(int(l.f.Fd()), 2)
 }
 
 // Close closes the file.

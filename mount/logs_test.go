@@ -1,6 +1,7 @@
 package mount
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,12 +44,17 @@ func TestLogBounded(t *testing.T) {
 func TestPruneLogs(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Now()
-	for i := 0; i < 10; i++ {
-		p := filepath.Join(dir, string(rune('a'+i))+".log")
+	write := func(name string, age time.Duration) {
+		p := filepath.Join(dir, name)
 		require.NoError(t, os.WriteFile(p, nil, 0o600))
-		at := now.Add(time.Duration(i) * time.Minute) // j.log is the newest
-		require.NoError(t, os.Chtimes(p, at, at))
+		require.NoError(t, os.Chtimes(p, now.Add(-age), now.Add(-age)))
 	}
+	for i := 0; i < 10; i++ {
+		write(fmt.Sprintf("1-%d.log", 100+i), time.Duration(10-i)*time.Minute) // 1-109.log the newest
+	}
+	write("1-100.log.1", time.Hour)
+	write("notes.txt", time.Hour)                                      // not a daemon's log
+	write(fmt.Sprintf("%d-%d.log", pidNS(), os.Getpid()), 2*time.Hour) // a live daemon's, the oldest
 	pruneLogs(dir, 3)
 	ents, err := os.ReadDir(dir)
 	require.NoError(t, err)
@@ -56,11 +62,29 @@ func TestPruneLogs(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	assert.Equal(t, []string{"h.log", "i.log", "j.log"}, names)
+	assert.ElementsMatch(t, []string{"1-107.log", "1-108.log", "1-109.log", "notes.txt", fmt.Sprintf("%d-%d.log", pidNS(), os.Getpid())}, names)
 }
 
 func TestLogDirBesideRegistry(t *testing.T) {
 	reg := RegistryDir()
 	assert.Equal(t, filepath.Dir(reg), filepath.Dir(LogDir()))
 	assert.Contains(t, filepath.Base(LogDir()), "logs")
+	defer func(f func() []string) { registryDirs = f }(registryDirs)
+	registryDirs = func() []string { return []string{"/tmp/reg"} }
+	assert.NotEqual(t, RegistryDir(), LogDir(), "never the registry itself")
+}
+
+func TestLogRotatesWhenRemoved(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d.log")
+	l, err := OpenLog(path, 50)
+	require.NoError(t, err)
+	defer l.Close()
+	_, err = l.Write([]byte(strings.Repeat("x", 40) + "\n"))
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(path)) // pruned, or removed by hand
+	_, err = l.Write([]byte(strings.Repeat("y", 40) + "\n"))
+	require.NoError(t, err, "a new file all the same")
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, strings.Repeat("y", 40)+"\n", string(b))
 }

@@ -65,7 +65,7 @@ func startDaemon(logFile string, keep int) error {
 			if logFile != "" {
 				line += " (see " + logFile + ")"
 			} else {
-				line += " (see its log, the newest in " + mount.LogDir() + ")"
+				line += " (see " + mount.DaemonLogOf(cmd.Process.Pid) + ", if it got as far as making it)"
 			}
 		}
 		return errors.New(strings.TrimPrefix(line, "blockfs: "))

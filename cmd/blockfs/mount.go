@@ -82,12 +82,14 @@ func runMount(vals mount.Values, data, mnt string) error {
 	// The process that serves records its claim of memory as it plans; with --daemon the
 	// parent only checks, and the daemon it starts plans again and serves.
 	opt.RecordClaim = !opt.Daemon || os.Getenv(readyFDEnv) != ""
-	ownLog := false
+	var own *mount.Log
 	if opt.Log == "" && os.Getenv(readyFDEnv) != "" {
 		// The daemon, with no terminal: its own log (info.json names it), or none if this
 		// user has no private place for one.
 		if path, err := mount.DaemonLog(); err == nil {
-			opt.Log, ownLog = path, true
+			if own, err = mount.OpenDaemonLog(path); err == nil {
+				opt.Log = path
+			}
 		}
 	} else if opt.Log != "" {
 		if opt.Log, err = filepath.Abs(opt.Log); err != nil {
@@ -105,29 +107,25 @@ func runMount(vals mount.Values, data, mnt string) error {
 	if opt.Daemon && os.Getenv(readyFDEnv) == "" {
 		return startDaemon(opt.Log, plan.FuseFD())
 	}
-	if err := setupLog(opt.Log, ownLog); err != nil {
+	if err := setupLog(opt.Log, own); err != nil {
 		return err
 	}
 	return plan.Serve(signalReady)
 }
 
-// setupLog sends log lines to path (appending; own: the daemon's own log, bounded), or leaves
-// them on stderr.
-func setupLog(path string, own bool) error {
+// setupLog sends log lines to own (the daemon's own log, bounded: its standard error too, for
+// a panic's stack), or to path (appending), or leaves them on stderr.
+func setupLog(path string, own *mount.Log) error {
 	log.SetFlags(log.LstdFlags)
+	if own != nil {
+		log.SetOutput(own)
+		_ = own.Stderr()
+		return nil
+	}
 	if path == "" {
 		if os.Getenv(readyFDEnv) != "" {
 			log.SetOutput(io.Discard)
 		}
-		return nil
-	}
-	if own {
-		l, err := mount.OpenDaemonLog(path)
-		if err != nil {
-			log.SetOutput(io.Discard)
-			return nil // info.json names it, empty: the mount serves on
-		}
-		log.SetOutput(l)
 		return nil
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
