@@ -87,16 +87,19 @@ func (f *failures) snapshot() (map[string]uint64, []ErrorStats) {
 }
 
 // readFailed answers a failed read of file (relative to the mount) at off: it counts it, logs
-// the reason and keeps it for stats.json, and returns the errno for the reader (0 for an
-// error that is the end of the file) and a line saying what failed and why (the
-// shared-memory path's reply carries it).
-func (m *mount) readFailed(err error, file string, off int64) (syscall.Errno, string) {
+// the reason and keeps it for stats.json, and returns the errno for the reader and a line
+// saying what failed and why (the shared-memory path's reply carries it). An error that is
+// the end of the file is no failure (errno 0), unless short: a read that had to fill its
+// whole range (EIO).
+func (m *mount) readFailed(err error, file string, off int64, short bool) (syscall.Errno, string) {
 	what := fmt.Sprintf("read %s at %d", file, off)
 	errno, kind, why := classify(err)
-	if errno == 0 { // the end of the file: no failure (the reply is short)
-		return 0, what + ": end of file"
+	if errno == 0 {
+		if !short { // the end of the file: no failure (the reply is short)
+			return 0, what + ": end of file"
+		}
+		errno, kind, why = syscall.EIO, "other", "the file ended before the read did"
 	}
-	m.errs.Add(1)
 	reason := ""
 	if why != "" {
 		reason = fmt.Sprintf("%s: %v", why, err)

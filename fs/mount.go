@@ -78,7 +78,6 @@ type mount struct {
 
 	served [view.NumKinds]atomic.Uint64 // bytes returned to readers, by view.Kind
 	reads  atomic.Uint64                // FUSE read requests answered
-	errs   atomic.Uint64                // FUSE read requests answered with an error
 	failed failures                     // why they failed, for stats.json
 	times  readTimes                    // where reads' time went, and the open readers
 	start  time.Time                    // when the mount was made

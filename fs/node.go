@@ -228,7 +228,7 @@ func (n *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 	}
 	if err != nil {
 		g.Release()
-		errno, _ := n.m.readFailed(err, n.Path(nil), off)
+		errno, _ := n.m.readFailed(err, n.Path(nil), off, false)
 		return nil, errno
 	}
 	n.m.served[n.kind.Stat()].Add(uint64(got))

@@ -364,10 +364,7 @@ func (sc *shmConn) read(req shmRequest) (uint64, uint32, string) {
 		m.opt.OnRead(took, w.Duration())
 	}
 	if err != nil {
-		errno, line := m.readFailed(err, req.Path, off)
-		if errno == 0 {
-			errno = syscall.EIO // a read within the file that ended early
-		}
+		errno, line := m.readFailed(err, req.Path, off, true)
 		return 0, uint32(errno), line
 	}
 	m.served[f.kind.Stat()].Add(uint64(n))

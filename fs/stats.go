@@ -58,13 +58,16 @@ func (m *mount) counters() Counters {
 	c := Counters{
 		DataServed: m.served[view.Data].Load(), IDsServed: m.served[view.IDs].Load(),
 		OffsetsServed: m.served[view.Offsets].Load(), SourceServed: m.served[view.Sources].Load(),
-		Reads: m.reads.Load(), ReadErrors: m.errs.Load(),
+		Reads:       m.reads.Load(),
 		ReadsWaited: m.times.waited.Load(), WaitSeconds: seconds(m.times.waitNS.Load()),
 		ReadSeconds: seconds(m.times.readNS.Load()), Uptime: now.Sub(m.start).Seconds(),
 		Goroutines: runtime.NumGoroutine(), OpenFDs: openFDs(), PID: os.Getpid(), RSS: residentBytes(),
 		Readers: readers,
 	}
 	c.ErrorsByKind, c.LastErrors = m.failed.snapshot()
+	for _, n := range c.ErrorsByKind { // from the same snapshot: the two always agree
+		c.ReadErrors += n
+	}
 	if sh := m.shm.Load(); sh != nil {
 		c.ShmReads, c.ShmClients, c.ShmMapped = sh.reads.Load(), sh.clients.Load(), sh.mapped.Load()
 		if c.RSS >= 0 {

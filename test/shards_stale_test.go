@@ -66,17 +66,21 @@ func TestShardEditedInPlace(t *testing.T) {
 		}
 		require.Equal(t, want, v, "sample %d", ids[i])
 	}
-	m.stop()
-	assert.Contains(t, m.stderr.String(), "a read found it out of step with the shards")
-	assert.Contains(t, m.stderr.String(), "indexing them again")
 	assert.NoFileExists(t, filepath.Join(index, "stale"), "indexed again: the mark went with the old index")
 
-	// verify finds the next edit, says where the automatic index is, and marks it.
+	// verify finds the next edit, of the mount point or of the shards, says where the
+	// automatic index is, and marks it.
 	b[at+1] ^= 0xff
 	require.NoError(t, os.WriteFile(shard, b, 0o644))
 	require.NoError(t, os.Chtimes(shard, st.ModTime(), st.ModTime()))
-	_, errs, code := run(t, "verify", shards)
-	assert.Equal(t, 1, code)
-	assert.Contains(t, errs, "(their automatic index "+index+" is marked stale)")
-	assert.FileExists(t, filepath.Join(index, "stale"))
+	for _, data := range []string{m.dir, shards} {
+		_, errs, code := run(t, "verify", data)
+		assert.Equal(t, 1, code, "verify %s", data)
+		assert.Contains(t, errs, "(their automatic index "+index+" is marked stale)", "verify %s", data)
+		assert.FileExists(t, filepath.Join(index, "stale"))
+		require.NoError(t, os.Remove(filepath.Join(index, "stale")))
+	}
+	m.stop()
+	assert.Contains(t, m.stderr.String(), "a read found it out of step with the shards")
+	assert.Contains(t, m.stderr.String(), "indexing them again")
 }

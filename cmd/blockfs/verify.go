@@ -30,7 +30,10 @@ block and what is wrong) and exits 1 if there is any, 0 if the dataset is sound.
 				if mount.IsRemote(m.OpenData) {
 					return usagef("%s serves %s: run verify on the URL (with the mount's --endpoint, if any)", data, m.OpenData)
 				}
-				if k := mount.Locate(m.OpenData).Kind; k == mount.File || k == mount.MixtureFile {
+				switch mount.Locate(m.OpenData).Kind {
+				case mount.MixtureFile:
+					return usagef("%s serves the mixture %s: run verify on each of its sources", data, m.OpenData)
+				case mount.File:
 					return usagef("%s serves %s, which is not a dataset blockfs packed or indexed: there are no checksums to verify", data, m.OpenData)
 				}
 				data = m.OpenData
@@ -44,23 +47,7 @@ block and what is wrong) and exits 1 if there is any, 0 if the dataset is sound.
 				return err
 			}
 			if res.Problems > 0 {
-				todo := "re-pack the dataset"
-				switch mount.Locate(data).Kind {
-				case mount.ShardsIndex:
-					todo = "restore the shards, or index them again (blockfs index --force SHARDS " + data + ")"
-					if ix, err := layout.ReadShardsIndex(data); err == nil {
-						todo = "restore the shards, or index them again (blockfs index --force " + ix.Source + " " + data + ")"
-					}
-				case mount.Shards:
-					todo = "restore the shards, or mount them again: their next mount indexes them again"
-					dir, err := mount.MarkIndexStale(data, fmt.Sprintf("blockfs verify found %d problem(s)", res.Problems))
-					switch {
-					case err != nil:
-						todo += fmt.Sprintf(" once their automatic index is removed (%v)", err)
-					case dir != "":
-						todo += " (their automatic index " + dir + " is marked stale)"
-					}
-				}
+				todo := verifyAdvice(data, res.Problems)
 				return fmt.Errorf("%s: %d problem(s) in %d blocks; %s", data, res.Problems, res.Blocks, todo)
 			}
 			framed := ""
@@ -74,4 +61,34 @@ block and what is wrong) and exits 1 if there is any, 0 if the dataset is sound.
 	}
 	s3f.register(c.Flags())
 	return c
+}
+
+// verifyAdvice says what to do about problems found in data: pack it again; for shards, restore
+// them or index them again (their automatic index, marked stale, is made again by the next
+// mount).
+func verifyAdvice(data string, problems int) string {
+	shards := data
+	switch mount.Locate(data).Kind {
+	case mount.ShardsIndex:
+		ix, err := layout.ReadShardsIndex(data)
+		if err != nil {
+			return "restore the shards, or index them again (blockfs index --force SHARDS " + data + ")"
+		}
+		if auto, _ := mount.DefaultIndexDir(ix.Source); auto != data { // an index made by hand
+			return "restore the shards, or index them again (blockfs index --force " + ix.Source + " " + data + ")"
+		}
+		shards = ix.Source // a mount point's: the automatic index of its shards
+	case mount.Shards:
+	default:
+		return "re-pack the dataset"
+	}
+	todo := "restore the shards, or mount them again: their next mount indexes them again"
+	dir, err := mount.MarkIndexStale(shards, fmt.Sprintf("blockfs verify found %d problem(s)", problems))
+	switch {
+	case err != nil:
+		todo += fmt.Sprintf(" once their automatic index is removed (%v)", err)
+	case dir != "":
+		todo += " (their automatic index " + dir + " is marked stale)"
+	}
+	return todo
 }

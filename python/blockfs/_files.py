@@ -436,8 +436,8 @@ def explain(err: OSError, root: str, file: str) -> OSError:
     if not last:
         return err
     e = last[-1]
-    return OSError(errno_mod.EIO, f"{os.strerror(errno_mod.EIO)}: {file} at {e.get('offset')}: {e.get('reason')} "
-                                  f"(the mount's stats.json, last_errors)")
+    return OSError(errno_mod.EIO, f"{os.strerror(errno_mod.EIO)}: {file}: the mount's latest failed read of this file "
+                                  f"(at {e.get('offset')}, {e.get('count')} so far): {e.get('reason')} (its stats.json, last_errors)")
 
 
 def order(path: MountPath, epoch: int, shard: Optional[ShardSpec] = None) -> npt.NDArray[np.uint64]:

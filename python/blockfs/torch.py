@@ -93,7 +93,17 @@ class _Keys(Sampler[Key]):
     iteration starts (in the main process, also with persistent workers)."""
 
     def __init__(self, loader: Loader) -> None:
-        self.loader = loader
+        # Not the loader itself: the loader holds the DataLoader that holds this, and a cycle
+        # would keep a loader dropped without close() (its read-ahead thread, its batches and
+        # its files) until the cycle collector runs.
+        self._loader = weakref.ref(loader)
+
+    @property
+    def loader(self) -> Loader:
+        loader = self._loader()
+        if loader is None:
+            raise RuntimeError("the blockfs Loader of this DataLoader is gone")
+        return loader
 
     def __iter__(self) -> Iterator[Key]:
         return self.loader._keys()  # a generator over the values of now
@@ -460,6 +470,8 @@ class Loader:
                     # The epoch ended: its thread is reading the next epoch's first batches,
                     # which the next iteration takes if it is of that epoch from its start.
                     batches.epoch = epoch + 1
+                    if self._carried is not None:  # another iteration's, ended before
+                        self._carried.stop(wait=False)
                     self._carried = batches
                 else:
                     batches.stop()

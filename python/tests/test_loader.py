@@ -104,6 +104,20 @@ class LoaderTest(Scratch):
         self.assertIsNone(loader._carried, "close stops the thread")
         self.assertFalse(carried._thread.is_alive())
 
+    def test_dropped_loader_stops_its_thread(self):
+        # A loader dropped without close() (a notebook cell run again) lets its read-ahead
+        # thread go with it, and the batches it held.
+        loader = blockfs.torch.Loader(self.mount, B)
+        self.collect(loader)
+        carried = loader._carried
+        self.assertTrue(carried._thread.is_alive())
+        del loader
+        for _ in range(50):
+            if not carried._thread.is_alive():
+                break
+            time.sleep(0.05)
+        self.assertFalse(carried._thread.is_alive(), "no cycle keeps the loader, and its thread, alive")
+
     def test_close_stops_persistent_workers(self):
         loader = blockfs.torch.Loader(self.mount, 1000, num_workers=2, persistent_workers=True)
         before = set(multiprocessing.active_children())
