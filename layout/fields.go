@@ -147,10 +147,16 @@ type FieldWriter struct {
 	ws       []*Writer
 	m        FieldsManifest
 	pending  int64   // bytes of the samples in the blocks being filled
+	inBlock  int     // samples in the blocks being filled (at most blockSamplesCap)
 	own      []int64 // per field: bytes in its own block being filled, or -1 (cut at the samples)
 	decided  bool    // the first cut has chosen the fields with blocks of their own
 	done     bool
 }
+
+// blockSamplesCap is the most samples a FieldWriter puts in a block cut at the samples, whatever
+// the block size: a variable field's block of more would not mount (MaxBlockRecords; a 16 GiB
+// block of empty values would hold 2^31). A variable for tests.
+var blockSamplesCap = MaxBlockRecords
 
 // CreateFields starts a dataset with fields at dst (replacing one at Commit with force).
 // blockSize is the target bytes of a block of all the fields together.
@@ -242,7 +248,8 @@ func (w *FieldWriter) Append(values [][]byte) error {
 		}
 	}
 	w.m.Records++
-	if w.pending >= w.block {
+	w.inBlock++
+	if w.pending >= w.block || w.inBlock >= blockSamplesCap {
 		return w.cut()
 	}
 	return nil
@@ -266,7 +273,8 @@ func (w *FieldWriter) AppendColumns(rows int, cols [][]byte, lens [][]uint64) er
 	}
 	for a := 0; a < rows; {
 		b := w.runEnd(a, rows, fixed, variable, lens)
-		sample := w.pending >= w.block
+		w.inBlock += b - a
+		sample := w.pending >= w.block || w.inBlock >= blockSamplesCap
 		for k, f := range w.m.Fields {
 			if w.own[k] >= 0 {
 				w.own[k] += int64(b-a) * f.RecordSize
@@ -320,11 +328,12 @@ func (w *FieldWriter) checkColumns(rows int, cols [][]byte, lens [][]uint64) (in
 
 // runEnd returns where AppendColumns' run of samples from a ends, and adds the run's bytes to
 // the pending count. The run ends after the first sample that closes a block: of the samples
-// (the pending bytes reach the block size) or of a field with blocks of its own. Before a run,
+// (the pending bytes reach the block size, or its samples MaxBlockRecords) or of a field with
+// blocks of its own. Before a run,
 // every count is below the block size. fixed is a sample's bytes beside its variable values
 // (checkColumns), variable the variable fields.
 func (w *FieldWriter) runEnd(a, rows int, fixed int64, variable []int, lens [][]uint64) int {
-	m := rows - a
+	m := min(rows-a, blockSamplesCap-w.inBlock) // a block of more samples would not mount
 	for k, f := range w.m.Fields {
 		if w.own[k] >= 0 {
 			m = min(m, int((w.block-w.own[k]+f.RecordSize-1)/f.RecordSize))
@@ -401,7 +410,7 @@ func indexBytes(kind Kind) int64 {
 // first chooses the fields cut at blocks of their own: the fixed ones whose values in this
 // block take fewer than ownBelow bytes, unless that is every field.
 func (w *FieldWriter) cut() error {
-	w.pending = 0
+	w.pending, w.inBlock = 0, 0
 	if !w.decided {
 		w.decided = true
 		for _, k := range OwnFields(w.m.Fields, w.m.Records) {

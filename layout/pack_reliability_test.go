@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
@@ -164,4 +165,40 @@ func TestForceNeverMissing(t *testing.T) {
 	left, err := filepath.Glob(filepath.Join(filepath.Dir(dst), ".ds.tmp-*"))
 	require.NoError(t, err)
 	require.Empty(t, left)
+}
+
+// TestFieldWriterBlockSamplesCapped: whatever the block size, a block cut at the samples holds
+// at most blockSamplesCap samples (MaxBlockRecords: a variable field's block of more does not
+// mount), by Append and by AppendColumns alike.
+func TestFieldWriterBlockSamplesCapped(t *testing.T) {
+	defer func(c int) { blockSamplesCap = c }(blockSamplesCap)
+	blockSamplesCap = 1000
+	fields := []Field{{Name: "text", Kind: Variable}, {Name: "label", Kind: Fixed, RecordSize: 4}}
+	for _, columns := range []bool{false, true} {
+		dst := filepath.Join(t.TempDir(), "ds")
+		w, err := CreateFields(dst, fields, 1<<30, "test", false)
+		require.NoError(t, err)
+		const n = 4567
+		if columns {
+			for at := 0; at < n; at += 700 {
+				k := min(700, n-at)
+				require.NoError(t, w.AppendColumns(k, [][]byte{nil, make([]byte, 4*k)}, [][]uint64{make([]uint64, k), nil}))
+			}
+		} else {
+			for range n {
+				require.NoError(t, w.Append([][]byte{nil, {0, 0, 0, 0}}))
+			}
+		}
+		m, err := w.Commit()
+		require.NoError(t, err)
+		require.EqualValues(t, n, m.Records)
+		raw, err := os.ReadFile(filepath.Join(dst, m.Fields[0].Dir, ManifestName))
+		require.NoError(t, err)
+		man, err := ParseManifest("text", raw)
+		require.NoError(t, err)
+		require.Len(t, man.Blocks, 5, "columns %v", columns)
+		for _, b := range man.Blocks {
+			assert.LessOrEqual(t, b.Records, uint64(1000))
+		}
+	}
 }
