@@ -266,8 +266,11 @@ func TestInPlaceDType(t *testing.T) {
 	_, errs, code := run(t, "info", "--dtype", "float64", npy)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errs, "--dtype float64 disagrees with the .npy's <f4")
-	pk := packRaw(t, 5, "64KiB")
+	// A pack of raw records takes a type as a raw file does (windows over it too), of its
+	// records' size.
+	pk := packRaw(t, 5, "64KiB") // records of 4096 bytes
 	_, errs, code = run(t, "info", "--dtype", "uint16", pk.dir)
-	assert.Equal(t, 2, code)
-	assert.Contains(t, errs, "--dtype is for a file served in place")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "--dtype <u2 and --shape [] make records of 2 bytes; this dataset's are 4096 bytes")
+	assert.Contains(t, mustRun(t, "info", "--dtype", "uint16", "--shape", "2048", pk.dir), "<u2")
 }

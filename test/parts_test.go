@@ -112,6 +112,17 @@ func TestPackParts(t *testing.T) {
 		checkEpoch(t, m, "epoch-0000", records)
 	})
 
+	t.Run("empty inputs", func(t *testing.T) {
+		// Empty files among the inputs add no records; parts of nothing else are empty parts
+		// (they failed their part, and the merge with it).
+		_, epaths, erecords := partsInputs(t, 40, 0, 50, 0)
+		out := filepath.Join(t.TempDir(), "ds")
+		packPartsCLI(t, epaths, out, 4, flags...)
+		require.Contains(t, mustRun(t, "pack", "--merge", out), "merged 4 parts (2 empty)")
+		m := mount(t, out, "--seed", "2")
+		checkEpoch(t, m, "epoch-0000", erecords)
+	})
+
 	t.Run("refusals", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "ds")
 		glob := []string{filepath.Join(dir, "in-*.raw")}
