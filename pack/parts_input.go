@@ -96,6 +96,7 @@ func readList(name string) ([]string, error) {
 // same record size; npy: the same dtype and record shape).
 type multiInput struct {
 	paths []string
+	sizes []int64 // as listed (openListed)
 	open  func(path string) (input, element, error)
 	el    element
 	first string // the input that set el, for errors
@@ -113,12 +114,32 @@ func openMulti(paths []string, sizes []int64, open func(string) (input, element,
 	for _, s := range sizes {
 		m.n += s
 	}
-	cur, el, err := open(paths[0])
+	m.sizes = sizes
+	cur, el, err := openListed(paths[0], sizes[0], open)
 	if err != nil {
 		return nil, err
 	}
 	m.cur, m.el = cur, el
 	return m, nil
+}
+
+// openListed opens path, an input listed at size bytes, with open, and refuses it when it is
+// another size now: its records are not what the listing (and the merge's digest of it) says,
+// and an input emptied since would silently become no records.
+func openListed(path string, size int64, open func(string) (input, element, error)) (input, element, error) {
+	in, el, err := open(path)
+	if err != nil {
+		return nil, element{}, err
+	}
+	if st, err := os.Stat(path); err != nil || st.Size() != size {
+		in.close()
+		now := "gone"
+		if err == nil {
+			now = fmt.Sprintf("%d bytes", st.Size())
+		}
+		return nil, element{}, fmt.Errorf("%s is %s, %d bytes when the inputs were listed: did it change while being packed? Pack the part again", path, now, size)
+	}
+	return in, el, nil
 }
 
 // next returns the next record of the current input, moving on to the next input at the end
@@ -149,7 +170,7 @@ func (m *multiInput) advance() (bool, error) {
 	}
 	m.cur = nil
 	m.i++
-	cur, el, err := m.open(m.paths[m.i])
+	cur, el, err := openListed(m.paths[m.i], m.sizes[m.i], m.open)
 	if err != nil {
 		return false, err
 	}

@@ -506,3 +506,29 @@ func TestMergeLocked(t *testing.T) {
 	_, err = MergeIndex(out, false)
 	require.NotContains(t, fmt.Sprint(err), "another merge", "index --merge takes the same lock, free now")
 }
+
+// TestPackPartInputChanged: an input that is another size when its part opens it than when the
+// inputs were listed is refused, naming it (one emptied since became no records, silently).
+func TestPackPartInputChanged(t *testing.T) {
+	inputs := rawInputs(t, 3, 2) // records of 16 bytes
+	open := func(p string) (input, element, error) { return openRaw(p, 16, true) }
+	m, err := openMulti(inputs, []int64{48, 16}, open) // the second listed at one record
+	require.NoError(t, err)
+	defer func() {
+		if m.cur != nil {
+			m.cur.close()
+		}
+	}()
+	var got int
+	for {
+		_, err = m.next()
+		if err != nil {
+			break
+		}
+		got++
+	}
+	require.ErrorContains(t, err, inputs[1]+" is 32 bytes, 16 bytes when the inputs were listed: did it change while being packed? Pack the part again")
+	assert.Equal(t, 3, got)
+	_, err = openMulti(inputs, []int64{0, 32}, open)
+	require.ErrorContains(t, err, inputs[0]+" is 48 bytes, 0 bytes when the inputs were listed")
+}
