@@ -25,6 +25,7 @@ import (
 	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/local"
+	"github.com/blockfs/blockfs/source/stack"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -257,7 +258,7 @@ func TestNodeErrno(t *testing.T) {
 				require.NoError(t, os.WriteFile(p, raw, 0o644))
 				ds, err = local.Open(d.Dir)
 				require.NoError(t, err)
-				src, err = layout.NewVerified(ds, local.New(ds, false))
+				src, err = stack.NewVerified(ds, local.New(ds, false))
 				require.NoError(t, err)
 			}
 			logs := captureLog(t)

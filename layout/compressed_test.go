@@ -18,6 +18,7 @@ import (
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/local"
+	"github.com/blockfs/blockfs/source/stack"
 )
 
 // words returns n bytes of text, compressible as a corpus is.
@@ -46,6 +47,13 @@ func writeRecords(t *testing.T, dst string, recs [][]byte, opt layout.WriterOpti
 }
 
 // readAll reads every file of ds through src, file by file, in pieces of step bytes.
+// localStack returns ds's files as a mount reads them: its own local source, read buffered.
+func localStack(t *testing.T, ds *layout.Dataset) source.Blocks {
+	s, err := stack.Build(ds, stack.Options{Local: &stack.Local{}})
+	require.NoError(t, err)
+	return s.Blocks
+}
+
 func readAll(t *testing.T, ds *layout.Dataset, src source.Blocks, step int64) [][]byte {
 	t.Helper()
 	var out [][]byte
@@ -103,12 +111,12 @@ func TestCompressedPack(t *testing.T) {
 			require.NoError(t, err)
 			assert.True(t, cds.Compressed())
 			assert.False(t, rds.Compressed())
-			want := readAll(t, rds, rds.Source(), 1<<20)
+			want := readAll(t, rds, stack.Open(rds), 1<<20)
 			for _, step := range []int64{1 << 20, 4096, 1000} {
-				require.Equal(t, want, readAll(t, cds, cds.Source(), step), "step %d", step)
+				require.Equal(t, want, readAll(t, cds, stack.Open(cds), step), "step %d", step)
 			}
-			// The mount's stack: a local source over the files as stored, then Served.
-			require.Equal(t, want, readAll(t, cds, cds.Served(local.New(cds.Stored(), false)), 3000))
+			// The mount's stack: its own local source over the files as stored.
+			require.Equal(t, want, readAll(t, cds, localStack(t, cds), 3000))
 
 			st, err := local.NewStore(filepath.Join(dir, "comp"))
 			require.NoError(t, err)
@@ -126,7 +134,7 @@ func TestCompressedPack(t *testing.T) {
 			cds, err = local.Open(filepath.Join(dir, "comp"))
 			require.NoError(t, err)
 			buf := make([]byte, cds.Size(layout.DataFile(0)))
-			err = cds.Source().Fill(context.Background(), layout.DataFile(0), 0, [][]byte{buf}, source.Read{})
+			err = stack.Open(cds).Fill(context.Background(), layout.DataFile(0), 0, [][]byte{buf}, source.Read{})
 			require.ErrorIs(t, err, source.ErrCorrupt)
 			var problems []error
 			_, err = layout.VerifyStore(st, func(err error) { problems = append(problems, err) })
@@ -259,7 +267,7 @@ func TestCompressedWindows(t *testing.T) {
 			Segments: []layout.Segment{{Start: 0, End: 1999}, {Start: 2003, End: 2040}, {Start: 2100, End: 4999}}}, 7*400)
 		require.NoError(t, err)
 		assert.Equal(t, name == "comp", w.Compressed())
-		got = append(got, readAll(t, w, w.Served(local.New(w.Stored(), false)), 1111))
+		got = append(got, readAll(t, w, localStack(t, w), 1111))
 	}
 	require.Equal(t, got[0], got[1])
 }

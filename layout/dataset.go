@@ -88,12 +88,10 @@ type Dataset struct {
 	Manifest *Manifest
 	starts   recordStarts // shared with shape
 	shape    shape
-	// store is where the dataset was opened, and src reads its files from there (the Store's
-	// Blocks); both nil for a dataset served in place. stored reads them as stored (src is
-	// Served(stored)); nil when they are the same.
-	store  Store
-	src    source.Blocks
-	stored source.Blocks
+	// store is where the dataset was opened (nil for a file served in place and for shards
+	// in place, whose backend is shardsBe); source/stack reads its files from there.
+	store    Store
+	shardsBe *ShardsBackend
 	// framed: some of the dataset's files are compressed. below: the compressed pack that
 	// windows are over (their rows are read uncompressed from it); nil otherwise.
 	framed bool
@@ -186,20 +184,9 @@ func (s *inOrder) recordOffset(_ int, local uint64) uint64 { return local * uint
 
 func (s *inOrder) regular() bool { return true }
 
-// Source returns a source.Blocks over the dataset's files where it was opened (the Store's
-// Blocks: a local directory read buffered, an object store), and nil for a dataset served in
-// place, which the caller reads with package source/local. A mount builds its own (direct
-// I/O, --verify) where it wants more: over Stored's files as stored, then Served.
-func (d *Dataset) Source() source.Blocks { return d.src }
-
-// StoredSource returns a source.Blocks over Stored()'s files as they are stored where the
-// dataset was opened (compressed files compressed): Source without Served.
-func (d *Dataset) StoredSource() source.Blocks {
-	if d.stored != nil {
-		return d.stored
-	}
-	return d.src
-}
+// Store returns the Store the dataset was opened from (for windows, the pack's), whose Blocks
+// read Stored()'s files as stored; nil for a file served in place or shards in place.
+func (d *Dataset) Store() Store { return d.store }
 
 // Stored returns the dataset whose files a backend reads for d: d itself, or for windows over
 // a compressed pack the pack (the windows' files are ranges of its records, uncompressed).
@@ -224,24 +211,8 @@ func (d *Dataset) Compression() (c *Compression, stored, raw uint64) {
 	return m.Compression, stored, raw
 }
 
-// Served returns src, a source of Stored()'s files as they are stored (a backend, a disk
-// cache, Verified), as a source of d's files as served: compressed files decompressed
-// (FramesSource), and for windows over a compressed pack, the windows' rows. src itself for
-// a dataset with nothing compressed.
-func (d *Dataset) Served(src source.Blocks) source.Blocks {
-	switch {
-	case d.below != nil:
-		return &rowsBlocks{w: d, rows: d.below, src: d.below.Served(src)}
-	case d.framed:
-		fs := NewFramesSource(src, d.framedFile, d.Manifest.Compression.Frame)
-		fs.name = d.Path
-		return fs
-	}
-	return src
-}
-
-// framedFile says whether file id is compressed, and its bytes served (FramesSource's framed).
-func (d *Dataset) framedFile(id FileID) (int64, bool) {
+// FramedFile says whether file id is compressed, and its bytes served.
+func (d *Dataset) FramedFile(id FileID) (int64, bool) {
 	f, _ := d.File(id)
 	return f.Raw, f.Framed
 }

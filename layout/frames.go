@@ -174,6 +174,23 @@ func ParseFrames(b []byte, fileSize, raw int64) (*Frames, error) {
 	return f, nil
 }
 
+// At returns where frame i starts in the file; At(len(Sizes)) is the file's size.
+func (f *Frames) At(i int) int64 { return f.at[i] }
+
+// FramesHeaderLen returns the size of the header that b, the first bytes of a compressed file
+// of raw uncompressed bytes, begins (it follows from the header's frame size), and false where
+// b does not begin one (ParseFrames then says why).
+func FramesHeaderLen(b []byte, raw int64) (int64, bool) {
+	if len(b) < framesFixed || string(b[:4]) != framesMagic {
+		return 0, false
+	}
+	frame := int64(binary.LittleEndian.Uint32(b[4:]))
+	if frame <= 0 {
+		return 0, false
+	}
+	return FramesHeaderSize(raw, frame), true
+}
+
 // frameLen returns frame i's uncompressed bytes.
 func (f *Frames) frameLen(i int) int64 { return min(f.Frame, f.Raw-int64(i)*f.Frame) }
 

@@ -10,18 +10,9 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/require"
-)
 
-// textLike returns n bytes of words, compressible as a JSON Lines corpus is.
-func textLike(r *rand.Rand, n int) []byte {
-	words := []string{"the", "epoch", "block", "shuffle", "record", "{\"id\": ", "\"text\": ", "token", "\n"}
-	var b bytes.Buffer
-	for b.Len() < n {
-		b.WriteString(words[r.IntN(len(words))])
-		fmt.Fprintf(&b, "%d ", r.IntN(1000))
-	}
-	return b.Bytes()[:n]
-}
+	"github.com/blockfs/blockfs/internal/corpus"
+)
 
 func framesEncoder(t *testing.T) *zstd.Encoder {
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
@@ -39,7 +30,7 @@ func TestFramesRoundTrip(t *testing.T) {
 		require.NoError(t, err)
 		scratch := make([]byte, ScratchSize(frame))
 		for _, size := range []int{0, 1, 4095, 4096, 3*4096 + 17, 1 << 20, 3<<20 + 17} {
-			raw := textLike(r, size)
+			raw := corpus.Text(r, size)
 			file := EncodeFrames(raw, frame, enc, 1)
 			f, err := ParseFrames(file, int64(len(file)), int64(size))
 			require.NoError(t, err, "frame %d size %d", frame, size)
@@ -67,7 +58,7 @@ func TestFramesCorrupt(t *testing.T) {
 	const frame = 4096
 	dec, err := NewFramesDecoder()
 	require.NoError(t, err)
-	raw := textLike(r, 5*frame+100)
+	raw := corpus.Text(r, 5*frame+100)
 	file := EncodeFrames(raw, frame, enc, 1)
 	for k := 0; k < 300; k++ {
 		bad := bytes.Clone(file)
@@ -120,7 +111,7 @@ func BenchmarkFramesDecode(b *testing.B) {
 	for i := 0; i+2 <= len(tokens); i += 2 {
 		binary.LittleEndian.PutUint16(tokens[i:], uint16(z.Uint64()))
 	}
-	text := textLike(r, 16<<20)
+	text := corpus.Text(r, 16<<20)
 	for _, c := range []struct {
 		name  string
 		raw   []byte
@@ -177,7 +168,7 @@ func (f *Frames) decodeRange(dec *zstd.Decoder, first int, comp []byte, off int6
 func TestFramesLargeWindow(t *testing.T) {
 	r := rand.New(rand.NewPCG(40, 9))
 	const frame = 64 << 10
-	raw := textLike(r, 3*frame+100)
+	raw := corpus.Text(r, 3*frame+100)
 	for _, window := range []int{1 << 20, 8 << 20, 128 << 20} {
 		enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(window), zstd.WithSingleSegment(false))
 		require.NoError(t, err)

@@ -58,7 +58,7 @@ func newDataset(st Store, m *Manifest, collect func(block int, err error)) (*Dat
 	nb := len(m.Blocks)
 	p := &packed{inOrder: newInOrder(nb, m.RecordSize), dir: st.Location(), files: make([]File, nb*numRoles+1)}
 	d := &Dataset{Dir: st.Location(), Manifest: m, starts: p.starts, shape: p, store: st}
-	d.stored = st.Blocks(d) // reads the table as it fills
+	src := st.Blocks(d) // reads the table as it fills
 	for i, b := range m.Blocks {
 		p.starts[i+1] = p.starts[i] + b.Records
 		if p.byteStart != nil {
@@ -80,7 +80,7 @@ func newDataset(st Store, m *Manifest, collect func(block int, err error)) (*Dat
 			}
 		}
 		if bad == nil && b.OffsetsFile != "" {
-			bad = d.checkOffsetsEnds(i)
+			bad = d.checkOffsetsEnds(src, i)
 		}
 		if bad != nil {
 			if collect == nil {
@@ -98,7 +98,6 @@ func newDataset(st Store, m *Manifest, collect func(block int, err error)) (*Dat
 			collect(-1, err)
 		}
 	}
-	d.src = d.Served(d.stored)
 	return d, nil
 }
 
@@ -139,14 +138,14 @@ func checkFile(st Store, block int, rel string, size uint64) (string, source.Ide
 	return name, ident, nil
 }
 
-// checkOffsetsEnds reads the first and last entry of a block's offsets index.
-func (d *Dataset) checkOffsetsEnds(block int) error {
+// checkOffsetsEnds reads the first and last entry of a block's offsets index from src.
+func (d *Dataset) checkOffsetsEnds(src source.Blocks, block int) error {
 	id := OffsetsFile(block)
 	var first, last [8]byte
-	if err := d.stored.Fill(context.Background(), id, 0, [][]byte{first[:]}, source.Read{}); err != nil {
+	if err := src.Fill(context.Background(), id, 0, [][]byte{first[:]}, source.Read{}); err != nil {
 		return d.ioError(id, err)
 	}
-	if err := d.stored.Fill(context.Background(), id, d.Size(id)-8, [][]byte{last[:]}, source.Read{}); err != nil {
+	if err := src.Fill(context.Background(), id, d.Size(id)-8, [][]byte{last[:]}, source.Read{}); err != nil {
 		return d.ioError(id, err)
 	}
 	f, l := binary.LittleEndian.Uint64(first[:]), binary.LittleEndian.Uint64(last[:])

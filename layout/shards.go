@@ -20,7 +20,7 @@ import (
 // the concatenation of that field's values in the range, which the index places: for each
 // record, where its value starts in the shard (fields/NAME.members) and, per block, the value
 // offsets as a packed block's offsets file (fields/NAME.offsets). Nothing is copied: the
-// source ShardsSource returns reads each value from its shard.
+// source of source/stack reads each value from its shard.
 
 // IndexName is the index manifest's name in an index directory. blockfs index writes it last.
 const IndexName = "blockfs-index.json"
@@ -201,7 +201,7 @@ type ShardsBackend struct {
 	Shards func(t source.Table) source.Blocks
 	Locate func(rel string) (name string, id source.Identity, err error)
 	// Aligned: Shards reads with O_DIRECT a request whose offset, length and buffer are
-	// page-aligned; long runs of values are then read so (ShardsSource).
+	// page-aligned; long runs of values are then read so.
 	Aligned bool
 }
 
@@ -285,7 +285,5 @@ func openShardsField(dir string, ix *ShardsIndex, j int, shards []File, be Shard
 		}
 		*f.id = FileIdentity(st)
 	}
-	d := &Dataset{Dir: dir, Manifest: m, starts: sh.starts, shape: sh}
-	d.src = newShardsSource(d, sh, be.Index(d), be.Shards(d), be.Aligned)
-	return d, nil
+	return &Dataset{Dir: dir, Manifest: m, starts: sh.starts, shape: sh, shardsBe: &be}, nil
 }

@@ -1,6 +1,10 @@
 package layout
 
-import "github.com/blockfs/blockfs/source"
+import (
+	"errors"
+
+	"github.com/blockfs/blockfs/source"
+)
 
 // shardsShape is the shape of one field of shards served in place (shards.go): block b's data
 // file is the field's values in a range of shard shardOf[b], which no backend reads as it is
@@ -71,9 +75,52 @@ func (s *shardsShape) where() string { return s.dir }
 
 func (s *shardsShape) inPlace() (string, int64, bool) { return "", 0, false }
 
-// ShardsInPlace reports whether the dataset is a field of shards served in place: its
-// Source then reads them (ShardsSource) and is the only way to.
+// ShardsInPlace reports whether the dataset is a field of shards served in place, whose data
+// files no backend reads as they are: a source of source/stack assembles them (ShardsField).
 func (d *Dataset) ShardsInPlace() bool {
 	_, ok := d.shape.(*shardsShape)
 	return ok
 }
+
+// ErrIndexOutOfStep is a shard's values that do not match their index's CRC32C: the shard
+// changed since it was indexed (edited in place, its size and time kept).
+var ErrIndexOutOfStep = errors.New("changed since it was indexed")
+
+// ShardsField is what reading a field of shards in place needs of its dataset beyond its file
+// table: where each block's values are, the index's checksums of their places, and the
+// backend the dataset was opened with. Immutable.
+type ShardsField struct {
+	s  *shardsShape
+	be ShardsBackend
+}
+
+// ShardsField returns d's ShardsField, and false for a dataset that is not a field of shards
+// in place.
+func (d *Dataset) ShardsField() (ShardsField, bool) {
+	s, ok := d.shape.(*shardsShape)
+	if !ok {
+		return ShardsField{}, false
+	}
+	return ShardsField{s: s, be: *d.shardsBe}, true
+}
+
+// Backend returns the backend the field was opened with (OpenShards).
+func (f ShardsField) Backend() ShardsBackend { return f.be }
+
+// Shard returns the FileID of the shard that holds block b's values, and its size.
+func (f ShardsField) Shard(b int) (FileID, int64) {
+	k := int(f.s.shardOf[b])
+	return ShardFile(f.s.starts.blocks(), k), f.s.shards[k].Size
+}
+
+// IndexCRCs returns the index's CRC32Cs of block b's offsets and members.
+func (f ShardsField) IndexCRCs(b int) (offsets, members uint32) {
+	return f.s.offCRCs[b], f.s.memCRCs[b]
+}
+
+// ValuesInIndex reports whether the index stores the field's values (a small field), which
+// are then read from it, not from the shards.
+func (f ShardsField) ValuesInIndex() bool { return f.s.values != "" }
+
+// IndexPath returns the index's offsets file of the field, for messages.
+func (f ShardsField) IndexPath() string { return f.s.offsets }

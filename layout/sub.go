@@ -1,15 +1,9 @@
 package layout
 
-import (
-	"context"
-
-	"github.com/blockfs/blockfs/source"
-)
-
 // Sub returns the dataset of some of d's blocks, in the order given (each at most once): a
 // part of a node-aware mount (shuffle.PartBlocks). Its block i is d's block blocks[i], with
 // that block's files, records and ids; it has no names file. ParentFile maps its FileIDs to
-// d's, and its Source reads d's. O(len(blocks)); immutable.
+// d's (a source of d's files serves its through source/stack's Sub). O(len(blocks)); immutable.
 func (d *Dataset) Sub(blocks []int) *Dataset {
 	m := *d.Manifest
 	m.Names, m.Records, m.Bytes = nil, 0, 0
@@ -27,16 +21,8 @@ func (d *Dataset) Sub(blocks []int) *Dataset {
 			m.Blocks[i] = d.Manifest.Blocks[b]
 		}
 	}
-	sub := &Dataset{Dir: d.Dir, Manifest: &m, starts: starts, store: d.store,
+	return &Dataset{Dir: d.Dir, Manifest: &m, starts: starts, store: d.store, framed: d.framed,
 		shape: &subShape{parent: d, blocks: blocks}}
-	if d.src != nil {
-		sub.src = SubBlocks(d.src, sub)
-	}
-	if d.framed && d.stored != nil {
-		// Its files as stored are its parent's: a stack over them serves them decompressed.
-		sub.framed, sub.stored = true, SubBlocks(d.stored, sub)
-	}
-	return sub
 }
 
 // ParentFile returns the FileID in the dataset Sub was called on of file id of a dataset Sub
@@ -77,27 +63,3 @@ func (s *subShape) regular() bool                  { return s.parent.Regular() }
 func (s *subShape) verifiable() error              { return s.parent.shape.verifiable() }
 func (s *subShape) where() string                  { return s.parent.Where() }
 func (s *subShape) inPlace() (string, int64, bool) { return s.parent.InPlace() }
-
-// subBlocks reads a Sub dataset's files from a source of its parent's.
-type subBlocks struct {
-	inner source.Blocks
-	sub   *Dataset
-}
-
-// SubBlocks returns a source of sub's files (FileIDs of sub) that reads them from inner, a
-// source of the files of the dataset sub is part of.
-func SubBlocks(inner source.Blocks, sub *Dataset) source.Blocks { return &subBlocks{inner, sub} }
-
-func (s *subBlocks) Size(id FileID) int64 {
-	if BlockOfFile(id) >= s.sub.Blocks() {
-		return 0
-	}
-	return s.inner.Size(s.sub.ParentFile(id))
-}
-
-func (s *subBlocks) Fill(ctx context.Context, id FileID, off int64, bufs [][]byte, how source.Read) error {
-	if BlockOfFile(id) >= s.sub.Blocks() {
-		return &source.Error{Op: "read", Name: "part file", Err: source.ErrNoFile}
-	}
-	return s.inner.Fill(ctx, s.sub.ParentFile(id), off, bufs, how)
-}

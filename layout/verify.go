@@ -2,26 +2,24 @@ package layout
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 
 	"github.com/blockfs/blockfs/internal/crc32c"
 	"github.com/blockfs/blockfs/source"
 )
 
-// CheckCRC reads file id whole from src and compares its CRC32C with the manifest's (a file
-// without one passes). A mismatch is an error wrapping ErrCorrupt that names the file and
-// block; a failed read keeps its cause (see ioError). It reads in pieces, and checks them
-// itself: src may read only each piece (source.Read.CallerChecks), where an object store
-// would otherwise read and check the whole object for each.
-func (d *Dataset) CheckCRC(ctx context.Context, src source.Blocks, id FileID) error {
-	return d.checkCRC(ctx, src, id, source.Read{})
-}
-
-// checkCRC is CheckCRC with its reads served as how says, besides the caller's checking.
-func (d *Dataset) checkCRC(ctx context.Context, src source.Blocks, id FileID, how source.Read) error {
+// CheckCRC reads file id whole from src, its reads served as how says, and compares its
+// CRC32C with the manifest's (a file without one passes). A mismatch is an error wrapping
+// ErrCorrupt that names the file and block; a failed read keeps its cause (see ioError). It
+// reads in pieces, and checks them itself: src may read only each piece
+// (source.Read.CallerChecks), where an object store would otherwise read and check the whole
+// object for each.
+func (d *Dataset) CheckCRC(ctx context.Context, src source.Blocks, id FileID, how source.Read) error {
 	return d.scanFile(ctx, src, id, how, nil)
 }
+
+// Verifiable returns nil when every file of d has a checksum to check as it is read, and
+// otherwise says why not (--verify's refusal).
+func (d *Dataset) Verifiable() error { return d.shape.verifiable() }
 
 // scanFile is checkCRC that also hands each piece read, in order, to each (nil: none).
 func (d *Dataset) scanFile(ctx context.Context, src source.Blocks, id FileID, how source.Read, each func([]byte)) error {
@@ -92,7 +90,7 @@ func VerifyStore(st Store, report func(error)) (VerifyResult, error) {
 		return res, err
 	}
 	res.Blocks = d.Blocks()
-	src := d.StoredSource()
+	src := st.Blocks(d)
 	ctx := context.Background()
 	var fc *frameCheck
 	if c := d.Manifest.Compression; c != nil {
@@ -113,7 +111,7 @@ func VerifyStore(st Store, report func(error)) (VerifyResult, error) {
 		}
 	}
 	if id, ok := d.Names(); ok && !bad[-1] {
-		if err := d.CheckCRC(ctx, src, id); err != nil {
+		if err := d.CheckCRC(ctx, src, id, source.Read{}); err != nil {
 			problem(-1, err)
 		}
 		res.Bytes += d.StoredSize(id)
@@ -128,7 +126,7 @@ func VerifyStore(st Store, report func(error)) (VerifyResult, error) {
 func (d *Dataset) checkFile(ctx context.Context, src source.Blocks, id FileID, fc *frameCheck, res *VerifyResult) error {
 	f, ok := d.File(id)
 	if !ok || !f.Framed {
-		return d.CheckCRC(ctx, src, id)
+		return d.CheckCRC(ctx, src, id, source.Read{})
 	}
 	fc.reset(f.Size, f.Raw)
 	if err := d.scanFile(ctx, src, id, source.Read{}, fc.add); err != nil {
@@ -140,56 +138,5 @@ func (d *Dataset) checkFile(ctx context.Context, src source.Blocks, id FileID, f
 	res.Framed++
 	res.FramedStored += f.Size
 	res.FramedRaw += f.Raw
-	return nil
-}
-
-// Verified is a source.Blocks that checks each file's CRC32C the first time any of it is read
-// (blockfs mount --verify): a file that fails gives an error for every read, so its bytes
-// never reach the cache. Safe for concurrent use; O(files) bits of state.
-type Verified struct {
-	ds    *Dataset
-	src   source.Blocks
-	ok    []atomic.Bool
-	locks [64]sync.Mutex // striped by FileID, so one file is checked once at a time
-}
-
-// NewVerified returns src with checksums checked, or an error if ds has no checksums.
-func NewVerified(ds *Dataset, src source.Blocks) (*Verified, error) {
-	if err := ds.shape.verifiable(); err != nil {
-		return nil, err
-	}
-	return &Verified{ds: ds, src: src, ok: make([]atomic.Bool, ds.Blocks()*numRoles+1)}, nil
-}
-
-// Size implements source.Blocks.
-func (v *Verified) Size(id FileID) int64 { return v.src.Size(id) }
-
-// Fill implements source.Blocks: it checks file id (once) and then reads from it.
-func (v *Verified) Fill(ctx context.Context, id FileID, off int64, bufs [][]byte, how source.Read) error {
-	if err := v.check(ctx, id, how); err != nil {
-		return err
-	}
-	return v.src.Fill(ctx, id, off, bufs, how)
-}
-
-// check returns nil once file id has matched its CRC32C; until then it checks it (a failure
-// is not remembered, so a repaired file passes later).
-func (v *Verified) check(ctx context.Context, id FileID, how source.Read) error {
-	if id >= FileID(len(v.ok)) {
-		return &source.Error{Op: "read", Name: v.ds.Dir, Off: -1, Err: source.ErrNoFile}
-	}
-	if v.ok[id].Load() {
-		return nil
-	}
-	mu := &v.locks[id%FileID(len(v.locks))]
-	mu.Lock()
-	defer mu.Unlock()
-	if v.ok[id].Load() {
-		return nil
-	}
-	if err := v.ds.checkCRC(ctx, v.src, id, how); err != nil {
-		return err
-	}
-	v.ok[id].Store(true)
 	return nil
 }

@@ -172,13 +172,9 @@ func Windows(rows *Dataset, opt WindowOptions, blockSize int64) (*Dataset, error
 	}
 	m.Blocks = nil // the blocks are the windows'; the pack's stay in rows
 	d := &Dataset{Dir: rows.Dir, Manifest: &m, starts: w.starts, shape: w, store: rows.store}
-	switch {
-	case rows.framed:
+	if rows.framed {
 		// The pack's files are compressed: the windows' rows are read uncompressed from it.
-		d.below, d.stored = rows, rows.stored
-		d.src = d.Served(d.stored)
-	case d.store != nil:
-		d.src = d.store.Blocks(d) // the pack's files, where they were opened
+		d.below = rows
 	}
 	return d, nil
 }
@@ -233,4 +229,14 @@ func (d *Dataset) Window() (length, stride, rowBytes int64, segments int, ok boo
 		return 0, 0, 0, 0, false
 	}
 	return w.length, w.stride, w.rowBytes, w.segments, true
+}
+
+// WindowsFirstRow returns the row of the pack below (Stored) where block b's data file of
+// windows starts: its first window's first row; false for a dataset that is not windows.
+func (d *Dataset) WindowsFirstRow(b int) (int64, bool) {
+	w, ok := d.shape.(*windows)
+	if !ok || b < 0 || b >= len(w.first) {
+		return 0, false
+	}
+	return w.first[b], true
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/source"
+	"github.com/blockfs/blockfs/source/stack"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -12,7 +13,7 @@ import (
 type served struct {
 	tree   view.Served
 	cache  *cache.Cache
-	stacks []*stack
+	stacks []*stack.Stack
 	mux    *source.Mux // a mixture's sources under the cache
 	node   bool        // a node-aware mount: its parts under mux, one dataset's stack
 }
@@ -36,7 +37,6 @@ func (p *Plan) build() (*served, error) {
 func (p *Plan) buildSources() (*served, error) {
 	sv := &served{}
 	plans := p.sources()
-	var parts []source.Blocks
 	for _, sub := range plans {
 		st, err := sub.openSources()
 		if err != nil {
@@ -44,11 +44,10 @@ func (p *Plan) buildSources() (*served, error) {
 			return nil, err
 		}
 		sv.stacks = append(sv.stacks, st)
-		parts = append(parts, st.src)
 	}
-	src := parts[0]
+	src := sv.stacks[0].Blocks
 	if len(plans) > 1 || p.ds == nil {
-		sv.mux = source.NewMux(parts)
+		sv.mux = stack.Join(sv.stacks)
 		src = sv.mux
 	}
 	c, err := cache.New(src, p.cacheOpt)
@@ -106,6 +105,6 @@ func (p *Plan) buildSources() (*served, error) {
 // close closes the stacks of sources.
 func (s *served) close() {
 	for _, st := range s.stacks {
-		st.close()
+		st.Close()
 	}
 }

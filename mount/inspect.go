@@ -13,6 +13,7 @@ import (
 	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/local"
+	"github.com/blockfs/blockfs/source/stack"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -154,7 +155,7 @@ func (d *Data) WriteNames(w io.Writer) error {
 		return fmt.Errorf("%s has no record names (only datasets packed with %s files have them)", ds.Dir, optname.Flag("format"))
 	}
 	buf := make([]byte, 1<<20)
-	src := ds.Source() // a directory or an object store
+	src := stack.Open(ds) // a directory or an object store
 	for off := int64(0); off < ds.Size(id); off += int64(len(buf)) {
 		n := min(int64(len(buf)), ds.Size(id)-off)
 		if err := src.Fill(context.Background(), id, off, [][]byte{buf[:n]}, source.Read{}); err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/source/stack"
 )
 
 // Direct is how a mount reads block data from disk.
@@ -54,7 +55,7 @@ type MemoryPlan struct {
 	Claimed   int64         // what the other blockfs mounts up on the machine planned for data
 	Budget    int64         // memory for data: CacheSize + Resident (at most; Resident is capped by the data)
 	// Decode is what decompressing a compressed pack's frames holds beside the cache at most
-	// (layout.DecodeMemory); an automatic budget leaves it out. 0 for blocks stored raw.
+	// (stack.DecodeMemory); an automatic budget leaves it out. 0 for blocks stored raw.
 	Decode int64
 	// BudgetReason says where the budget comes from.
 	BudgetReason string
@@ -104,7 +105,7 @@ func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Dire
 	}
 	p.Budget, p.BudgetReason = memoryBudget(cacheSize, need, mem, p.Headroom, claimed)
 	if c := ds.Stored().Manifest.Compression; c != nil {
-		p.Decode = layout.DecodeMemory(c.Frame)
+		p.Decode = stack.DecodeMemory(c.Frame)
 		if b := p.Budget - p.Decode; cacheSize <= 0 && p.Total > 0 && b >= need {
 			p.Budget = b
 			p.BudgetReason += fmt.Sprintf(", less %s to decompress frames", ibytes(p.Decode))

@@ -13,6 +13,7 @@ import (
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/source/local"
+	"github.com/blockfs/blockfs/source/stack"
 )
 
 // TestFootprint: each file of each block (data, ids, offsets) counts as whole pages.
@@ -271,7 +272,7 @@ func TestPlanMemoryDecode(t *testing.T) {
 	require.NoError(t, err)
 	mem := sysmem.Memory{RAM: 8 << 30, Available: 8 << 30}
 	p := PlanMemory(ds, cache.DefaultPageSize, 0, 4<<20, DirectAuto, mem, 0)
-	require.Equal(t, layout.DecodeMemory(16<<10), p.Decode)
+	require.Equal(t, stack.DecodeMemory(16<<10), p.Decode)
 	assert.Equal(t, mem.Total()-Headroom(mem.Total())-p.Decode, p.Budget)
 	assert.Contains(t, p.BudgetReason, "to decompress frames")
 	assert.Equal(t, p.Decode, p.Facts()["decode"])

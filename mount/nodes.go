@@ -8,6 +8,7 @@ import (
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/source"
+	"github.com/blockfs/blockfs/source/stack"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -180,16 +181,15 @@ func (np *nodesPlan) keep(ds *layout.Dataset) []source.FileID {
 }
 
 // build opens the node's tree over the whole dataset's stack st: a cache namespace per part
-// (layout.SubBlocks of st's source), and the node's epochs over them.
-func (np *nodesPlan) build(p *Plan, st *stack) (*served, error) {
-	sv := &served{stacks: []*stack{st}, node: true}
-	// A namespace per part, and the last one the whole dataset's (its names file).
-	parts := make([]source.Blocks, len(np.srcs)+1)
+// (stack.Parts), the last one the whole dataset's (its names file), and the node's epochs
+// over them.
+func (np *nodesPlan) build(p *Plan, st *stack.Stack) (*served, error) {
+	sv := &served{stacks: []*stack.Stack{st}, node: true}
+	parts := make([]*layout.Dataset, len(np.srcs))
 	for i, sub := range np.srcs {
-		parts[i] = layout.SubBlocks(st.src, sub.ds)
+		parts[i] = sub.ds
 	}
-	parts[len(np.srcs)] = st.src
-	sv.mux = source.NewMux(parts)
+	sv.mux = st.Parts(parts)
 	c, err := cache.New(sv.mux, p.cacheOpt)
 	if err != nil {
 		sv.close()

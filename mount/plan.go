@@ -174,7 +174,7 @@ func (p *Plan) finish() error {
 		p.disk.Direct, p.disk.Streams = p.mem.Direct, p.streams()
 	}
 	if p.opt.Verify {
-		if _, err := layout.NewVerified(p.ds, nil); err != nil {
+		if err := p.ds.Verifiable(); err != nil {
 			return Usagef("%s: %v", optname.Flag("verify"), err)
 		}
 	}

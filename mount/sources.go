@@ -1,89 +1,30 @@
 package mount
 
 import (
-	"log"
 	"os"
 	"path/filepath"
 
 	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/layout"
-	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/diskcache"
-	"github.com/blockfs/blockfs/source/local"
-	"github.com/blockfs/blockfs/source/s3"
+	"github.com/blockfs/blockfs/source/stack"
 )
 
-// stack is the sources below the page cache, bottom up: where the bytes come from (local
-// files, or an object store), the disk cache in front of an object store, and the CRC32C check
-// of --verify above them, so that no unchecked byte reaches the cache; all of them over the
-// files as stored (the dataset's Stored), and on top what serves them (Served: compressed
-// blocks decompressed, a frame at a time, each checked first).
-type stack struct {
-	src   source.Blocks
-	disk  *diskcache.Blocks  // nil without a disk cache
-	dir   string             // the disk cache's directory
-	store func() s3.Counters // the object store's counters; nil for local data
-	// compressed: src decompresses blocks (its layout.DecompressStats count it)
-	compressed bool
-}
-
-// openSources builds the stack of sources the plan asks for. The caller closes it.
-func (p *Plan) openSources() (*stack, error) {
-	s := &stack{}
-	ds := p.ds.Stored() // the files as stored: the pack's, for windows over a compressed one
-	switch {
-	case p.ds.ShardsInPlace():
-		s.src = p.ds.Source() // the shards, read through their index
-		if ss, ok := s.src.(*layout.ShardsSource); ok {
-			if c, ok := ss.Shards().(interface{ Counters() s3.Counters }); ok {
-				s.store = c.Counters // the field's own store (shardsBackend)
-			}
+// openSources builds the stack of sources below the cache that the plan asks for
+// (source/stack): local files read as the memory plan says, or the object store (or a field's
+// shards in place, through their index), then the disk cache, then --verify's check, and what
+// serves the files as stored as the dataset's. The caller closes it.
+func (p *Plan) openSources() (*stack.Stack, error) {
+	o := stack.Options{Disk: p.disk, Verify: p.opt.Verify}
+	if p.loc.Kind != Remote {
+		o.Local = &stack.Local{Direct: p.mem.Direct}
+		if p.mem.Direct && p.mem.ResidentBlocks > 0 {
+			// The resident set's blocks are read buffered and stay in the kernel's page cache,
+			// the others stream with O_DIRECT.
+			o.Local.Streams = p.streams()
 		}
-	case p.loc.Kind == Remote:
-		s.src = p.ds.StoredSource() // the object store, checked by ETag and CRC32C
-		if c, ok := s.src.(interface{ Counters() s3.Counters }); ok {
-			s.store = c.Counters
-		}
-	case p.mem.Direct && p.mem.ResidentBlocks > 0:
-		// The resident set's blocks are read buffered and stay in the kernel's page cache,
-		// the others stream with O_DIRECT.
-		s.src = local.NewStreaming(ds, p.streams())
-	default:
-		// Direct I/O: block data goes from the disk straight into the page-aligned cache,
-		// cached once; buffered: the kernel keeps the block files too.
-		s.src = local.New(ds, p.mem.Direct)
 	}
-	if p.disk != nil {
-		dc, err := diskcache.Open(s.src, ds, *p.disk)
-		if err != nil {
-			return nil, err
-		}
-		s.src, s.disk, s.dir = dc, dc, p.disk.Dir
-		st := dc.Stats()
-		log.Printf("blockfs: disk cache %s: %s in %d files, bound %s; keeps %d of the dataset's files (a fixed set)",
-			p.disk.Dir, ibytes(st.Used), st.Files, ibytes(dc.Limit()), dc.KeptFiles())
-	}
-	if p.opt.Verify {
-		v, err := layout.NewVerified(ds, s.src)
-		if err != nil {
-			s.close()
-			return nil, Usagef(flag("verify")+": %v", err)
-		}
-		s.src = v
-	}
-	s.src, s.compressed = p.ds.Served(s.src), p.ds.Compressed()
-	return s, nil
-}
-
-// close closes the disk cache, logging its counters.
-func (s *stack) close() {
-	if s.disk == nil {
-		return
-	}
-	st := s.disk.Stats()
-	log.Printf("blockfs: disk cache %s: %d reads from disk, %d files fetched, %d evicted, %d bad (fetched again), %d not kept; %s in %d files",
-		s.dir, st.Hits, st.Fetches, st.Evicted, st.Bad, st.WriteErr, ibytes(st.Used), st.Files)
-	s.disk.Close()
+	return stack.Build(p.ds, o) // New checked that --verify can be done (Verifiable)
 }
 
 // diskOptions checks the disk cache options for the plan and returns the disk cache's

@@ -7,10 +7,10 @@ import (
 
 	"github.com/blockfs/blockfs/cache"
 	bfs "github.com/blockfs/blockfs/fs"
-	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/diskcache"
 	"github.com/blockfs/blockfs/source/s3"
+	"github.com/blockfs/blockfs/source/stack"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -43,7 +43,7 @@ type Stats struct {
 	Store *s3.Counters
 	// Decompress is one dataset's decompression counters ("decompress"); nil when none of its
 	// blocks is compressed, and with Sources.
-	Decompress *layout.FramesStats
+	Decompress *stack.FramesStats
 	// Sources are a mixture's sources or a dataset's fields, by index ("sources"); nil for
 	// one dataset and for a node-aware mount.
 	Sources []SourceStats
@@ -62,7 +62,7 @@ type SourceStats struct {
 	Store *s3.Counters `json:"-"`
 	// Decompress is its decompression counters ("decompress"[Index]); nil without compressed
 	// blocks.
-	Decompress *layout.FramesStats `json:"-"`
+	Decompress *stack.FramesStats `json:"-"`
 }
 
 // ReaderStats is one open file's line in stats.json's "readers" (the FUSE layer's).
@@ -85,14 +85,14 @@ func (s *Stats) DiskCaches() []*diskcache.Stats {
 
 // Decompressions returns the decompression counters by source index: one dataset's at 0, or
 // each source's; nil entries for sources without compressed blocks.
-func (s *Stats) Decompressions() []*layout.FramesStats {
-	return bySource(s, s.Decompress, func(src *SourceStats) **layout.FramesStats { return &src.Decompress })
+func (s *Stats) Decompressions() []*stack.FramesStats {
+	return bySource(s, s.Decompress, func(src *SourceStats) **stack.FramesStats { return &src.Decompress })
 }
 
 // counted is what a source may have counters of beside its reads: a store, a disk cache,
 // decompression.
 type counted interface {
-	s3.Counters | diskcache.Stats | layout.FramesStats
+	s3.Counters | diskcache.Stats | stack.FramesStats
 }
 
 // bySource returns one's or the sources' values, by source index.
@@ -153,7 +153,7 @@ func (s *Stats) UnmarshalJSON(b []byte) error {
 	if err := fromOneOrList(w.Store, &s.Store, s.Sources, func(src *SourceStats) **s3.Counters { return &src.Store }); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
-	if err := fromOneOrList(w.Decompress, &s.Decompress, s.Sources, func(src *SourceStats) **layout.FramesStats { return &src.Decompress }); err != nil {
+	if err := fromOneOrList(w.Decompress, &s.Decompress, s.Sources, func(src *SourceStats) **stack.FramesStats { return &src.Decompress }); err != nil {
 		return fmt.Errorf("decompress: %w", err)
 	}
 	return nil
@@ -203,9 +203,9 @@ func fromOneOrList[T counted](raw json.RawMessage, one **T, srcs []SourceStats, 
 // Immutable after statsOf; safe for concurrent use.
 type mountStats struct {
 	cache  *cache.Cache
-	stacks []*stack    // one dataset's stack, or each source's
-	mux    *source.Mux // the sources under the cache; nil for one dataset
-	names  []string    // the sources' or fields' names; nil for one dataset
+	stacks []*stack.Stack // one dataset's stack, or each source's
+	mux    *source.Mux    // the sources under the cache; nil for one dataset
+	names  []string       // the sources' or fields' names; nil for one dataset
 }
 
 // statsOf returns the stats of the mount of sv: one dataset's (a node-aware mount's parts
@@ -231,7 +231,8 @@ func (p *Plan) statsOf(sv *served) *mountStats {
 func (ms *mountStats) snapshot(c bfs.Counters) Stats {
 	s := Stats{Counters: c, Cache: ms.cache.Stats()}
 	if ms.mux == nil {
-		s.DiskCache, s.Store, s.Decompress = ms.stacks[0].counters()
+		st := ms.stacks[0].Stats()
+		s.DiskCache, s.Store, s.Decompress = st.Disk, st.Store, st.Frames
 		return s
 	}
 	s.Sources = make([]SourceStats, len(ms.names))
@@ -239,7 +240,8 @@ func (ms *mountStats) snapshot(c bfs.Counters) Stats {
 		reads, n := ms.mux.Read(i)
 		s.Sources[i] = SourceStats{Index: i, Name: name, Reads: reads, BytesRead: n}
 		if i < len(ms.stacks) {
-			s.Sources[i].DiskCache, s.Sources[i].Store, s.Sources[i].Decompress = ms.stacks[i].counters()
+			st := ms.stacks[i].Stats()
+			s.Sources[i].DiskCache, s.Sources[i].Store, s.Sources[i].Decompress = st.Disk, st.Store, st.Frames
 		}
 	}
 	return s
@@ -252,25 +254,4 @@ func (ms *mountStats) json(c bfs.Counters) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, '\n'), nil
-}
-
-// counters returns the stack's disk cache, object store and decompression counters now; nil
-// for what it does not have.
-func (s *stack) counters() (*diskcache.Stats, *s3.Counters, *layout.FramesStats) {
-	var dc *diskcache.Stats
-	var st *s3.Counters
-	var fr *layout.FramesStats
-	if s.compressed {
-		v := layout.DecompressStats(s.src)
-		fr = &v
-	}
-	if s.disk != nil {
-		v := s.disk.Stats()
-		dc = &v
-	}
-	if s.store != nil {
-		v := s.store()
-		st = &v
-	}
-	return dc, st, fr
 }

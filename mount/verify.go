@@ -8,6 +8,7 @@ import (
 	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/local"
 	"github.com/blockfs/blockfs/source/s3"
+	"github.com/blockfs/blockfs/source/stack"
 )
 
 // Verify reads the whole dataset at opt.Data (blockfs verify): a directory, a dataset with
@@ -72,7 +73,7 @@ func Verify(opt Options, report func(error)) (layout.VerifyResult, error) {
 func verifyShards(sd *shardsData, report func(error)) layout.VerifyResult {
 	var res layout.VerifyResult
 	for i, ds := range sd.dss {
-		src := ds.Source()
+		src := stack.Open(ds)
 		for b := range ds.Blocks() {
 			res.Blocks++
 			buf := make([]byte, ds.Size(layout.DataFile(b)))

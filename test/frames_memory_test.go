@@ -11,12 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/source/stack"
 )
 
 // TestLargeFramesMemory: compressed frames of 64 MiB, the largest FORMAT.md allows (written
 // by the layout package, as another writer might; pack writes 1 MiB), read by two `dd` at once
 // with --cache-size 128MiB in a 1.5 GiB cgroup: the daemon lives, serves the exact bytes and
-// stays within half the cgroup (its cache, its decompression's bound, layout.DecodeMemory, and
+// stays within half the cgroup (its cache, its decompression's bound, stack.DecodeMemory, and
 // the constant are the aim; see the end).
 // Before, each read allocated its compressed frames before it waited for a decode slot, and
 // each slot its 64 MiB buffer: one dd had the daemon OOM-killed.
@@ -58,7 +59,7 @@ func TestLargeFramesMemory(t *testing.T) {
 		assert.Equal(t, fmt.Sprintf("%08d ", ids[p]), string(got[p*rs:p*rs+9]), "position %d", p)
 	}
 	hwm := peakRSS(t, mnt.cmd.Process.Pid) << 10
-	t.Logf("daemon peak RSS %d MiB; cache 128 MiB, decompression's bound %d MiB", hwm>>20, layout.DecodeMemory(frame)>>20)
+	t.Logf("daemon peak RSS %d MiB; cache 128 MiB, decompression's bound %d MiB", hwm>>20, stack.DecodeMemory(frame)>>20)
 	// The aim is cache + DecodeMemory + 64 MiB (320 MiB); measured 340-445 MiB (the Go heap's
 	// garbage of 64 MiB buffers between collections): that gap is issue 51's open part. Half
 	// the cgroup holds, where before the daemon grew until it was killed.

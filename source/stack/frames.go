@@ -1,8 +1,7 @@
-package layout
+package stack
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"runtime"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/blockfs/blockfs/internal/lru"
 	"github.com/blockfs/blockfs/internal/parallel"
+	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/source"
 )
 
@@ -29,12 +29,12 @@ const headFirst = 4096
 // header and zstd frames: frames.go): it serves those files' uncompressed bytes, reading and
 // checking only the frames a Fill touches, and passes every other file through. framed says
 // which files are compressed and their uncompressed size (from the manifest). A damaged header
-// or frame is a *source.Error wrapping source.ErrCorrupt and ErrFrames: EIO, never other bytes.
+// or frame is a *source.Error wrapping source.ErrCorrupt and layout.ErrFrames: EIO, never other bytes.
 // Safe for concurrent use. Dataset.Served builds it over a mount's stack.
 type FramesSource struct {
 	below  source.Blocks
 	framed func(id source.FileID) (raw int64, ok bool)
-	heads  *lru.Cache[source.FileID, *Frames]
+	heads  *lru.Cache[source.FileID, *layout.Frames]
 	frame  int64                         // the frame size every header must give (the manifest's); 0: any
 	name   func(id source.FileID) string // a file's path, for errors; nil: its number
 
@@ -44,7 +44,7 @@ type FramesSource struct {
 	decs sync.Pool // *zstd.Decoder
 
 	spans     sync.Pool // *[]byte: the compressed frames of a Fill
-	scratches sync.Pool // *[]byte: a frame decompressed (ScratchSize)
+	scratches sync.Pool // *[]byte: a frame decompressed (layout.ScratchSize)
 
 	frames, stored, raw, errs, ns atomic.Uint64 // FramesStats
 }
@@ -65,22 +65,22 @@ func (s *FramesSource) Stats() FramesStats {
 }
 
 // NewFramesSource returns the uncompressed view of below's compressed files, whose frames hold
-// frame bytes (0: any frame size up to MaxFrame).
+// frame bytes (0: any frame size up to layout.MaxFrame).
 func NewFramesSource(below source.Blocks, framed func(id source.FileID) (raw int64, ok bool), frame int64) *FramesSource {
-	return &FramesSource{below: below, framed: framed, heads: lru.New[source.FileID, *Frames](headersCost, 1),
+	return &FramesSource{below: below, framed: framed, heads: lru.New[source.FileID, *layout.Frames](headersCost, 1),
 		frame: frame, slots: source.NewSlots(DecodeSlots(frame)), comp: semaphore.NewWeighted(compInFlight(frame))}
 }
 
 // decodeMemory bounds what a FramesSource decompresses in, beside the cache: its decode
-// buffers, one a slot (ScratchSize each), and the compressed frames of the reads in flight,
+// buffers, one a slot (layout.ScratchSize each), and the compressed frames of the reads in flight,
 // half each. A read allocated its compressed frames before it waited for a slot, and every
 // slot its buffer, so that 64 MiB frames had the daemon OOM-killed under one dd.
 const decodeMemory = 64 << 20
 
-// DecodeSlots returns how many frames of frame bytes (0: MaxFrame) a FramesSource decompresses
+// DecodeSlots returns how many frames of frame bytes (0: layout.MaxFrame) a FramesSource decompresses
 // at once: one a core, as long as their buffers take at most half of decodeMemory; one at least.
 func DecodeSlots(frame int64) int {
-	return max(1, min(runtime.GOMAXPROCS(0), int(decodeMemory/2/ScratchSize(orLargest(frame)))))
+	return max(1, min(runtime.GOMAXPROCS(0), int(decodeMemory/2/layout.ScratchSize(orLargest(frame)))))
 }
 
 // compInFlight is the bytes of compressed frames a FramesSource's reads hold at once: the other
@@ -88,23 +88,23 @@ func DecodeSlots(frame int64) int {
 // until it is alone).
 func compInFlight(frame int64) int64 {
 	frame = orLargest(frame)
-	return max(decodeMemory/2, int64(FramesBound(frame, frame)))
+	return max(decodeMemory/2, int64(layout.FramesBound(frame, frame)))
 }
 
-// orLargest is frame, or MaxFrame for 0 (any frame size): what bounds are planned for.
+// orLargest is frame, or layout.MaxFrame for 0 (any frame size): what bounds are planned for.
 func orLargest(frame int64) int64 {
 	if frame <= 0 {
-		return MaxFrame
+		return layout.MaxFrame
 	}
 	return frame
 }
 
-// DecodeMemory returns the most a FramesSource of frames of frame bytes (0: MaxFrame) holds to
+// DecodeMemory returns the most a FramesSource of frames of frame bytes (0: layout.MaxFrame) holds to
 // decompress, beside the cache: for 1 MiB frames on 16 cores, 18 MiB of buffers and 32 MiB of
 // compressed frames; for 64 MiB frames, one buffer of 64 MiB and one frame compressed.
 func DecodeMemory(frame int64) int64 {
 	frame = orLargest(frame)
-	return int64(DecodeSlots(frame))*ScratchSize(frame) + compInFlight(frame)
+	return int64(DecodeSlots(frame))*layout.ScratchSize(frame) + compInFlight(frame)
 }
 
 // Size implements source.Blocks: a compressed file's uncompressed bytes.
@@ -140,7 +140,7 @@ func (s *FramesSource) Fill(ctx context.Context, id source.FileID, off int64, bu
 	pieces := framePieces(bufs, off, f.Frame)
 	one := func(ctx context.Context, k int) error {
 		i := int(pieces[k][0].off / f.Frame)
-		return s.decodeFrame(ctx, how, id, f, i, comp[f.at[i]-at:f.at[i+1]-at], pieces[k])
+		return s.decodeFrame(ctx, how, id, f, i, comp[f.At(i)-at:f.At(i+1)-at], pieces[k])
 	}
 	if len(pieces) == 1 {
 		return one(ctx, 0)
@@ -152,7 +152,7 @@ func (s *FramesSource) Fill(ctx context.Context, id source.FileID, off int64, bu
 // off+n), from at in the file, and the call that gives their buffer back. A read of the whole
 // block (an object store's load takes whole blocks) reads the whole file at once, header and
 // frames: one request, the file checked whole where the layer below does that.
-func (s *FramesSource) read(ctx context.Context, id source.FileID, off, n, raw int64, how source.Read) (*Frames, []byte, int64, func(), error) {
+func (s *FramesSource) read(ctx context.Context, id source.FileID, off, n, raw int64, how source.Read) (*layout.Frames, []byte, int64, func(), error) {
 	f, cached := s.heads.Get(id)
 	if !cached && off == 0 && n == raw {
 		size := s.below.Size(id)
@@ -170,7 +170,7 @@ func (s *FramesSource) read(ctx context.Context, id source.FileID, off, n, raw i
 			put()
 			return nil, nil, 0, nil, err
 		}
-		return f, b[f.at[0]:], f.at[0], put, nil
+		return f, b[f.At(0):], f.At(0), put, nil
 	}
 	if !cached {
 		var err error
@@ -198,7 +198,7 @@ const slotPoll = 10 * time.Millisecond
 // decodeFrame decompresses frame i of file id (header f), src its compressed bytes, into the
 // pieces of the buffers that hold its bytes, once a slot is free (a reader's read, how, before
 // readahead's).
-func (s *FramesSource) decodeFrame(ctx context.Context, how source.Read, id source.FileID, f *Frames, i int, src []byte, pieces []framePiece) error {
+func (s *FramesSource) decodeFrame(ctx context.Context, how source.Read, id source.FileID, f *layout.Frames, i int, src []byte, pieces []framePiece) error {
 	if err := s.slots.Acquire(ctx, how, slotPoll, nil); err != nil {
 		return err
 	}
@@ -208,13 +208,13 @@ func (s *FramesSource) decodeFrame(ctx context.Context, how source.Read, id sour
 		return err
 	}
 	defer put()
-	sp := s.scratch(ScratchSize(f.Frame))
+	sp := s.scratch(layout.ScratchSize(f.Frame))
 	defer s.scratches.Put(sp)
 	start := time.Now()
 	got, err := f.DecodeFrame(dec, i, src, *sp)
 	if err != nil {
 		s.errs.Add(1)
-		return s.corrupt(id, f.at[i], err)
+		return s.corrupt(id, f.At(i), err)
 	}
 	s.ns.Add(uint64(time.Since(start)))
 	s.frames.Add(1)
@@ -262,7 +262,7 @@ func (s *FramesSource) span(ctx context.Context, size int64) (*[]byte, func(), e
 	// allocated is what counts.
 	alloc := size
 	if s.frame > 0 {
-		alloc = max(size, int64(FramesBound(s.frame, s.frame)))
+		alloc = max(size, int64(layout.FramesBound(s.frame, s.frame)))
 	}
 	w := min(alloc, compInFlight(s.frame))
 	if err := s.comp.Acquire(ctx, w); err != nil {
@@ -272,7 +272,7 @@ func (s *FramesSource) span(ctx context.Context, size int64) (*[]byte, func(), e
 	return cp, func() { s.spans.Put(cp); s.comp.Release(w) }, nil
 }
 
-// scratch returns a buffer of size bytes (ScratchSize) to decompress frames into.
+// scratch returns a buffer of size bytes (layout.ScratchSize) to decompress frames into.
 func (s *FramesSource) scratch(size int64) *[]byte { return pooled(&s.scratches, size) }
 
 // pooled returns a buffer of at least size bytes from pool p (a new one if p has none as
@@ -287,22 +287,19 @@ func pooled(p *sync.Pool, size int64) *[]byte {
 }
 
 // header reads file id's header and checks it (parse).
-func (s *FramesSource) header(ctx context.Context, id source.FileID, raw int64, how source.Read) (*Frames, error) {
+func (s *FramesSource) header(ctx context.Context, id source.FileID, raw int64, how source.Read) (*layout.Frames, error) {
 	size := s.below.Size(id)
 	b := make([]byte, min(size, headFirst))
 	if err := s.below.Fill(ctx, id, 0, [][]byte{b}, how); err != nil {
 		return nil, err
 	}
-	if len(b) >= framesFixed && string(b[:4]) == framesMagic {
-		// The header's size follows from its frame size and the block's bytes; ParseFrames
-		// checks both (and a size past the file's).
-		frame := int64(binary.LittleEndian.Uint32(b[4:]))
-		if head := FramesHeaderSize(raw, max(frame, 1)); frame > 0 && head > int64(len(b)) && head <= size {
-			have := len(b)
-			b = append(b, make([]byte, head-int64(have))...)
-			if err := s.below.Fill(ctx, id, int64(have), [][]byte{b[have:]}, how); err != nil {
-				return nil, err
-			}
+	// The header's size follows from its frame size and the block's bytes; ParseFrames checks
+	// both (and a size past the file's).
+	if head, ok := layout.FramesHeaderLen(b, raw); ok && head > int64(len(b)) && head <= size {
+		have := len(b)
+		b = append(b, make([]byte, head-int64(have))...)
+		if err := s.below.Fill(ctx, id, int64(have), [][]byte{b[have:]}, how); err != nil {
+			return nil, err
 		}
 	}
 	return s.parse(id, b, size, raw)
@@ -310,10 +307,10 @@ func (s *FramesSource) header(ctx context.Context, id source.FileID, raw int64, 
 
 // parse parses and checks file id's header at the start of b (the file is size bytes, raw
 // served) and keeps it in the LRU.
-func (s *FramesSource) parse(id source.FileID, b []byte, size, raw int64) (*Frames, error) {
-	f, err := ParseFrames(b, size, raw)
+func (s *FramesSource) parse(id source.FileID, b []byte, size, raw int64) (*layout.Frames, error) {
+	f, err := layout.ParseFrames(b, size, raw)
 	if err == nil && s.frame != 0 && f.Frame != s.frame {
-		err = fmt.Errorf("%w: the header's frame size is %d, the manifest's %d", ErrFrames, f.Frame, s.frame)
+		err = fmt.Errorf("%w: the header's frame size is %d, the manifest's %d", layout.ErrFrames, f.Frame, s.frame)
 	}
 	if err != nil {
 		s.errs.Add(1)
@@ -325,14 +322,14 @@ func (s *FramesSource) parse(id source.FileID, b []byte, size, raw int64) (*Fram
 
 // headerCost is what a parsed header takes in memory: a size, a CRC32C and an offset a frame
 // (16 bytes), the Frames and its three slices' headers.
-func headerCost(f *Frames) uint64 { return uint64(16*len(f.Sizes) + 96) }
+func headerCost(f *layout.Frames) uint64 { return uint64(16*len(f.Sizes) + 96) }
 
-// decoder returns a decoder (NewFramesDecoder), and the call that gives it back.
+// decoder returns a decoder (layout.NewFramesDecoder), and the call that gives it back.
 func (s *FramesSource) decoder() (*zstd.Decoder, func(), error) {
 	d, _ := s.decs.Get().(*zstd.Decoder)
 	if d == nil {
 		var err error
-		if d, err = NewFramesDecoder(); err != nil {
+		if d, err = layout.NewFramesDecoder(); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -1,4 +1,4 @@
-package layout
+package stack
 
 import (
 	"bytes"
@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/require"
 
+	"github.com/blockfs/blockfs/internal/corpus"
+	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/source"
 )
 
@@ -46,11 +49,11 @@ func TestFramesSource(t *testing.T) {
 	raws := map[source.FileID][]byte{}
 	below := &memFiles{files: map[source.FileID][]byte{}}
 	for id, size := range []int{0, 100, frame, 37*frame + 5, 3000 * frame / 4} {
-		raws[source.FileID(id)] = textLike(r, size)
-		below.files[source.FileID(id)] = EncodeFrames(raws[source.FileID(id)], frame, enc, 2)
+		raws[source.FileID(id)] = corpus.Text(r, size)
+		below.files[source.FileID(id)] = layout.EncodeFrames(raws[source.FileID(id)], frame, enc, 2)
 	}
 	plain := source.FileID(99)
-	below.files[plain] = textLike(r, 5000)
+	below.files[plain] = corpus.Text(r, 5000)
 	s := NewFramesSource(below, func(id source.FileID) (int64, bool) {
 		raw, ok := raws[id]
 		return int64(len(raw)), ok
@@ -109,12 +112,12 @@ func TestFramesSource(t *testing.T) {
 
 	// A flipped byte in a frame is ErrCorrupt at the read that touches it, not at others.
 	f := below.files[3]
-	hd := FramesHeaderSize(int64(len(raws[3])), frame)
+	hd := layout.FramesHeaderSize(int64(len(raws[3])), frame)
 	f[hd+int64(len(f)-int(hd))/2] ^= 0x40
 	corrupt := NewFramesSource(below, func(id source.FileID) (int64, bool) { return int64(len(raws[id])), id == 3 }, 0)
 	err := corrupt.Fill(context.Background(), 3, 0, [][]byte{make([]byte, len(raws[3]))}, source.Read{})
 	require.Error(t, err)
-	require.True(t, errors.Is(err, source.ErrCorrupt) && errors.Is(err, ErrFrames), "%v", err)
+	require.True(t, errors.Is(err, source.ErrCorrupt) && errors.Is(err, layout.ErrFrames), "%v", err)
 	require.NoError(t, corrupt.Fill(context.Background(), 3, 0, [][]byte{make([]byte, 10)}, source.Read{}), "the first frame is whole")
 	// A header that does not hold is ErrCorrupt too.
 	f[5] ^= 1
@@ -150,9 +153,9 @@ func TestFramePieces(t *testing.T) {
 func TestFramesSourceLongHeader(t *testing.T) {
 	r := rand.New(rand.NewPCG(40, 5))
 	const frame = 4096
-	raw := textLike(r, 1000*frame+1) // 1001 frames: a header of 8028 bytes
-	below := &memFiles{files: map[source.FileID][]byte{7: EncodeFrames(raw, frame, framesEncoder(t), 2)}}
-	require.Greater(t, FramesHeaderSize(int64(len(raw)), frame), int64(headFirst))
+	raw := corpus.Text(r, 1000*frame+1) // 1001 frames: a header of 8028 bytes
+	below := &memFiles{files: map[source.FileID][]byte{7: layout.EncodeFrames(raw, frame, framesEncoder(t), 2)}}
+	require.Greater(t, layout.FramesHeaderSize(int64(len(raw)), frame), int64(headFirst))
 	s := NewFramesSource(below, func(source.FileID) (int64, bool) { return int64(len(raw)), true }, frame)
 	got := make([]byte, 3*frame)
 	require.NoError(t, s.Fill(context.Background(), 7, 997*frame, [][]byte{got}, source.Read{}))
@@ -188,16 +191,16 @@ func (g *gatedFiles) Fill(ctx context.Context, id source.FileID, off int64, bufs
 // memory: 64 MiB frames are decompressed one at a time. Before, each read allocated its
 // compressed frames before it waited for a slot, and a slot a core its 64 MiB buffer.
 func TestFramesSourceMemory(t *testing.T) {
-	require.Equal(t, 1, DecodeSlots(MaxFrame), "64 MiB frames: one at a time")
+	require.Equal(t, 1, DecodeSlots(layout.MaxFrame), "64 MiB frames: one at a time")
 	require.Equal(t, 1, DecodeSlots(0), "any frame size: as for the largest")
 	require.LessOrEqual(t, DecodeMemory(1<<20), int64(64<<20))
-	require.Less(t, DecodeMemory(MaxFrame), int64(3*MaxFrame), "one buffer and one frame compressed")
+	require.Less(t, DecodeMemory(layout.MaxFrame), int64(3*layout.MaxFrame), "one buffer and one frame compressed")
 
 	const frame = 1 << 20
 	raw := make([]byte, 64*frame)
 	rand.NewChaCha8([32]byte{7}).Read(raw) // incompressible: a frame stays about 1 MiB
-	file := EncodeFrames(raw, frame, framesEncoder(t), 2)
-	g := &gatedFiles{memFiles: memFiles{files: map[source.FileID][]byte{1: file}}, head: FramesHeaderSize(int64(len(raw)), frame), gate: make(chan struct{})}
+	file := layout.EncodeFrames(raw, frame, framesEncoder(t), 2)
+	g := &gatedFiles{memFiles: memFiles{files: map[source.FileID][]byte{1: file}}, head: layout.FramesHeaderSize(int64(len(raw)), frame), gate: make(chan struct{})}
 	s := NewFramesSource(g, func(source.FileID) (int64, bool) { return int64(len(raw)), true }, frame)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -243,4 +246,10 @@ func TestFramesSourceMemory(t *testing.T) {
 	}
 	require.LessOrEqual(t, g.peak.Load(), int64(decodeMemory/2), "compressed frames in flight")
 	require.Greater(t, g.peak.Load(), int64(8*frame), "reads do run side by side")
+}
+
+func framesEncoder(t *testing.T) *zstd.Encoder {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+	require.NoError(t, err)
+	return enc
 }

@@ -1,9 +1,8 @@
-package layout
+package stack
 
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/blockfs/blockfs/internal/lru"
 	"github.com/blockfs/blockfs/internal/odirect"
 	"github.com/blockfs/blockfs/internal/parallel"
+	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/source"
 )
 
@@ -42,8 +42,8 @@ const (
 // ShardsSource is the source.Blocks of a field of shards in place: its offsets files from the
 // index, its data files assembled from the shards. Safe for concurrent use.
 type ShardsSource struct {
-	d       *Dataset
-	sh      *shardsShape
+	d       *layout.Dataset
+	sh      layout.ShardsField
 	index   source.Blocks
 	shards  source.Blocks
 	aligned bool
@@ -103,12 +103,11 @@ type places struct {
 	starts  []uint64
 }
 
-func newShardsSource(d *Dataset, sh *shardsShape, index, shards source.Blocks, aligned bool) *ShardsSource {
+// newShardsSource returns the source of d, a field of shards in place (sh), which reads the
+// index's files from index and the shards from shards.
+func newShardsSource(d *layout.Dataset, sh layout.ShardsField, index, shards source.Blocks, aligned bool) *ShardsSource {
 	return &ShardsSource{d: d, sh: sh, index: index, shards: shards, aligned: aligned, tables: lru.New[int, *places](tablesCost, 2)}
 }
-
-// Shards returns the source the shards are read from (the backend's: its counters).
-func (s *ShardsSource) Shards() source.Blocks { return s.shards }
 
 // Size implements source.Blocks.
 func (s *ShardsSource) Size(id source.FileID) int64 { return s.d.Size(id) }
@@ -119,13 +118,13 @@ func (s *ShardsSource) Size(id source.FileID) int64 { return s.d.Size(id) }
 func (s *ShardsSource) Fill(ctx context.Context, id source.FileID, off int64, bufs [][]byte, how source.Read) error {
 	f, ok := s.d.File(id)
 	n := int64(source.Len(bufs))
-	if !ok || id > NamesFile(s.d.Blocks()) || off < 0 || off+n > f.Size {
+	if !ok || id > layout.NamesFile(s.d.Blocks()) || off < 0 || off+n > f.Size {
 		return &source.Error{Op: "read", Name: f.Name, Off: off, Err: source.ErrNoFile}
 	}
-	if f.Role == RoleOffsets {
+	if f.Role == layout.RoleOffsets {
 		return s.index.Fill(ctx, id, off, bufs, how)
 	}
-	if s.sh.values != "" { // a small field, stored in the index
+	if s.sh.ValuesInIndex() { // a small field, stored in the index
 		if err := s.index.Fill(ctx, id, off, bufs, how); err != nil {
 			return err
 		}
@@ -144,20 +143,16 @@ func (s *ShardsSource) Fill(ctx context.Context, id source.FileID, off int64, bu
 	return s.check(f, off, bufs, how)
 }
 
-// ErrIndexOutOfStep is a shard's values that do not match their index's CRC32C: the shard
-// changed since it was indexed (edited in place, its size and time kept).
-var ErrIndexOutOfStep = errors.New("changed since it was indexed")
-
 // check checks a read of a block's whole values, bufs from off of its data file f, against
 // the index's CRC32C.
-func (s *ShardsSource) check(f File, off int64, bufs [][]byte, how source.Read) error {
+func (s *ShardsSource) check(f layout.File, off int64, bufs [][]byte, how source.Read) error {
 	if off == 0 && int64(source.Len(bufs)) == f.Size && !how.CallerChecks {
 		crc := uint32(0)
 		for _, b := range bufs {
 			crc = crc32c.Update(crc, b)
 		}
 		if err := crc32c.Check(crc, f.CRC32C); err != nil {
-			return &source.Error{Op: "check", Name: f.Name, Off: -1, Err: fmt.Errorf("%w (a value of field %q %w)", err, s.d.Manifest.Extra["field"], ErrIndexOutOfStep)}
+			return &source.Error{Op: "check", Name: f.Name, Off: -1, Err: fmt.Errorf("%w (a value of field %q %w)", err, s.d.Manifest.Extra["field"], layout.ErrIndexOutOfStep)}
 		}
 	}
 	return nil
@@ -166,8 +161,7 @@ func (s *ShardsSource) check(f File, off int64, bufs [][]byte, how source.Read) 
 // assemble fills bufs from off of block b's data file, whose values pl places.
 func (s *ShardsSource) assemble(ctx context.Context, b int, pl *places, off int64, bufs [][]byte, how source.Read) error {
 	end := off + int64(source.Len(bufs))
-	shard := ShardFile(s.d.Blocks(), int(s.sh.shardOf[b]))
-	size := s.sh.shards[s.sh.shardOf[b]].Size
+	shard, size := s.sh.Shard(b)
 	k := sort.Search(len(pl.starts), func(k int) bool { return pl.offsets[k+1] > uint64(off) })
 	var runs [][]piece
 	for ; k < len(pl.starts) && int64(pl.offsets[k]) < end; k++ {
@@ -271,19 +265,21 @@ func (s *ShardsSource) places(ctx context.Context, b int, how source.Read) (*pla
 	}
 	n := s.d.BlockRecords(b)
 	raw := make([]byte, 8*(2*n+1))
-	if err := s.index.Fill(ctx, OffsetsFile(b), 0, [][]byte{raw[:8*(n+1)]}, how); err != nil {
+	if err := s.index.Fill(ctx, layout.OffsetsFile(b), 0, [][]byte{raw[:8*(n+1)]}, how); err != nil {
 		return nil, err
 	}
-	if err := s.index.Fill(ctx, MembersFile(s.d.Blocks(), b), 0, [][]byte{raw[8*(n+1):]}, how); err != nil {
+	if err := s.index.Fill(ctx, layout.MembersFile(s.d.Blocks(), b), 0, [][]byte{raw[8*(n+1):]}, how); err != nil {
 		return nil, err
 	}
 	bad := func(what string) error {
-		return errorf(ErrCorrupt, s.sh.offsets, b, "the index of field %q is damaged (%s): make it again with blockfs index", s.d.Manifest.Extra["field"], what)
+		return &layout.Error{Path: s.sh.IndexPath(), Block: b, Kind: layout.ErrCorrupt,
+			Msg: fmt.Sprintf("the index of field %q is damaged (%s): make it again with blockfs index", s.d.Manifest.Extra["field"], what)}
 	}
-	if err := crc32c.Check(crc32c.Checksum(raw[:8*(n+1)]), s.sh.offCRCs[b]); err != nil {
+	offCRC, memCRC := s.sh.IndexCRCs(b)
+	if err := crc32c.Check(crc32c.Checksum(raw[:8*(n+1)]), offCRC); err != nil {
 		return nil, bad("offsets: " + err.Error())
 	}
-	if err := crc32c.Check(crc32c.Checksum(raw[8*(n+1):]), s.sh.memCRCs[b]); err != nil {
+	if err := crc32c.Check(crc32c.Checksum(raw[8*(n+1):]), memCRC); err != nil {
 		return nil, bad("members: " + err.Error())
 	}
 	pl := &places{offsets: make([]uint64, n+1), starts: make([]uint64, n)}
@@ -296,7 +292,8 @@ func (s *ShardsSource) places(ctx context.Context, b int, how source.Read) (*pla
 	if pl.offsets[n] != s.d.BlockBytes(b) {
 		return nil, bad("offsets do not end at the block's size")
 	}
-	size := uint64(s.sh.shards[s.sh.shardOf[b]].Size)
+	_, shardSize := s.sh.Shard(b)
+	size := uint64(shardSize)
 	for i := range pl.starts {
 		pl.starts[i] = binary.LittleEndian.Uint64(raw[8*(int(n)+1+i):])
 		if v := pl.offsets[i+1] - pl.offsets[i]; pl.starts[i] > size || v > size-pl.starts[i] {
