@@ -4,8 +4,9 @@
 # Checks that two blockfs binaries serve the same bytes: for a packed dataset of fixed-size
 # records, one of variable-length records, a raw file in place, windows over a .npy with
 # segments, a mixture of two sources, a dataset with fields (a WebDataset written by Python's
-# tarfile), a node's part of a node-aware mount and (with MINIO, a MinIO server binary) a
-# packed dataset in an object store, it mounts the data with each binary under the same
+# tarfile), a node's part of a node-aware mount, --verify, compressed packs (alone, under
+# windows, in a node's parts), WebDataset shards served in place and (with MINIO, a MinIO
+# server binary) a packed dataset in an object store, raw and compressed, it mounts the data with each binary under the same
 # options and compares the SHA-256 of epochs 0 and 1 and a shard's epoch 2, with every
 # sidecar of each (.ids, .offsets, .source, the fields' files). A refactoring that must not change
 # the order (docs/SHUFFLE.md) is checked with it against the release before it.
@@ -81,6 +82,16 @@ EOF
 same "a dataset with fields (WebDataset)" "$work/fields" --mix 2
 "$old" pack --quiet --record-size 1KiB --block-size 64KiB "$work/fixed.bin" "$work/small"
 same "a node's parts (--nodes 4 --node 1)" "$work/small" --nodes 4 --node 1 --parts 8
+same "--verify" "$work/lines" --mix 3 --verify
+"$old" pack --quiet --compress zstd --block-size 256KiB "$work/lines.jsonl" "$work/lines-z"
+same "a compressed pack" "$work/lines-z" --mix 3
+same "a compressed pack, --verify" "$work/lines-z" --verify
+"$old" pack --quiet --compress zstd --no-shuffle --block-size 256KiB "$work/rows.npy" "$work/rows-z"
+same "windows over a compressed pack" "$work/rows-z" --window 16 --stride 5 --block-size 128KiB
+"$old" pack --quiet --compress zstd --block-size 64KiB "$work/lines.jsonl" "$work/small-z"
+same "a node's parts of a compressed pack" "$work/small-z" --nodes 2 --node 1 --parts 4
+mkdir -p "$work/shards" && cp "$work/shard.tar" "$work/shards/"
+same "shards in place (WebDataset)" "$work/shards" --mix 2 --index "$work/shards-index"
 
 if [ -n "$minio" ]; then
 	port=$((20000 + RANDOM % 20000))
@@ -94,5 +105,7 @@ if [ -n "$minio" ]; then
 	"$old" pack --quiet --record-size 4KiB --block-size 256KiB "$work/fixed.bin" s3://bucket/fixed
 	same "s3:// packed dataset" s3://bucket/fixed --mix 2
 	same "s3:// with a disk cache" s3://bucket/fixed --disk-cache "$work/dc"
+	"$old" pack --quiet --compress zstd --block-size 256KiB "$work/lines.jsonl" s3://bucket/lines-z
+	same "s3:// compressed, with a disk cache" s3://bucket/lines-z --disk-cache "$work/dcz"
 fi
 echo "all the same"
