@@ -7,6 +7,7 @@ import (
 	"log"
 	"syscall"
 
+	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -45,11 +46,11 @@ func classify(err error) (errno syscall.Errno, kind, why string) {
 		return syscall.EMFILE, "fds", "out of file descriptors (raise the daemon's limit: ulimit -n)"
 	case errors.Is(err, syscall.ENOMEM):
 		return syscall.ENOMEM, "memory", "out of memory"
-	case errors.Is(err, view.ErrChanged):
+	case errors.Is(err, source.ErrChanged):
 		return syscall.EIO, "changed", "a dataset file changed under the mount (the mount serves the version it opened, or nothing; remount to serve the new one)"
-	case errors.Is(err, view.ErrDenied):
+	case errors.Is(err, source.ErrDenied):
 		return syscall.EIO, "denied", "the object store refused access (credentials expired or changed? remount with valid ones)"
-	case errors.Is(err, view.ErrUnavailable):
+	case errors.Is(err, source.ErrUnavailable):
 		return syscall.EIO, "unavailable", "object store unavailable after retries (the read fails; later reads try again)"
 	case view.Corrupt(err):
 		return syscall.EIO, "corrupt", "corrupt dataset"

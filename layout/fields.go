@@ -84,6 +84,11 @@ func ReadFieldsManifest(dir string) (*FieldsManifest, error) {
 	return ParseFieldsManifest(path, raw)
 }
 
+// FieldCache is the least a mount's cache takes for each field of a dataset: the cache's
+// least pages (cache.MinPages of cache.DefaultPageSize; mount's TestFieldCache keeps them
+// equal). Pack refuses a dataset of fields that no mount could serve.
+const FieldCache = 4 << 20
+
 // MaxFieldsManifest bounds blockfs-fields.json.
 const MaxFieldsManifest = maxFieldsManifest
 

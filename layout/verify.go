@@ -40,8 +40,8 @@ func (d *Dataset) scanFile(ctx context.Context, src source.Blocks, id FileID, ho
 			each(buf[:n])
 		}
 	}
-	if err := crc32c.Check(crc, f.CRC32C); err != nil {
-		return wrapf(ErrCorrupt, err, f.Name, f.Block, "%s (the file is damaged; re-pack the dataset)", err.(*crc32c.Mismatch).Detail())
+	if err := source.CheckCRC32C(crc, f.CRC32C); err != nil {
+		return wrapf(ErrCorrupt, err, f.Name, f.Block, "%s (the file is damaged; re-pack the dataset)", err.(*source.CRCMismatch).Detail())
 	}
 	return nil
 }

@@ -284,3 +284,9 @@ func TestPlanMemoryDecode(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, PlanMemory(rds, cache.DefaultPageSize, 0, 4<<20, DirectAuto, mem, 0).Decode)
 }
+
+// TestFieldCache: what pack counts a mount's cache to take for each field is the cache's
+// least pages.
+func TestFieldCache(t *testing.T) {
+	require.EqualValues(t, int64(cache.MinPages)*cache.DefaultPageSize, layout.FieldCache)
+}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/layout"
 )
@@ -105,13 +104,10 @@ func CheckFieldNames(fields []FieldSpec) error {
 }
 
 // MaxFields is the most fields PackFields packs. A mount serves each field from a dataset of
-// its own and needs at least FieldCache of its cache for each (cache.MinPages pages of
-// cache.DefaultPageSize, whatever --mix and --readahead): 4 GiB for 1024 fields. A table of
+// its own and needs at least layout.layout.FieldCache of its cache for each (whatever --mix and
+// --readahead): 4 GiB for 1024 fields. A table of
 // 10^4 columns made 160,000 files that no mount could serve (39 GiB of cache).
 const MaxFields = 1024
-
-// FieldCache is the least a mount's cache takes for each field of a dataset.
-const FieldCache = int64(cache.MinPages) * cache.DefaultPageSize
 
 // checkFieldCount refuses an input of more than MaxFields fields before anything is written.
 func checkFieldCount(n int, format Format) error {
@@ -123,7 +119,7 @@ func checkFieldCount(n int, format Format) error {
 		how = "pack at most " + strconv.Itoa(MaxFields) + " fields"
 	}
 	return fmt.Errorf("the input has %d fields; a mount serves each as a file of its own and needs at least %s of cache for each, %s for all, whatever %s and %s: %s",
-		n, humanize.IBytes(uint64(FieldCache)), humanize.IBytes(uint64(FieldCache)*uint64(n)), optname.Flag("mix"), optname.Flag("readahead"), how)
+		n, humanize.IBytes(uint64(layout.FieldCache)), humanize.IBytes(uint64(layout.FieldCache)*uint64(n)), optname.Flag("mix"), optname.Flag("readahead"), how)
 }
 
 // The formats whose samples have fields, packed by PackFields.
@@ -283,9 +279,9 @@ func PackFields(ctx context.Context, r SampleReader, dst string, format Format, 
 	if n, ok := r.(noter); ok {
 		res.Notes = append(n.Notes(), res.Notes...)
 	}
-	if need := FieldCache * int64(len(fields)); len(fields) > 1 && need >= 1<<30 {
+	if need := layout.FieldCache * int64(len(fields)); len(fields) > 1 && need >= 1<<30 {
 		res.Notes = append(res.Notes, fmt.Sprintf("a mount of its %d fields needs at least %s of cache (%s each, whatever %s and %s); %s packs fewer",
-			len(fields), humanize.IBytes(uint64(need)), humanize.IBytes(uint64(FieldCache)), optname.Flag("mix"), optname.Flag("readahead"), optname.Flag("columns")))
+			len(fields), humanize.IBytes(uint64(need)), humanize.IBytes(uint64(layout.FieldCache)), optname.Flag("mix"), optname.Flag("readahead"), optname.Flag("columns")))
 	}
 	return res, nil
 }

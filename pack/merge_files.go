@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"path"
 
-	"github.com/blockfs/blockfs/internal/crc32c"
+	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/layout"
 )
 
@@ -21,7 +21,7 @@ func offsetIDs(out partsOut, p *mergePart, i int, b layout.BlockEntry, base uint
 	if err != nil {
 		return "", 0, fmt.Errorf("%s's dataset does not check: block %d: %v; pack the part again", p.file, i, unwrap(err))
 	}
-	if err := crc32c.Check(layout.CRC32C(data), b.IDsCRC32C); err != nil || uint64(len(data)) != 8*b.Records {
+	if err := source.CheckCRC32C(layout.CRC32C(data), b.IDsCRC32C); err != nil || uint64(len(data)) != 8*b.Records {
 		return "", 0, fmt.Errorf("%s's dataset does not check: block %d: %s is damaged; pack the part again", p.file, i, b.IDsFile)
 	}
 	for k := 0; k < len(data); k += 8 {
@@ -53,7 +53,7 @@ func mergeNames(out partsOut, parts []*mergePart) (*layout.NamesEntry, error) {
 			return nil, fmt.Errorf("%s's dataset has no names; pack the part again", p.file)
 		}
 		data, err := out.read(path.Join(PartsDir, p.pm.Dataset, p.ds.Names.File))
-		if err != nil || crc32c.Check(layout.CRC32C(data), p.ds.Names.CRC32C) != nil || uint64(len(data)) != p.ds.Names.Bytes {
+		if err != nil || source.CheckCRC32C(layout.CRC32C(data), p.ds.Names.CRC32C) != nil || uint64(len(data)) != p.ds.Names.Bytes {
 			return nil, fmt.Errorf("%s's dataset does not check: its names file is missing or damaged; pack the part again", p.file)
 		}
 		all = append(all, data...)

@@ -88,14 +88,6 @@ func DatasetFacts(ds *layout.Dataset, opt shuffle.Options) map[string]any {
 	return f
 }
 
-// The errors a read may return that a server tells apart (fs maps each to an errno). They are
-// the sentinels of the layers below, so errors.Is matches what those return.
-var (
-	ErrChanged     = source.ErrChanged     // a dataset file changed under the mount
-	ErrDenied      = source.ErrDenied      // the object store refused access
-	ErrUnavailable = source.ErrUnavailable // the object store did not answer within its retries
-)
-
 // Corrupt reports whether err says the dataset is corrupt: a bad checksum, a file shorter
 // than the manifest says, a path outside the dataset.
 func Corrupt(err error) bool {

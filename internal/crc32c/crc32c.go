@@ -1,14 +1,11 @@
-// Package crc32c is blockfs's one CRC32C (Castagnoli): the table every writer sums with, the
-// sum of parts fetched concurrently (Combine), and the one check of a sum against the
-// manifest's (Check), which every reader that verifies bytes goes through.
+// Package crc32c is blockfs's one CRC32C (Castagnoli): the table every writer sums with and
+// the sum of parts fetched concurrently (Combine). The one check of a sum against the
+// manifest's is source.CheckCRC32C.
 package crc32c
 
 import (
-	"fmt"
 	"hash"
 	"hash/crc32"
-
-	"github.com/blockfs/blockfs/source"
 )
 
 // Table is the CRC32C table; the manifest's checksums are CRC32C.
@@ -22,33 +19,6 @@ func Update(crc uint32, p []byte) uint32 { return crc32.Update(crc, Table, p) }
 
 // New returns a CRC32C hash.
 func New() hash.Hash32 { return crc32.New(Table) }
-
-// Mismatch is a CRC32C computed over bytes read that disagrees with the manifest's. It wraps
-// source.ErrCorrupt: errors.Is(err, source.ErrCorrupt) holds.
-type Mismatch struct {
-	Got  uint32 // the sum of the bytes read
-	Want uint32 // the manifest's
-}
-
-// Error reads "bytes do not match the dataset's CRC32C: CRC32C is G, the manifest says W".
-func (m *Mismatch) Error() string { return fmt.Sprintf("%v: %s", source.ErrCorrupt, m.Detail()) }
-
-// Detail says what disagrees, without the sentinel: "CRC32C is G, the manifest says W".
-func (m *Mismatch) Detail() string {
-	return fmt.Sprintf("CRC32C is %#08x, the manifest says %#08x", m.Got, m.Want)
-}
-
-// Unwrap returns source.ErrCorrupt.
-func (m *Mismatch) Unwrap() error { return source.ErrCorrupt }
-
-// Check compares got, the CRC32C of the bytes read, with want, the manifest's: nil when they
-// agree, else a *Mismatch. Callers wrap it with the file's name.
-func Check(got, want uint32) error {
-	if got == want {
-		return nil
-	}
-	return &Mismatch{Got: got, Want: want}
-}
 
 // Combine returns the CRC32C of A followed by B, given crcA = CRC32C(A), crcB = CRC32C(B) and
 // lenB = len(B): the parts of one object are fetched and summed concurrently, then combined in

@@ -69,7 +69,7 @@ func (b *Blocks) fetch(ctx context.Context, f file, off int64, bufs [][]byte, ho
 				return err
 			}
 		}
-		if err := crc32c.Check(crc, f.crc); err != nil {
+		if err := source.CheckCRC32C(crc, f.crc); err != nil {
 			return &fillError{&source.Error{Op: "check", Name: f.path, Off: -1, Err: err}}
 		}
 		return nil

@@ -124,7 +124,7 @@ func (b *Blocks) readCached(ctx context.Context, f file, off int64, bufs [][]byt
 	} else if crc, err = b.readPart(ctx, fd, f, off, bufs); err != nil {
 		return err
 	}
-	if err := crc32c.Check(crc, f.crc); err != nil {
+	if err := source.CheckCRC32C(crc, f.crc); err != nil {
 		return fmt.Errorf("%s: %w", f.path, err)
 	}
 	now := unix.NsecToTimespec(time.Now().UnixNano())

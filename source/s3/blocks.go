@@ -91,7 +91,7 @@ func (b *Blocks) fetchChecked(ctx context.Context, how source.Read, key string, 
 		if err != nil {
 			return err
 		}
-		if bad = crc32c.Check(crc, id.CRC32C); bad == nil {
+		if bad = source.CheckCRC32C(crc, id.CRC32C); bad == nil {
 			return nil
 		}
 	}

@@ -30,7 +30,7 @@ const headFirst = 4096
 // checking only the frames a Fill touches, and passes every other file through. framed says
 // which files are compressed and their uncompressed size (from the manifest). A damaged header
 // or frame is a *source.Error wrapping source.ErrCorrupt and layout.ErrFrames: EIO, never other bytes.
-// Safe for concurrent use. Dataset.Served builds it over a mount's stack.
+// Safe for concurrent use. Build stacks it over a compressed pack.
 type FramesSource struct {
 	below  source.Blocks
 	framed func(id source.FileID) (raw int64, ok bool)

@@ -151,7 +151,7 @@ func (s *ShardsSource) check(f layout.File, off int64, bufs [][]byte, how source
 		for _, b := range bufs {
 			crc = crc32c.Update(crc, b)
 		}
-		if err := crc32c.Check(crc, f.CRC32C); err != nil {
+		if err := source.CheckCRC32C(crc, f.CRC32C); err != nil {
 			return &source.Error{Op: "check", Name: f.Name, Off: -1, Err: fmt.Errorf("%w (a value of field %q %w)", err, s.d.Manifest.Extra["field"], layout.ErrIndexOutOfStep)}
 		}
 	}
@@ -276,10 +276,10 @@ func (s *ShardsSource) places(ctx context.Context, b int, how source.Read) (*pla
 			Msg: fmt.Sprintf("the index of field %q is damaged (%s): make it again with blockfs index", s.d.Manifest.Extra["field"], what)}
 	}
 	offCRC, memCRC := s.sh.IndexCRCs(b)
-	if err := crc32c.Check(crc32c.Checksum(raw[:8*(n+1)]), offCRC); err != nil {
+	if err := source.CheckCRC32C(crc32c.Checksum(raw[:8*(n+1)]), offCRC); err != nil {
 		return nil, bad("offsets: " + err.Error())
 	}
-	if err := crc32c.Check(crc32c.Checksum(raw[8*(n+1):]), memCRC); err != nil {
+	if err := source.CheckCRC32C(crc32c.Checksum(raw[8*(n+1):]), memCRC); err != nil {
 		return nil, bad("members: " + err.Error())
 	}
 	pl := &places{offsets: make([]uint64, n+1), starts: make([]uint64, n)}
