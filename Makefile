@@ -35,6 +35,11 @@ vet:
 deps:
 	@scripts/deps.sh
 
+# No function that no build of blockfs reaches (scripts/deadcode.sh).
+.PHONY: deadcode
+deadcode:
+	@GO=$(GO) scripts/deadcode.sh
+
 # Every Python module the tests, examples, benchmarks and package import is the standard
 # library's, the project's, in scripts/deps.txt, or imported under a guard.
 .PHONY: pyimports
@@ -46,7 +51,7 @@ UNIT := ./source/... ./layout/... ./shuffle/... ./cache/... ./view/... ./pack/..
 
 # Unit tests run with the race detector; test/ mounts the built binary. The object store tests
 # run against a MinIO server that scripts/minio.sh builds once per machine (about 5 minutes).
-test: deps vet pyimports typecheck
+test: deps vet deadcode pyimports typecheck
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(UNIT)
 	$(GO) test -race -count=1 -tags tables -run 'Parquet|Arrow|Table' ./pack/
 	$(GO) test -count=1 -tags tables -run 'Plot' ./cmd/blockfs/

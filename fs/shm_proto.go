@@ -64,19 +64,6 @@ func parseShmRequest(p []byte) (shmRequest, error) {
 	return r, nil
 }
 
-// appendShmRequest encodes r (the client's side; the tests' and the Go client's).
-func appendShmRequest(b []byte, r shmRequest) []byte {
-	le := binary.LittleEndian
-	b = le.AppendUint32(b, shmMagic)
-	b = le.AppendUint32(b, r.Op)
-	b = le.AppendUint32(b, r.Buffer)
-	b = le.AppendUint32(b, uint32(len(r.Path)))
-	b = le.AppendUint64(b, r.A)
-	b = le.AppendUint64(b, r.B)
-	b = le.AppendUint64(b, r.C)
-	return append(b, r.Path...)
-}
-
 // appendShmReply encodes a reply: errno (0 for success), n (bytes read by shmRead) and, with
 // an errno, what went wrong, cut to shmMaxMessage bytes.
 func appendShmReply(b []byte, errno uint32, n uint64, msg string) []byte {

@@ -51,3 +51,16 @@ func FuzzShmRequest(f *testing.F) {
 		}
 	})
 }
+
+// appendShmRequest encodes r (the client's side; the tests' and the Go client's).
+func appendShmRequest(b []byte, r shmRequest) []byte {
+	le := binary.LittleEndian
+	b = le.AppendUint32(b, shmMagic)
+	b = le.AppendUint32(b, r.Op)
+	b = le.AppendUint32(b, r.Buffer)
+	b = le.AppendUint32(b, uint32(len(r.Path)))
+	b = le.AppendUint64(b, r.A)
+	b = le.AppendUint64(b, r.B)
+	b = le.AppendUint64(b, r.C)
+	return append(b, r.Path...)
+}

@@ -163,12 +163,6 @@ type FieldWriter struct {
 // block of empty values would hold 2^31). A variable for tests.
 var blockSamplesCap = MaxBlockRecords
 
-// CreateFields starts a dataset with fields at dst (replacing one at Commit with force).
-// blockSize is the target bytes of a block of all the fields together.
-func CreateFields(dst string, fields []Field, blockSize int64, source string, force bool) (*FieldWriter, error) {
-	return CreateFieldsWith(dst, fields, FieldsOptions{BlockSize: blockSize, Source: source, Force: force})
-}
-
 // FieldsOptions configure a FieldWriter.
 type FieldsOptions struct {
 	BlockSize int64  // the target bytes of a block of all the fields together

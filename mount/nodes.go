@@ -181,7 +181,7 @@ func (np *nodesPlan) keep(ds *layout.Dataset) []source.FileID {
 }
 
 // build opens the node's tree over the whole dataset's stack st: a cache namespace per part
-// (stack.Parts), the last one the whole dataset's (its names file), and the node's epochs
+// (stack.Stack.Parts), the last one the whole dataset's (its names file), and the node's epochs
 // over them.
 func (np *nodesPlan) build(p *Plan, st *stack.Stack) (*served, error) {
 	sv := &served{stacks: []*stack.Stack{st}, node: true}
@@ -220,7 +220,7 @@ func (np *nodesPlan) build(p *Plan, st *stack.Stack) (*served, error) {
 
 // facts returns info.json's facts of a node's mount: the dataset's, in the order asked for,
 // and "nodes": the parts, which are this node's, and every part's records, so that a reader
-// can find where each node's epoch resumes (NodeShare).
+// can find where each node's epoch resumes (docs/SHUFFLE.md, "Many nodes").
 func (np *nodesPlan) facts(p *Plan) map[string]any {
 	f := view.DatasetFacts(p.ds, np.srcs[0].opt.Order)
 	f["seed"], f["mix"] = p.opt.Order.Seed, np.mix // the same on every node (a part's own window varies)

@@ -190,12 +190,6 @@ func (p *Plan) streams() func(layout.FileID) bool {
 	return p.mem.Streams
 }
 
-// Dataset returns the dataset the mount serves (nil for a mixture or a dataset with fields).
-func (p *Plan) Dataset() *layout.Dataset { return p.ds }
-
-// Mountpoint returns the mount point, absolute.
-func (p *Plan) Mountpoint() string { return p.mnt }
-
 // Warnings returns what the user should hear before the mount starts: an order far from
 // uniform.
 func (p *Plan) Warnings() []string {

@@ -44,11 +44,6 @@ func IndexShards(ctx context.Context, src, out string, part *pack.Part, opt pack
 	return pack.Index(ctx, format, at, shards, out, opt)
 }
 
-// MergeIndex writes the index at out of its parts (blockfs index --merge).
-func MergeIndex(out string, force bool) (*layout.ShardsIndex, error) {
-	return pack.MergeIndex(out, force)
-}
-
 // shardExts are the extensions of shards served in place, and their formats.
 var shardExts = map[string]pack.Format{".tar": pack.WebDataset, ".tfrecord": pack.TFRecord, ".tfrecords": pack.TFRecord}
 

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"path"
 
-	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/source"
 )
 
 // IDsDir is the folder of a merged dataset that holds the ids of pre-shuffled parts, offset

@@ -193,9 +193,6 @@ func (s *Skipped) addJunk(rel string) {
 	}
 }
 
-// Total is the number of entries left out.
-func (s Skipped) Total() int { return s.Junk + s.Filtered + s.Special }
-
 // String says what was skipped in one line, for pack's summary ("" when nothing was):
 // "skipped 3 hidden or junk files and folders (.DS_Store, .git/, Thumbs.db; --all-files
 // keeps them), 2 by --include/--exclude, 1 symlink or special file".

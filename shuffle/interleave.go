@@ -10,29 +10,13 @@ import (
 // Interleave places the draws of the sources of one epoch (counts c) by the Sainte-Laguë key:
 // draw j of source i has key (2j+1)/(2c_i); positions follow keys, ties by source index.
 //
-// A round-robin interleave (NewRoundRobin, the parts of a node-aware mount) places them by the
+// A round-robin interleave (the parts of a node-aware mount: NewNodeMixture) places them by the
 // key (j, i) instead: round j takes draw j of every source with more than j draws, in source
 // order.
 type Interleave struct {
 	c  []uint64
 	t  uint64
 	rr bool
-}
-
-// NewInterleave returns the interleave of counts c.
-func NewInterleave(c []uint64) Interleave {
-	il := Interleave{c: c}
-	for _, n := range c {
-		il.t += n
-	}
-	return il
-}
-
-// NewRoundRobin returns the round-robin interleave of counts c.
-func NewRoundRobin(c []uint64) Interleave {
-	il := NewInterleave(c)
-	il.rr = true
-	return il
 }
 
 // RoundRobin reports whether the interleave is a round-robin one.

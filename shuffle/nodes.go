@@ -124,16 +124,3 @@ func NewNodeMixture(records []uint64) (*Mixture, error) {
 	return m, nil
 }
 
-// NodeShare returns node's positions among the first x positions of the round-robin
-// interleave of all the parts (records[p], every part's records), for nodes that divide the
-// parts: where that node's epoch resumes when x positions of the whole epoch are done.
-func NodeShare(records []uint64, nodes, node int, x uint64) uint64 {
-	il := NewRoundRobin(records)
-	n := make([]uint64, len(records))
-	il.Before(min(x, il.Len()), n)
-	var s uint64
-	for p := node; p < len(records); p += nodes {
-		s += n[p]
-	}
-	return s
-}

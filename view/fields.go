@@ -254,15 +254,6 @@ func (f *Fields) Facts() map[string]any {
 	return out
 }
 
-// FieldFile returns the file name of field name's values (offsets false) or offsets in epoch n.
-func FieldFile(n uint64, name string, offsets bool) string {
-	s := EpochName(n) + "." + name
-	if offsets {
-		s += OffsetsSuffix
-	}
-	return s
-}
-
 // ParseEpochFileOf parses the name of an epoch's file that s serves: "epoch-NNNN" (canonical
 // digits) followed by the suffix of one of s's Kinds.
 func ParseEpochFileOf(s Namer, name string) (uint64, Kind, bool) {

@@ -68,28 +68,6 @@ func ShardRange(n, r, w uint64) Range {
 	return Range{r * per, (r + 1) * per}
 }
 
-// ParseEpochFile parses "epoch-NNNN", "epoch-NNNN.ids" and "epoch-NNNN.offsets" in their
-// canonical spelling (EpochFile's).
-func ParseEpochFile(name string) (epoch uint64, kind Kind, ok bool) {
-	rest, found := strings.CutPrefix(name, epochPrefix)
-	if !found {
-		return 0, 0, false
-	}
-	kind = Data
-	if r, cut := strings.CutSuffix(rest, IDsSuffix); cut {
-		rest, kind = r, IDs
-	} else if r, cut := strings.CutSuffix(rest, OffsetsSuffix); cut {
-		rest, kind = r, Offsets
-	} else if r, cut := strings.CutSuffix(rest, SourceSuffix); cut {
-		rest, kind = r, Sources
-	}
-	n, ok := parseCanonical(rest)
-	if !ok || EpochName(n) != epochPrefix+rest {
-		return 0, 0, false
-	}
-	return n, kind, true
-}
-
 // ParseShardDir parses "shard-R-of-W" with 0 <= R < W <= MaxShards, both in canonical decimal
 // (no sign, no leading zeros).
 func ParseShardDir(name string) (r, w uint64, ok bool) {

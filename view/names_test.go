@@ -65,3 +65,13 @@ func FuzzNames(f *testing.F) {
 		}
 	})
 }
+
+// variableNames names the files of a variable-length dataset's epochs, as a Set of one does.
+type variableNames struct{}
+
+func (variableNames) Kinds() []Kind           { return []Kind{Data, IDs, Offsets} }
+func (variableNames) Suffix(k Kind) string    { return kindSuffix[k] }
+func (variableNames) OpenNames() (File, bool) { return nil, false }
+
+// ParseEpochFile parses the name of a variable-length dataset's epoch file.
+func ParseEpochFile(name string) (uint64, Kind, bool) { return ParseEpochFileOf(variableNames{}, name) }

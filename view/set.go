@@ -30,7 +30,7 @@ const epochCacheSize = 2
 
 // NewSet validates opt against the dataset and returns a Set. The epochs' window permutations
 // (order state, 4 bytes a record of a window being read) count against the cache's budget:
-// NewSet takes OrderBudget's bytes out of the cache (cache.Reserve) and keeps the windows of
+// NewSet takes OrderBudget's bytes out of the cache (its Reserve) and keeps the windows of
 // every epoch within them, and always the most recent one.
 func NewSet(ds *layout.Dataset, c *cache.Cache, opt shuffle.Options) (*Set, error) {
 	return NewSetWithin(ds, c, opt, c.Capacity())

@@ -102,15 +102,7 @@ type File struct {
 	refused bool     // the filesystem refused O_DIRECT (at open, or a request)
 }
 
-// OpenFile opens path with flag (and mode 0644 if it creates it), adding O_DIRECT when direct
-// is set and the filesystem allows it.
-func OpenFile(path string, flag int, direct bool) (*File, error) {
-	return OpenWith(direct, func(extra int) (*os.File, error) {
-		return os.OpenFile(path, flag|extra, 0o644)
-	})
-}
-
-// OpenWith is OpenFile with the open done by the caller (an openat in a directory it holds
+// OpenWith opens a file with the open done by the caller (an openat in a directory it holds
 // open, with flags and a mode of its own): open is called with the flags to add, O_DIRECT
 // first when direct is set, then 0 if the filesystem refused it (EINVAL).
 func OpenWith(direct bool, open func(extra int) (*os.File, error)) (*File, error) {

@@ -26,7 +26,7 @@ func TestDirectWriter(t *testing.T) {
 	require.NotZero(t, uintptr(unsafe.Pointer(&off[0]))%Align)
 	// Where the filesystem has O_DIRECT (the CI machine's disk does), the aligned writes must
 	// use it.
-	probe, err := OpenFile(filepath.Join(t.TempDir(), "probe"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, true)
+	probe, err := openFile(filepath.Join(t.TempDir(), "probe"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, true)
 	require.NoError(t, err)
 	haveDirect := probe.direct
 	require.NoError(t, probe.Close())
@@ -40,7 +40,7 @@ func TestDirectWriter(t *testing.T) {
 		"one unaligned buffer": {page(1)},
 	} {
 		path := filepath.Join(t.TempDir(), "f.tmp")
-		w, err := OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, true)
+		w, err := openFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, true)
 		require.NoError(t, err, name)
 		for i, p := range pieces {
 			n, err := w.Write(p)
@@ -64,4 +64,12 @@ func TestAlignedBuf(t *testing.T) {
 		require.Equal(t, n, cap(b))
 		require.Zero(t, uintptr(unsafe.Pointer(&b[0]))%Align)
 	}
+}
+
+// openFile opens path with flag (and mode 0644 if it creates it), adding O_DIRECT when direct
+// is set and the filesystem allows it.
+func openFile(path string, flag int, direct bool) (*File, error) {
+	return OpenWith(direct, func(extra int) (*os.File, error) {
+		return os.OpenFile(path, flag|extra, 0o644)
+	})
 }

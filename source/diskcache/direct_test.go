@@ -59,7 +59,9 @@ func TestDirectReads(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, bytes.Equal(got, m.files[id]), "file %d, from disk", id)
 	}
-	probe, err := odirect.OpenFile(filepath.Join(t.TempDir(), "probe"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, true)
+	probe, err := odirect.OpenWith(true, func(extra int) (*os.File, error) {
+		return os.OpenFile(filepath.Join(t.TempDir(), "probe"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|extra, 0o644)
+	})
 	require.NoError(t, err)
 	if probe.Direct() {
 		require.True(t, b.direct.Load(), "O_DIRECT reads still in use: the filesystem has O_DIRECT")
