@@ -289,7 +289,7 @@ func (c *Cache) Fill(ctx context.Context, w *Waits, id FileID, off int64, p []by
 	if n := int(last - first + 1); n > len(small) {
 		ents = make([]*entry, 0, n)
 	}
-	ents, _ = c.pin(id, first, last, size, false, false, ents)
+	ents, _ = c.pin(id, first, last, size, forReader, privateWhenFull, ents)
 	defer c.unpin(ents)
 	if err := waitAll(ctx, w, ents); err != nil {
 		return err
@@ -301,68 +301,6 @@ func (c *Cache) Fill(ctx context.Context, w *Waits, id FileID, off int64, p []by
 	}
 	c.stats.served.Add(uint64(n))
 	return nil
-}
-
-// pin takes a reference on pages first..last of file id, creating and loading the missing
-// ones (in runs of up to MaxRead bytes, one disk read per run). The returned entries may still
-// be loading; wait on load.Done. prefetch marks pages created by readahead. With strict set, pin
-// never gives a page a private buffer: when no slot is free it stops and reports full, having
-// pinned (and appended) only the pages before.
-func (c *core) pin(id FileID, first, last, size int64, prefetch, strict bool, ents []*entry) ([]*entry, bool) {
-	if c.opt.Whole {
-		out, ok, full := c.pinWhole(id, first, last, size, prefetch, ents)
-		if ok || full {
-			return out, full
-		}
-	}
-	var runs [][]*entry
-	var run []*entry
-	full := false
-	perRun := c.opt.MaxRead / c.opt.PageSize
-	c.mu.Lock()
-	for pg := first; pg <= last; pg++ {
-		k := key{id, pg}
-		e := c.pages[k]
-		if e != nil {
-			if e.refs == 0 && e.slot >= 0 {
-				c.pinned++
-			}
-			e.refs++
-			c.touchLocked(e, prefetch)
-			ents = append(ents, e)
-			if len(run) > 0 {
-				runs, run = append(runs, run), nil
-			}
-			continue
-		}
-		if strict && !c.slotFreeLocked(prefetch) {
-			full = true
-			break
-		}
-		if !prefetch {
-			c.stats.misses.Add(1)
-		}
-		e = c.newEntryLocked(k, size, prefetch)
-		e.refs++ // the caller's
-		e.prefetched = prefetch
-		ents = append(ents, e)
-		if len(run) == perRun {
-			runs, run = append(runs, run), nil
-		}
-		run = append(run, e)
-	}
-	if len(run) > 0 {
-		runs = append(runs, run)
-	}
-	hows := make([]source.Read, len(runs))
-	for i, r := range runs {
-		hows[i] = c.loadReadLocked(r, prefetch)
-	}
-	c.mu.Unlock()
-	for i, r := range runs {
-		c.startLoad(hows[i], r)
-	}
-	return ents, full
 }
 
 // touchLocked notes a pin of e, a page cached or loading, by a reader or (prefetch) by
@@ -572,7 +510,7 @@ func (c *core) prefetch(r request) {
 		// Strict: with every slot pinned by readers, a prefetched page would have nowhere to
 		// stay, so readahead stops instead of reading into a buffer it would drop.
 		var full bool
-		ents, full = c.pin(r.id, pg, hi, size, true, true, ents[:0])
+		ents, full = c.pin(r.id, pg, hi, size, forReadahead, stopWhenFull, ents[:0])
 		failed := false
 		for _, e := range ents {
 			if slices.Contains(had, e) {

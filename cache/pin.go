@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/blockfs/blockfs/source"
 )
 
 // Pins holds pages that Pin loaded and pinned, so that their bytes can be handed out without a
@@ -70,7 +72,7 @@ func (c *Cache) PinPages(ctx context.Context, w *Waits, ps *Pins, id FileID, fir
 		}
 		from := len(ps.ents)
 		var full bool
-		ps.ents, full = c.pin(id, p, q-1, size, false, true, ps.ents)
+		ps.ents, full = c.pin(id, p, q-1, size, forReader, stopWhenFull, ps.ents)
 		copy(r.ents[p-first:], ps.ents[from:])
 		if full {
 			if err := waitAll(ctx, w, ps.ents[start:]); err != nil {
@@ -99,7 +101,7 @@ func (c *Cache) PinPage(ctx context.Context, w *Waits, ps *Pins, id FileID, p in
 		return Run{}, fmt.Errorf("file %d: page %d of a %d-byte file: %w", id, p, size, ErrRange)
 	}
 	at := len(ps.ents)
-	ps.ents, _ = c.pin(id, p, p, size, false, false, ps.ents)
+	ps.ents, _ = c.pin(id, p, p, size, forReader, privateWhenFull, ps.ents)
 	if err := waitAll(ctx, w, ps.ents[at:at+1]); err != nil {
 		return Run{}, err
 	}
@@ -160,5 +162,84 @@ func (ps *Pins) Release() {
 	ps.c = nil // a reused Pins (view pools them) may pin pages of another cache
 }
 
-// Served counts n bytes handed to readers from pinned pages (the bytes_served statistic).
-func (c *core) Served(n int) { c.stats.served.Add(uint64(n)) }
+// CountServed counts n bytes handed to readers from pinned pages (the bytes_served statistic).
+func (c *core) CountServed(n int) { c.stats.served.Add(uint64(n)) }
+
+// pinFor says whose pin it is: a reader's, or readahead's (which marks the pages it creates).
+type pinFor bool
+
+const (
+	forReader    pinFor = false
+	forReadahead pinFor = true
+)
+
+// whenFull says what pin does when no slot is free: give a page a private buffer, or stop.
+type whenFull bool
+
+const (
+	privateWhenFull whenFull = false
+	stopWhenFull    whenFull = true
+)
+
+// pin takes a reference on pages first..last of file id, creating and loading the missing
+// ones (in runs of up to MaxRead bytes, one disk read per run). The returned entries may still
+// be loading; wait on load.Done. With stopWhenFull, pin never gives a page a private buffer:
+// when no slot is free it stops and reports full, having pinned (and appended) only the pages
+// before.
+func (c *core) pin(id FileID, first, last, size int64, who pinFor, onFull whenFull, ents []*entry) ([]*entry, bool) {
+	prefetch, strict := who == forReadahead, onFull == stopWhenFull
+	if c.opt.Whole {
+		out, ok, full := c.pinWhole(id, first, last, size, prefetch, ents)
+		if ok || full {
+			return out, full
+		}
+	}
+	var runs [][]*entry
+	var run []*entry
+	full := false
+	perRun := c.opt.MaxRead / c.opt.PageSize
+	c.mu.Lock()
+	for pg := first; pg <= last; pg++ {
+		k := key{id, pg}
+		e := c.pages[k]
+		if e != nil {
+			if e.refs == 0 && e.slot >= 0 {
+				c.pinned++
+			}
+			e.refs++
+			c.touchLocked(e, prefetch)
+			ents = append(ents, e)
+			if len(run) > 0 {
+				runs, run = append(runs, run), nil
+			}
+			continue
+		}
+		if strict && !c.slotFreeLocked(prefetch) {
+			full = true
+			break
+		}
+		if !prefetch {
+			c.stats.misses.Add(1)
+		}
+		e = c.newEntryLocked(k, size, prefetch)
+		e.refs++ // the caller's
+		e.prefetched = prefetch
+		ents = append(ents, e)
+		if len(run) == perRun {
+			runs, run = append(runs, run), nil
+		}
+		run = append(run, e)
+	}
+	if len(run) > 0 {
+		runs = append(runs, run)
+	}
+	hows := make([]source.Read, len(runs))
+	for i, r := range runs {
+		hows[i] = c.loadReadLocked(r, prefetch)
+	}
+	c.mu.Unlock()
+	for i, r := range runs {
+		c.startLoad(hows[i], r)
+	}
+	return ents, full
+}

@@ -67,7 +67,7 @@ type Server struct {
 
 // mount is the state shared by all nodes of one mount. Immutable after Mount except counters.
 type mount struct {
-	set   view.Served
+	set   view.Content
 	opt   Options
 	uid   uint32
 	gid   uint32
@@ -86,7 +86,7 @@ type mount struct {
 
 // Mount mounts set at mountpoint and returns once the kernel has the mount ready. A mountpoint
 // /dev/fd/N (FuseFD) is a connection a privileged parent has mounted already: Mount serves it.
-func Mount(mountpoint string, set view.Served, opt Options) (*Server, error) {
+func Mount(mountpoint string, set view.Content, opt Options) (*Server, error) {
 	mnt, err := filepath.Abs(mountpoint)
 	if err != nil {
 		return nil, err
@@ -152,7 +152,7 @@ func (s *Server) Unmount() error {
 func (s *Server) StopShm() { s.m.shm.Load().stop() }
 
 // newMount builds the state of a mount of set, and its info.json.
-func newMount(set view.Served, opt Options) (*mount, error) {
+func newMount(set view.Content, opt Options) (*mount, error) {
 	if opt.Epochs == 0 {
 		opt.Epochs = DefaultEpochs
 	}

@@ -47,7 +47,7 @@ func newNodeFS(t *testing.T, ds *layout.Dataset, src source.Blocks, opt shuffle.
 	c, err := cache.New(src, cache.Options{Size: 64 * 4096, PageSize: 4096, MaxRead: 16384})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
-	set, err := view.NewSet(ds, c, opt)
+	set, err := view.NewSet(ds, c, view.SetOptions{Order: opt})
 	require.NoError(t, err)
 	m, err := newMount(set, Options{Epochs: 3})
 	require.NoError(t, err)

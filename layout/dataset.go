@@ -65,8 +65,8 @@ type File struct {
 	Raw    int64
 }
 
-// Served returns the bytes the file serves: Raw for a compressed file, else its size.
-func (f *File) Served() int64 {
+// ServedSize returns the bytes the file serves: Raw for a compressed file, else its size.
+func (f *File) ServedSize() int64 {
 	if f.Framed {
 		return f.Raw
 	}
@@ -230,7 +230,7 @@ func (d *Dataset) Extent(id FileID) (source.Extent, bool) {
 // compressed file's uncompressed bytes.
 func (d *Dataset) Size(id FileID) int64 {
 	f, _ := d.File(id)
-	return f.Served()
+	return f.ServedSize()
 }
 
 // StoredSize returns the bytes file id takes where it is stored: a compressed file's

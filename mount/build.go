@@ -11,7 +11,7 @@ import (
 
 // served is what Serve mounts: the tree, its cache, and the stacks of sources below it.
 type served struct {
-	tree   view.Served
+	tree   view.Content
 	cache  *cache.Cache
 	stacks []*stack.Stack
 	mux    *source.Mux // a mixture's sources under the cache
@@ -57,7 +57,7 @@ func (p *Plan) buildSources() (*served, error) {
 	}
 	sv.cache = c
 	if p.mix == nil && p.fields == nil {
-		if sv.tree, err = view.NewSet(p.ds, c, p.opt.Order); err != nil {
+		if sv.tree, err = view.NewSet(p.ds, c, view.SetOptions{Order: p.opt.Order}); err != nil {
 			c.Close()
 			sv.close()
 			return nil, err
@@ -66,11 +66,11 @@ func (p *Plan) buildSources() (*served, error) {
 	}
 	var sets []*view.Set
 	for i, sub := range plans {
-		share := sub.mem.CacheSize
+		o := view.SetOptions{Order: sub.opt.Order, Share: sub.mem.CacheSize}
 		if sub.byIndex {
-			share = 0 // read in the anchor's order: no windows of its own to keep
+			o.Share, o.Exact = 0, true // read in the anchor's order: no windows of its own to keep
 		}
-		set, err := view.NewSetWithin(sub.ds, c.Namespace(i), sub.opt.Order, share)
+		set, err := view.NewSet(sub.ds, c.Namespace(i), o)
 		if err != nil {
 			c.Close()
 			sv.close()

@@ -200,7 +200,7 @@ func (np *nodesPlan) build(p *Plan, st *stack.Stack) (*served, error) {
 	for i, sub := range np.srcs {
 		// Room for four windows of the part (OrderBudget's readers), without its 4 MiB floor.
 		order := max(4*int64(shuffle.MaxWindowBytes(sub.ds.BlockCounts(), sub.opt.Order)), 64<<10)
-		if sets[i], err = view.NewSetOrder(sub.ds, c.Namespace(i), sub.opt.Order, order); err != nil {
+		if sets[i], err = view.NewSet(sub.ds, c.Namespace(i), view.SetOptions{Order: sub.opt.Order, Share: order, Exact: true}); err != nil {
 			c.Close()
 			sv.close()
 			return nil, fmt.Errorf("part %d: %w", np.mine[i], err)

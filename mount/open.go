@@ -102,7 +102,7 @@ func (p *Plan) sources() []*Plan {
 }
 
 // tree builds the stack on first use and returns its tree.
-func (d *Data) tree() (view.Served, error) {
+func (d *Data) tree() (view.Content, error) {
 	if d.sv != nil {
 		return d.sv.tree, nil
 	}

@@ -396,7 +396,7 @@ func IsBlockfsMountpoint(path string) bool {
 
 // infoFacts returns what the mount's .blockfs/info.json says (fs's infoFacts): the set's facts
 // and the mount's own.
-func infoFacts(set view.Served, extra map[string]any) map[string]any {
+func infoFacts(set view.Content, extra map[string]any) map[string]any {
 	f := set.Facts()
 	for k, v := range extra {
 		f[k] = v

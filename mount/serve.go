@@ -131,7 +131,7 @@ func (p *Plan) onFailure() func(err error, reason string) {
 }
 
 // info returns the facts of the mount for .blockfs/info.json beyond the dataset's.
-func (p *Plan) info(c *cache.Cache, set view.Served) map[string]any {
+func (p *Plan) info(c *cache.Cache, set view.Content) map[string]any {
 	m := map[string]any{
 		"cache_size": c.Capacity() + set.OrderBytes(), "order_state_budget": set.OrderBytes(), "cache_size_reason": p.mem.CacheReason,
 		"direct_io": p.mem.Direct, "direct_io_reason": p.mem.Reason, "memory": p.mem.Facts(),

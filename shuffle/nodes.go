@@ -123,4 +123,3 @@ func NewNodeMixture(records []uint64) (*Mixture, error) {
 	m.rr = true
 	return m, nil
 }
-

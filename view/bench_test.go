@@ -24,7 +24,7 @@ func benchFile(b *testing.B, n, rs int64, pre bool, k Kind) File {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { c.Close() })
-	s, err := NewSet(ds, c, shuffle.Options{Seed: 3, Mix: 2})
+	s, err := NewSet(ds, c, SetOptions{Order: shuffle.Options{Seed: 3, Mix: 2}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func TestReadStopsWhenInterrupted(t *testing.T) {
 		src := &cancelling{Blocks: local.New(ds, false), after: 10, cancel: cancel}
 		c, err := cache.New(src, cache.Options{Size: 8 * 4096, PageSize: 4096, MaxRead: 4096, Workers: 1})
 		require.NoError(t, err)
-		set, err := NewSet(ds, c, shuffle.Options{Seed: 1, Mix: blocks})
+		set, err := NewSet(ds, c, SetOptions{Order: shuffle.Options{Seed: 1, Mix: blocks}})
 		require.NoError(t, err)
 		e, err := set.Epoch(0)
 		require.NoError(t, err)

@@ -40,7 +40,7 @@ func TestOwnBlocksFieldReadsAhead(t *testing.T) {
 	opt := shuffle.Options{Seed: 3, Mode: shuffle.Full, Mix: 2} // windows of 2 blocks: 32 samples
 	var sets []*Set
 	for i, ds := range dss {
-		s, err := NewSet(ds, c.Namespace(i), opt)
+		s, err := NewSet(ds, c.Namespace(i), SetOptions{Order: opt})
 		require.NoError(t, err)
 		sets = append(sets, s)
 	}
@@ -133,7 +133,7 @@ func TestMixtureReadaheadOffsetsAreTheReads(t *testing.T) {
 	require.NoError(t, err)
 	var sets []*Set
 	for i, ds := range dss {
-		s, err := NewSet(ds, c.Namespace(i), shuffle.Options{Seed: shuffle.SourceSeed(7, i), Mix: 1 + i})
+		s, err := NewSet(ds, c.Namespace(i), SetOptions{Order: shuffle.Options{Seed: shuffle.SourceSeed(7, i), Mix: 1 + i}})
 		require.NoError(t, err)
 		sets = append(sets, s)
 	}

@@ -111,7 +111,7 @@ func (f *dataFile) gatherData(rc call, g *Gather, buf []byte, off int64, n int) 
 		err = p.pin(rc, f.e.c, layout.DataFile)
 		if err == nil {
 			if g.Vecs = p.appendVecs(g.Vecs); len(g.Vecs) <= MaxVecs {
-				f.e.c.Served(n)
+				f.e.c.CountServed(n)
 				return nil
 			}
 		} else if !errors.Is(err, cache.ErrFull) {
@@ -132,7 +132,7 @@ func (f *dataFile) gatherData(rc call, g *Gather, buf []byte, off int64, n int) 
 		return err
 	}
 	g.Vecs = append(g.Vecs[:0], buf[:n])
-	f.e.c.Served(n)
+	f.e.c.CountServed(n)
 	return nil
 }
 

@@ -55,7 +55,7 @@ func openMixFixture(t *testing.T, dss []*dstest.Dataset, rules []shuffle.Rule, e
 	var sets []*Set
 	for i, ds := range opened {
 		opt := shuffle.Options{Seed: shuffle.SourceSeed(7, i), Mix: 1 + i}
-		s, err := NewSet(ds, c.Namespace(i), opt)
+		s, err := NewSet(ds, c.Namespace(i), SetOptions{Order: opt})
 		require.NoError(t, err)
 		sets = append(sets, s)
 		f.opts = append(f.opts, opt)
@@ -201,7 +201,7 @@ func BenchmarkMixtureGather(b *testing.B) {
 	one := dstest.Fixed(b, filepath.Join(dir, "one"), n, rs, 1<<20, true)
 	a := dstest.Fixed(b, filepath.Join(dir, "a"), n*7/10, rs, 1<<20, true)
 	c := dstest.Fixed(b, filepath.Join(dir, "c"), n-n*7/10, rs, 1<<20, true)
-	open := func(dss []*dstest.Dataset, rules []shuffle.Rule, total uint64) Served {
+	open := func(dss []*dstest.Dataset, rules []shuffle.Rule, total uint64) Content {
 		var parts []source.Blocks
 		var opened []*layout.Dataset
 		var srcs []shuffle.MixSource
@@ -223,7 +223,7 @@ func BenchmarkMixtureGather(b *testing.B) {
 		b.Cleanup(func() { cc.Close() })
 		var sets []*Set
 		for i, ds := range opened {
-			s, err := NewSet(ds, cc.Namespace(i), shuffle.Options{Seed: 3})
+			s, err := NewSet(ds, cc.Namespace(i), SetOptions{Order: shuffle.Options{Seed: 3}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -246,7 +246,7 @@ func BenchmarkMixtureGather(b *testing.B) {
 	w3, _ := shuffle.ParseRule(shuffle.Weight, "0.3")
 	for _, cs := range []struct {
 		name string
-		s    Served
+		s    Content
 	}{{"one", open([]*dstest.Dataset{one}, nil, 0)}, {"mixture", open([]*dstest.Dataset{a, c}, []shuffle.Rule{w7, w3}, n)}} {
 		b.Run(cs.name, func(b *testing.B) {
 			n, _ := cs.s.Records(1)

@@ -29,7 +29,7 @@ func openSetPS(t *testing.T, dir string, opt shuffle.Options, cacheBytes int64, 
 	c, err := cache.New(local.New(ds, false), cache.Options{Size: cacheBytes, PageSize: ps, MaxRead: 4 * ps})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
-	s, err := NewSet(ds, c, opt)
+	s, err := NewSet(ds, c, SetOptions{Order: opt})
 	require.NoError(t, err)
 	return s
 }

@@ -28,32 +28,32 @@ type Set struct {
 // epochCacheSize is how many epochs a Set keeps built.
 const epochCacheSize = 2
 
-// NewSet validates opt against the dataset and returns a Set. The epochs' window permutations
-// (order state, 4 bytes a record of a window being read) count against the cache's budget:
-// NewSet takes OrderBudget's bytes out of the cache (its Reserve) and keeps the windows of
-// every epoch within them, and always the most recent one.
-func NewSet(ds *layout.Dataset, c *cache.Cache, opt shuffle.Options) (*Set, error) {
-	return NewSetWithin(ds, c, opt, c.Capacity())
+// SetOptions are a Set's order and the budget of its order state.
+type SetOptions struct {
+	Order shuffle.Options // Epoch is ignored
+	// Share is the dataset's share of the cache's budget (a source of a mixture): the order
+	// state's budget is OrderBudget against it; 0, the whole cache.
+	Share int64
+	// Exact makes Share the order state's budget exactly, 0 included: a part of a node-aware
+	// mount, whose windows are small and many (OrderBudget's floor of 4 MiB for each of dozens
+	// of parts would take the cache's room), or a source read in another's order.
+	Exact bool
 }
 
-// NewSetWithin is NewSet for a dataset whose share of the cache is share bytes (a source of a
-// mixture): its order state's budget is taken against that share, not the whole cache.
-func NewSetWithin(ds *layout.Dataset, c *cache.Cache, opt shuffle.Options, share int64) (*Set, error) {
-	s := &Set{DS: ds, Cache: c, Opt: opt, counts: ds.BlockCounts(), recent: lru.New[uint64, *Epoch](0, epochCacheSize)}
-	s.order = c.Reserve(OrderBudget(shuffle.MaxWindowBytes(s.counts, opt), min(share, c.Capacity())))
-	s.windows = shuffle.NewWindowCache(uint64(s.order))
-	if _, err := s.Epoch(0); err != nil {
-		return nil, err
+// NewSet validates o.Order against the dataset and returns a Set. The epochs' window
+// permutations (order state, 4 bytes a record of a window being read) count against the
+// cache's budget: NewSet takes the order state's budget (SetOptions) out of the cache (its
+// Reserve) and keeps the windows of every epoch within it, and always the most recent one.
+func NewSet(ds *layout.Dataset, c *cache.Cache, o SetOptions) (*Set, error) {
+	s := &Set{DS: ds, Cache: c, Opt: o.Order, counts: ds.BlockCounts(), recent: lru.New[uint64, *Epoch](0, epochCacheSize)}
+	budget := o.Share
+	if !o.Exact {
+		if budget == 0 {
+			budget = c.Capacity()
+		}
+		budget = OrderBudget(shuffle.MaxWindowBytes(s.counts, o.Order), min(budget, c.Capacity()))
 	}
-	return s, nil
-}
-
-// NewSetOrder is NewSet with an order state budget of exactly order bytes (a part of a
-// node-aware mount, whose windows are small and many: OrderBudget's floor of 4 MiB for each of
-// dozens of parts would take the cache's room).
-func NewSetOrder(ds *layout.Dataset, c *cache.Cache, opt shuffle.Options, order int64) (*Set, error) {
-	s := &Set{DS: ds, Cache: c, Opt: opt, counts: ds.BlockCounts(), recent: lru.New[uint64, *Epoch](0, epochCacheSize)}
-	s.order = c.Reserve(order)
+	s.order = c.Reserve(budget)
 	s.windows = shuffle.NewWindowCache(uint64(s.order))
 	if _, err := s.Epoch(0); err != nil {
 		return nil, err

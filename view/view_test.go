@@ -26,7 +26,7 @@ func openSet(t *testing.T, dir string, opt shuffle.Options, cacheBytes int64) *S
 	c, err := cache.New(local.New(ds, false), cache.Options{Size: cacheBytes, PageSize: 4096, MaxRead: 16384})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
-	s, err := NewSet(ds, c, opt)
+	s, err := NewSet(ds, c, SetOptions{Order: opt})
 	require.NoError(t, err)
 	return s
 }

@@ -11,7 +11,7 @@ import (
 // may ask): Opener opens an epoch's files for reading, Namer names them and the tree's other
 // files, Describer says what info.json and the mount's accounting need. A Set (one dataset),
 // a Mixture (several, or a node's parts) and Fields (a dataset with fields) are each all three:
-// Served. Implementations are safe for concurrent use.
+// Content. Implementations are safe for concurrent use.
 
 // Opener is the read capability: the epochs' files, with their sizes.
 type Opener interface {
@@ -46,14 +46,14 @@ type Describer interface {
 	OrderBytes() int64
 }
 
-// Served is what a mount serves, as package fs sees it: every capability.
-type Served interface {
+// Content is what a mount serves, as package fs sees it: every capability.
+type Content interface {
 	Opener
 	Namer
 	Describer
 }
 
-// ReadaheadSizer is a Served whose readers read ahead by other than the mount's readahead
+// ReadaheadSizer is a Content whose readers read ahead by other than the mount's readahead
 // (Fields: each field its share, in its own bytes).
 type ReadaheadSizer interface {
 	// Readahead returns the readahead of a reader of a file of kind k, given the mount's.
@@ -133,8 +133,8 @@ func (s *Set) Open(ctx context.Context, n uint64, k Kind, rg Range) (File, error
 }
 
 var (
-	_ Served         = (*Set)(nil)
-	_ Served         = (*Mixture)(nil)
-	_ Served         = (*Fields)(nil)
+	_ Content        = (*Set)(nil)
+	_ Content        = (*Mixture)(nil)
+	_ Content        = (*Fields)(nil)
 	_ ReadaheadSizer = (*Fields)(nil)
 )
