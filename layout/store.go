@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"syscall"
 
+	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/source"
 )
 
@@ -71,16 +72,7 @@ func StoreError(kind error, path, format string, args ...any) *Error {
 // stat or read): its message is err's without the path it names again, and err stays its
 // cause for errors.Is.
 func PathError(kind error, path string, err error) *Error {
-	return wrapf(kind, err, path, -1, "%v", unwrapPathError(err))
-}
-
-// unwrapPathError returns the cause of an *fs.PathError (its errno), or err as it is.
-func unwrapPathError(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
+	return wrapf(kind, err, path, -1, "%v", userfile.PathCause(err))
 }
 
 // FileIdentity returns what a local file is: device, inode, size and modification time (for

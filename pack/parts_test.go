@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/blockfs/blockfs/internal/dstest"
 	"github.com/blockfs/blockfs/layout"
 )
 
@@ -404,7 +405,7 @@ func TestPackPartsTFRecord(t *testing.T) {
 			want = append(want, recs[len(recs)-1])
 		}
 		p := filepath.Join(dir, fmt.Sprintf("%02d.tfrecord", i))
-		require.NoError(t, os.WriteFile(p, tfrecordGo(recs), 0o644))
+		require.NoError(t, os.WriteFile(p, dstest.TFRecord(recs), 0o644))
 		inputs = append(inputs, p)
 	}
 	out := t.TempDir()

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"hash/crc32"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -18,6 +17,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/blockfs/blockfs/internal/dstest"
 )
 
 // python is the interpreter the tests write their inputs with: an independent writer (Python's
@@ -91,27 +92,6 @@ func writeTFRecordsPy(t *testing.T, files map[string][][]byte) {
 	runPython(t, tfrecordPy, sp)
 }
 
-// goMask is a TFRecord's masked CRC32C of p, by hand with hash/crc32 (not the reader's
-// internal/crc32c).
-func goMask(p []byte) uint32 {
-	c := crc32.Checksum(p, crc32.MakeTable(crc32.Castagnoli))
-	return (c>>15 | c<<17) + 0xa282ead8
-}
-
-// tfrecordGo is a second writer, by hand.
-func tfrecordGo(records [][]byte) []byte {
-	mask := goMask
-	var out []byte
-	for _, r := range records {
-		length := binary.LittleEndian.AppendUint64(nil, uint64(len(r)))
-		out = append(out, length...)
-		out = binary.LittleEndian.AppendUint32(out, mask(length))
-		out = append(out, r...)
-		out = binary.LittleEndian.AppendUint32(out, mask(r))
-	}
-	return out
-}
-
 // testRecords returns records of many sizes: empty, one byte, around the read buffer's size.
 func testRecords(seed uint64) [][]byte {
 	rng := rand.New(rand.NewPCG(seed, 1))
@@ -156,7 +136,7 @@ func TestTFRecordPythonAndGoWritersAgree(t *testing.T) {
 	writeTFRecordsPy(t, map[string][][]byte{py: recs})
 	b, err := os.ReadFile(py)
 	require.NoError(t, err)
-	assert.True(t, bytes.Equal(tfrecordGo(recs), b), "the pure-Python and the Go writer make the same bytes")
+	assert.True(t, bytes.Equal(dstest.TFRecord(recs), b), "the pure-Python and the Go writer make the same bytes")
 
 	r, err := OpenTFRecord([]string{py})
 	require.NoError(t, err)
@@ -199,7 +179,7 @@ func TestTFRecordNextReusesItsBuffer(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "x.tfrecord")
 	recs := [][]byte{bytes.Repeat([]byte("a"), 1000), []byte("bb"), bytes.Repeat([]byte("c"), 900)}
-	require.NoError(t, os.WriteFile(p, tfrecordGo(recs), 0o644))
+	require.NoError(t, os.WriteFile(p, dstest.TFRecord(recs), 0o644))
 	r, err := OpenTFRecord([]string{p})
 	require.NoError(t, err)
 	defer r.Close()
@@ -252,7 +232,7 @@ func TestTFRecordDamage(t *testing.T) {
 			"the length's CRC32C (masked) is"},
 		{"huge length, right CRC", corrupt(b, func(b []byte) []byte {
 			hdr := binary.LittleEndian.AppendUint64(nil, 3<<30) // a 3 GiB record, its CRC right
-			copy(b[offset(k):], binary.LittleEndian.AppendUint32(hdr, goMask(hdr)))
+			copy(b[offset(k):], binary.LittleEndian.AppendUint32(hdr, dstest.TFRecordMask(hdr)))
 			return b
 		}), k, "its length is 3.0 GiB (3221225472 bytes), over the 2.0 GiB a record may have"},
 		{"truncated in the data", b[:offset(k)+12+40], k,
@@ -294,21 +274,21 @@ func TestTFRecordDamage(t *testing.T) {
 func TestTFRecordOpenRefusals(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.tfrecord")
-	require.NoError(t, os.WriteFile(good, tfrecordGo(testRecords(4)[:3]), 0o644))
+	require.NoError(t, os.WriteFile(good, dstest.TFRecord(testRecords(4)[:3]), 0o644))
 	empty := filepath.Join(dir, "empty.tfrecord")
 	require.NoError(t, os.WriteFile(empty, nil, 0o644))
 	text := filepath.Join(dir, "notes.txt")
 	require.NoError(t, os.WriteFile(text, []byte("this is not a TFRecord file at all\n"), 0o644))
 	short := filepath.Join(dir, "short.tfrecord")
-	require.NoError(t, os.WriteFile(short, tfrecordGo([][]byte{{}})[:15], 0o644))
+	require.NoError(t, os.WriteFile(short, dstest.TFRecord([][]byte{{}})[:15], 0o644))
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
-	_, _ = zw.Write(tfrecordGo(testRecords(4)[:3]))
+	_, _ = zw.Write(dstest.TFRecord(testRecords(4)[:3]))
 	require.NoError(t, zw.Close())
 	gzp := filepath.Join(dir, "data.tfrecord.gz")
 	require.NoError(t, os.WriteFile(gzp, gz.Bytes(), 0o644))
 	firstBad := filepath.Join(dir, "first-bad.tfrecord")
-	require.NoError(t, os.WriteFile(firstBad, corrupt(tfrecordGo(testRecords(4)[:3]), func(b []byte) []byte { b[0]++; return b }), 0o644))
+	require.NoError(t, os.WriteFile(firstBad, corrupt(dstest.TFRecord(testRecords(4)[:3]), func(b []byte) []byte { b[0]++; return b }), 0o644))
 
 	for _, c := range []struct {
 		name  string

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/blockfs/blockfs/internal/dstest"
 )
 
 // TestTFRecordTruncatedExactly: a file cut by 1 to 15 bytes, its last record of 0, 10 or 100
@@ -17,7 +19,7 @@ import (
 func TestTFRecordTruncatedExactly(t *testing.T) {
 	for _, last := range []int{0, 10, 100} {
 		recs := [][]byte{[]byte("first"), make([]byte, 33), make([]byte, last)}
-		b := tfrecordGo(recs)
+		b := dstest.TFRecord(recs)
 		at := 16 + 5 + 16 + 33 // the last record's offset
 		for cut := 1; cut <= 15; cut++ {
 			t.Run(fmt.Sprintf("last %d, cut %d", last, cut), func(t *testing.T) {

@@ -2,44 +2,20 @@ package pack
 
 import (
 	"archive/tar"
-	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/blockfs/blockfs/internal/dstest"
 )
 
-// tarMember is a member to write with archive/tar: a regular file of data, or a header of
-// another type.
-type tarMember struct {
-	name string
-	typ  byte
-	data string
-	link string
-}
-
-// writeTar writes members to a tar file in dir and returns its path.
-func writeTar(t *testing.T, dir string, members []tarMember) string {
-	t.Helper()
-	var b bytes.Buffer
-	tw := tar.NewWriter(&b)
-	for _, m := range members {
-		h := &tar.Header{Name: m.name, Typeflag: m.typ, Mode: 0o644, Linkname: m.link, Size: int64(len(m.data)), Format: tar.FormatPAX}
-		if m.typ != tar.TypeReg {
-			h.Size = 0
-		}
-		require.NoError(t, tw.WriteHeader(h))
-		if h.Size > 0 {
-			_, err := tw.Write([]byte(m.data))
-			require.NoError(t, err)
-		}
-	}
-	require.NoError(t, tw.Close())
+// writeTar writes members to shard.tar in dir and returns its path.
+func writeTar(t *testing.T, dir string, members []dstest.TarMember) string {
 	p := filepath.Join(dir, "shard.tar")
-	require.NoError(t, os.WriteFile(p, b.Bytes(), 0o644))
+	dstest.WriteTar(t, p, members)
 	return p
 }
 
@@ -49,30 +25,32 @@ func writeTar(t *testing.T, dir string, members []tarMember) string {
 // first regular jpg comes in a later sample; a link no sample's regular files name stays
 // skipped.
 func TestWebDatasetMemberNotRegular(t *testing.T) {
-	reg := func(name, data string) tarMember { return tarMember{name: name, typ: tar.TypeReg, data: data} }
+	reg := func(name, data string) dstest.TarMember {
+		return dstest.TarMember{Name: name, Type: tar.TypeReg, Data: data}
+	}
 	for _, c := range []struct {
 		name   string
-		member tarMember
+		member dstest.TarMember
 		what   string
 	}{
-		{"symlink", tarMember{name: "d/0001.jpg", typ: tar.TypeSymlink, link: "../images/0001.jpg"},
+		{"symlink", dstest.TarMember{Name: "d/0001.jpg", Type: tar.TypeSymlink, Link: "../images/0001.jpg"},
 			`is a symbolic link (to "../images/0001.jpg"); WebDataset members must be regular files: store the file it links to (tar --dereference), or remove the member`},
-		{"hard link", tarMember{name: "d/0001.jpg", typ: tar.TypeLink, link: "d/0000.jpg"},
+		{"hard link", dstest.TarMember{Name: "d/0001.jpg", Type: tar.TypeLink, Link: "d/0000.jpg"},
 			`is a hard link (to "d/0000.jpg"); WebDataset members must be regular files: store the file itself (tar --hard-dereference), or remove the member`},
-		{"fifo", tarMember{name: "d/0001.jpg", typ: tar.TypeFifo},
+		{"fifo", dstest.TarMember{Name: "d/0001.jpg", Type: tar.TypeFifo},
 			`is a named pipe (FIFO); WebDataset members must be regular files: put the sample's value there as a regular file, or remove the member`},
-		{"char device", tarMember{name: "d/0001.jpg", typ: tar.TypeChar},
+		{"char device", dstest.TarMember{Name: "d/0001.jpg", Type: tar.TypeChar},
 			`is a character device; WebDataset members must be regular files: put the sample's value there as a regular file, or remove the member`},
-		{"block device", tarMember{name: "d/0001.jpg", typ: tar.TypeBlock},
+		{"block device", dstest.TarMember{Name: "d/0001.jpg", Type: tar.TypeBlock},
 			`is a block device; WebDataset members must be regular files: put the sample's value there as a regular file, or remove the member`},
 	} {
 		for _, layout := range []struct {
 			name    string
-			members []tarMember
+			members []dstest.TarMember
 		}{
-			{"after the sample's files", []tarMember{reg("d/0000.cls", "0"), reg("d/0000.jpg", "j0"), reg("d/0001.cls", "1"), c.member, reg("d/0002.cls", "2"), reg("d/0002.jpg", "j2")}},
-			{"before the sample's files", []tarMember{reg("d/0000.cls", "0"), reg("d/0000.jpg", "j0"), c.member, reg("d/0001.cls", "1"), reg("d/0002.cls", "2"), reg("d/0002.jpg", "j2")}},
-			{"regular jpgs only later", []tarMember{reg("d/0000.cls", "0"), reg("d/0001.cls", "1"), c.member, reg("d/0002.cls", "2"), reg("d/0002.jpg", "j2")}},
+			{"after the sample's files", []dstest.TarMember{reg("d/0000.cls", "0"), reg("d/0000.jpg", "j0"), reg("d/0001.cls", "1"), c.member, reg("d/0002.cls", "2"), reg("d/0002.jpg", "j2")}},
+			{"before the sample's files", []dstest.TarMember{reg("d/0000.cls", "0"), reg("d/0000.jpg", "j0"), c.member, reg("d/0001.cls", "1"), reg("d/0002.cls", "2"), reg("d/0002.jpg", "j2")}},
+			{"regular jpgs only later", []dstest.TarMember{reg("d/0000.cls", "0"), reg("d/0001.cls", "1"), c.member, reg("d/0002.cls", "2"), reg("d/0002.jpg", "j2")}},
 		} {
 			for _, fill := range []bool{false, true} {
 				t.Run(c.name+", "+layout.name, func(t *testing.T) {
@@ -88,7 +66,7 @@ func TestWebDatasetMemberNotRegular(t *testing.T) {
 		}
 	}
 	// A link of its own key, beside no sample's regular file, is skipped as before.
-	p := writeTar(t, t.TempDir(), []tarMember{reg("0000.cls", "0"), {name: "latest.cls", typ: tar.TypeSymlink, link: "0000.cls"}, reg("0001.cls", "1")})
+	p := writeTar(t, t.TempDir(), []dstest.TarMember{reg("0000.cls", "0"), {Name: "latest.cls", Type: tar.TypeSymlink, Link: "0000.cls"}, reg("0001.cls", "1")})
 	r, err := OpenWebDataset([]string{p}, false)
 	require.NoError(t, err)
 	defer r.Close()
@@ -102,9 +80,13 @@ func TestWebDatasetMemberNotRegular(t *testing.T) {
 // a dataset packs as it did before links were refused; a sample's link for a packed field is
 // still refused however many links of other keys or other fields come before it.
 func TestWebDatasetLinkUnpackedField(t *testing.T) {
-	reg := func(name, data string) tarMember { return tarMember{name: name, typ: tar.TypeReg, data: data} }
-	link := func(name string) tarMember { return tarMember{name: name, typ: tar.TypeSymlink, link: "../LICENSE"} }
-	var members []tarMember
+	reg := func(name, data string) dstest.TarMember {
+		return dstest.TarMember{Name: name, Type: tar.TypeReg, Data: data}
+	}
+	link := func(name string) dstest.TarMember {
+		return dstest.TarMember{Name: name, Type: tar.TypeSymlink, Link: "../LICENSE"}
+	}
+	var members []dstest.TarMember
 	for _, k := range []string{"0000", "0001", "0002"} {
 		members = append(members, link(k+".license"), reg(k+".cls", k), reg(k+".jpg", "j"+k), link(k+".license.txt"))
 	}
@@ -122,22 +104,22 @@ func TestWebDatasetLinkUnpackedField(t *testing.T) {
 	const want = `: sample "0001": member "0001.jpg" is a symbolic link (to "../LICENSE"); WebDataset members must be regular files: store the file it links to (tar --dereference), or remove the member`
 	for _, c := range []struct {
 		name   string
-		before []tarMember // members between sample 0000 and 0001.jpg
+		before []dstest.TarMember // members between sample 0000 and 0001.jpg
 	}{
-		{"links of other keys", func() (m []tarMember) {
+		{"links of other keys", func() (m []dstest.TarMember) {
 			for i := range 20 {
 				m = append(m, link(fmt.Sprintf("other%02d.license", i)))
 			}
 			return append(m, reg("0001.cls", "1"))
 		}()},
-		{"links of other fields", func() (m []tarMember) {
+		{"links of other fields", func() (m []dstest.TarMember) {
 			m = append(m, reg("0001.cls", "1"))
 			for i := range 20 {
 				m = append(m, link(fmt.Sprintf("0001.note%02d", i)))
 			}
 			return m
 		}()},
-		{"links of other keys within the sample", func() (m []tarMember) {
+		{"links of other keys within the sample", func() (m []dstest.TarMember) {
 			m = append(m, reg("0001.cls", "1"))
 			for i := range 20 {
 				m = append(m, link(fmt.Sprintf("other%02d.license", i)))
@@ -145,7 +127,7 @@ func TestWebDatasetLinkUnpackedField(t *testing.T) {
 			return m
 		}()},
 	} {
-		members := append([]tarMember{reg("0000.cls", "0"), reg("0000.jpg", "j0")}, c.before...)
+		members := append([]dstest.TarMember{reg("0000.cls", "0"), reg("0000.jpg", "j0")}, c.before...)
 		members = append(members, link("0001.jpg"), reg("0002.cls", "2"), reg("0002.jpg", "j2"))
 		for _, fill := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s, fill %v", c.name, fill), func(t *testing.T) {

@@ -14,10 +14,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/blockfs/blockfs/internal/dstest"
 )
 
 // Datasets with fields (docs/FORMAT.md, "Datasets with fields"), packed from inputs written by
-// Python (tarfile as webdataset writes shards; TFRecord framing by hand) and read through a
+// Python (tarfile as webdataset writes shards) and Go (dstest.TFRecord) and read through a
 // real mount: every field of every sample, in every epoch's one order, whole and in shards.
 
 // writeShards writes n samples as WebDataset tar shards of per samples each with Python's
@@ -215,40 +217,24 @@ func TestFieldsWebDataset(t *testing.T) {
 	assert.Less(t, in, 50, "epoch 1 keeps %d samples at their input position", in)
 }
 
-// writeTFRecord writes records as a TFRecord file with Python (masked CRC32C by hand).
+// writeTFRecord writes n records as a TFRecord file (dstest.TFRecord, which pack's tests hold
+// to an independent writer in Python): record i is "record i " repeated 1 + i%13 times. With
+// corrupt "data", record n/2's first byte is changed after its CRC32C was summed.
 func writeTFRecord(t *testing.T, path string, n int, corrupt string) {
 	t.Helper()
-	script := `
-import struct, sys
-def table():
-    t = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        t.append(c)
-    return t
-T = table()
-def crc(b):
-    c = 0xFFFFFFFF
-    for x in b:
-        c = T[(c ^ x) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
-def masked(b):
-    c = crc(b)
-    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-path, n, corrupt = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-with open(path, "wb") as f:
-    for i in range(n):
-        data = (b"record %d " % i) * (1 + i % 13)
-        head = struct.pack("<Q", len(data))
-        body = data
-        if corrupt == "data" and i == n // 2:
-            body = b"X" + data[1:]
-        f.write(head + struct.pack("<I", masked(head)) + body + struct.pack("<I", masked(data)))
-`
-	out, err := exec.Command("/usr/bin/python3", "-c", script, path, fmt.Sprint(n), corrupt).CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	recs := make([][]byte, n)
+	bad := 0 // where record n/2's data starts in the file
+	for i := range recs {
+		recs[i] = bytes.Repeat([]byte(fmt.Sprintf("record %d ", i)), 1+i%13)
+		if i < n/2 {
+			bad += 16 + len(recs[i])
+		}
+	}
+	file := dstest.TFRecord(recs)
+	if corrupt == "data" {
+		file[bad+12] = 'X'
+	}
+	require.NoError(t, os.WriteFile(path, file, 0o644))
 }
 
 func TestFieldsTFRecord(t *testing.T) {

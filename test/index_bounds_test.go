@@ -1,10 +1,8 @@
 package test
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/blockfs/blockfs/internal/dstest"
 )
 
 // TestIndexBlockRecords: an index cuts a block at 2^20 samples whatever their bytes, and a
@@ -24,14 +24,7 @@ func TestIndexBlockRecords(t *testing.T) {
 	requireFUSE(t)
 	dir := t.TempDir()
 	const n = 1<<20 + 5
-	table := crc32.MakeTable(crc32.Castagnoli)
-	masked := func(b []byte) uint32 {
-		c := crc32.Checksum(b, table)
-		return (c>>15 | c<<17) + 0xa282ead8
-	}
-	head := make([]byte, 8) // a length of 0
-	rec := binary.LittleEndian.AppendUint32(append([]byte(nil), head...), masked(head))
-	rec = binary.LittleEndian.AppendUint32(rec, masked(nil))
+	rec := dstest.TFRecord([][]byte{{}}) // an empty record: 16 bytes of framing
 	file := filepath.Join(dir, "empty.tfrecord")
 	require.NoError(t, os.WriteFile(file, []byte(strings.Repeat(string(rec), n)), 0o644))
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -91,7 +90,7 @@ func readMountpoint(dir string) (m *mountFacts, ok bool, err error) {
 		if errors.Is(err, fuseread.ErrTimeout) {
 			return nil, true, noAnswer(mnt, "a read of its "+mount.MetaDir+"/"+mount.InfoName, err)
 		}
-		return nil, true, fmt.Errorf("%s: cannot read its %s/%s: %v", dir, mount.MetaDir, mount.InfoName, unwrapPath(err))
+		return nil, true, fmt.Errorf("%s: cannot read its %s/%s: %v", dir, mount.MetaDir, mount.InfoName, userfile.PathCause(err))
 	}
 	m = &mountFacts{Dir: dir}
 	if err := json.Unmarshal(data, m); err != nil {
@@ -147,15 +146,6 @@ func noAnswer(mnt, what string, err error) error {
 		}
 	}
 	return fmt.Errorf("%s does not answer: %s gave no answer to %s in %v; %s", mnt, daemon, what, mountAnswerTime, hint)
-}
-
-// unwrapPath returns the cause of an *fs.PathError, whose path the caller has said.
-func unwrapPath(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // inPlace returns the in-place and window flags the mount was started with.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/blockfs/blockfs/internal/dstest"
 	"github.com/blockfs/blockfs/layout"
 )
 
@@ -44,18 +44,13 @@ func runBlockfs(t *testing.T, argv ...string) (error, int, string) {
 func writeTarShards(t *testing.T, dir string, shards, per int) {
 	t.Helper()
 	for s := range shards {
-		var buf bytes.Buffer
-		tw := tar.NewWriter(&buf)
+		var members []dstest.TarMember
 		for i := range per {
 			key := fmt.Sprintf("%04d", s*per+i)
-			for ext, data := range map[string]string{"bin": "payload " + key, "cls": fmt.Sprint(i % 3)} {
-				require.NoError(t, tw.WriteHeader(&tar.Header{Name: key + "." + ext, Mode: 0o644, Size: int64(len(data))}))
-				_, err := tw.Write([]byte(data))
-				require.NoError(t, err)
-			}
+			members = append(members, dstest.TarMember{Name: key + ".bin", Data: "payload " + key},
+				dstest.TarMember{Name: key + ".cls", Data: fmt.Sprint(i % 3)})
 		}
-		require.NoError(t, tw.Close())
-		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("shard-%d.tar", s)), buf.Bytes(), 0o644))
+		dstest.WriteTar(t, filepath.Join(dir, fmt.Sprintf("shard-%d.tar", s)), members)
 	}
 }
 

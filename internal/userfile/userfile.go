@@ -171,3 +171,13 @@ func Within(dir, path string) bool {
 	r, err := filepath.Rel(dir, path)
 	return err == nil && r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator))
 }
+
+// PathCause returns the cause of an *fs.PathError (its errno), for a message that names the
+// path itself; err as it is otherwise.
+func PathCause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
