@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/blockfs/blockfs/mount/daemon"
 )
 
 // TestCheckFuseFD: a /dev/fd/N mount point that names no mounted /dev/fuse is one clear line
@@ -31,7 +33,7 @@ func TestCheckFuseFD(t *testing.T) {
 		1:           "is standard output or error (descriptor 1); pass the /dev/fuse descriptor as 3 or above",
 	} {
 		mnt := "/dev/fd/" + strconv.Itoa(fd)
-		_, err := CheckMountpoint(mnt, "/data")
+		_, err := daemon.CheckMountpoint(mnt, "/data")
 		require.Error(t, err, mnt)
 		assert.Contains(t, err.Error(), "mount point "+mnt)
 		assert.Contains(t, err.Error(), msg)
@@ -49,9 +51,4 @@ func TestCheckFuseFDOptions(t *testing.T) {
 	err = checkFuseFDOptions("/dev/fd/3", Options{UsersLock: "/tmp/l"})
 	assert.ErrorIs(t, err, ErrUsage)
 	assert.ErrorContains(t, err, "--users-lock: blockfs cannot unmount /dev/fd/3")
-}
-
-// TestServedHereWithoutFuse: a process that holds no /dev/fuse serves no mount.
-func TestServedHereWithoutFuse(t *testing.T) {
-	assert.Empty(t, servedHere())
 }

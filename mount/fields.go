@@ -13,6 +13,7 @@ import (
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/mount/daemon"
 	"github.com/blockfs/blockfs/source/diskcache"
 	"github.com/blockfs/blockfs/source/s3"
 	"github.com/blockfs/blockfs/view"
@@ -87,7 +88,7 @@ func newFields(opt Options, man *layout.FieldsManifest, sd *shardsData) (*Plan, 
 		return nil, err
 	}
 	f := p.fields
-	if p.mnt, err = CheckMountpoint(opt.Mountpoint, p.loc.Abs); err != nil {
+	if p.mnt, err = daemon.CheckMountpoint(opt.Mountpoint, p.loc.Abs); err != nil {
 		return nil, err
 	}
 	for _, sub := range f.srcs {

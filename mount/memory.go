@@ -78,7 +78,7 @@ func Headroom(total int64) int64 {
 
 // PlanMemory applies the documented rules (docs/PERFORMANCE.md, "Memory rules"). mem is what
 // the process has (sysmem.Read); claimed is what the other blockfs mounts up on the machine
-// planned for data (Claimed); cacheSize is --cache-size (0: auto); need is what the windows
+// planned for data (daemon.Claimed); cacheSize is --cache-size (0: auto); need is what the windows
 // being read and the readahead take of the daemon's cache.
 //
 //   - total: the least of the RAM and the memory cgroup's limit (v1 or v2, the tightest of

@@ -12,6 +12,7 @@ import (
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/mount/daemon"
 	"github.com/blockfs/blockfs/shuffle"
 )
 
@@ -58,7 +59,7 @@ func newMixture(opt Options) (*Plan, error) {
 	}
 	m := p.mix
 	for i, sub := range m.srcs {
-		mnt, err := CheckMountpoint(opt.Mountpoint, sub.ds.Where())
+		mnt, err := daemon.CheckMountpoint(opt.Mountpoint, sub.ds.Where())
 		if err != nil {
 			return nil, sourceErr(spec, i, err)
 		}

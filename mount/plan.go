@@ -13,6 +13,7 @@ import (
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/mount/daemon"
 	"github.com/blockfs/blockfs/source/diskcache"
 )
 
@@ -50,7 +51,7 @@ func New(opt Options) (*Plan, error) {
 	if !opt.RecordClaim {
 		return newPlan(opt)
 	}
-	defer unlockPlans()
+	defer daemon.UnlockPlans()
 	p, err := newPlan(opt)
 	if err == nil {
 		p.recordClaim()
@@ -88,7 +89,7 @@ func newPlan(opt Options) (*Plan, error) {
 		return nil, err
 	}
 
-	if p.mnt, err = CheckMountpoint(opt.Mountpoint, p.ds.Where()); err != nil {
+	if p.mnt, err = daemon.CheckMountpoint(opt.Mountpoint, p.ds.Where()); err != nil {
 		return nil, err
 	}
 	if err := checkFuseFDOptions(p.mnt, opt); err != nil {
@@ -155,7 +156,7 @@ func openSource(opt Options) (*Plan, error) {
 func (p *Plan) checkUsers() error {
 	var err error
 	if p.opt.UsersLock != "" {
-		if p.opt.UsersLock, err = checkUsersLock(p.opt.UsersLock); err != nil {
+		if p.opt.UsersLock, err = daemon.CheckUsersLock(p.opt.UsersLock); err != nil {
 			return err
 		}
 	} else if p.opt.RemoveMountpoint {

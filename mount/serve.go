@@ -18,6 +18,7 @@ import (
 	bfs "github.com/blockfs/blockfs/fs"
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/mount/daemon"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -72,7 +73,7 @@ func (p *Plan) Serve(ready func()) error {
 		c.Close()
 		return err
 	}
-	defer register(p.mnt, infoFacts(set, fopt.Info))()
+	defer daemon.Register(p.mnt, infoFacts(set, fopt.Info))()
 	if met != nil {
 		met.snapshot = func() Stats { return stats.snapshot(srv.Counters()) }
 		go met.serve(ml)
@@ -93,9 +94,9 @@ func (p *Plan) Serve(ready func()) error {
 	ready()
 	var gone <-chan struct{} // nil (never ready) without a users lock
 	if p.opt.UsersLock != "" {
-		w := watchUsers(p.opt.UsersLock, p.mnt, p.opt.RemoveMountpoint)
-		defer w.stop()
-		gone = w.gone
+		w := daemon.WatchUsers(p.opt.UsersLock, p.mnt, p.opt.RemoveMountpoint)
+		defer w.Stop()
+		gone = w.Gone()
 	}
 	if serveMount(srv, p.mnt, sigs, gone) {
 		// Only once the server and the shared-memory path have stopped may the cache's
@@ -138,7 +139,7 @@ func (p *Plan) info(c *cache.Cache, set view.Content) map[string]any {
 		"readahead": p.readahead, "verify": p.opt.Verify, "open_data": p.loc.Abs, "order": p.order,
 	}
 	if p.opt.Log != "" {
-		m["log"] = p.opt.Log // the daemon's log lines: --log, or a --daemon mount's own (DaemonLog)
+		m["log"] = p.opt.Log // the daemon's log lines: --log, or a --daemon mount's own (daemon.DaemonLog)
 	}
 	if p.disk != nil {
 		m["disk_cache"], m["disk_cache_size"] = p.disk.Dir, p.disk.Size
@@ -193,7 +194,7 @@ func serve(srv *bfs.Server, mnt string, sigs <-chan os.Signal, gone <-chan struc
 	}
 	if err := srv.Unmount(); err != nil {
 		log.Printf("blockfs: unmount: %s; detaching lazily", strings.Join(strings.Fields(err.Error()), " "))
-		if err := Unmount(mnt, true); err != nil {
+		if err := daemon.Unmount(mnt, true); err != nil {
 			log.Printf("blockfs: %v", err)
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/blockfs/blockfs/mount"
+	"github.com/blockfs/blockfs/mount/daemon"
 )
 
 // readyFDEnv names the file descriptor on which a --daemon child reports readiness (3, or 4
@@ -65,7 +65,7 @@ func startDaemon(logFile string, keep int) error {
 			if logFile != "" {
 				line += " (see " + logFile + ")"
 			} else {
-				line += " (see " + mount.DaemonLogOf(cmd.Process.Pid) + ", if it got as far as making it)"
+				line += " (see " + daemon.DaemonLogOf(cmd.Process.Pid) + ", if it got as far as making it)"
 			}
 		}
 		return errors.New(strings.TrimPrefix(line, "blockfs: "))

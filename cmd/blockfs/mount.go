@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/blockfs/blockfs/mount"
+	"github.com/blockfs/blockfs/mount/daemon"
 	"github.com/blockfs/blockfs/shuffle"
 )
 
@@ -82,12 +83,12 @@ func runMount(vals mount.Values, data, mnt string) error {
 	// The process that serves records its claim of memory as it plans; with --daemon the
 	// parent only checks, and the daemon it starts plans again and serves.
 	opt.RecordClaim = !opt.Daemon || os.Getenv(readyFDEnv) != ""
-	var own *mount.Log
+	var own *daemon.Log
 	if opt.Log == "" && os.Getenv(readyFDEnv) != "" {
 		// The daemon, with no terminal: its own log (info.json names it), or none if this
 		// user has no private place for one.
-		if path, err := mount.DaemonLog(); err == nil {
-			if own, err = mount.OpenDaemonLog(path); err == nil {
+		if path, err := daemon.DaemonLog(); err == nil {
+			if own, err = daemon.OpenDaemonLog(path); err == nil {
 				opt.Log = path
 			}
 		}
@@ -115,7 +116,7 @@ func runMount(vals mount.Values, data, mnt string) error {
 
 // setupLog sends log lines to own (the daemon's own log, bounded: its standard error too, for
 // a panic's stack), or to path (appending), or leaves them on stderr.
-func setupLog(path string, own *mount.Log) error {
+func setupLog(path string, own *daemon.Log) error {
 	log.SetFlags(log.LstdFlags)
 	if own != nil {
 		log.SetOutput(own)

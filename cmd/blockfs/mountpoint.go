@@ -20,6 +20,7 @@ import (
 	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/mount"
+	"github.com/blockfs/blockfs/mount/daemon"
 	"github.com/blockfs/blockfs/shuffle"
 )
 
@@ -111,7 +112,7 @@ func blockfsMountAt(ctx context.Context, dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if mount.IsBlockfsMountpoint(abs) {
+	if daemon.IsBlockfsMountpoint(abs) {
 		return abs, nil
 	}
 	var real string
@@ -123,7 +124,7 @@ func blockfsMountAt(ctx context.Context, dir string) (string, error) {
 	if errors.Is(err, fuseread.ErrTimeout) || ctx.Err() != nil {
 		return "", noAnswer(dir, "a look-up of "+abs, err)
 	}
-	if err != nil || !mount.IsBlockfsMountpoint(real) {
+	if err != nil || !daemon.IsBlockfsMountpoint(real) {
 		return "", nil
 	}
 	return real, nil
@@ -137,15 +138,15 @@ func noAnswer(mnt, what string, err error) error {
 	if !errors.Is(err, fuseread.ErrTimeout) {
 		return err
 	}
-	daemon, hint := "its daemon", fmt.Sprintf("if it stays so, detach it: blockfs unmount --lazy %s", mnt)
-	if pid, stopped := mount.Daemon(mnt); pid > 0 {
-		daemon = fmt.Sprintf("its daemon (pid %d)", pid)
+	who, hint := "its daemon", fmt.Sprintf("if it stays so, detach it: blockfs unmount --lazy %s", mnt)
+	if pid, stopped := daemon.Daemon(mnt); pid > 0 {
+		who = fmt.Sprintf("its daemon (pid %d)", pid)
 		if stopped {
-			daemon += ", which is stopped,"
+			who += ", which is stopped,"
 			hint = fmt.Sprintf("resume it (kill -CONT %d), or detach the mount (blockfs unmount --lazy %s)", pid, mnt)
 		}
 	}
-	return fmt.Errorf("%s does not answer: %s gave no answer to %s in %v; %s", mnt, daemon, what, mountAnswerTime, hint)
+	return fmt.Errorf("%s does not answer: %s gave no answer to %s in %v; %s", mnt, who, what, mountAnswerTime, hint)
 }
 
 // inPlace returns the in-place and window flags the mount was started with.

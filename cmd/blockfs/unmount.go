@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/blockfs/blockfs/mount"
+	"github.com/blockfs/blockfs/mount/daemon"
 )
 
 func newUnmount() *cobra.Command {
@@ -20,10 +20,10 @@ func newUnmount() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if !mount.IsMountpoint(mnt) {
+			if !daemon.IsMountpoint(mnt) {
 				return fmt.Errorf("%s is not mounted", args[0])
 			}
-			if err := mount.Unmount(mnt, lazy); err != nil {
+			if err := daemon.Unmount(mnt, lazy); err != nil {
 				if lazy {
 					return err
 				}

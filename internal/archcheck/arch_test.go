@@ -99,13 +99,17 @@ var allowed = map[string][]string{
 	// The packer writes layout's formats, to local disk or an object store.
 	"pack": {"source", "source/s3", "layout", "shuffle", "internal/background", "internal/crc32c",
 		"internal/fsync", "internal/near", "internal/odirect", "internal/optname", "internal/strictjson", "internal/userfile"},
+	// A mount's life beside its data: the mount point, the registry of daemons and their
+	// memory claims, the daemon's log, the users' lease.
+	"mount/daemon": {"fs", "internal/fuseread", "internal/mountinfo", "internal/optname", "internal/sysmem",
+		"internal/userfile"},
 	// One mount, wired from every layer; it still indexes shards with the packer (issue 53).
-	"mount": {"source", "source/local", "source/s3", "source/diskcache", "source/stack", "layout", "shuffle",
-		"cache", "view", "fs", "pack", "internal/connlimit", "internal/fdlimit", "internal/fuseread",
-		"internal/mountinfo", "internal/near", "internal/odirect", "internal/optname", "internal/privdir",
-		"internal/strictjson", "internal/sysmem", "internal/userfile"},
+	"mount": {"mount/daemon", "source", "source/local", "source/s3", "source/diskcache", "source/stack", "layout",
+		"shuffle", "cache", "view", "fs", "pack", "internal/connlimit", "internal/fdlimit", "internal/near",
+		"internal/odirect", "internal/optname", "internal/privdir", "internal/strictjson", "internal/sysmem",
+		"internal/userfile"},
 	// The command line is flags, printing and exit codes over mount and pack.
-	"cmd/blockfs": {"mount", "pack", "layout", "shuffle", "internal/fdlimit", "internal/fuseread",
+	"cmd/blockfs": {"mount", "mount/daemon", "pack", "layout", "shuffle", "internal/fdlimit", "internal/fuseread",
 		"internal/near", "internal/optname", "internal/userfile"},
 	// Utilities import nothing of blockfs but one another.
 	"internal/background": {}, "internal/connlimit": {}, "internal/corpus": {}, "internal/crc32c": {},

@@ -1,4 +1,4 @@
-package mount
+package daemon
 
 import (
 	"errors"
@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/blockfs/blockfs/internal/sysmem"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,12 +26,12 @@ const planWait = 30 * time.Second
 
 var planLock struct {
 	sync.Mutex
-	f *os.File // held (LOCK_EX) from lockPlans until unlockPlans; nil when not
+	f *os.File // held (LOCK_EX) from LockPlans until UnlockPlans; nil when not
 }
 
-// lockPlans takes the planning lock for this process, once: later calls before unlockPlans
+// LockPlans takes the planning lock for this process, once: later calls before UnlockPlans
 // return at once.
-func lockPlans() {
+func LockPlans() {
 	planLock.Lock()
 	defer planLock.Unlock()
 	if planLock.f != nil {
@@ -63,31 +62,12 @@ func lockPlans() {
 	}
 }
 
-// unlockPlans releases the planning lock, if this process holds it.
-func unlockPlans() {
+// UnlockPlans releases the planning lock, if this process holds it.
+func UnlockPlans() {
 	planLock.Lock()
 	defer planLock.Unlock()
 	if planLock.f != nil {
 		planLock.f.Close() // drops the flock
 		planLock.f = nil
 	}
-}
-
-// claimed is Claimed for p's plan; a daemon's (RecordClaim) takes the planning lock first.
-func (p *Plan) claimed(mem sysmem.Memory, openData, fingerprint string) int64 {
-	if p.opt.RecordClaim {
-		lockPlans()
-	}
-	return Claimed(mem, openData, fingerprint)
-}
-
-// recordClaim writes what p planned to the registry as this daemon's entry, before it mounts:
-// an entry that names no mount counts while its daemon lives, so the mounts planned after this
-// one leave its memory to it. Serving rewrites the entry once mounted (register).
-func (p *Plan) recordClaim() {
-	fp := ""
-	if p.ds != nil && p.mix == nil && p.fields == nil {
-		fp = p.ds.Manifest.Fingerprint()
-	}
-	writeClaim(map[string]any{"open_data": p.loc.Abs, "fingerprint": fp, "memory": p.mem.Facts()}, "")
 }

@@ -1,4 +1,4 @@
-package mount
+package daemon
 
 import (
 	"errors"
@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/blockfs/blockfs/internal/optname"
 )
 
-// A mount with a users lock (Options.UsersLock, --users-lock FILE) lasts while some process
+// A mount with a users lock (mount.Options.UsersLock, --users-lock FILE) lasts while some process
 // holds a POSIX (fcntl) lock on FILE, and ends itself within usersPoll of the last one going,
 // whatever ended it: a clean exit, SIGTERM, kill -9, a crashed node agent. POSIX locks belong to
 // a process: the kernel drops them when it dies, and a fork (a DataLoader worker) does not
@@ -20,7 +22,7 @@ import (
 // The daemon decides under an exclusive flock on FILE.setup, the lock users take to mount,
 // attach or leave, so it never ends a mount that a user is attaching to. Having decided, it
 // unmounts lazily (open files keep working until closed, at most drainTime), removes FILE and
-// FILE.setup, and the mountpoint with Options.RemoveMountpoint.
+// FILE.setup, and the mountpoint with mount.Options.RemoveMountpoint.
 
 // usersPoll is how often the daemon looks for the users lock's holders.
 const usersPoll = 500 * time.Millisecond
@@ -28,30 +30,34 @@ const usersPoll = 500 * time.Millisecond
 // SetupLock is the lock file that users hold while they mount, attach or leave.
 func SetupLock(usersLock string) string { return usersLock + ".setup" }
 
-// checkUsersLock checks that the users lock exists and is a regular file (the user made it
+// CheckUsersLock checks that the users lock exists and is a regular file (the user made it
 // before mounting), and returns its absolute path.
-func checkUsersLock(path string) (string, error) {
+func CheckUsersLock(path string) (string, error) {
 	st, err := os.Lstat(path)
 	if err != nil {
-		return "", Usagef(flag("users-lock")+" %s: %v (create the file and hold a lock on it before mounting)", path, errors.Unwrap(err))
+		return "", optname.Errorf("users-lock", optname.Flag("users-lock")+" %s: %v (create the file and hold a lock on it before mounting)", path, errors.Unwrap(err))
 	}
 	if !st.Mode().IsRegular() {
-		return "", Usagef(flag("users-lock")+" %s is not a regular file", path)
+		return "", optname.Errorf("users-lock", optname.Flag("users-lock")+" %s is not a regular file", path)
 	}
 	return filepath.Abs(path)
 }
 
-// usersWatch is the goroutine that ends the mount when its last user is gone.
-type usersWatch struct {
+// UsersWatch is the goroutine that ends the mount when its last user is gone.
+type UsersWatch struct {
 	gone     chan struct{} // closed once it has detached the mount and removed the lock files
 	quit     chan struct{}
 	finished chan struct{}
 }
 
-// watchUsers polls the users lock until no process holds it, then ends the mount as the
-// package comment says and closes gone.
-func watchUsers(lock, mnt string, rmdir bool) *usersWatch {
-	w := &usersWatch{gone: make(chan struct{}), quit: make(chan struct{}), finished: make(chan struct{})}
+// Gone returns a channel closed once the watch has detached the mount and removed the lock
+// files.
+func (w *UsersWatch) Gone() <-chan struct{} { return w.gone }
+
+// WatchUsers polls the users lock until no process holds it, then ends the mount (unmounts
+// it lazily, and with rmdir removes the mount point) and closes Gone's channel.
+func WatchUsers(lock, mnt string, rmdir bool) *UsersWatch {
+	w := &UsersWatch{gone: make(chan struct{}), quit: make(chan struct{}), finished: make(chan struct{})}
 	go func() {
 		defer close(w.finished)
 		t := time.NewTicker(usersPoll)
@@ -75,9 +81,9 @@ func watchUsers(lock, mnt string, rmdir bool) *usersWatch {
 	return w
 }
 
-// stop ends the watch and waits for it: a watcher that is ending the mount (the server
+// Stop ends the watch and waits for it: a watcher that is ending the mount (the server
 // stops as soon as it is detached) finishes removing the lock files before the daemon exits.
-func (w *usersWatch) stop() {
+func (w *UsersWatch) Stop() {
 	close(w.quit)
 	<-w.finished
 }

@@ -1,4 +1,4 @@
-package mount
+package daemon
 
 import (
 	"encoding/json"
@@ -17,7 +17,6 @@ import (
 
 	bfs "github.com/blockfs/blockfs/fs"
 	"github.com/blockfs/blockfs/internal/mountinfo"
-	"github.com/blockfs/blockfs/view"
 )
 
 // The registry: each daemon writes what it claimed of memory (its Claim), its pid and where it
@@ -117,21 +116,21 @@ func owner(st fs.FileInfo) int {
 	return -1
 }
 
-// register writes this daemon's entry for its mount at mnt (absolute, or /dev/fd/N), whose
+// Register writes this daemon's entry for its mount at mnt (absolute, or /dev/fd/N), whose
 // info.json facts are facts, and returns the function that removes it. A registry that cannot
 // be written is logged: the mount serves on, and mounts after it plan without its claim.
-func register(mnt string, facts map[string]any) (remove func()) {
-	if !writeClaim(facts, mnt) {
+func Register(mnt string, facts map[string]any) (remove func()) {
+	if !WriteClaim(facts, mnt) {
 		return func() {}
 	}
 	path := entryPath(RegistryDir(), pidNS(), os.Getpid())
 	return func() { os.Remove(path) }
 }
 
-// writeClaim writes this daemon's entry: the claim in facts (info.json's), at mnt once
+// WriteClaim writes this daemon's entry: the claim in facts (info.json's), at mnt once
 // mounted ("" before: an entry that names no mount counts while its daemon lives). A registry
 // that cannot be written is logged and reported false.
-func writeClaim(facts map[string]any, mnt string) bool {
+func WriteClaim(facts map[string]any, mnt string) bool {
 	c, err := claimOf(facts)
 	if err == nil {
 		e := entry{NS: pidNS(), PID: os.Getpid(), Start: startTime(os.Getpid()), Claim: c}
@@ -392,14 +391,4 @@ func IsBlockfsMountpoint(path string) bool {
 		}
 	}
 	return top == "fuse."+bfs.Type
-}
-
-// infoFacts returns what the mount's .blockfs/info.json says (fs's infoFacts): the set's facts
-// and the mount's own.
-func infoFacts(set view.Content, extra map[string]any) map[string]any {
-	f := set.Facts()
-	for k, v := range extra {
-		f[k] = v
-	}
-	return f
 }
