@@ -29,7 +29,7 @@ type Options struct {
 	Debug      bool           // log every FUSE request
 	Info       map[string]any // extra facts for .blockfs/info.json
 	// Stats, when set, returns .blockfs/stats.json's bytes given the FUSE layer's counters now
-	// (package mount composes them with the cache's, the sources' and the stores': mount.Stats).
+	// (package mount composes them with the cache's, the sources' and the stores': report.Stats).
 	// Called at each lookup, stat and open of stats.json, from any goroutine. Without it, or
 	// when it fails (logged), stats.json is the counters alone.
 	Stats func(Counters) ([]byte, error)

@@ -14,7 +14,7 @@ import (
 // Counters are what the FUSE layer itself knows of a mount: the bytes it served by file, its
 // reads and where their time went, the daemon process, and the open files. Package mount
 // composes them with the layers below (the cache, the disk cache, the object store, a
-// mixture's sources) into stats.json (mount.Stats, through Options.Stats); the JSON keys are
+// mixture's sources) into stats.json (report.Stats, through Options.Stats); the JSON keys are
 // stats.json's.
 type Counters struct {
 	DataServed    uint64 `json:"bytes_served"`         // epoch and shard data bytes returned

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/blockfs/blockfs/cache"
+	"github.com/blockfs/blockfs/mount/report"
 	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/stack"
 	"github.com/blockfs/blockfs/view"
@@ -107,4 +108,22 @@ func (s *served) close() {
 	for _, st := range s.stacks {
 		st.Close()
 	}
+}
+
+// statsOf returns the stats of the mount of sv: one dataset's (a node-aware mount's parts
+// are one dataset's), or a mixture's or fields' by source.
+func (p *Plan) statsOf(sv *served) *report.Mount {
+	if sv.mux == nil || p.nodes != nil {
+		return report.NewMount(sv.cache, sv.stacks, nil, nil)
+	}
+	var names []string
+	switch {
+	case p.mix != nil:
+		for _, src := range p.mix.spec.Sources {
+			names = append(names, src.Name)
+		}
+	case p.fields != nil:
+		names = p.fields.names()
+	}
+	return report.NewMount(sv.cache, sv.stacks, sv.mux, names)
 }

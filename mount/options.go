@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	bfs "github.com/blockfs/blockfs/fs"
+	"github.com/blockfs/blockfs/mount/report"
 	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/source/s3"
 )
@@ -131,7 +132,7 @@ func (o *Options) check(kind Kind) error {
 		return optionErr("nodes", "%s is for one dataset; %s is a mixture or a dataset with fields, which are not node-aware yet: mount it whole on each node", flag("nodes"), o.Data)
 	}
 	if o.Metrics != "" {
-		if err := CheckMetricsAddr(o.Metrics, o.MetricsRemote); err != nil {
+		if err := report.CheckAddr(o.Metrics, o.MetricsRemote); err != nil {
 			return err
 		}
 	}

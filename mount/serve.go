@@ -19,6 +19,7 @@ import (
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/mount/daemon"
+	"github.com/blockfs/blockfs/mount/report"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -50,13 +51,13 @@ func (p *Plan) Serve(ready func()) error {
 	stats := p.statsOf(sv)
 	fopt := bfs.Options{
 		Epochs: p.opt.Epochs, Readahead: p.readahead, AllowOther: p.opt.AllowOther, Debug: p.opt.Debug, NoShm: p.opt.NoShm,
-		Stats: stats.json, Info: p.info(c, set),
+		Stats: stats.JSON, Info: p.info(c, set),
 	}
 	fopt.OnFailure = p.onFailure()
-	var met *metrics
+	var met *report.Metrics
 	var ml net.Listener
 	if p.opt.Metrics != "" {
-		if ml, err = listenMetrics(p.opt.Metrics); err != nil {
+		if ml, err = report.Listen(p.opt.Metrics); err != nil {
 			c.Close()
 			return err
 		}
@@ -65,8 +66,8 @@ func (p *Plan) Serve(ready func()) error {
 		if p.ds != nil && p.mix == nil && p.fields == nil && p.nodes == nil {
 			rs = p.ds.RecordSize()
 		}
-		met = newMetrics(rs)
-		fopt.OnRead = met.onRead
+		met = report.NewMetrics(rs)
+		fopt.OnRead = met.OnRead
 	}
 	srv, err := bfs.Mount(p.mnt, set, fopt)
 	if err != nil {
@@ -75,8 +76,8 @@ func (p *Plan) Serve(ready func()) error {
 	}
 	defer daemon.Register(p.mnt, infoFacts(set, fopt.Info))()
 	if met != nil {
-		met.snapshot = func() Stats { return stats.snapshot(srv.Counters()) }
-		go met.serve(ml)
+		met.Snapshot = func() report.Stats { return stats.Snapshot(srv.Counters()) }
+		go met.Serve(ml)
 		log.Printf("blockfs: metrics at http://%s/metrics", ml.Addr())
 	}
 	if p.opt.CPUProfile != "" {

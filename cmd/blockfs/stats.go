@@ -17,6 +17,7 @@ import (
 
 	"github.com/blockfs/blockfs/internal/fuseread"
 	"github.com/blockfs/blockfs/mount"
+	"github.com/blockfs/blockfs/mount/report"
 )
 
 func newStats() *cobra.Command {
@@ -72,9 +73,9 @@ const maxStatsBytes = 64 << 20
 
 // statsFile reads the stats.json of the mount at mnt through fuseread: a daemon that does not
 // answer within mountAnswerTime is an error naming the mount, and ctx (Ctrl-C) ends the wait.
-func statsFile(ctx context.Context, mnt string) (mount.Stats, error) {
-	var s mount.Stats
-	name := filepath.Join(mount.MetaDir, mount.StatsName)
+func statsFile(ctx context.Context, mnt string) (report.Stats, error) {
+	var s report.Stats
+	name := filepath.Join(mount.MetaDir, report.StatsName)
 	b, err := fuseread.ReadFile(ctx, filepath.Join(mnt, name), maxStatsBytes, mountAnswerTime)
 	if err != nil {
 		if errors.Is(err, fuseread.ErrTimeout) || ctx.Err() != nil {
@@ -122,9 +123,9 @@ type View struct {
 	ReadErrors    uint64  `json:"read_errors"`       // since the mount
 	// LastErrors are the mount's last distinct failed reads (stats.json's), the most recent
 	// last, each with its reason.
-	LastErrors []mount.ErrorStats `json:"last_errors,omitempty"`
-	Sources    []SourceView       `json:"sources,omitempty"` // a mixture's sources, a dataset's fields
-	Readers    []ReaderView       `json:"readers"`
+	LastErrors []report.ErrorStats `json:"last_errors,omitempty"`
+	Sources    []SourceView        `json:"sources,omitempty"` // a mixture's sources, a dataset's fields
+	Readers    []ReaderView        `json:"readers"`
 }
 
 // SourceView is one source of a mixture, or field of a dataset with fields, in an interval:
@@ -144,9 +145,9 @@ type ReaderView struct {
 }
 
 // interval computes the view between two snapshots dt apart; rs is the record size (0: vary).
-func interval(a, b mount.Stats, dt time.Duration, rs int64) View {
+func interval(a, b report.Stats, dt time.Duration, rs int64) View {
 	sec := dt.Seconds()
-	served := func(s mount.Stats) uint64 { return s.DataServed + s.IDsServed + s.OffsetsServed + s.SourceServed }
+	served := func(s report.Stats) uint64 { return s.DataServed + s.IDsServed + s.OffsetsServed + s.SourceServed }
 	ac, bc := a.Cache, b.Cache
 	v := View{Time: time.Now().Format(time.RFC3339), Seconds: sec, MBps: float64(served(b)-served(a)) / sec / 1e6, Records: -1,
 		SourceMBps: float64(bc.DiskBytes-ac.DiskBytes) / sec / 1e6, Store: inStore(b), CacheBytes: bc.CachedBytes,
@@ -169,7 +170,7 @@ func interval(a, b mount.Stats, dt time.Duration, rs int64) View {
 		mbps := (float64(src.BytesRead) - float64(prevSrc[src.Index])) / sec / 1e6
 		v.Sources = append(v.Sources, SourceView{Name: src.Name, MBps: mbps})
 	}
-	before := map[uint64]mount.ReaderStats{}
+	before := map[uint64]report.ReaderStats{}
 	for _, r := range a.Readers {
 		before[r.ID] = r
 	}
@@ -188,7 +189,7 @@ func interval(a, b mount.Stats, dt time.Duration, rs int64) View {
 }
 
 // inStore reports whether the mount reads any of its data from an object store.
-func inStore(s mount.Stats) bool {
+func inStore(s report.Stats) bool {
 	for _, st := range s.Stores() {
 		if st != nil {
 			return true

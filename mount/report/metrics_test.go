@@ -1,4 +1,4 @@
-package mount
+package report
 
 import (
 	"encoding/json"
@@ -15,8 +15,8 @@ import (
 func TestMetricsFromStats(t *testing.T) {
 	var s Stats
 	require.NoError(t, json.Unmarshal(readGolden(t, "mixture-store"), &s))
-	m := newMetrics(1024)
-	m.snapshot = func() Stats { return s }
+	m := NewMetrics(1024)
+	m.Snapshot = func() Stats { return s }
 	fams, err := m.reg.Gather()
 	require.NoError(t, err)
 	got := map[string]map[string]float64{} // name -> labels -> value

@@ -1,4 +1,4 @@
-package mount
+package report
 
 import (
 	"errors"
@@ -24,15 +24,15 @@ import (
 // snapshot as stats.json at each scrape; only the two histograms cost the read path anything
 // (an observation per FUSE read), and only with --metrics.
 
-// CheckMetricsAddr checks --metrics ADDR: host:port, with a loopback host (127.0.0.1,
+// CheckAddr checks --metrics ADDR: host:port, with a loopback host (127.0.0.1,
 // localhost, [::1]) unless remote is set (--metrics-allow-remote).
-func CheckMetricsAddr(addr string, remote bool) error {
+func CheckAddr(addr string, remote bool) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return Usagef("%s %q: want HOST:PORT, e.g. 127.0.0.1:9560 (%v)", optname.Flag("metrics"), addr, err)
+		return optname.Errorf("metrics", "%s %q: want HOST:PORT, e.g. 127.0.0.1:9560 (%v)", optname.Flag("metrics"), addr, err)
 	}
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return Usagef("%s %q: port %q is not a number from 0 to 65535", optname.Flag("metrics"), addr, port)
+		return optname.Errorf("metrics", "%s %q: port %q is not a number from 0 to 65535", optname.Flag("metrics"), addr, port)
 	}
 	if remote {
 		return nil
@@ -41,23 +41,25 @@ func CheckMetricsAddr(addr string, remote bool) error {
 		return nil
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return Usagef("%s %q would serve the metrics beyond this machine; give a loopback address (127.0.0.1:%s), or add %s to mean it",
+		return optname.Errorf("metrics", "%s %q would serve the metrics beyond this machine; give a loopback address (127.0.0.1:%s), or add %s to mean it",
 			optname.Flag("metrics"), addr, port, optname.Flag("metrics-allow-remote"))
 	}
 	return nil
 }
 
-// metrics is a mount's Prometheus registry.
-type metrics struct {
+// Metrics is a mount's Prometheus registry (--metrics).
+type Metrics struct {
 	reg      *prometheus.Registry
 	latency  prometheus.Histogram // every read's time in the daemon
 	wait     prometheus.Histogram // the time waited, of reads that waited
-	snapshot func() Stats         // set once the mount is up
+	Snapshot func() Stats         // the mount's stats now; set once the mount is up
 	record   int64                // bytes a record, 0 when records vary
 }
 
-func newMetrics(recordSize int64) *metrics {
-	m := &metrics{reg: prometheus.NewRegistry(), record: recordSize}
+// NewMetrics returns the registry of a mount of records of recordSize bytes (0: varying);
+// its Snapshot is set once the mount is up.
+func NewMetrics(recordSize int64) *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry(), record: recordSize}
 	buckets := prometheus.ExponentialBuckets(10e-6, 4, 10) // 10 us to 2.6 s
 	m.latency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "blockfs_read_duration_seconds",
 		Help: "Time a FUSE read took in the daemon, waits included.", Buckets: buckets})
@@ -68,8 +70,8 @@ func newMetrics(recordSize int64) *metrics {
 	return m
 }
 
-// onRead is fs.Options.OnRead.
-func (m *metrics) onRead(took, waited time.Duration) {
+// OnRead is fs.Options.OnRead.
+func (m *Metrics) OnRead(took, waited time.Duration) {
 	m.latency.Observe(took.Seconds())
 	if waited > 0 {
 		m.wait.Observe(waited.Seconds())
@@ -94,8 +96,8 @@ const (
 // connection past it closes the oldest idle one, or itself (connlimit).
 func metricsConns() int { return fdlimit.Share(16, 4, 32) }
 
-// serve serves the registry on l until the listener is closed.
-func (m *metrics) serve(l net.Listener) {
+// Serve serves the registry on l until the listener is closed.
+func (m *Metrics) Serve(l net.Listener) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: log.Default()}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -181,7 +183,7 @@ func init() {
 }
 
 // statsCollector is the metrics of the stats snapshot, read at each scrape.
-type statsCollector metrics
+type statsCollector Metrics
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range allMetrics {
@@ -190,10 +192,10 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
-	if c.snapshot == nil {
+	if c.Snapshot == nil {
 		return
 	}
-	s := c.snapshot()
+	s := c.Snapshot()
 	put := func(m *metric, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, v, labels...)
 	}
@@ -267,9 +269,9 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// listenMetrics binds --metrics ADDR before the mount is made, so that an address in use is
+// Listen binds --metrics ADDR before the mount is made, so that an address in use is
 // an error at once.
-func listenMetrics(addr string) (net.Listener, error) {
+func Listen(addr string) (net.Listener, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: cannot listen there: %w", optname.Flag("metrics"), addr, err)

@@ -1,4 +1,4 @@
-package mount
+package report
 
 import (
 	"encoding/json"

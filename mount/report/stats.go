@@ -1,4 +1,4 @@
-package mount
+package report
 
 import (
 	"bytes"
@@ -199,36 +199,24 @@ func fromOneOrList[T counted](raw json.RawMessage, one **T, srcs []SourceStats, 
 	return nil
 }
 
-// mountStats makes a mount's Stats from the FUSE layer's counters and the layers under them.
-// Immutable after statsOf; safe for concurrent use.
-type mountStats struct {
+// Mount makes a mount's Stats from the FUSE layer's counters and the layers under them.
+// Immutable after NewMount; safe for concurrent use.
+type Mount struct {
 	cache  *cache.Cache
 	stacks []*stack.Stack // one dataset's stack, or each source's
 	mux    *source.Mux    // the sources under the cache; nil for one dataset
 	names  []string       // the sources' or fields' names; nil for one dataset
 }
 
-// statsOf returns the stats of the mount of sv: one dataset's (a node-aware mount's parts
-// are one dataset's), or a mixture's or fields' by source.
-func (p *Plan) statsOf(sv *served) *mountStats {
-	ms := &mountStats{cache: sv.cache, stacks: sv.stacks}
-	if sv.mux == nil || p.nodes != nil {
-		return ms
-	}
-	ms.mux = sv.mux
-	switch {
-	case p.mix != nil:
-		for _, src := range p.mix.spec.Sources {
-			ms.names = append(ms.names, src.Name)
-		}
-	case p.fields != nil:
-		ms.names = p.fields.names()
-	}
-	return ms
+// NewMount returns the stats of a mount of one dataset's stack (mux nil; a node-aware mount's
+// parts are one dataset's), or of a mixture's or a dataset with fields' sources under mux,
+// named by names.
+func NewMount(c *cache.Cache, stacks []*stack.Stack, mux *source.Mux, names []string) *Mount {
+	return &Mount{cache: c, stacks: stacks, mux: mux, names: names}
 }
 
-// snapshot returns the mount's Stats now, given the FUSE layer's counters.
-func (ms *mountStats) snapshot(c bfs.Counters) Stats {
+// Snapshot returns the mount's Stats now, given the FUSE layer's counters.
+func (ms *Mount) Snapshot(c bfs.Counters) Stats {
 	s := Stats{Counters: c, Cache: ms.cache.Stats()}
 	if ms.mux == nil {
 		st := ms.stacks[0].Stats()
@@ -247,9 +235,9 @@ func (ms *mountStats) snapshot(c bfs.Counters) Stats {
 	return s
 }
 
-// json returns stats.json's bytes now: fs.Options.Stats.
-func (ms *mountStats) json(c bfs.Counters) ([]byte, error) {
-	b, err := json.MarshalIndent(ms.snapshot(c), "", "  ")
+// JSON returns stats.json's bytes now: fs.Options.Stats.
+func (ms *Mount) JSON(c bfs.Counters) ([]byte, error) {
+	b, err := json.MarshalIndent(ms.Snapshot(c), "", "  ")
 	if err != nil {
 		return nil, err
 	}
