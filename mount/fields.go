@@ -14,6 +14,7 @@ import (
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/mount/daemon"
+	"github.com/blockfs/blockfs/mount/memory"
 	"github.com/blockfs/blockfs/source/diskcache"
 	"github.com/blockfs/blockfs/source/s3"
 	"github.com/blockfs/blockfs/view"
@@ -206,7 +207,7 @@ func (p *Plan) planFields() error {
 	var perBlock int64 // a block of the window, in every field cut at the samples
 	for i, sub := range f.srcs {
 		if !f.man.Fields[i].Own() {
-			perBlock += NeedCache(sub.ds, 1, 0, cache.DefaultPageSize).InCache
+			perBlock += memory.NeedCache(sub.ds, 1, 0, cache.DefaultPageSize).InCache
 		}
 	}
 	mem := sysmem.Read()
@@ -302,7 +303,7 @@ func splitDiskCache(srcs []*Plan, opt Options) {
 	files := make([]int64, len(srcs))
 	var total int64
 	for i, sub := range srcs {
-		files[i] = StoredBytes(sub.ds) // the disk cache keeps the files as stored
+		files[i] = memory.StoredBytes(sub.ds) // the disk cache keeps the files as stored
 		total += files[i]
 	}
 	bound := opt.DiskCacheSize

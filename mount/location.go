@@ -12,6 +12,7 @@ import (
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/source/local"
 	"github.com/blockfs/blockfs/source/s3"
+	"github.com/dustin/go-humanize"
 )
 
 // ErrUsage marks an error in what the caller asked for (a flag out of range, flags that do not
@@ -241,3 +242,6 @@ func (in InPlace) windowed(ds *layout.Dataset) (*layout.Dataset, error) {
 	}
 	return layout.Windows(ds, opt, in.BlockSize)
 }
+
+// ibytes says n bytes in binary units ("1.5 GiB").
+func ibytes(n int64) string { return humanize.IBytes(uint64(n)) }

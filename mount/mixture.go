@@ -13,6 +13,7 @@ import (
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/mount/daemon"
+	"github.com/blockfs/blockfs/mount/memory"
 	"github.com/blockfs/blockfs/shuffle"
 )
 
@@ -229,9 +230,9 @@ func (p *Plan) planSources(srcs []*Plan, shares []float64, name, data, fp string
 	if total := mem.Total(); (cs > 0 && cs < need) || (cs <= 0 && total > 0 && need > total) {
 		return sourcesCacheRefusal(srcs, cs, total, need, name, p.fields != nil)
 	}
-	p.mem = MemoryPlan{Memory: mem, Total: mem.Total(), Claimed: p.claimed(mem, data, fp)}
-	p.mem.Headroom = Headroom(p.mem.Total)
-	p.mem.Budget, p.mem.BudgetReason = memoryBudget(cs, need, mem, p.mem.Headroom, p.mem.Claimed)
+	p.mem = memory.Plan{Memory: mem, Total: mem.Total(), Claimed: p.claimed(mem, data, fp)}
+	p.mem.Headroom = memory.Headroom(p.mem.Total)
+	p.mem.Budget, p.mem.BudgetReason = memory.Budget(cs, need, mem, p.mem.Headroom, p.mem.Claimed)
 	// Each source's share of the budget: by the bytes it gives an epoch, never less than its
 	// need nor (the rest going to the others) more than it can use.
 	alloc := make([]int64, len(srcs))
@@ -244,7 +245,7 @@ func (p *Plan) planSources(srcs []*Plan, shares []float64, name, data, fp string
 	for round := 0; round < 2 && left > 0 && open > 0; round++ {
 		give, next := left, 0.0
 		for i, sub := range srcs {
-			room := max(0, max(sub.need.Need, Footprint(sub.ds, cache.DefaultPageSize))-alloc[i])
+			room := max(0, max(sub.need.Need, memory.Footprint(sub.ds, cache.DefaultPageSize))-alloc[i])
 			if room == 0 {
 				continue
 			}
@@ -260,7 +261,7 @@ func (p *Plan) planSources(srcs []*Plan, shares []float64, name, data, fp string
 	p.cacheOpt = cache.Options{}
 	var whole bool
 	for i, sub := range srcs {
-		sub.mem = PlanMemory(sub.ds, cache.DefaultPageSize, alloc[i], sub.need.Need, p.opt.Direct, mem, 0)
+		sub.mem = memory.PlanFor(sub.ds, cache.DefaultPageSize, alloc[i], sub.need.Need, p.opt.Direct, mem, 0)
 		sub.mem.BudgetReason = fmt.Sprintf("its part of the mount's budget: %.1f%% of an epoch's bytes, at least its windows and readahead, at most what it can use", 100*shares[i])
 		if sub.loc.Kind == Remote {
 			sub.planRemote()
@@ -280,7 +281,7 @@ func (p *Plan) planSources(srcs []*Plan, shares []float64, name, data, fp string
 	p.mem.CacheSize = p.cacheOpt.Size
 	p.mem.CacheReason = "the sum of the sources' caches (info.json's sources[].memory)"
 	p.mem.Reason = "each source's own plan (info.json's sources[].memory)"
-	p.need = CacheNeed{Need: need, Readahead: ra}
+	p.need = memory.CacheNeed{Need: need, Readahead: ra}
 	if err := p.cacheOpt.Validate(); err != nil {
 		return Usagef(flag("cache-size")+": %v", err)
 	}
@@ -300,7 +301,7 @@ func (p *Plan) planSource(sub *Plan, rai, cs int64, mem sysmem.Memory, share flo
 	if sub.byIndex {
 		mix, rai = 1, 0
 	}
-	sub.need = NeedCache(sub.ds, mix, rai, cache.DefaultPageSize)
+	sub.need = memory.NeedCache(sub.ds, mix, rai, cache.DefaultPageSize)
 	if p.nodes != nil {
 		// A node's parts are read one record of each at a time, so the pages a read holds
 		// while its reply is written are the node's (planSources counts them once), not each
@@ -382,4 +383,34 @@ func (m *mixPlan) facts(seed uint64) map[string]any {
 		"dataset": m.spec.File, "fingerprint": m.fp, "seed": seed, "sources": sources,
 		"mixture": map[string]any{"file": m.spec.File, "fingerprint": m.fp, "epoch_records": epochRecords},
 	}
+}
+
+// sourcesCacheRefusal is the refusal of a mount of several sources under one cache (a
+// mixture's datasets, a dataset's fields, a node's parts) whose need passes room: cs, the
+// --cache-size given, or (cs 0) the memory, total. Its advice is what can work: the least
+// the sources need whatever --mix and --readahead (each a block of its window in whole pages,
+// and never less than cache.MinPages pages: 4 MiB a source) is named, and lowering --mix or
+// --readahead is offered only when the need is above it; below it, fewer sources (for fields,
+// pack fewer columns).
+func sourcesCacheRefusal(srcs []*Plan, cs, total, need int64, name string, fields bool) error {
+	floor := int64(cache.MinPages) * cache.DefaultPageSize
+	var least int64
+	for _, sub := range srcs {
+		least += max(memory.NeedCache(sub.ds, 1, 0, cache.DefaultPageSize).Window, floor)
+	}
+	what, fewer := fmt.Sprintf("its %d sources", len(srcs)), "mount fewer sources"
+	if fields {
+		what, fewer = fmt.Sprintf("its %d fields", len(srcs)), "pack fewer fields (blockfs pack "+flag("columns")+")"
+	}
+	room, raise := flag("cache-size")+" "+ibytes(cs)+" is too small", "raise "+flag("cache-size")
+	if cs <= 0 {
+		room, raise = fmt.Sprintf("the memory (%s) is too small", ibytes(total)), "mount it on a machine with more memory"
+	}
+	atLeast := fmt.Sprintf("at least %s whatever "+flag("mix")+" and "+flag("readahead")+" (%s pages of %s a source, or a block of its window in whole pages where that is more)",
+		ibytes(least), fmt.Sprint(cache.MinPages), ibytes(cache.DefaultPageSize))
+	if (cs > 0 && cs >= least) || (cs <= 0 && total >= least) {
+		return Usagef("%s for %s: %s' windows and readahead need %s (%s); lower "+flag("readahead")+" or "+flag("mix")+", %s, or %s",
+			room, name, what, ibytes(need), atLeast, raise, fewer)
+	}
+	return Usagef("%s for %s: %s need %s; %s, or %s", room, name, what, atLeast, raise, fewer)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/mount/memory"
 	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/stack"
@@ -90,7 +91,7 @@ func (p *Plan) planNodes(req shuffle.Options) error {
 	if p.opt.Readahead == AutoReadahead {
 		// Every part reads at once: a part's readahead is its next window, however many
 		// parts the node has.
-		p.opt.Readahead = NeedCache(ds, k, 0, cache.DefaultPageSize).Window * int64(len(np.mine))
+		p.opt.Readahead = memory.NeedCache(ds, k, 0, cache.DefaultPageSize).Window * int64(len(np.mine))
 	}
 	if err := p.planSources(np.srcs, shares, p.opt.Data, p.loc.Abs, ds.Manifest.Fingerprint(), false); err != nil {
 		return err

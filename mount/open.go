@@ -3,6 +3,7 @@ package mount
 import (
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/mount/memory"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -83,7 +84,7 @@ func (p *Plan) planRead() {
 	size := max(minReadCache, int64(len(srcs))*readCache)
 	p.cacheOpt = cache.Options{Size: size, Workers: 1}
 	for _, sub := range srcs {
-		sub.mem = MemoryPlan{CacheSize: size}
+		sub.mem = memory.Plan{CacheSize: size}
 		sub.disk = nil
 		sub.opt.Verify = false
 	}

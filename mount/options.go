@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	bfs "github.com/blockfs/blockfs/fs"
+	"github.com/blockfs/blockfs/mount/memory"
 	"github.com/blockfs/blockfs/mount/report"
 	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/source/s3"
@@ -22,8 +23,8 @@ type Options struct {
 	// RecordClaim: the process will serve the plan (the daemon): New plans under the
 	// registry's planning lock and records the plan's claim of memory before it returns.
 	RecordClaim bool
-	CacheSize   int64  // the memory budget for data (--cache-size); 0: from the memory the process has
-	Direct      Direct // O_DIRECT for block reads; default DirectAuto
+	CacheSize   int64         // the memory budget for data (--cache-size); 0: from the memory the process has
+	Direct      memory.Direct // O_DIRECT for block reads; default memory.DirectAuto
 	// Readahead is the bytes of epoch order prefetched ahead of each reader; 0 disables it;
 	// AutoReadahead: DefaultReadahead, or from an object store enough to keep
 	// S3.Concurrency GETs in flight.

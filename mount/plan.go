@@ -14,6 +14,7 @@ import (
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/mount/daemon"
+	"github.com/blockfs/blockfs/mount/memory"
 	"github.com/blockfs/blockfs/source/diskcache"
 )
 
@@ -28,8 +29,8 @@ type Plan struct {
 	loc       Location
 	ds        *layout.Dataset
 	mnt       string // the mount point, absolute
-	need      CacheNeed
-	mem       MemoryPlan
+	need      memory.CacheNeed
+	mem       memory.Plan
 	cacheOpt  cache.Options
 	readahead int64
 	disk      *diskcache.Options // nil without a disk cache
@@ -182,7 +183,7 @@ func (p *Plan) finish() error {
 	return nil
 }
 
-// streams returns which of the dataset's files are read with O_DIRECT (MemoryPlan.Streams; a
+// streams returns which of the dataset's files are read with O_DIRECT (memory.Plan.Streams; a
 // node-aware mount's parts each say for theirs).
 func (p *Plan) streams() func(layout.FileID) bool {
 	if p.nodes != nil {
@@ -212,7 +213,7 @@ func (p *Plan) planCache() error {
 	ra, part := p.planReadahead()
 	mem := sysmem.Read()
 	p.fitWindow(cs, ra, mem, 1, 0)
-	p.need = NeedCache(p.ds, p.opt.Order.Mix, ra, cache.DefaultPageSize)
+	p.need = memory.NeedCache(p.ds, p.opt.Order.Mix, ra, cache.DefaultPageSize)
 	if win := p.need.InCache * int64(p.need.Mix); p.opt.Readahead == AutoReadahead && cs > 0 && ra > (cs-win)/2 {
 		// A readahead the user did not ask for leaves at least half of the --cache-size they
 		// gave, beside the window being read, to blocks already fetched: a block evicted
@@ -221,7 +222,7 @@ func (p *Plan) planCache() error {
 		// the default readahead's sake. At least one part from an object store, one cache
 		// load from local files.
 		ra = max(part, min(ra, cache.DefaultMaxRead), (cs-win)/2)
-		p.need = NeedCache(p.ds, p.opt.Order.Mix, ra, cache.DefaultPageSize)
+		p.need = memory.NeedCache(p.ds, p.opt.Order.Mix, ra, cache.DefaultPageSize)
 	}
 	p.readahead = ra
 	if need := p.need; cs > 0 && cs < need.Need {
@@ -232,7 +233,7 @@ func (p *Plan) planCache() error {
 			fc, ibytes(cs), ibytes(upTo), fm, need.Mix, ibytes(need.MaxBlock), inPages(need), fr, ibytes(ra), ibytes(need.Window), cache.MinPages, ibytes(cache.DefaultPageSize), fc, fm, fr)
 	}
 	claimed := p.claimed(mem, p.loc.Abs, p.ds.Manifest.Fingerprint())
-	p.mem = PlanMemory(p.ds, cache.DefaultPageSize, cs, p.need.Window, p.opt.Direct, mem, claimed)
+	p.mem = memory.PlanFor(p.ds, cache.DefaultPageSize, cs, p.need.Window, p.opt.Direct, mem, claimed)
 	// The order state's share of the budget (view.NewSet reserves it) never leaves the pages
 	// less than the windows and readahead need.
 	p.cacheOpt = cache.Options{Size: p.mem.CacheSize, Keep: p.need.Need}
@@ -252,7 +253,7 @@ func (p *Plan) planCache() error {
 // share is the part of those a source of a mixture has (1 for a mount of one dataset);
 // perBlock what a block of the window takes of the cache (0: the dataset's largest block, in
 // pages; a dataset with fields: that of every field together).
-// The cache takes twice the window and readahead where it can (PlanMemory), so the automatic
+// The cache takes twice the window and readahead where it can (memory.PlanFor), so the automatic
 // window never leaves less than half the budget to the blocks kept resident.
 func (p *Plan) fitWindow(cs, ra int64, mem sysmem.Memory, share float64, perBlock int64) {
 	if !p.order.Auto || p.opt.Order.Mix <= 1 {
@@ -264,7 +265,7 @@ func (p *Plan) fitWindow(cs, ra int64, mem sysmem.Memory, share float64, perBloc
 		if total <= 0 {
 			return
 		}
-		room = (total - Headroom(total)) / 4
+		room = (total - memory.Headroom(total)) / 4
 		what = fmt.Sprintf("a quarter of %s less a trainer's share (%s)", mem.Source(), ibytes(room))
 	}
 	if share < 1 {
@@ -272,7 +273,7 @@ func (p *Plan) fitWindow(cs, ra int64, mem sysmem.Memory, share float64, perBloc
 		what += fmt.Sprintf(", of which this source's share of the mixture is %.0f%% (%s)", 100*share, ibytes(room))
 	}
 	if perBlock == 0 {
-		perBlock = NeedCache(p.ds, 1, 0, cache.DefaultPageSize).InCache
+		perBlock = memory.NeedCache(p.ds, 1, 0, cache.DefaultPageSize).InCache
 	}
 	if perBlock <= 0 {
 		return // blocks of no bytes (every record empty): any window fits
@@ -283,7 +284,7 @@ func (p *Plan) fitWindow(cs, ra int64, mem sysmem.Memory, share float64, perBloc
 }
 
 // inPages says what a block takes of the cache when that is more than its size.
-func inPages(n CacheNeed) string {
+func inPages(n memory.CacheNeed) string {
 	if n.InCache == n.MaxBlock {
 		return ""
 	}

@@ -10,6 +10,7 @@ import (
 
 	bfs "github.com/blockfs/blockfs/fs"
 	"github.com/blockfs/blockfs/internal/optname"
+	"github.com/blockfs/blockfs/mount/memory"
 	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/source/s3"
 )
@@ -148,7 +149,7 @@ var schema = []Option{
 	{Name: "direct", Type: Enum, Default: "auto", Scope: PerMount, Group: GroupMount, Choices: []string{"auto", "on", "off"},
 		Help: "read blocks with O_DIRECT: on (all, into the cache), off (none), or auto (the blocks outside the resident set)",
 		set: func(o *Options, s string) (err error) {
-			if o.Direct, err = ParseDirect(s); err != nil {
+			if o.Direct, err = memory.ParseDirect(s); err != nil {
 				return optionErr("direct", "%s: %v", flag("direct"), err)
 			}
 			return nil

@@ -19,7 +19,7 @@ import (
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/internal/dstest"
 	"github.com/blockfs/blockfs/internal/sysmem"
-	bmount "github.com/blockfs/blockfs/mount"
+	"github.com/blockfs/blockfs/mount/memory"
 	"github.com/blockfs/blockfs/shuffle"
 	"github.com/blockfs/blockfs/source/local"
 )
@@ -369,7 +369,7 @@ func evictBlocks(t *testing.T, blocks []string) {
 }
 
 // TestDirectIOInfo: .blockfs/info.json says whether block data is read with O_DIRECT and why,
-// as mount.PlanMemory decides for this dataset and machine; --direct on and off override it
+// as memory.PlanFor decides for this dataset and machine; --direct on and off override it
 // (and the block files then stay out of, or come into, the kernel's page cache); a bad value
 // is a usage error of one line.
 func TestDirectIOInfo(t *testing.T) {
@@ -383,7 +383,7 @@ func TestDirectIOInfo(t *testing.T) {
 	// a moment earlier: another process filling the page cache, or another mount on the
 	// machine, changes what is free and what is claimed in between.
 	mem, claimed := planInputs(t, info)
-	auto := bmount.PlanMemory(ds, cache.DefaultPageSize, 0, 1<<20+readahead, bmount.DirectAuto, mem, claimed)
+	auto := memory.PlanFor(ds, cache.DefaultPageSize, 0, 1<<20+readahead, memory.DirectAuto, mem, claimed)
 	assert.Equal(t, auto.Direct, info["direct_io"], "direct_io: %v", info["direct_io_reason"])
 	assert.Equal(t, auto.Reason, info["direct_io_reason"])
 	assert.EqualValues(t, auto.CacheSize, info["cache_size"])

@@ -18,6 +18,7 @@ import (
 
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/mount"
+	"github.com/blockfs/blockfs/mount/memory"
 )
 
 // parseMount runs `blockfs ARGV` with mount's run replaced: it returns the options mount
@@ -52,7 +53,7 @@ func TestMountArgvToSpec(t *testing.T) {
 			assert.Equal(t, int64(mount.AutoReadahead), o.Readahead)
 			assert.Equal(t, 0, o.Order.Mix) // auto
 			assert.Equal(t, uint64(100), o.Epochs)
-			assert.Equal(t, mount.DirectAuto, o.Direct)
+			assert.Equal(t, memory.DirectAuto, o.Direct)
 			assert.Empty(t, o.Given)
 		}},
 		{[]string{"mount", "--cache-size", "1GiB", "--mix=4", "--seed", "7", "--shuffle", "full", "data", "mnt"}, func(t *testing.T, o mount.Options) {
@@ -64,7 +65,7 @@ func TestMountArgvToSpec(t *testing.T) {
 		}},
 		{[]string{"mount", "--readahead", "0", "--direct", "off", "--epochs", "3", "data", "mnt"}, func(t *testing.T, o mount.Options) {
 			assert.Equal(t, int64(0), o.Readahead)
-			assert.Equal(t, mount.DirectOff, o.Direct)
+			assert.Equal(t, memory.DirectOff, o.Direct)
 			assert.Equal(t, uint64(3), o.Epochs)
 		}},
 		{[]string{"mount", "--record-size", "4KiB", "--offset", "128", "--records", "10", "--dtype", "uint16", "--shape", "3, 4", "--window", "8", "--stride", "2", "f", "mnt"}, func(t *testing.T, o mount.Options) {

@@ -103,16 +103,18 @@ var allowed = map[string][]string{
 	// memory claims, the daemon's log, the users' lease.
 	"mount/daemon": {"fs", "internal/fuseread", "internal/mountinfo", "internal/optname", "internal/sysmem",
 		"internal/userfile"},
+	// The memory plan, from the dataset and the memory the process really has.
+	"mount/memory": {"layout", "cache", "source/stack", "internal/optname", "internal/sysmem"},
 	// What a mount reports: stats.json's schema, composed of each layer's typed counters, and
 	// the Prometheus endpoint.
 	"mount/report": {"source", "source/s3", "source/diskcache", "source/stack", "cache", "view", "fs",
 		"internal/connlimit", "internal/fdlimit", "internal/optname"},
 	// One mount, wired from every layer; it still indexes shards with the packer (issue 53).
-	"mount": {"mount/daemon", "mount/report", "source", "source/local", "source/s3", "source/diskcache",
+	"mount": {"mount/daemon", "mount/memory", "mount/report", "source", "source/local", "source/s3", "source/diskcache",
 		"source/stack", "layout", "shuffle", "cache", "view", "fs", "pack", "internal/near", "internal/odirect",
 		"internal/optname", "internal/privdir", "internal/strictjson", "internal/sysmem", "internal/userfile"},
 	// The command line is flags, printing and exit codes over mount and pack.
-	"cmd/blockfs": {"mount", "mount/daemon", "mount/report", "pack", "layout", "shuffle", "internal/fdlimit", "internal/fuseread",
+	"cmd/blockfs": {"mount", "mount/daemon", "mount/memory", "mount/report", "pack", "layout", "shuffle", "internal/fdlimit", "internal/fuseread",
 		"internal/near", "internal/optname", "internal/userfile"},
 	// Utilities import nothing of blockfs but one another.
 	"internal/background": {}, "internal/connlimit": {}, "internal/corpus": {}, "internal/crc32c": {},

@@ -82,7 +82,7 @@ type Options struct {
 	// allows it: the first epoch's copy costs no pass through the page cache.
 	Direct bool
 	// Streams, when set with Direct, names the files read with O_DIRECT; the others are read
-	// buffered, so the kernel keeps them (the mount's resident set, mount.MemoryPlan.Streams).
+	// buffered, so the kernel keeps them (the mount's resident set, memory.Plan.Streams).
 	Streams func(source.FileID) bool
 	// Files is how many FileIDs the table has (0 to Files-1); the fixed set kept on disk is
 	// chosen among them. 0: no fixed set, every file is kept (least recently used go).

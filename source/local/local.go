@@ -40,7 +40,7 @@ func New(t source.Table, direct bool) *Files {
 // NewStreaming returns the files of t, reading those that streams names with O_DIRECT (as New
 // with direct set) and the others buffered: a mount keeps a fixed set of blocks resident in
 // the kernel's page cache across epochs and streams the rest around it, so the page cache
-// never holds more than the resident set of block files (mount.MemoryPlan.Streams).
+// never holds more than the resident set of block files (memory.Plan.Streams).
 func NewStreaming(t source.Table, streams func(source.FileID) bool) *Files {
 	f := New(t, true)
 	f.streams = streams

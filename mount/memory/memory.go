@@ -1,4 +1,9 @@
-package mount
+// Package memory is a mount's memory plan: PERFORMANCE.md's rules as pure functions of the
+// dataset, the options and the memory the process really has (its cgroup's limit, not the
+// host's RAM: internal/sysmem). PlanFor chooses the budget (beside what the other mounts on
+// the machine claimed and a trainer's headroom), the page cache's size, direct I/O and the
+// resident set; info.json shows the Plan whole. It knows nothing of mounts.
+package memory
 
 import (
 	"fmt"
@@ -6,6 +11,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/blockfs/blockfs/cache"
+	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/source/stack"
@@ -42,10 +48,10 @@ const DefaultCacheSize = 512 << 20
 // more than half of the memory: then half).
 const MinHeadroom = 1 << 30
 
-// MemoryPlan is how a mount uses memory: the budget for data (the daemon's cache plus the
+// Plan is how a mount uses memory: the budget for data (the daemon's cache plus the
 // blocks it keeps resident in the kernel's page cache), how it is split, and whether block
 // reads go around the kernel's page cache, each with the reason, for .blockfs/info.json.
-type MemoryPlan struct {
+type Plan struct {
 	Size      int64         // the dataset: the bytes of its files (DataBytes)
 	Stored    int64         // the bytes of its files as stored (StoredBytes): less when compressed
 	Footprint int64         // what the cache needs to hold it whole: each file in whole pages
@@ -76,7 +82,7 @@ func Headroom(total int64) int64 {
 	return max(total/4, min(MinHeadroom, total/2))
 }
 
-// PlanMemory applies the documented rules (docs/PERFORMANCE.md, "Memory rules"). mem is what
+// PlanFor applies the documented rules (docs/PERFORMANCE.md, "Memory rules"). mem is what
 // the process has (sysmem.Read); claimed is what the other blockfs mounts up on the machine
 // planned for data (daemon.Claimed); cacheSize is --cache-size (0: auto); need is what the windows
 // being read and the readahead take of the daemon's cache.
@@ -96,14 +102,14 @@ func Headroom(total int64) int64 {
 //     O_DIRECT, so the kernel never holds more than the budget of block files and each epoch
 //     after the first reads from disk only what is not resident. --direct off reads every
 //     block buffered (the kernel decides); --direct on none.
-func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Direct, mem sysmem.Memory, claimed int64) MemoryPlan {
-	p := MemoryPlan{Size: DataBytes(ds), Stored: StoredBytes(ds), Footprint: Footprint(ds, pageSize), Memory: mem, Total: mem.Total(), Claimed: claimed}
+func PlanFor(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Direct, mem sysmem.Memory, claimed int64) Plan {
+	p := Plan{Size: DataBytes(ds), Stored: StoredBytes(ds), Footprint: Footprint(ds, pageSize), Memory: mem, Total: mem.Total(), Claimed: claimed}
 	p.Headroom = Headroom(p.Total)
 	round := func(n int64) int64 {
 		n = max(n, int64(cache.MinPages)*pageSize)
 		return (n + pageSize - 1) / pageSize * pageSize
 	}
-	p.Budget, p.BudgetReason = memoryBudget(cacheSize, need, mem, p.Headroom, claimed)
+	p.Budget, p.BudgetReason = Budget(cacheSize, need, mem, p.Headroom, claimed)
 	if c := ds.Stored().Manifest.Compression; c != nil {
 		p.Decode = stack.DecodeMemory(c.Frame)
 		if b := p.Budget - p.Decode; cacheSize <= 0 && p.Total > 0 && b >= need {
@@ -117,13 +123,13 @@ func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Dire
 	}
 	switch {
 	case whole && cacheSize > 0:
-		p.CacheSize, p.CacheReason = cacheSize, flag("cache-size")
+		p.CacheSize, p.CacheReason = cacheSize, optname.Flag("cache-size")
 	case whole:
 		p.CacheSize = max(p.Footprint, need)
 		p.CacheReason = fmt.Sprintf("the dataset's %s%s fit in the budget and a quarter of the memory (%s): cached whole", ibytes(p.Size), p.inPages(), ibytes(p.Total))
 	case direct == DirectOn:
 		p.CacheSize = max(p.Budget, need)
-		p.CacheReason = flag("direct") + " on: the whole budget"
+		p.CacheReason = optname.Flag("direct") + " on: the whole budget"
 	default:
 		// Twice the need: with only the need, readahead evicts blocks it fetched before their
 		// reader comes and the disk is read up to twice (a 128 MiB cache under 80 MiB of window
@@ -132,7 +138,7 @@ func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Dire
 		p.CacheReason = fmt.Sprintf("the dataset's %s%s exceed the cache's share of the budget: windows and readahead", ibytes(p.Size), p.inPages())
 	}
 	if cacheSize > 0 && !whole && p.CacheSize == cacheSize {
-		p.CacheReason = flag("cache-size")
+		p.CacheReason = optname.Flag("cache-size")
 	}
 	p.CacheSize = round(p.CacheSize)
 	if !whole && direct != DirectOn {
@@ -140,9 +146,9 @@ func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Dire
 	}
 	switch {
 	case direct == DirectOn:
-		p.Direct, p.Reason = true, flag("direct")+" on"
+		p.Direct, p.Reason = true, optname.Flag("direct")+" on"
 	case direct == DirectOff:
-		p.Direct, p.Reason = false, flag("direct")+" off"
+		p.Direct, p.Reason = false, optname.Flag("direct")+" off"
 	case whole:
 		p.Direct, p.Reason = true, "the cache holds the whole dataset: one copy in memory, the disk read once per mount"
 	case p.ResidentBlocks >= ds.Stored().Blocks():
@@ -158,12 +164,13 @@ func PlanMemory(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Dire
 	return p
 }
 
-// memoryBudget returns the budget for data and where it comes from (PlanMemory's rules).
-func memoryBudget(cacheSize, need int64, mem sysmem.Memory, headroom, claimed int64) (int64, string) {
+// Budget returns the budget for data and where it comes from (PlanFor's rules): a mixture
+// plans its sources' shares within it.
+func Budget(cacheSize, need int64, mem sysmem.Memory, headroom, claimed int64) (int64, string) {
 	total := mem.Total()
 	switch {
 	case cacheSize > 0:
-		return cacheSize, flag("cache-size")
+		return cacheSize, optname.Flag("cache-size")
 	case total <= 0:
 		return max(DefaultCacheSize, need), "the memory is unknown: the default budget"
 	}
@@ -185,7 +192,7 @@ func memoryBudget(cacheSize, need int64, mem sysmem.Memory, headroom, claimed in
 
 // inPages says what the dataset takes in the cache's pages when that is well above its size
 // (small files each take a page).
-func (p MemoryPlan) inPages() string {
+func (p Plan) inPages() string {
 	if p.Footprint <= p.Size+p.Size/4 {
 		return ""
 	}
@@ -194,7 +201,7 @@ func (p MemoryPlan) inPages() string {
 
 // residentBlocks returns how many leading blocks (and their bytes, in 4 KiB pages) fit in room:
 // the blocks of the files as stored (the kernel caches compressed files compressed), which
-// are the ones MemoryPlan.Streams is asked of.
+// are the ones Plan.Streams is asked of.
 func residentBlocks(ds *layout.Dataset, room int64) (int64, int) {
 	var used int64
 	ds = ds.Stored()
@@ -213,7 +220,7 @@ func residentBlocks(ds *layout.Dataset, room int64) (int64, int) {
 
 // Streams reports whether file id is read with O_DIRECT under the plan (false: buffered, kept
 // by the kernel's page cache). A mount gives it to source/local and the disk cache.
-func (p MemoryPlan) Streams(id layout.FileID) bool {
+func (p Plan) Streams(id layout.FileID) bool {
 	if !p.Direct {
 		return false
 	}
@@ -224,7 +231,7 @@ func (p MemoryPlan) Streams(id layout.FileID) bool {
 }
 
 // Facts returns the plan for info.json's "memory".
-func (p MemoryPlan) Facts() map[string]any {
+func (p Plan) Facts() map[string]any {
 	m := p.Memory
 	return map[string]any{
 		"ram": m.RAM, "available": m.Available, "cgroup": m.Cgroup, "cgroup_version": m.Version,
@@ -309,34 +316,4 @@ func NeedCache(ds *layout.Dataset, mix int, readahead, pageSize int64) CacheNeed
 	n.Window = n.InCache*int64(n.Mix) + readahead
 	n.Need = max(n.Window, n.MinCache)
 	return n
-}
-
-// sourcesCacheRefusal is the refusal of a mount of several sources under one cache (a
-// mixture's datasets, a dataset's fields, a node's parts) whose need passes room: cs, the
-// --cache-size given, or (cs 0) the memory, total. Its advice is what can work: the least
-// the sources need whatever --mix and --readahead (each a block of its window in whole pages,
-// and never less than cache.MinPages pages: 4 MiB a source) is named, and lowering --mix or
-// --readahead is offered only when the need is above it; below it, fewer sources (for fields,
-// pack fewer columns).
-func sourcesCacheRefusal(srcs []*Plan, cs, total, need int64, name string, fields bool) error {
-	floor := int64(cache.MinPages) * cache.DefaultPageSize
-	var least int64
-	for _, sub := range srcs {
-		least += max(NeedCache(sub.ds, 1, 0, cache.DefaultPageSize).Window, floor)
-	}
-	what, fewer := fmt.Sprintf("its %d sources", len(srcs)), "mount fewer sources"
-	if fields {
-		what, fewer = fmt.Sprintf("its %d fields", len(srcs)), "pack fewer fields (blockfs pack "+flag("columns")+")"
-	}
-	room, raise := flag("cache-size")+" "+ibytes(cs)+" is too small", "raise "+flag("cache-size")
-	if cs <= 0 {
-		room, raise = fmt.Sprintf("the memory (%s) is too small", ibytes(total)), "mount it on a machine with more memory"
-	}
-	atLeast := fmt.Sprintf("at least %s whatever "+flag("mix")+" and "+flag("readahead")+" (%s pages of %s a source, or a block of its window in whole pages where that is more)",
-		ibytes(least), fmt.Sprint(cache.MinPages), ibytes(cache.DefaultPageSize))
-	if (cs > 0 && cs >= least) || (cs <= 0 && total >= least) {
-		return Usagef("%s for %s: %s' windows and readahead need %s (%s); lower "+flag("readahead")+" or "+flag("mix")+", %s, or %s",
-			room, name, what, ibytes(need), atLeast, raise, fewer)
-	}
-	return Usagef("%s for %s: %s need %s; %s, or %s", room, name, what, atLeast, raise, fewer)
 }

@@ -1,4 +1,4 @@
-package mount
+package memory
 
 import (
 	"os"
@@ -72,7 +72,7 @@ func TestHeadroom(t *testing.T) {
 	assert.Zero(t, Headroom(0))
 }
 
-// TestPlanMemory checks the memory rules (PlanMemory): the budget from the RAM, the
+// TestPlanMemory checks the memory rules (PlanFor): the budget from the RAM, the
 // cgroup's limit and what is free, its split between the daemon's cache and the blocks kept
 // resident in the kernel's page cache, and which blocks stream with O_DIRECT. A sparse 1 GiB
 // dataset of 64 blocks of 16 MiB served in place, against fake memories.
@@ -136,7 +136,7 @@ func TestPlanMemory(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := PlanMemory(bds, mib, c.cacheSize, c.need, c.direct, c.mem, c.claimed)
+			p := PlanFor(bds, mib, c.cacheSize, c.need, c.direct, c.mem, c.claimed)
 			assert.Equal(t, c.budget, p.Budget, "budget (%s)", p.BudgetReason)
 			assert.Contains(t, p.BudgetReason, c.budgetReason)
 			assert.Equal(t, c.cache, p.CacheSize, "cache (%s)", p.CacheReason)
@@ -179,15 +179,15 @@ func TestPlanMemorySmall(t *testing.T) {
 	S, F := DataBytes(sds), Footprint(sds, pg)
 	require.EqualValues(t, 50*(2000+160), S)
 	require.EqualValues(t, 150*pg, F)
-	p := PlanMemory(sds, pg, 0, 2*pg, DirectAuto, ram(4*S), 0)
+	p := PlanFor(sds, pg, 0, 2*pg, DirectAuto, ram(4*S), 0)
 	assert.Equal(t, F, p.CacheSize, "a dataset of exactly a quarter of the memory is cached whole")
 	assert.True(t, p.Direct)
-	p = PlanMemory(sds, pg, 0, 2*pg, DirectAuto, ram(4*S-4), 0)
+	p = PlanFor(sds, pg, 0, 2*pg, DirectAuto, ram(4*S-4), 0)
 	assert.NotContains(t, p.CacheReason, "cached whole", "just over a quarter")
 	assert.Positive(t, p.ResidentBlocks)
-	p = PlanMemory(sds, pg, 1, 1, DirectAuto, ram(100*F), 0)
+	p = PlanFor(sds, pg, 1, 1, DirectAuto, ram(100*F), 0)
 	assert.EqualValues(t, cache.MinPages*pg, p.CacheSize, "at least MinPages pages")
-	p = PlanMemory(sds, pg, F/2, 2*pg, DirectAuto, ram(100*F), 0)
+	p = PlanFor(sds, pg, F/2, 2*pg, DirectAuto, ram(100*F), 0)
 	assert.Equal(t, F/2, p.Budget)
 	assert.LessOrEqual(t, p.CacheSize+p.Resident, F/2)
 }
@@ -222,7 +222,7 @@ func TestPlanMemoryRealSize(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, mem := range []sysmem.Memory{ram(128 * mib), ram(24 << 30)} {
-				plan := PlanMemory(c.ds, mib, 0, 2*mib, DirectAuto, mem, 0)
+				plan := PlanFor(c.ds, mib, 0, 2*mib, DirectAuto, mem, 0)
 				if c.size > 0 {
 					assert.EqualValues(t, c.size, plan.Size)
 				}
@@ -271,18 +271,18 @@ func TestPlanMemoryDecode(t *testing.T) {
 	ds, err := local.Open(dir)
 	require.NoError(t, err)
 	mem := sysmem.Memory{RAM: 8 << 30, Available: 8 << 30}
-	p := PlanMemory(ds, cache.DefaultPageSize, 0, 4<<20, DirectAuto, mem, 0)
+	p := PlanFor(ds, cache.DefaultPageSize, 0, 4<<20, DirectAuto, mem, 0)
 	require.Equal(t, stack.DecodeMemory(16<<10), p.Decode)
 	assert.Equal(t, mem.Total()-Headroom(mem.Total())-p.Decode, p.Budget)
 	assert.Contains(t, p.BudgetReason, "to decompress frames")
 	assert.Equal(t, p.Decode, p.Facts()["decode"])
-	p = PlanMemory(ds, cache.DefaultPageSize, 64<<20, 4<<20, DirectAuto, mem, 0)
+	p = PlanFor(ds, cache.DefaultPageSize, 64<<20, 4<<20, DirectAuto, mem, 0)
 	assert.Equal(t, int64(64<<20), p.Budget, "--cache-size as given")
 
 	raw := dstest.Fixed(t, filepath.Join(t.TempDir(), "raw"), 1000, 100, 2000, true)
 	rds, err := local.Open(raw.Dir)
 	require.NoError(t, err)
-	assert.Zero(t, PlanMemory(rds, cache.DefaultPageSize, 0, 4<<20, DirectAuto, mem, 0).Decode)
+	assert.Zero(t, PlanFor(rds, cache.DefaultPageSize, 0, 4<<20, DirectAuto, mem, 0).Decode)
 }
 
 // TestFieldCache: what pack counts a mount's cache to take for each field is the cache's
