@@ -13,7 +13,6 @@ import (
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
-	"github.com/blockfs/blockfs/mount/daemon"
 	"github.com/blockfs/blockfs/mount/memory"
 	"github.com/blockfs/blockfs/source/diskcache"
 	"github.com/blockfs/blockfs/source/s3"
@@ -89,19 +88,7 @@ func newFields(opt Options, man *layout.FieldsManifest, sd *shardsData) (*Plan, 
 		return nil, err
 	}
 	f := p.fields
-	if p.mnt, err = daemon.CheckMountpoint(opt.Mountpoint, p.loc.Abs); err != nil {
-		return nil, err
-	}
-	for _, sub := range f.srcs {
-		sub.mnt = p.mnt
-		if err := checkAllowOther(opt, sub.loc, sub.ds); err != nil {
-			return nil, err
-		}
-	}
-	if err := checkFuseFDOptions(p.mnt, opt); err != nil {
-		return nil, err
-	}
-	if err := p.checkUsers(); err != nil {
+	if err := p.checkMount([]string{p.loc.Abs}, f.srcs, nil); err != nil {
 		return nil, err
 	}
 	if err := p.planFields(); err != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/layout"
-	"github.com/blockfs/blockfs/mount/daemon"
 	"github.com/blockfs/blockfs/mount/memory"
 	"github.com/blockfs/blockfs/shuffle"
 )
@@ -59,20 +58,11 @@ func newMixture(opt Options) (*Plan, error) {
 		return nil, err
 	}
 	m := p.mix
+	wheres := make([]string, len(m.srcs))
 	for i, sub := range m.srcs {
-		mnt, err := daemon.CheckMountpoint(opt.Mountpoint, sub.ds.Where())
-		if err != nil {
-			return nil, sourceErr(spec, i, err)
-		}
-		p.mnt, sub.mnt = mnt, mnt
-		if err := checkAllowOther(opt, sub.loc, sub.ds); err != nil {
-			return nil, sourceErr(spec, i, err)
-		}
+		wheres[i] = sub.ds.Where()
 	}
-	if err := checkFuseFDOptions(p.mnt, opt); err != nil {
-		return nil, err
-	}
-	if err := p.checkUsers(); err != nil {
+	if err := p.checkMount(wheres, m.srcs, func(i int, err error) error { return sourceErr(spec, i, err) }); err != nil {
 		return nil, err
 	}
 	if err := p.planMixture(); err != nil {

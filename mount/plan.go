@@ -90,16 +90,7 @@ func newPlan(opt Options) (*Plan, error) {
 		return nil, err
 	}
 
-	if p.mnt, err = daemon.CheckMountpoint(opt.Mountpoint, p.ds.Where()); err != nil {
-		return nil, err
-	}
-	if err := checkFuseFDOptions(p.mnt, opt); err != nil {
-		return nil, err
-	}
-	if err := checkAllowOther(opt, p.loc, p.ds); err != nil {
-		return nil, err
-	}
-	if err := p.checkUsers(); err != nil {
+	if err := p.checkMount([]string{p.ds.Where()}, []*Plan{p}, nil); err != nil {
 		return nil, err
 	}
 	if opt.Nodes.Nodes > 0 {
@@ -151,6 +142,34 @@ func openSource(opt Options) (*Plan, error) {
 		return nil, Usagef("%s %d: %v", optname.Flag("mix"), p.opt.Order.Mix, err)
 	}
 	return p, nil
+}
+
+// checkMount checks what every mount checks before it plans, whatever it serves: the mount
+// point, resolved (p.mnt), inside none of wheres (the data each source serves); the options a
+// /dev/fd/N mount point cannot honour; each of srcs' data against --allow-other (srcs: p
+// itself for one dataset, else its sources, whose mnt it sets); and the users lock. wrap, when
+// set, names source i in its errors.
+func (p *Plan) checkMount(wheres []string, srcs []*Plan, wrap func(i int, err error) error) error {
+	if wrap == nil {
+		wrap = func(_ int, err error) error { return err }
+	}
+	for i, where := range wheres {
+		mnt, err := daemon.CheckMountpoint(p.opt.Mountpoint, where)
+		if err != nil {
+			return wrap(i, err)
+		}
+		p.mnt = mnt
+	}
+	if err := checkFuseFDOptions(p.mnt, p.opt); err != nil {
+		return err
+	}
+	for i, sub := range srcs {
+		sub.mnt = p.mnt
+		if err := checkAllowOther(p.opt, sub.loc, sub.ds); err != nil {
+			return wrap(i, err)
+		}
+	}
+	return p.checkUsers()
 }
 
 // checkUsers checks the users lock options.
