@@ -118,7 +118,7 @@ type shape interface {
 	recordOffset(b int, local uint64) uint64
 	regular() bool
 	// verifiable returns nil when every file has a checksum to check as it is read, and
-	// otherwise says why not (NewVerified's refusal).
+	// otherwise says why not (Verifiable: --verify's refusal).
 	verifiable() error
 	// where returns the data a mount point must not be inside: a directory, a file, a URL.
 	where() string

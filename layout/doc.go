@@ -5,5 +5,6 @@
 // (source.Table) whose shape says what its blocks are: a pack's files (packed.go), ranges of a
 // file served in place (flat.go), windows of rows (windows.go), a field of shards in place
 // (shards_shape.go) or a node's part of another (sub.go). A Store (source/local, source/s3)
-// opens a pack; reading a dataset's files is source/stack's (stack.Build), never layout's.
+// opens a pack, through whose Blocks opening and VerifyStore read what they check; the
+// layers that serve a dataset's files below the cache are source/stack's (stack.Build).
 package layout

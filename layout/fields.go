@@ -179,7 +179,8 @@ type FieldsOptions struct {
 	Compress *Compression
 }
 
-// CreateFieldsWith is CreateFields with options.
+// CreateFieldsWith creates a dataset of fields at dst, written as opt says (the block size,
+// the source named in the manifest, whether to replace dst).
 func CreateFieldsWith(dst string, fields []Field, opt FieldsOptions) (*FieldWriter, error) {
 	blockSize, source, force := opt.BlockSize, opt.Source, opt.Force
 	if blockSize <= 0 || blockSize > MaxBlockBytes {

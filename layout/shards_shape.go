@@ -8,7 +8,7 @@ import (
 
 // shardsShape is the shape of one field of shards served in place (shards.go): block b's data
 // file is the field's values in a range of shard shardOf[b], which no backend reads as it is
-// (ShardsSource assembles it); its offsets file a range of the index's offsets file; and two
+// (source/stack's ShardsSource assembles it); its offsets file a range of the index's offsets file; and two
 // kinds of FileID past the names file: block b's members (where each value starts in the
 // shard) and the shards themselves, which the backends read.
 type shardsShape struct {

@@ -21,7 +21,7 @@ func (d *Dataset) CheckCRC(ctx context.Context, src source.Blocks, id FileID, ho
 // otherwise says why not (--verify's refusal).
 func (d *Dataset) Verifiable() error { return d.shape.verifiable() }
 
-// scanFile is checkCRC that also hands each piece read, in order, to each (nil: none).
+// scanFile is CheckCRC that also hands each piece read, in order, to each (nil: none).
 func (d *Dataset) scanFile(ctx context.Context, src source.Blocks, id FileID, how source.Read, each func([]byte)) error {
 	f, ok := d.File(id)
 	if !ok || !f.HasCRC { // a packed file, compressed or not, always has one

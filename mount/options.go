@@ -134,7 +134,7 @@ func (o *Options) check(kind Kind) error {
 	}
 	if o.Metrics != "" {
 		if err := report.CheckAddr(o.Metrics, o.MetricsRemote); err != nil {
-			return err
+			return usageError{err} // an option's error, which the options' errors wrap ErrUsage
 		}
 	}
 	return nil

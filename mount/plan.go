@@ -177,7 +177,7 @@ func (p *Plan) checkUsers() error {
 	var err error
 	if p.opt.UsersLock != "" {
 		if p.opt.UsersLock, err = daemon.CheckUsersLock(p.opt.UsersLock); err != nil {
-			return err
+			return usageError{err} // an option's error, which the options' errors wrap ErrUsage
 		}
 	} else if p.opt.RemoveMountpoint {
 		return Usagef("%s goes with %s FILE (the mountpoint is removed when the last user is gone)", optname.Flag("remove-mountpoint"), optname.Flag("users-lock"))

@@ -104,7 +104,7 @@ func CheckFieldNames(fields []FieldSpec) error {
 }
 
 // MaxFields is the most fields PackFields packs. A mount serves each field from a dataset of
-// its own and needs at least layout.layout.FieldCache of its cache for each (whatever --mix and
+// its own and needs at least layout.FieldCache of its cache for each (whatever --mix and
 // --readahead): 4 GiB for 1024 fields. A table of
 // 10^4 columns made 160,000 files that no mount could serve (39 GiB of cache).
 const MaxFields = 1024

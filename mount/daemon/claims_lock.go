@@ -13,9 +13,9 @@ import (
 
 // Two daemons planning at the same moment each read the others' claims before either had
 // written its own, and each planned a budget from the same free memory (two 18 GB budgets on
-// a 24 GB machine, in 2 of 3 rounds). So a daemon (Options.RecordClaim) takes the registry's
+// a 24 GB machine, in 2 of 3 rounds). So a daemon (mount.Options.RecordClaim) takes the registry's
 // planning lock before it first reads the claims and holds it until its own planned claim is
-// in the registry (recordClaim, at the end of New; serving rewrites the entry with where it
+// in the registry (mount's recordClaim, at the end of mount.New; serving rewrites the entry with where it
 // is mounted): the plans of this user's mounts are made one after another. The lock is an
 // flock on .plan.lock in RegistryDir, which the kernel drops when a daemon dies; a daemon
 // waits for it at most planWait, then plans without it (a mount whose planning stalls does

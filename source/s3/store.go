@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -164,6 +165,9 @@ type Store struct {
 	listOnce sync.Once
 	listed   map[string]minio.ObjectInfo // the prefix's objects, by key (Stat)
 	listErr  error
+
+	blocksMu sync.Mutex
+	blocks   map[source.Table]*Blocks // BlocksOf's, one a table
 }
 
 // Open returns the store of the dataset at url (s3://BUCKET/PREFIX). It does no I/O.
@@ -364,8 +368,28 @@ func (p progressReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// Blocks implements layout.Store.
-func (s *Store) Blocks(t source.Table) source.Blocks { return NewBlocks(s, t) }
+// Blocks implements layout.Store: BlocksOf(t).
+func (s *Store) Blocks(t source.Table) source.Blocks { return s.BlocksOf(t) }
+
+// BlocksOf returns the one Blocks of t's objects in s: opening a dataset reads through it
+// (its offsets files' ends) and so does the mount after, so the objects it staged serve the
+// mount and its staging area is counted once.
+func (s *Store) BlocksOf(t source.Table) *Blocks {
+	if !reflect.TypeOf(t).Comparable() {
+		return NewBlocks(s, t) // a table that cannot key a map (none of blockfs's own)
+	}
+	s.blocksMu.Lock()
+	defer s.blocksMu.Unlock()
+	if b, ok := s.blocks[t]; ok {
+		return b
+	}
+	if s.blocks == nil {
+		s.blocks = map[source.Table]*Blocks{}
+	}
+	b := NewBlocks(s, t)
+	s.blocks[t] = b
+	return b
+}
 
 // describe turns a failed request on key into what callers test for: fs.ErrNotExist for a
 // missing object or bucket, source.ErrChanged for a failed If-Match, and otherwise

@@ -26,7 +26,7 @@ const headersCost = 1 << 20
 const headFirst = 4096
 
 // FramesSource is a source.Blocks over below, which holds some of its files compressed (a
-// header and zstd frames: frames.go): it serves those files' uncompressed bytes, reading and
+// header and zstd frames: layout/frames.go): it serves those files' uncompressed bytes, reading and
 // checking only the frames a Fill touches, and passes every other file through. framed says
 // which files are compressed and their uncompressed size (from the manifest). A damaged header
 // or frame is a *source.Error wrapping source.ErrCorrupt and layout.ErrFrames: EIO, never other bytes.

@@ -107,7 +107,7 @@ func (s *Stack) backend(d, stored *layout.Dataset, loc *Local) source.Blocks {
 	}
 	st := stored.Store()
 	if s3st, ok := st.(*s3.Store); ok {
-		s.store = s3.NewBlocks(s3st, stored) // checked by ETag and CRC32C
+		s.store = s3st.BlocksOf(stored) // checked by ETag and CRC32C; the one opening read through
 		return s.store
 	}
 	switch {
