@@ -19,15 +19,7 @@ func benchFile(b *testing.B, n, rs int64, pre bool, k Kind) File {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := cache.New(local.New(ds, false), cache.Options{Size: 256 << 20, PageSize: 4096, MaxRead: 1 << 20})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
-	s, err := NewSet(ds, c, SetOptions{Order: shuffle.Options{Seed: 3, Mix: 2}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := newSet(b, ds, nil, cache.Options{Size: 256 << 20, PageSize: 4096, MaxRead: 1 << 20}, shuffle.Options{Seed: 3, Mix: 2})
 	e, err := s.Epoch(1)
 	if err != nil {
 		b.Fatal(err)

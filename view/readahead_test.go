@@ -51,11 +51,7 @@ func TestReadaheadFollowsOrder(t *testing.T) {
 	ds, err := local.Open(d.Dir)
 	require.NoError(t, err)
 	src := &recordingSource{Blocks: local.New(ds, false), files: map[cache.FileID]bool{}}
-	c, err := cache.New(src, cache.Options{Size: 64 * 4096, PageSize: 4096, MaxRead: 4096})
-	require.NoError(t, err)
-	defer c.Close()
-	set, err := NewSet(ds, c, SetOptions{Order: shuffle.Options{Seed: 3, Mode: shuffle.Full, Mix: 2}})
-	require.NoError(t, err)
+	set := newSet(t, ds, src, cache.Options{Size: 64 * 4096, PageSize: 4096, MaxRead: 4096}, shuffle.Options{Seed: 3, Mode: shuffle.Full, Mix: 2})
 	e, err := set.Epoch(1)
 	require.NoError(t, err)
 
@@ -110,11 +106,7 @@ func TestReadaheadOutOfOrder(t *testing.T) {
 	d := dstest.Fixed(t, filepath.Join(t.TempDir(), "ds"), 400, 256, 4096, true) // 16 per block, 25 blocks
 	ds, err := local.Open(d.Dir)
 	require.NoError(t, err)
-	c, err := cache.New(local.New(ds, false), cache.Options{Size: 64 * 4096, PageSize: 4096, MaxRead: 4096})
-	require.NoError(t, err)
-	defer c.Close()
-	set, err := NewSet(ds, c, SetOptions{Order: shuffle.Options{Seed: 3, Mode: shuffle.Full, Mix: 1}})
-	require.NoError(t, err)
+	set := newSet(t, ds, nil, cache.Options{Size: 64 * 4096, PageSize: 4096, MaxRead: 4096}, shuffle.Options{Seed: 3, Mode: shuffle.Full, Mix: 1})
 	e, err := set.Epoch(1)
 	require.NoError(t, err)
 	a := e.readahead(layout.RoleData, 0)

@@ -26,12 +26,7 @@ func openSetPS(t *testing.T, dir string, opt shuffle.Options, cacheBytes int64, 
 	t.Helper()
 	ds, err := local.Open(dir)
 	require.NoError(t, err)
-	c, err := cache.New(local.New(ds, false), cache.Options{Size: cacheBytes, PageSize: ps, MaxRead: 4 * ps})
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	s, err := NewSet(ds, c, SetOptions{Order: opt})
-	require.NoError(t, err)
-	return s
+	return newSet(t, ds, nil, cache.Options{Size: cacheBytes, PageSize: ps, MaxRead: 4 * ps}, opt)
 }
 
 // TestRunCopiersRandom: random record sizes (with and without a fast copy, records across

@@ -16,6 +16,7 @@ import (
 	"github.com/blockfs/blockfs/internal/dstest"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
+	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/local"
 )
 
@@ -23,7 +24,17 @@ func openSet(t *testing.T, dir string, opt shuffle.Options, cacheBytes int64) *S
 	t.Helper()
 	ds, err := local.Open(dir)
 	require.NoError(t, err)
-	c, err := cache.New(local.New(ds, false), cache.Options{Size: cacheBytes, PageSize: 4096, MaxRead: 16384})
+	return newSet(t, ds, nil, cache.Options{Size: cacheBytes, PageSize: 4096, MaxRead: 16384}, opt)
+}
+
+// newSet returns the Set of ds in order opt over a cache of co reading src (nil: ds's files,
+// read buffered), closed when the test ends: the one dataset-plus-cache set-up of view's tests.
+func newSet(t testing.TB, ds *layout.Dataset, src source.Blocks, co cache.Options, opt shuffle.Options) *Set {
+	t.Helper()
+	if src == nil {
+		src = local.New(ds, false)
+	}
+	c, err := cache.New(src, co)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	s, err := NewSet(ds, c, SetOptions{Order: opt})

@@ -93,11 +93,8 @@ func TestWindows(t *testing.T) {
 		require.NoError(t, err)
 		served++
 		require.EqualValues(t, len(want), ds.Records(), "trial %d: L %d S %d", trial, L, S)
-		c, err := cache.New(local.New(ds, trial%4 == 1), cache.Options{Size: 8 * 4096, PageSize: 4096, MaxRead: 8192})
-		require.NoError(t, err)
 		opt := shuffle.Options{Seed: uint64(trial), Mode: shuffle.Mode(r.Intn(3))}
-		set, err := NewSet(ds, c, SetOptions{Order: opt})
-		require.NoError(t, err)
+		set := newSet(t, ds, local.New(ds, trial%4 == 1), cache.Options{Size: 8 * 4096, PageSize: 4096, MaxRead: 8192}, opt)
 		e, err := set.Epoch(uint64(r.Intn(5)))
 		require.NoError(t, err)
 		win := int(L * R)
@@ -131,7 +128,6 @@ func TestWindows(t *testing.T) {
 				require.Equal(t, want, got, "trial %d: the starts are exactly the valid ones", trial)
 			}
 		}
-		c.Close()
 	}
 }
 
@@ -169,11 +165,7 @@ func TestWindowsGolden(t *testing.T) {
 	ds, err := layout.Windows(flat, layout.WindowOptions{Length: 10, Stride: 3,
 		Segments: []layout.Segment{{Start: 0, End: 399}, {Start: 400, End: 405}, {Start: 406, End: 999}}}, 512)
 	require.NoError(t, err)
-	c, err := cache.New(local.New(ds, false), cache.Options{Size: 4 * 4096, PageSize: 4096})
-	require.NoError(t, err)
-	defer c.Close()
-	set, err := NewSet(ds, c, SetOptions{Order: shuffle.Options{Seed: 1, Mode: shuffle.Full, Mix: 2}})
-	require.NoError(t, err)
+	set := newSet(t, ds, nil, cache.Options{Size: 4 * 4096, PageSize: 4096}, shuffle.Options{Seed: 1, Mode: shuffle.Full, Mix: 2})
 	e, err := set.Epoch(3)
 	require.NoError(t, err)
 	f, err := e.Open(bg, IDs, e.All())
@@ -220,11 +212,7 @@ func TestWindowsOfShortSegments(t *testing.T) {
 	for b := 0; b < ds.Blocks(); b++ {
 		require.LessOrEqual(t, ds.BlockBytes(b), uint64(16<<10), "block %d", b)
 	}
-	c, err := cache.New(local.New(ds, false), cache.Options{Size: 16 * 4096, PageSize: 4096, MaxRead: 8192})
-	require.NoError(t, err)
-	defer c.Close()
-	set, err := NewSet(ds, c, SetOptions{Order: shuffle.Options{Seed: 9, Mix: 8}})
-	require.NoError(t, err)
+	set := newSet(t, ds, nil, cache.Options{Size: 16 * 4096, PageSize: 4096, MaxRead: 8192}, shuffle.Options{Seed: 9, Mix: 8})
 	e, err := set.Epoch(1)
 	require.NoError(t, err)
 	fd, err := e.Open(bg, Data, e.All())
