@@ -3,7 +3,6 @@ package mount
 import (
 	"github.com/blockfs/blockfs/internal/sysmem"
 	"github.com/blockfs/blockfs/mount/daemon"
-	"github.com/blockfs/blockfs/view"
 )
 
 // claimed is daemon.Claimed for p's plan; a daemon's (RecordClaim) takes the planning lock first.
@@ -23,14 +22,4 @@ func (p *Plan) recordClaim() {
 		fp = p.ds.Manifest.Fingerprint()
 	}
 	daemon.WriteClaim(map[string]any{"open_data": p.loc.Abs, "fingerprint": fp, "memory": p.mem.Facts()}, "")
-}
-
-// infoFacts returns what the mount's .blockfs/info.json says (fs's infoFacts): the set's facts
-// and the mount's own.
-func infoFacts(set view.Content, extra map[string]any) map[string]any {
-	f := set.Facts()
-	for k, v := range extra {
-		f[k] = v
-	}
-	return f
 }

@@ -271,3 +271,13 @@ func (p *Plan) logServing() {
 			sub.ds.Dir, sub.ds.Records(), me.Count(i), p.mix.spec.Sources[i].Rule.Kind, p.mix.spec.Sources[i].Rule.Text, so.Mode, max(1, so.Mix), sub.order.Why, so.Seed)
 	}
 }
+
+// infoFacts returns what the mount's .blockfs/info.json says (fs's infoFacts): the set's facts
+// and the mount's own.
+func infoFacts(set view.Content, extra map[string]any) map[string]any {
+	f := set.Facts()
+	for k, v := range extra {
+		f[k] = v
+	}
+	return f
+}

@@ -177,13 +177,16 @@ func checkName(q, n, mem, dir string, imports map[string]string, all map[string]
 	return ""
 }
 
+// majorVersion is a module path's major version element ("v2"), which is not a package name.
+var majorVersion = regexp.MustCompile(`^v[0-9]+$`)
+
 // fileImports returns a file's imports by the name it uses for each.
 func fileImports(f *ast.File) map[string]string {
 	out := map[string]string{}
 	for _, im := range f.Imports {
 		p, _ := strconv.Unquote(im.Path.Value)
 		name := path.Base(p)
-		if strings.HasPrefix(name, "v") && len(name) <= 3 { // .../go-fuse/v2
+		if majorVersion.MatchString(name) { // a module root of a major version (.../y/v2): package y
 			name = path.Base(path.Dir(p))
 		}
 		if im.Name != nil {
