@@ -1,8 +1,6 @@
 package mount
 
 import (
-	"fmt"
-
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/mount/report"
 	"github.com/blockfs/blockfs/source"
@@ -22,20 +20,12 @@ type served struct {
 // build is the one builder of a stack: it opens the sources, the cache and the tree of a plan,
 // a mount's (Serve) or data read without a mount (Open, whose plan asks for a small cache):
 // one dataset's epochs, a mixture's or a dataset with fields' over one cache whose namespaces
-// are its sources (source.Mux), or a node's parts (nodesPlan.build).
-func (p *Plan) build() (*served, error) {
-	if p.nodes == nil {
-		return p.buildSources()
-	}
-	st, err := p.openSources()
-	if err != nil {
-		return nil, err
-	}
-	return p.nodes.build(p, st)
-}
+// are its sources (source.Mux), or a node's parts (nodesPlan.buildParts).
+func (p *Plan) build() (*served, error) { return p.shape().build(p) }
 
-// buildSources is build for a plan of one or several sources, each with its stack.
-func (p *Plan) buildSources() (*served, error) {
+// buildSources is build for a plan of one or several sources, each with its stack, under one
+// cache; tree makes what the mount serves over it.
+func (p *Plan) buildSources(tree func(c *cache.Cache) (view.Content, error)) (*served, error) {
 	sv := &served{}
 	plans := p.sources()
 	for _, sub := range plans {
@@ -57,48 +47,10 @@ func (p *Plan) buildSources() (*served, error) {
 		return nil, err
 	}
 	sv.cache = c
-	if p.mix == nil && p.fields == nil {
-		if sv.tree, err = view.NewSet(p.ds, c, view.SetOptions{Order: p.opt.Order}); err != nil {
-			c.Close()
-			sv.close()
-			return nil, err
-		}
-		return sv, nil
-	}
-	var sets []*view.Set
-	for i, sub := range plans {
-		o := view.SetOptions{Order: sub.opt.Order, Share: sub.mem.CacheSize}
-		if sub.byIndex {
-			o.Share, o.Exact = 0, true // read in the anchor's order: no windows of its own to keep
-		}
-		set, err := view.NewSet(sub.ds, c.Namespace(i), o)
-		if err != nil {
-			c.Close()
-			sv.close()
-			if p.fields != nil {
-				return nil, fmt.Errorf("field %q: %w", p.fields.man.Fields[i].Name, err)
-			}
-			return nil, sourceErr(p.mix.spec, i, err)
-		}
-		sets = append(sets, set)
-	}
-	if p.fields != nil {
-		fl, err := view.NewFields(sets, p.fields.names(), p.fields.own(), c, p.fields.dir, p.fields.facts())
-		if err != nil {
-			c.Close()
-			sv.close()
-			return nil, err
-		}
-		for _, sub := range plans {
-			fl.Ahead = append(fl.Ahead, sub.readahead)
-		}
-		sv.tree = fl
-		return sv, nil
-	}
-	if sv.tree, err = view.NewMixture(sets, p.mix.order, c, p.mix.spec.File, p.mix.facts(p.opt.Order.Seed)); err != nil {
+	if sv.tree, err = tree(c); err != nil {
 		c.Close()
 		sv.close()
-		return nil, mixtureErr(p.mix.spec, err)
+		return nil, err
 	}
 	return sv, nil
 }
@@ -113,17 +65,9 @@ func (s *served) close() {
 // statsOf returns the stats of the mount of sv: one dataset's (a node-aware mount's parts
 // are one dataset's), or a mixture's or fields' by source.
 func (p *Plan) statsOf(sv *served) *report.Mount {
-	if sv.mux == nil || p.nodes != nil {
+	names := p.shape().names()
+	if names == nil {
 		return report.NewMount(sv.cache, sv.stacks, nil, nil)
-	}
-	var names []string
-	switch {
-	case p.mix != nil:
-		for _, src := range p.mix.spec.Sources {
-			names = append(names, src.Name)
-		}
-	case p.fields != nil:
-		names = p.fields.names()
 	}
 	return report.NewMount(sv.cache, sv.stacks, sv.mux, names)
 }

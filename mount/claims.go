@@ -18,7 +18,7 @@ func (p *Plan) claimed(mem sysmem.Memory, openData, fingerprint string) int64 {
 // one leave its memory to it. Serving rewrites the entry once mounted (daemon.Register).
 func (p *Plan) recordClaim() {
 	fp := ""
-	if p.ds != nil && p.mix == nil && p.fields == nil {
+	if p.ds != nil { // one dataset, or a node's parts of one (a mixture's and fields' plans have none)
 		fp = p.ds.Manifest.Fingerprint()
 	}
 	daemon.WriteClaim(map[string]any{"open_data": p.loc.Abs, "fingerprint": fp, "memory": p.mem.Facts()}, "")

@@ -86,7 +86,7 @@ func openMixture(opt Options) (*mixPlan, error) {
 	disks := map[string]int{}
 	for i, s := range spec.Sources {
 		so := s.Opt
-		so.Mountpoint, so.Epochs = opt.Mountpoint, opt.Epochs
+		so.Mountpoint, so.Epochs, so.Indexer = opt.Mountpoint, opt.Epochs, opt.Indexer
 		if !s.SeedGiven {
 			so.Order.Seed = shuffle.SourceSeed(opt.Order.Seed, i)
 		}
@@ -317,17 +317,6 @@ func byteShares(order *shuffle.Mixture, srcs []*Plan) []float64 {
 	}
 	for i := range out {
 		out[i] /= max(total, 1)
-	}
-	return out
-}
-
-// Warnings of a mixture are its sources', each named.
-func (m *mixPlan) warnings() []string {
-	var out []string
-	for i, sub := range m.srcs {
-		for _, w := range sub.Warnings() {
-			out = append(out, fmt.Sprintf("source %d (%s): %s", i, m.spec.Sources[i].Name, w))
-		}
 	}
 	return out
 }

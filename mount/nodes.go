@@ -184,7 +184,7 @@ func (np *nodesPlan) keep(ds *layout.Dataset) []source.FileID {
 // build opens the node's tree over the whole dataset's stack st: a cache namespace per part
 // (stack.Stack.Parts), the last one the whole dataset's (its names file), and the node's epochs
 // over them.
-func (np *nodesPlan) build(p *Plan, st *stack.Stack) (*served, error) {
+func (np *nodesPlan) buildParts(p *Plan, st *stack.Stack) (*served, error) {
 	sv := &served{stacks: []*stack.Stack{st}, node: true}
 	parts := make([]*layout.Dataset, len(np.srcs))
 	for i, sub := range np.srcs {

@@ -92,15 +92,7 @@ func (p *Plan) planRead() {
 
 // sources returns the plans of the sources below the plan's cache: its own, a mixture's or
 // a dataset with fields'.
-func (p *Plan) sources() []*Plan {
-	switch {
-	case p.mix != nil:
-		return p.mix.srcs
-	case p.fields != nil:
-		return p.fields.srcs
-	}
-	return []*Plan{p}
-}
+func (p *Plan) sources() []*Plan { return p.shape().sources(p) }
 
 // tree builds the stack on first use and returns its tree.
 func (d *Data) tree() (view.Content, error) {

@@ -1,6 +1,9 @@
 package mount
 
 import (
+	"context"
+	"github.com/blockfs/blockfs/internal/infiles"
+	"github.com/blockfs/blockfs/layout"
 	"maps"
 	"path/filepath"
 	"strings"
@@ -33,7 +36,10 @@ type Options struct {
 	DiskCache string     // s3://: keep fetched block files in this directory; "" for none
 	// Index is where the index of shards served in place is kept (shards.go); "": under the
 	// user's cache directory.
-	Index         string
+	Index string
+	// Indexer indexes shards served in place that have no index yet (pack.IndexInPlace;
+	// nil: such shards are refused, saying how to index them).
+	Indexer       Indexer
 	DiskCacheSize int64  // bound on DiskCache; 0: the dataset's size, or 90% of what is free
 	Verify        bool   // check each file's CRC32C the first time it is read
 	NoShm         bool   // offer no shared-memory read path (--shm=false)
@@ -65,6 +71,11 @@ type Options struct {
 	// themselves (or data in an object store); without it such a mount is refused.
 	AllowOtherUnreadable bool
 }
+
+// An Indexer indexes shards of a format (infiles.WebDataset, infiles.TFRecord) whose names
+// (ListShards) are relative to at into the directory out, replacing what is there, and returns
+// the index it wrote. The packer implements it, so that a mount links no packer.
+type Indexer func(ctx context.Context, format, at string, shards []infiles.Shard, out string) (*layout.ShardsIndex, error)
 
 // AutoReadahead asks for the default readahead (Options.Readahead).
 const AutoReadahead = -1

@@ -35,9 +35,11 @@ type Plan struct {
 	readahead int64
 	disk      *diskcache.Options // nil without a disk cache
 	order     OrderChoice        // opt.Order.Mix, resolved, and why
-	mix       *mixPlan           // a mixture's sources and order; nil for one dataset (ds)
-	fields    *fieldsPlan        // a dataset with fields: a source per field; nil otherwise
-	nodes     *nodesPlan         // a node-aware mount: a source per part of this node; nil otherwise
+	// At most one of mix, fields and nodes is set: the plan's shape (shape.go; none: one
+	// dataset, ds, served whole).
+	mix    *mixPlan    // a mixture's sources and order
+	fields *fieldsPlan // a dataset with fields: a source per field
+	nodes  *nodesPlan  // a node-aware mount: a source per part of this node
 	// byIndex: a field with blocks of its own, read a block's samples at a time by storage
 	// index, with no window or readahead of its own
 	byIndex bool
@@ -213,18 +215,7 @@ func (p *Plan) streams() func(layout.FileID) bool {
 
 // Warnings returns what the user should hear before the mount starts: an order far from
 // uniform.
-func (p *Plan) Warnings() []string {
-	if p.mix != nil {
-		return p.mix.warnings()
-	}
-	if p.fields != nil {
-		return p.fields.srcs[0].Warnings()
-	}
-	if p.order.Warning == "" {
-		return nil
-	}
-	return []string{p.order.Warning}
-}
+func (p *Plan) Warnings() []string { return p.shape().warnings(p) }
 
 // planCache sets the readahead, the memory plan and the page cache's options.
 func (p *Plan) planCache() error {

@@ -63,7 +63,7 @@ func (p *Plan) Serve(ready func()) error {
 		}
 		defer ml.Close()
 		var rs int64
-		if p.ds != nil && p.mix == nil && p.fields == nil && p.nodes == nil {
+		if _, one := p.shape().(onePlan); one {
 			rs = p.ds.RecordSize()
 		}
 		met = report.NewMetrics(rs)
@@ -89,7 +89,7 @@ func (p *Plan) Serve(ready func()) error {
 		}
 		defer stop()
 	}
-	p.logServing()
+	p.shape().logServing(p)
 	log.Printf("blockfs: memory budget %s (%s); cache %s (%s); direct I/O %v (%s)", ibytes(p.mem.Budget), p.mem.BudgetReason,
 		ibytes(c.Capacity()), p.mem.CacheReason, p.mem.Direct, p.mem.Reason)
 	ready()
@@ -244,32 +244,6 @@ func startCPUProfile(path string) (func(), error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
-}
-
-// logServing logs what the mount serves and its order.
-func (p *Plan) logServing() {
-	o := p.opt.Order
-	if p.nodes != nil {
-		p.nodes.logServing(p)
-		return
-	}
-	if p.fields != nil {
-		log.Printf("blockfs: serving %s (%d records with fields %v) at %s; shuffle %s, mix %d (%s), seed %d",
-			p.fields.dir, p.fields.man.Records, p.fields.names(), p.mnt, o.Mode, max(1, o.Mix), p.order.Why, o.Seed)
-		return
-	}
-	if p.mix == nil {
-		log.Printf("blockfs: serving %s (%d records, %s, %d blocks) at %s; shuffle %s, mix %d (%s), seed %d",
-			p.ds.Dir, p.ds.Records(), ibytes(int64(p.ds.Bytes())), p.ds.Blocks(), p.mnt, o.Mode, max(1, o.Mix), p.order.Why, o.Seed)
-		return
-	}
-	me, _ := p.mix.order.Epoch(0)
-	log.Printf("blockfs: serving the mixture %s (%d records in epoch 0 from %d sources) at %s; seed %d", p.mix.spec.File, me.Len(), len(p.mix.srcs), p.mnt, o.Seed)
-	for i, sub := range p.mix.srcs {
-		so := sub.opt.Order
-		log.Printf("blockfs: source %d (%s): %s, %d records, %d an epoch (%s %s); shuffle %s, mix %d (%s), seed %d", i, p.mix.spec.Sources[i].Name,
-			sub.ds.Dir, sub.ds.Records(), me.Count(i), p.mix.spec.Sources[i].Rule.Kind, p.mix.spec.Sources[i].Rule.Text, so.Mode, max(1, so.Mix), sub.order.Why, so.Seed)
-	}
 }
 
 // infoFacts returns what the mount's .blockfs/info.json says (fs's infoFacts): the set's facts

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/blockfs/blockfs/internal/infiles"
 	"io"
 	"io/fs"
 	"log"
@@ -19,7 +20,6 @@ import (
 	"github.com/blockfs/blockfs/internal/privdir"
 	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/layout"
-	"github.com/blockfs/blockfs/pack"
 	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/local"
 	"github.com/blockfs/blockfs/source/s3"
@@ -31,28 +31,12 @@ import (
 // the mount into a directory of the user's) and mounted as a dataset with fields, as pack
 // would have made of them.
 
-// IndexShards indexes the shards at src (a folder, a quoted glob or an s3:// prefix) into the
-// directory out, or part's share of them into out/parts/ (part nil: all of them).
-func IndexShards(ctx context.Context, src, out string, part *pack.Part, opt pack.IndexOptions, s3opt s3.Options) (*layout.ShardsIndex, error) {
-	format, at, shards, err := listShards(ctx, src, s3opt)
-	if err != nil {
-		return nil, err
-	}
-	if part != nil {
-		return pack.IndexPart(ctx, format, at, shards, out, *part, opt)
-	}
-	return pack.Index(ctx, format, at, shards, out, opt)
-}
-
-// shardExts are the extensions of shards served in place, and their formats.
-var shardExts = map[string]pack.Format{".tar": pack.WebDataset, ".tfrecord": pack.TFRecord, ".tfrecords": pack.TFRecord}
-
 // shardFormat returns the one format of names, by their extensions, or an error naming a
 // name of another.
-func shardFormat(src string, names []string) (pack.Format, error) {
-	var format pack.Format
+func shardFormat(src string, names []string) (string, error) {
+	var format string
 	for _, n := range names {
-		f := shardExts[strings.ToLower(filepath.Ext(n))]
+		f, _ := infiles.ShardFormat(n)
 		if format != "" && f != format {
 			return "", Usagef("%s holds both %s and %s shards (%s): index each kind apart", src, format, f, n)
 		}
@@ -64,14 +48,15 @@ func shardFormat(src string, names []string) (pack.Format, error) {
 	return format, nil
 }
 
-// listShards returns the shards at src, sorted by name, their format and the location their
-// names are relative to.
-func listShards(ctx context.Context, src string, s3opt s3.Options) (pack.Format, string, []pack.Shard, error) {
+// ListShards returns the shards at src (a folder, a quoted glob or an s3:// prefix), sorted by
+// name, their format (infiles.WebDataset or infiles.TFRecord) and the location their names
+// are relative to: what an Indexer indexes.
+func ListShards(ctx context.Context, src string, s3opt s3.Options) (string, string, []infiles.Shard, error) {
 	if IsRemote(src) {
 		return listRemoteShards(ctx, src, s3opt)
 	}
 	var paths []string
-	format, _, ok := pack.DetectFolder(src)
+	format, _, ok := infiles.DetectShards(src)
 	if !ok {
 		var names []string
 		if m, err := filepath.Glob(src); err == nil {
@@ -82,7 +67,7 @@ func listShards(ctx context.Context, src string, s3opt s3.Options) (pack.Format,
 			return "", "", nil, err
 		}
 	}
-	paths, err := pack.FieldInputs(format, src)
+	paths, err := infiles.List(src, format, infiles.ShardExts[format])
 	if err != nil {
 		return "", "", nil, Usagef("%v", err)
 	}
@@ -105,14 +90,14 @@ func listShards(ctx context.Context, src string, s3opt s3.Options) (pack.Format,
 		return "", "", nil, Usagef("%s holds no shards with data", src)
 	}
 	at := commonDir(real)
-	shards := make([]pack.Shard, len(real))
+	shards := make([]infiles.Shard, len(real))
 	for i, p := range real {
 		st, err := os.Stat(p)
 		if err != nil {
 			return "", "", nil, err
 		}
 		rel, _ := filepath.Rel(at, p)
-		shards[i] = pack.Shard{Name: filepath.ToSlash(rel), Size: st.Size(), MtimeNs: st.ModTime().UnixNano(),
+		shards[i] = infiles.Shard{Name: filepath.ToSlash(rel), Size: st.Size(), MtimeNs: st.ModTime().UnixNano(),
 			Open: func(context.Context) (io.ReadCloser, error) { return openShard(p) }}
 	}
 	return format, at, shards, nil
@@ -141,7 +126,7 @@ func commonDir(paths []string) string {
 }
 
 // listRemoteShards lists the shards under an s3:// prefix.
-func listRemoteShards(ctx context.Context, src string, s3opt s3.Options) (pack.Format, string, []pack.Shard, error) {
+func listRemoteShards(ctx context.Context, src string, s3opt s3.Options) (string, string, []infiles.Shard, error) {
 	st, err := s3.Open(src, s3opt)
 	if err != nil {
 		return "", "", nil, Usagef("%v", err)
@@ -152,7 +137,7 @@ func listRemoteShards(ctx context.Context, src string, s3opt s3.Options) (pack.F
 	}
 	var names []string
 	for rel := range objs {
-		if _, ok := shardExts[strings.ToLower(filepath.Ext(rel))]; ok && !strings.HasPrefix(filepath.Base(rel), ".") && objs[rel] > 0 {
+		if _, ok := infiles.ShardFormat(rel); ok && !strings.HasPrefix(filepath.Base(rel), ".") && objs[rel] > 0 {
 			names = append(names, rel)
 		}
 	}
@@ -161,13 +146,13 @@ func listRemoteShards(ctx context.Context, src string, s3opt s3.Options) (pack.F
 	if err != nil {
 		return "", "", nil, err
 	}
-	shards := make([]pack.Shard, len(names))
+	shards := make([]infiles.Shard, len(names))
 	for i, rel := range names {
 		_, id, err := st.Stat(rel)
 		if err != nil {
 			return "", "", nil, err
 		}
-		shards[i] = pack.Shard{Name: rel, Size: id.Size, ETag: id.Tag,
+		shards[i] = infiles.Shard{Name: rel, Size: id.Size, ETag: id.Tag,
 			Open: func(ctx context.Context) (io.ReadCloser, error) { return st.OpenObject(ctx, rel, id.Tag) }}
 	}
 	return format, strings.TrimSuffix(src, "/"), shards, nil
@@ -217,7 +202,7 @@ func shardsBackend(ix *layout.ShardsIndex, s3opt s3.Options) (layout.ShardsBacke
 // IsShards reports whether data names shards to serve in place: a folder of nothing but
 // .tar or .tfrecord files, or a glob of them. (An s3:// prefix is asked by RemoteShards.)
 func IsShards(data string) bool {
-	if _, _, ok := pack.DetectFolder(data); ok {
+	if _, _, ok := infiles.DetectShards(data); ok {
 		return true
 	}
 	if !strings.ContainsAny(data, "*?[") {
@@ -245,7 +230,7 @@ func RemoteShards(url string, s3opt s3.Options) bool {
 		return false
 	}
 	for rel := range objs {
-		if _, ok := shardExts[strings.ToLower(filepath.Ext(rel))]; ok {
+		if _, ok := infiles.ShardFormat(rel); ok {
 			return true
 		}
 	}
@@ -302,7 +287,7 @@ func indexFor(opt Options) (*shardsData, error) {
 		}
 	}
 	ctx := context.Background()
-	format, at, shards, err := listShards(ctx, opt.Data, opt.S3)
+	format, at, shards, err := ListShards(ctx, opt.Data, opt.S3)
 	if err != nil {
 		return nil, err
 	}
@@ -323,11 +308,14 @@ func indexFor(opt Options) (*shardsData, error) {
 		}
 		log.Printf("blockfs: the index in %s is not of these shards as they are now (%v): indexing them again", dir, err)
 	}
+	if opt.Indexer == nil {
+		return nil, Usagef("the shards at %s have no index here: make one (blockfs index %s DIR) and mount DIR, or pass %s DIR", opt.Data, opt.Data, optname.Flag("index"))
+	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return nil, Usagef("%s %s: %v", optname.Flag("index"), dir, err)
 	}
 	log.Printf("blockfs: indexing the shards at %s into %s (once; the shards are not copied)", opt.Data, dir)
-	ix, err := pack.Index(ctx, format, at, shards, dir, pack.IndexOptions{Force: true})
+	ix, err := opt.Indexer(ctx, format, at, shards, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -409,7 +397,7 @@ func openShards(dir string, ix *layout.ShardsIndex, s3opt s3.Options) (*shardsDa
 
 // sameShards reports whether ix indexes the shards listed (at, shards): the same location and
 // names, in order (what each shard is now, OpenShards checks).
-func sameShards(ix *layout.ShardsIndex, at string, shards []pack.Shard) bool {
+func sameShards(ix *layout.ShardsIndex, at string, shards []infiles.Shard) bool {
 	if ix.Source != at || len(ix.Shards) != len(shards) {
 		return false
 	}

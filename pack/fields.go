@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/blockfs/blockfs/internal/infiles"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -124,16 +123,16 @@ func checkFieldCount(n int, format Format) error {
 
 // The formats whose samples have fields, packed by PackFields.
 const (
-	Parquet    Format = "parquet"    // Apache Parquet: a field per column (a struct's leaves dotted)
-	Arrow      Format = "arrow"      // Arrow IPC files or streams (.arrow, .feather; Hugging Face's cache)
-	WebDataset Format = "webdataset" // tar shards: a sample per key, a field per extension
-	TFRecord   Format = "tfrecord"   // TFRecord files: one field "record", CRC-checked
+	Parquet    Format = "parquet" // Apache Parquet: a field per column (a struct's leaves dotted)
+	Arrow      Format = "arrow"   // Arrow IPC files or streams (.arrow, .feather; Hugging Face's cache)
+	WebDataset Format = infiles.WebDataset
+	TFRecord   Format = infiles.TFRecord
 )
 
 // fieldFormats are the formats with fields, and the file extensions Detect and FieldInputs
 // know them by.
 var fieldFormats = map[Format][]string{
-	Parquet: {".parquet", ".pq"}, Arrow: {".arrow", ".feather", ".ipc"}, WebDataset: {".tar"}, TFRecord: {".tfrecord", ".tfrecords"},
+	Parquet: {".parquet", ".pq"}, Arrow: {".arrow", ".feather", ".ipc"}, WebDataset: infiles.ShardExts[infiles.WebDataset], TFRecord: infiles.ShardExts[infiles.TFRecord],
 }
 
 // HasFields reports whether f's samples have named fields (PackFields packs them).
@@ -164,35 +163,7 @@ func fieldFormatOf(path string) (Format, bool) {
 // file; a glob ("shards/*.tar", quoted so pack sees it), sorted; or a folder's files with the
 // format's extensions, sorted by path. An empty result is an error.
 func FieldInputs(format Format, src string) ([]string, error) {
-	var paths []string
-	if st, err := os.Stat(src); err == nil && st.IsDir() {
-		err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() && p != src && strings.HasPrefix(d.Name(), ".") {
-				return filepath.SkipDir
-			}
-			if d.Type().IsRegular() && !strings.HasPrefix(d.Name(), ".") && slices.Contains(fieldFormats[format], strings.ToLower(filepath.Ext(p))) {
-				paths = append(paths, p)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		if len(paths) == 0 {
-			return nil, fmt.Errorf("%s has no %s files (%s)", src, format, strings.Join(fieldFormats[format], ", "))
-		}
-		sort.Strings(paths)
-		return paths, nil
-	} else if err == nil {
-		return []string{src}, nil
-	}
-	if isGlob(src) {
-		return globSorted(src)
-	}
-	return nil, fmt.Errorf("cannot read the input %s: no such file or directory", src)
+	return infiles.List(src, string(format), fieldFormats[format])
 }
 
 // FieldsResult says what PackFields did.

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/blockfs/blockfs/internal/infiles"
 	"io"
 	"os"
 	"path/filepath"
@@ -42,19 +43,15 @@ type IndexOptions struct {
 	Filled func(field string, n int64)
 }
 
-// Shard is one shard to index: its name relative to the index's source ('/'-separated), what
-// identifies its bytes, and how to read it from its start.
-type Shard struct {
-	Name    string
-	Size    int64
-	MtimeNs int64  // a local file's
-	ETag    string // an object's
-	Open    func(ctx context.Context) (io.ReadCloser, error)
+// IndexInPlace indexes shards for a mount that serves them in place (a mount.Indexer): Index
+// of format, replacing what is at out.
+func IndexInPlace(ctx context.Context, format, at string, shards []infiles.Shard, out string) (*layout.ShardsIndex, error) {
+	return Index(ctx, Format(format), at, shards, out, IndexOptions{Force: true})
 }
 
 // Index indexes shards (of format WebDataset or TFRecord) found at source into the directory
 // out, which appears whole or not at all.
-func Index(ctx context.Context, format Format, source string, shards []Shard, out string, opt IndexOptions) (*layout.ShardsIndex, error) {
+func Index(ctx context.Context, format Format, source string, shards []infiles.Shard, out string, opt IndexOptions) (*layout.ShardsIndex, error) {
 	if format != WebDataset && format != TFRecord {
 		return nil, fmt.Errorf("blockfs index reads WebDataset (.tar) and TFRecord shards, not %s", format)
 	}
@@ -110,7 +107,7 @@ func Index(ctx context.Context, format Format, source string, shards []Shard, ou
 }
 
 // run reads every shard into the index.
-func (w *indexWriter) run(ctx context.Context, format Format, shards []Shard) error {
+func (w *indexWriter) run(ctx context.Context, format Format, shards []infiles.Shard) error {
 	if err := os.Mkdir(filepath.Join(w.dir, "fields"), 0o755); err != nil {
 		return err
 	}

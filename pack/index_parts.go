@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/blockfs/blockfs/internal/infiles"
 	"io"
 	"os"
 	"path/filepath"
@@ -24,7 +25,7 @@ import (
 // files concatenated, as one index of all the shards would be.
 
 // IndexPart indexes part p's share of shards into out/parts/part-I-of-N (made again if there).
-func IndexPart(ctx context.Context, format Format, source string, shards []Shard, out string, p Part, opt IndexOptions) (*layout.ShardsIndex, error) {
+func IndexPart(ctx context.Context, format Format, source string, shards []infiles.Shard, out string, p Part, opt IndexOptions) (*layout.ShardsIndex, error) {
 	lo, hi := p.Share(len(shards))
 	if lo == hi {
 		return nil, fmt.Errorf("part %d of %d gets none of the %d shards: index in at most %d parts", p.Index, p.Count, len(shards), len(shards))

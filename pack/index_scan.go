@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/blockfs/blockfs/internal/infiles"
 	"io"
 
 	"github.com/blockfs/blockfs/internal/crc32c"
@@ -14,7 +15,7 @@ import (
 
 // tar indexes one WebDataset shard: its samples, by webdataset.go's rules, each member's data
 // summed as it is read (the tar reader checks each header's checksum).
-func (w *indexWriter) tar(sh Shard, br *bufio.Reader) error {
+func (w *indexWriter) tar(sh infiles.Shard, br *bufio.Reader) error {
 	magic, _ := br.Peek(6)
 	if err := refuseCompressed(magic, sh.Name, "index the .tar"); err != nil {
 		return err
@@ -123,7 +124,7 @@ func sumData(r io.Reader, n int64, buf []byte, acc *uint32, to io.Writer) (uint3
 
 // tfrecord indexes one TFRecord file: each record a sample of field "record", its length's
 // and data's CRCs checked.
-func (w *indexWriter) tfrecord(sh Shard, br *bufio.Reader) error {
+func (w *indexWriter) tfrecord(sh infiles.Shard, br *bufio.Reader) error {
 	magic, _ := br.Peek(6)
 	if err := refuseCompressed(magic, sh.Name, "index the file"); err != nil {
 		return err

@@ -44,7 +44,7 @@ type Options struct {
 	// folder an Exclude pattern matches is skipped whole. A pattern without '/' matches names,
 	// one with '/' the path relative to the folder, as in .gitignore (see pattern).
 	Include, Exclude []string
-	// AllFiles packs hidden files and folders and the usual junk too (IsJunk, JunkNames),
+	// AllFiles packs hidden files and folders and the usual junk too (infiles.IsJunk, infiles.JunkNames),
 	// which a folder pack otherwise skips. Include and Exclude still apply.
 	AllFiles bool
 	// SkipHeader leaves out the first line of a lines input (a CSV's header).

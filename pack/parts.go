@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/blockfs/blockfs/internal/infiles"
 	"os"
 	"path"
 	"path/filepath"
@@ -277,8 +278,8 @@ func partFormat(inputs []string, opt Options) (Format, error) {
 	if ff, ok := DetectFields(inputs[0]); ok && (format == "" || format == Auto) {
 		format = ff
 	}
-	if ff, _, ok := DetectFolder(inputs[0]); ok && len(inputs) == 1 && (format == "" || format == Auto) && folderOfShards(opt) {
-		format = ff // a folder of nothing but shards is read as its glob is, as by one pack
+	if ff, _, ok := infiles.DetectShards(inputs[0]); ok && len(inputs) == 1 && (format == "" || format == Auto) && folderOfShards(opt) {
+		format = Format(ff) // a folder of nothing but shards is read as its glob is, as by one pack
 	}
 	if format.HasFields() {
 		return format, fieldOptionsApply(opt, format)
@@ -425,7 +426,7 @@ func openPlain(path string, opt Options) (input, element, error) {
 }
 
 // folderOfShards reports whether opt leaves a folder free to be read as shards with fields
-// (DetectFolder): no option of a folder of files given, as the command line decides for one
+// (infiles.DetectShards): no option of a folder of files given, as the command line decides for one
 // pack (a record size, a header to skip, input order kept, files chosen or all files).
 func folderOfShards(opt Options) bool {
 	return opt.RecordSize == 0 && !opt.SkipHeader && !opt.NoShuffle && len(opt.Include)+len(opt.Exclude) == 0 && !opt.AllFiles

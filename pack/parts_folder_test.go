@@ -11,7 +11,7 @@ import (
 )
 
 // A folder of nothing but .tar shards given to --part is read as its shards, as one pack of
-// it reads it (DetectFolder); an option of a folder of files keeps it a folder of files.
+// it reads it (infiles.DetectShards); an option of a folder of files keeps it a folder of files.
 func TestPackPartsFolderOfShards(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "wds")
 	require.NoError(t, os.Mkdir(dir, 0o755))

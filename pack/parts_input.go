@@ -5,9 +5,9 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/blockfs/blockfs/internal/infiles"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -27,12 +27,12 @@ func ExpandInputs(args []string) ([]string, error) {
 				return nil, err
 			}
 			out = append(out, list...)
-		case isGlob(a):
+		case infiles.IsGlob(a):
 			if _, err := os.Lstat(a); err == nil {
 				out = append(out, a) // a file whose name has a '*' in it
 				continue
 			}
-			m, err := globSorted(a)
+			m, err := infiles.GlobSorted(a)
 			if err != nil {
 				return nil, err
 			}
@@ -45,23 +45,6 @@ func ExpandInputs(args []string) ([]string, error) {
 		return nil, errors.New("no inputs: give files, quoted globs or @LISTFILE")
 	}
 	return out, nil
-}
-
-// isGlob reports whether s has glob syntax.
-func isGlob(s string) bool { return strings.ContainsAny(s, "*?[") }
-
-// globSorted returns the files a glob matches, sorted by name; one that matches nothing is
-// an error. pack's inputs with fields and pack --part's inputs expand globs with it.
-func globSorted(pattern string) ([]string, error) {
-	m, err := filepath.Glob(pattern)
-	if err != nil {
-		return nil, fmt.Errorf("bad glob %q: %w", pattern, err)
-	}
-	if len(m) == 0 {
-		return nil, fmt.Errorf("%s matches no file", pattern)
-	}
-	slices.Sort(m)
-	return m, nil
 }
 
 // readList reads a list file of input paths, one a line.

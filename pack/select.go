@@ -2,37 +2,12 @@ package pack
 
 import (
 	"fmt"
+	"github.com/blockfs/blockfs/internal/infiles"
 	"path"
 	"strings"
 
 	"github.com/blockfs/blockfs/internal/optname"
 )
-
-// JunkNames are the names of files and folders that a folder pack skips unless
-// Options.AllFiles is set, besides every hidden name (one that starts with '.', which covers
-// .DS_Store, macOS's ._* AppleDouble files, .git/ and .ipynb_checkpoints/) and every name that
-// ends with '~' (editors' backups). They are compared without regard to case, as the systems
-// that make them do. A folder in the list is skipped whole. docs/USAGE.md lists the same.
-var JunkNames = []string{
-	"Thumbs.db", "ehthumbs.db", "desktop.ini", // Windows Explorer
-	"__MACOSX",                                  // the resource forks of a zip made on a Mac
-	"$RECYCLE.BIN", "System Volume Information", // a Windows drive's root
-	"lost+found", // an ext4 filesystem's root
-}
-
-// IsJunk reports whether a file or folder of this name is skipped by default: a hidden name,
-// a backup (name~) or one of JunkNames.
-func IsJunk(name string) bool {
-	if strings.HasPrefix(name, ".") || strings.HasSuffix(name, "~") {
-		return true
-	}
-	for _, j := range JunkNames {
-		if strings.EqualFold(name, j) {
-			return true
-		}
-	}
-	return false
-}
 
 // A pattern is one --include or --exclude glob. As in .gitignore, a pattern without a '/'
 // matches a name at any depth, and one with a '/' (a leading one included) matches the path
@@ -142,7 +117,7 @@ func newSelection(opt Options) (*selection, error) {
 // skipDir reports whether the folder at rel is left out, whole, and counts it if so.
 func (s *selection) skipDir(rel, name string) bool {
 	switch {
-	case !s.allFiles && IsJunk(name):
+	case !s.allFiles && infiles.IsJunk(name):
 		s.skipped.addJunk(rel + "/")
 	case matchAny(s.exclude, rel, name, true):
 		s.skipped.Filtered++
@@ -155,7 +130,7 @@ func (s *selection) skipDir(rel, name string) bool {
 // takeFile reports whether the regular file at rel is packed, and counts it if not.
 func (s *selection) takeFile(rel, name string) bool {
 	switch {
-	case !s.allFiles && IsJunk(name):
+	case !s.allFiles && infiles.IsJunk(name):
 		s.skipped.addJunk(rel)
 	case matchAny(s.exclude, rel, name, false),
 		len(s.include) > 0 && !matchAny(s.include, rel, name, false):
@@ -177,7 +152,7 @@ func matchAny(ps []pattern, rel, name string, dir bool) bool {
 
 // Skipped counts what a folder pack left out, by reason.
 type Skipped struct {
-	Junk     int      // hidden or junk files and folders (IsJunk); a folder counts once
+	Junk     int      // hidden or junk files and folders (infiles.IsJunk); a folder counts once
 	Filtered int      // files (and folders, by --exclude) left out by Include and Exclude
 	Special  int      // symlinks and other entries that are not regular files or folders
 	Examples []string // the first few junk paths, folders with a trailing '/'

@@ -11,19 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestIsJunk(t *testing.T) {
-	for name, want := range map[string]bool{
-		".DS_Store": true, "._001.png": true, ".git": true, ".ipynb_checkpoints": true, ".hidden.png": true,
-		"Thumbs.db": true, "thumbs.db": true, "ehthumbs.db": true, "desktop.ini": true, "Desktop.ini": true,
-		"__MACOSX": true, "$RECYCLE.BIN": true, "System Volume Information": true, "lost+found": true,
-		"001.png~": true,
-		"001.png":  false, "README.txt": false, "cat": false, "a.b.c": false, "x~y": false, "Thumbs.db.png": false,
-		"__init__.py": false,
-	} {
-		assert.Equal(t, want, IsJunk(name), name)
-	}
-}
-
 func TestPatterns(t *testing.T) {
 	for _, c := range []struct {
 		pattern, rel string

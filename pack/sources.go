@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -67,48 +66,6 @@ func Detect(src string) (Format, error) {
 		return Lines, nil
 	}
 	return "", unknownFormatError{src}
-}
-
-// shardFormats are the formats with fields whose inputs come as many files of one extension:
-// a folder of nothing else is read as those shards (DetectFolder).
-var shardFormats = []Format{WebDataset, TFRecord}
-
-// errNotShards stops DetectFolder's walk at the first file that is not a shard.
-var errNotShards = errors.New("not a folder of shards")
-
-// DetectFolder returns the format with fields of the folder src for --format auto, and how
-// many shards it holds: WebDataset when every file a folder pack would take (IsJunk's names
-// left out, as without --all-files; symlinks and other special files, which neither reads,
-// too) is a .tar shard, TFRecord when every one is a .tfrecord. False for anything else, a
-// folder of no files included: such a folder is files (Detect), as --format files forces.
-func DetectFolder(src string) (Format, int, bool) {
-	if st, err := os.Stat(src); err != nil || !st.IsDir() {
-		return "", 0, false
-	}
-	var format Format
-	n := 0
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		switch {
-		case err != nil:
-			return err
-		case p == src:
-			return nil
-		case d.IsDir() && IsJunk(d.Name()):
-			return filepath.SkipDir
-		case d.IsDir(), IsJunk(d.Name()), !d.Type().IsRegular():
-			return nil
-		}
-		f, ok := fieldFormatOf(p)
-		if !ok || !slices.Contains(shardFormats, f) || (format != "" && f != format) {
-			return errNotShards
-		}
-		format, n = f, n+1
-		return nil
-	})
-	if err != nil || n == 0 {
-		return "", 0, false
-	}
-	return format, n, true
 }
 
 // unknownFormatError is Detect's error when the input's format cannot be told.

@@ -69,7 +69,7 @@ coordination); index --merge OUT, once every part is there, writes OUT's index o
 				filled = append(filled, fmt.Sprintf("%s %d", field, n))
 				total += n
 			}
-			ix, err := mount.IndexShards(context.Background(), args[0], args[1], p, opt, so.S3)
+			ix, err := indexShards(args[0], args[1], p, opt, so)
 			if err != nil {
 				return err
 			}
@@ -88,6 +88,20 @@ coordination); index --merge OUT, once every part is there, writes OUT's index o
 	fl.BoolVar(&merge, "merge", false, "write OUT's index of its parts (OUT/parts/part-I-of-N, every I)")
 	s3f.register(fl)
 	return c
+}
+
+// indexShards indexes the shards at src (a folder, a quoted glob or an s3:// prefix) into the
+// directory out, or part's share of them into out/parts/ (part nil: all of them).
+func indexShards(src, out string, part *pack.Part, opt pack.IndexOptions, so mount.Options) (*layout.ShardsIndex, error) {
+	ctx := context.Background()
+	format, at, shards, err := mount.ListShards(ctx, src, so.S3)
+	if err != nil {
+		return nil, err
+	}
+	if part != nil {
+		return pack.IndexPart(ctx, pack.Format(format), at, shards, out, *part, opt)
+	}
+	return pack.Index(ctx, pack.Format(format), at, shards, out, opt)
 }
 
 // printIndex prints what an index (or a part of one) at out holds.

@@ -76,7 +76,7 @@ func (f *inPlaceFlags) register(fl *pflag.FlagSet) {
 var mountRun = runMount
 
 func runMount(vals mount.Values, data, mnt string) error {
-	opt, err := mount.Decode(data, mnt, vals)
+	opt, err := decodeOptions(data, mnt, vals)
 	if err != nil {
 		return err
 	}

@@ -175,7 +175,7 @@ func readOptions(data string, in inPlaceFlags, s3f *s3Flags) (mount.Options, err
 	if s3f != nil {
 		maps.Copy(vals, s3f.vals)
 	}
-	return mount.Decode(data, "", vals)
+	return decodeOptions(data, "", vals)
 }
 
 // parseShard reads --shard R/W.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"fmt"
+	"github.com/blockfs/blockfs/pack"
 	"io"
 	"math"
 	"os"
@@ -37,7 +38,7 @@ func runOrderMixture(fl *pflag.FlagSet, f orderFlags, data string, pinned []sour
 			spec.Sources[i].SeedGiven = true
 		}
 	}
-	d, err := mount.Open(mount.Options{Data: data, Order: shuffle.Options{Seed: f.seed}, Mixture: spec})
+	d, err := mount.Open(mount.Options{Data: data, Order: shuffle.Options{Seed: f.seed}, Mixture: spec, Indexer: pack.IndexInPlace})
 	if err != nil {
 		return err
 	}
@@ -191,7 +192,7 @@ func describeMixture(fl *pflag.FlagSet, data string) error {
 			return usagef("%s has a source in an object store (%s): mount the mixture and read its .blockfs/info.json", data, src.Opt.Data)
 		}
 	}
-	d, err := mount.Open(mount.Options{Data: data, Mixture: spec})
+	d, err := mount.Open(mount.Options{Data: data, Mixture: spec, Indexer: pack.IndexInPlace})
 	if err != nil {
 		return err
 	}

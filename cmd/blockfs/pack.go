@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/blockfs/blockfs/internal/infiles"
 	"os"
 	"os/signal"
 	"strings"
@@ -233,18 +234,18 @@ func fieldFlagsRefusal(f packFlags, format pack.Format) error {
 }
 
 // folderShards returns the format of a folder of WebDataset or TFRecord shards for --format
-// auto (pack.DetectFolder), and the note pack prints of it; format and "" for anything else,
+// auto (infiles.DetectShards), and the note pack prints of it; format and "" for anything else,
 // and when an option of a folder of files is given.
 func folderShards(f packFlags, format pack.Format, src string) (pack.Format, string) {
 	filesOnly := f.recordSize != "" || f.skipHeader || f.noShuffle || len(f.include)+len(f.exclude) > 0 || f.allFiles
 	if format != pack.Auto || filesOnly {
 		return format, ""
 	}
-	ff, n, ok := pack.DetectFolder(src)
+	ff, n, ok := infiles.DetectShards(src)
 	if !ok {
 		return format, ""
 	}
-	return ff, fmt.Sprintf("%s is a folder of %d %s shards: packed their samples with fields (--format files packs each file as one record instead)", src, n, ff)
+	return pack.Format(ff), fmt.Sprintf("%s is a folder of %d %s shards: packed their samples with fields (--format files packs each file as one record instead)", src, n, ff)
 }
 
 // plainOptions checks pack's flags for an input of format (raw, npy, lines, files) and

@@ -49,3 +49,11 @@ func usageIfStore(err error) error {
 	}
 	return err
 }
+
+// decodeOptions is mount.Decode with what the command gives every mount of data: the
+// packer's indexer of shards served in place.
+func decodeOptions(data, mnt string, vals mount.Values) (mount.Options, error) {
+	opt, err := mount.Decode(data, mnt, vals)
+	opt.Indexer = pack.IndexInPlace
+	return opt, err
+}

@@ -38,7 +38,7 @@ block and what is wrong) and exits 1 if there is any, 0 if the dataset is sound.
 				}
 				data = m.OpenData
 			}
-			opt, err := mount.Decode(data, "", s3f.vals)
+			opt, err := decodeOptions(data, "", s3f.vals)
 			if err != nil {
 				return err
 			}

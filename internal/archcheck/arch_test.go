@@ -98,7 +98,7 @@ var allowed = map[string][]string{
 	"fs":    {"view", "source", "internal/optname", "go-fuse"},
 	// The packer writes layout's formats, to local disk or an object store.
 	"pack": {"source", "source/s3", "layout", "shuffle", "internal/background", "internal/crc32c",
-		"internal/fsync", "internal/near", "internal/odirect", "internal/optname", "internal/strictjson", "internal/userfile"},
+		"internal/fsync", "internal/infiles", "internal/near", "internal/odirect", "internal/optname", "internal/strictjson", "internal/userfile"},
 	// A mount's life beside its data: the mount point, the registry of daemons and their
 	// memory claims, the daemon's log, the users' lease.
 	"mount/daemon": {"fs", "internal/fuseread", "internal/mountinfo", "internal/optname", "internal/sysmem",
@@ -111,14 +111,14 @@ var allowed = map[string][]string{
 		"internal/connlimit", "internal/fdlimit", "internal/optname"},
 	// One mount, wired from every layer; it still indexes shards with the packer (issue 53).
 	"mount": {"mount/daemon", "mount/memory", "mount/report", "source", "source/local", "source/s3", "source/diskcache",
-		"source/stack", "layout", "shuffle", "cache", "view", "fs", "pack", "internal/near", "internal/odirect",
+		"source/stack", "layout", "shuffle", "cache", "view", "fs", "internal/infiles", "internal/near", "internal/odirect",
 		"internal/optname", "internal/privdir", "internal/strictjson", "internal/sysmem", "internal/userfile"},
 	// The command line is flags, printing and exit codes over mount and pack.
-	"cmd/blockfs": {"mount", "mount/daemon", "mount/memory", "mount/report", "pack", "layout", "shuffle", "internal/fdlimit", "internal/fuseread",
+	"cmd/blockfs": {"mount", "mount/daemon", "mount/memory", "mount/report", "pack", "layout", "shuffle", "internal/fdlimit", "internal/fuseread", "internal/infiles",
 		"internal/near", "internal/optname", "internal/userfile"},
 	// Utilities import nothing of blockfs but one another.
 	"internal/background": {}, "internal/connlimit": {}, "internal/corpus": {}, "internal/crc32c": {},
-	"internal/fdlimit": {}, "internal/flight": {}, "internal/fsync": {}, "internal/fuseread": {"internal/userfile"},
+	"internal/fdlimit": {}, "internal/flight": {}, "internal/fsync": {}, "internal/infiles": {}, "internal/fuseread": {"internal/userfile"},
 	"internal/lru": {}, "internal/mountinfo": {}, "internal/near": {}, "internal/odirect": {},
 	"internal/optname": {}, "internal/parallel": {}, "internal/privdir": {}, "internal/strictjson": {},
 	"internal/sysmem": {"internal/mountinfo"}, "internal/userfile": {}, "internal/archcheck": {},
