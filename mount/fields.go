@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/blockfs/blockfs/source/objstore"
+	"github.com/blockfs/blockfs/source/stores"
 	"io/fs"
 	"path/filepath"
 	"strings"
@@ -15,7 +17,6 @@ import (
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/mount/memory"
 	"github.com/blockfs/blockfs/source/diskcache"
-	"github.com/blockfs/blockfs/source/s3"
 	"github.com/blockfs/blockfs/view"
 )
 
@@ -36,27 +37,27 @@ type fieldsPlan struct {
 
 // RemoteFields returns the fields manifest of the dataset in an object store at url, or nil
 // when the prefix holds none (a plain dataset, or nothing: its opening says which).
-func RemoteFields(url string, s3opt s3.Options) (*layout.FieldsManifest, error) {
+func RemoteFields(url string, s3opt objstore.Options) (*layout.FieldsManifest, error) {
 	if err := s3opt.Validate(); err != nil {
 		return nil, Usagef("%v", err)
 	}
-	st, err := s3.Open(url, s3opt)
+	st, err := stores.Open(url, s3opt)
 	if err != nil {
 		return nil, Usagef("%v", err)
 	}
 	// A plain dataset first: its manifest's errors (no access, no bucket) are the ones to
 	// report, by the plain dataset's opening.
-	if plain, err := st.Exists(s3.ManifestName); plain || err != nil {
+	if plain, err := st.Exists(objstore.ManifestName); plain || err != nil {
 		return nil, nil
 	}
-	raw, err := st.ReadFile(s3.FieldsManifestName, layout.MaxFieldsManifest)
+	raw, err := st.ReadFile(objstore.FieldsManifestName, layout.MaxFieldsManifest)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	return layout.ParseFieldsManifest(st.Path(s3.FieldsManifestName), raw)
+	return layout.ParseFieldsManifest(st.Path(objstore.FieldsManifestName), raw)
 }
 
 // FieldData returns where field fl of the dataset with fields at data (a directory or an

@@ -3,6 +3,8 @@ package mount
 import (
 	"errors"
 	"fmt"
+	"github.com/blockfs/blockfs/source/objstore"
+	"github.com/blockfs/blockfs/source/stores"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +13,6 @@ import (
 	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/source/local"
-	"github.com/blockfs/blockfs/source/s3"
 	"github.com/dustin/go-humanize"
 )
 
@@ -59,7 +60,7 @@ type Location struct {
 // Locate returns the location data names. A path that does not exist is a Dir: opening it
 // then says what is missing (a file, when flags of a file in place are given: missing).
 func Locate(data string) Location {
-	if s3.IsURL(data) {
+	if stores.IsURL(data) {
 		return Location{Kind: Remote, Name: data, Abs: data}
 	}
 	l := Location{Kind: Dir, Name: data, Abs: data}
@@ -140,7 +141,7 @@ type InPlace struct {
 // OpenDataset opens the dataset at l: a packed directory (windows over it with in.Window), a
 // file in place, or a packed dataset in an object store (opened with s3opt). Flags that do not
 // apply to the location are refused with a message naming them.
-func OpenDataset(l Location, in InPlace, s3opt s3.Options) (*layout.Dataset, error) {
+func OpenDataset(l Location, in InPlace, s3opt objstore.Options) (*layout.Dataset, error) {
 	if in.Stride == 0 {
 		in.Stride = 1
 	}
@@ -156,7 +157,7 @@ func OpenDataset(l Location, in InPlace, s3opt s3.Options) (*layout.Dataset, err
 				return nil, Usagef("%s is for a local file served in place; %s is a packed dataset in an object store", fl.name, l.Name)
 			}
 		}
-		st, err := s3.Open(l.Name, s3opt)
+		st, err := stores.Open(l.Name, s3opt)
 		if err != nil {
 			return nil, Usagef("%v", err)
 		}

@@ -1,6 +1,7 @@
 package mount
 
 import (
+	"github.com/blockfs/blockfs/source/objstore"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/blockfs/blockfs/internal/dstest"
-	"github.com/blockfs/blockfs/source/s3"
 )
 
 // TestLocate: a directory, a file and an s3:// URL are told apart in one place.
@@ -43,12 +43,12 @@ func TestOpenRefusesFlagsThatDoNotApply(t *testing.T) {
 		{Locate("s3://bucket/ds"), InPlace{Segments: "x.json"}, "--segments is for a local file served in place"},
 	}
 	for _, c := range cases {
-		_, err := OpenDataset(c.loc, c.in, s3.Options{})
+		_, err := OpenDataset(c.loc, c.in, objstore.Options{})
 		require.Error(t, err, c.want)
 		assert.ErrorIs(t, err, ErrUsage)
 		assert.Contains(t, err.Error(), c.want)
 	}
-	got, err := OpenDataset(Locate(ds.Dir), InPlace{Window: 4}, s3.Options{})
+	got, err := OpenDataset(Locate(ds.Dir), InPlace{Window: 4}, objstore.Options{})
 	require.NoError(t, err)
 	_, _, _, _, ok := got.Window()
 	assert.True(t, ok, "windows over a pack stored in order")

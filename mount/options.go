@@ -4,6 +4,7 @@ import (
 	"context"
 	"github.com/blockfs/blockfs/internal/infiles"
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/source/objstore"
 	"maps"
 	"path/filepath"
 	"strings"
@@ -12,7 +13,6 @@ import (
 	"github.com/blockfs/blockfs/mount/memory"
 	"github.com/blockfs/blockfs/mount/report"
 	"github.com/blockfs/blockfs/shuffle"
-	"github.com/blockfs/blockfs/source/s3"
 )
 
 // Options is everything a mount is asked for: what blockfs mount's flags say. Zero fields
@@ -32,8 +32,8 @@ type Options struct {
 	// AutoReadahead: DefaultReadahead, or from an object store enough to keep
 	// S3.Concurrency GETs in flight.
 	Readahead int64
-	S3        s3.Options // the object store's options (s3:// data)
-	DiskCache string     // s3://: keep fetched block files in this directory; "" for none
+	S3        objstore.Options // the object store's options (s3:// data)
+	DiskCache string           // s3://: keep fetched block files in this directory; "" for none
 	// Index is where the index of shards served in place is kept (shards.go); "": under the
 	// user's cache directory.
 	Index string

@@ -130,7 +130,7 @@ func openSource(opt Options) (*Plan, error) {
 		return sd.plain(opt)
 	}
 	if p.loc.Kind == Remote {
-		// Defaults filled in once, for the readahead and the workers below and for s3.Open.
+		// Defaults filled in once, for the readahead and the workers below and for stores.Open.
 		if err := p.opt.S3.Validate(); err != nil {
 			return nil, Usagef("%v", err)
 		}

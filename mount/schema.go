@@ -1,6 +1,7 @@
 package mount
 
 import (
+	"github.com/blockfs/blockfs/source/objstore"
 	"math"
 	"strconv"
 	"strings"
@@ -12,7 +13,6 @@ import (
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/mount/memory"
 	"github.com/blockfs/blockfs/shuffle"
-	"github.com/blockfs/blockfs/source/s3"
 )
 
 // The schema of a mount's options, declared once (rclone's OptionsInfo is the model): each
@@ -298,40 +298,40 @@ var storeSchema = []Option{
 	{Name: "endpoint", Type: String, Default: "", Scope: PerSource, Group: GroupStore,
 		Help: "s3:// object store endpoint URL, e.g. http://127.0.0.1:9000 (default: $AWS_ENDPOINT_URL, else AWS S3)",
 		set:  func(o *Options, s string) error { o.S3.Endpoint = s; return nil }},
-	{Name: "s3-concurrency", Type: Int, Default: strconv.Itoa(s3.DefaultConcurrency), Scope: PerSource, Group: GroupStore,
-		Help: "s3://: requests in flight at once (ranged GETs, part uploads)",
+	{Name: "s3-concurrency", Type: Int, Default: strconv.Itoa(objstore.DefaultConcurrency), Scope: PerSource, Group: GroupStore,
+		Help: "s3://, https://: requests in flight at once (ranged GETs, part uploads)",
 		set:  func(o *Options, s string) error { return parseInt("s3-concurrency", s, 1, 256, &o.S3.Concurrency) }},
-	{Name: "s3-part-size", Type: Size, Default: ibytes(s3.DefaultPartSize), Scope: PerSource, Group: GroupStore,
-		Help: "s3://: the largest ranged GET, and pack's multipart part size (at least 5MiB)",
+	{Name: "s3-part-size", Type: Size, Default: ibytes(objstore.DefaultPartSize), Scope: PerSource, Group: GroupStore,
+		Help: "s3://, https://: the largest ranged GET, and pack's multipart part size (at least 5MiB)",
 		set: func(o *Options, s string) (err error) {
 			if o.S3.PartSize, err = ParseSize("s3-part-size", s); err != nil {
 				return err
 			}
-			if o.S3.PartSize < s3.MinPartSize || o.S3.PartSize > 5<<30 {
+			if o.S3.PartSize < objstore.MinPartSize || o.S3.PartSize > 5<<30 {
 				return optionErr("s3-part-size", "%s %s is out of range (5 MiB, the S3 minimum part, to 5 GiB)", flag("s3-part-size"), s)
 			}
 			return nil
 		}},
-	{Name: "s3-timeout", Type: Duration, Default: s3.DefaultTimeout.String(), Scope: PerSource, Group: GroupStore,
-		Help: "s3://: time limit of one request, body included (a slow transfer)",
+	{Name: "s3-timeout", Type: Duration, Default: objstore.DefaultTimeout.String(), Scope: PerSource, Group: GroupStore,
+		Help: "s3://, https://: time limit of one request, body included (a slow transfer)",
 		set:  func(o *Options, s string) error { return parseDuration("s3-timeout", s, &o.S3.Timeout) }},
-	{Name: "s3-stall-timeout", Type: Duration, Default: s3.DefaultStallTimeout.String(), Scope: PerSource, Group: GroupStore,
-		Help: "s3://: a request that makes no progress (no answer, no byte) for this long fails and is retried; a store silent for (retries+1) times this gives EIO at once",
+	{Name: "s3-stall-timeout", Type: Duration, Default: objstore.DefaultStallTimeout.String(), Scope: PerSource, Group: GroupStore,
+		Help: "s3://, https://: a request that makes no progress (no answer, no byte) for this long fails and is retried; a store silent for (retries+1) times this gives EIO at once",
 		set:  func(o *Options, s string) error { return parseDuration("s3-stall-timeout", s, &o.S3.StallTimeout) }},
-	{Name: "s3-retries", Type: Int, Default: strconv.Itoa(s3.DefaultRetries), Scope: PerSource, Group: GroupStore,
-		Help: "s3://: retries of a failed request (5xx, throttling, reset, timeout, stall), with backoff; then EIO",
+	{Name: "s3-retries", Type: Int, Default: strconv.Itoa(objstore.DefaultRetries), Scope: PerSource, Group: GroupStore,
+		Help: "s3://, https://: retries of a failed request (5xx, throttling, reset, timeout, stall), with backoff; then EIO",
 		set: func(o *Options, s string) error {
 			err := parseInt("s3-retries", s, 0, 100, &o.S3.Retries)
 			if err == nil && o.S3.Retries == 0 {
-				o.S3.Retries = -1 // s3.Options' default is for the zero value; -1 asks for none
+				o.S3.Retries = -1 // objstore.Options' default is for the zero value; -1 asks for none
 			}
 			return err
 		}},
 	{Name: "disk-cache", Type: Path, Default: "", Scope: PerSource, Group: GroupDisk,
-		Help: "s3://: keep fetched block files in this local directory, reused across epochs and remounts (checked by CRC32C on every reuse)",
+		Help: "s3://, https://: keep fetched block files in this local directory, reused across epochs and remounts (checked by CRC32C on every reuse)",
 		set:  func(o *Options, s string) error { o.DiskCache = s; return nil }},
 	{Name: "disk-cache-size", Type: Size, Default: "auto", Scope: PerSource, Group: GroupDisk,
-		Help: "s3://: bound on the " + flag("disk-cache") + " directory (least recently used files go); auto: the dataset's size, or what the filesystem has free",
+		Help: "s3://, https://: bound on the " + flag("disk-cache") + " directory (least recently used files go); auto: the dataset's size, or what the filesystem has free",
 		set: func(o *Options, s string) error {
 			if err := parseSizeOr("disk-cache-size", s, 0, &o.DiskCacheSize); err != nil || s == "auto" {
 				return err

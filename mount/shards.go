@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"github.com/blockfs/blockfs/internal/infiles"
+	"github.com/blockfs/blockfs/source/objstore"
+	"github.com/blockfs/blockfs/source/stores"
 	"io"
 	"io/fs"
 	"log"
@@ -22,7 +24,6 @@ import (
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/local"
-	"github.com/blockfs/blockfs/source/s3"
 	"golang.org/x/sys/unix"
 )
 
@@ -51,7 +52,7 @@ func shardFormat(src string, names []string) (string, error) {
 // ListShards returns the shards at src (a folder, a quoted glob or an s3:// prefix), sorted by
 // name, their format (infiles.WebDataset or infiles.TFRecord) and the location their names
 // are relative to: what an Indexer indexes.
-func ListShards(ctx context.Context, src string, s3opt s3.Options) (string, string, []infiles.Shard, error) {
+func ListShards(ctx context.Context, src string, s3opt objstore.Options) (string, string, []infiles.Shard, error) {
 	if IsRemote(src) {
 		return listRemoteShards(ctx, src, s3opt)
 	}
@@ -126,8 +127,8 @@ func commonDir(paths []string) string {
 }
 
 // listRemoteShards lists the shards under an s3:// prefix.
-func listRemoteShards(ctx context.Context, src string, s3opt s3.Options) (string, string, []infiles.Shard, error) {
-	st, err := s3.Open(src, s3opt)
+func listRemoteShards(ctx context.Context, src string, s3opt objstore.Options) (string, string, []infiles.Shard, error) {
+	st, err := stores.Open(src, s3opt)
 	if err != nil {
 		return "", "", nil, Usagef("%v", err)
 	}
@@ -161,7 +162,7 @@ func listRemoteShards(ctx context.Context, src string, s3opt s3.Options) (string
 // shardsBackend returns where a dataset of the shards the index ix names reads them: the
 // index's files read buffered, the shards read buffered too (a value's neighbours, another
 // field's, are read soon after) or from the object store.
-func shardsBackend(ix *layout.ShardsIndex, s3opt s3.Options) (layout.ShardsBackend, error) {
+func shardsBackend(ix *layout.ShardsIndex, s3opt objstore.Options) (layout.ShardsBackend, error) {
 	be := layout.ShardsBackend{Index: func(t source.Table) source.Blocks { return local.New(t, false) }}
 	if !IsRemote(ix.Source) {
 		be.Shards = func(t source.Table) source.Blocks { return local.New(t, true) }
@@ -182,18 +183,18 @@ func shardsBackend(ix *layout.ShardsIndex, s3opt s3.Options) (layout.ShardsBacke
 	if err := s3opt.Validate(); err != nil {
 		return be, Usagef("%v", err)
 	}
-	st, err := s3.Open(ix.Source, s3opt)
+	st, err := stores.Open(ix.Source, s3opt)
 	if err != nil {
 		return be, Usagef("%v", err)
 	}
 	be.Shards = func(t source.Table) source.Blocks {
 		// A store of its own for each field, as each field of a packed dataset has: its
 		// requests, and its counters in stats.json, are the field's.
-		own, err := s3.Open(ix.Source, s3opt)
+		own, err := stores.Open(ix.Source, s3opt)
 		if err != nil {
 			own = st // the options were checked by the first Open: not reached
 		}
-		return s3.NewBlocks(own, t)
+		return objstore.NewBlocks(own, t)
 	}
 	be.Locate = st.Stat
 	return be, nil
@@ -217,12 +218,12 @@ func IsShards(data string) bool {
 }
 
 // RemoteShards reports whether the s3:// prefix url holds shards and no dataset.
-func RemoteShards(url string, s3opt s3.Options) bool {
-	st, err := s3.Open(url, s3opt)
+func RemoteShards(url string, s3opt objstore.Options) bool {
+	st, err := stores.Open(url, s3opt)
 	if err != nil {
 		return false
 	}
-	if plain, err := st.Exists(s3.ManifestName); plain || err != nil {
+	if plain, err := st.Exists(objstore.ManifestName); plain || err != nil {
 		return false
 	}
 	objs, err := st.Objects(context.Background())
@@ -380,7 +381,7 @@ func MarkIndexStale(data, why string) (string, error) {
 
 // openShards opens the index ix read from dir: a dataset per field, reading the shards where
 // ix says they are.
-func openShards(dir string, ix *layout.ShardsIndex, s3opt s3.Options) (*shardsData, error) {
+func openShards(dir string, ix *layout.ShardsIndex, s3opt objstore.Options) (*shardsData, error) {
 	be, err := shardsBackend(ix, s3opt)
 	if err != nil {
 		return nil, err

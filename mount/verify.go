@@ -3,11 +3,12 @@ package mount
 import (
 	"context"
 	"fmt"
+	"github.com/blockfs/blockfs/source/objstore"
+	"github.com/blockfs/blockfs/source/stores"
 
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/local"
-	"github.com/blockfs/blockfs/source/s3"
 	"github.com/blockfs/blockfs/source/stack"
 )
 
@@ -89,8 +90,8 @@ func verifyShards(sd *shardsData, report func(error)) layout.VerifyResult {
 }
 
 // openStore opens the object store at url.
-func openStore(url string, opt s3.Options) (*s3.Store, error) {
-	st, err := s3.Open(url, opt)
+func openStore(url string, opt objstore.Options) (*objstore.Store, error) {
+	st, err := stores.Open(url, opt)
 	if err != nil {
 		return nil, Usagef("%v", err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/blockfs/blockfs/source/objstore"
+	"github.com/blockfs/blockfs/source/stores"
 	"io/fs"
 	"path"
 	"slices"
@@ -12,7 +14,6 @@ import (
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/internal/strictjson"
 	"github.com/blockfs/blockfs/layout"
-	"github.com/blockfs/blockfs/source/s3"
 )
 
 // MergeResult says what Merge did.
@@ -55,8 +56,8 @@ func Merge(out string, force bool) (*MergeResult, error) {
 // MergeToStore is Merge of the parts under the object store's prefix url: it reads the part
 // manifests and the parts' manifests and ids from the store, and writes the ids files, the
 // names and the manifest there (the manifest last).
-func MergeToStore(ctx context.Context, url string, store s3.Options, force bool) (*MergeResult, error) {
-	st, err := s3.Open(url, store)
+func MergeToStore(ctx context.Context, url string, store objstore.Options, force bool) (*MergeResult, error) {
+	st, err := stores.Open(url, store)
 	if err != nil {
 		return nil, openStoreError{err}
 	}

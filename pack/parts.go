@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"github.com/blockfs/blockfs/internal/infiles"
+	"github.com/blockfs/blockfs/source/objstore"
+	"github.com/blockfs/blockfs/source/stores"
 	"os"
 	"path"
 	"path/filepath"
@@ -17,7 +19,6 @@ import (
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/shuffle"
-	"github.com/blockfs/blockfs/source/s3"
 )
 
 // A pack in parts (pack --part I/N, then pack --merge; docs/FORMAT.md, "Packs in parts"):
@@ -175,8 +176,8 @@ func PackPart(ctx context.Context, inputs []string, out string, p Part, opt Opti
 // written, its manifest last), or for samples of several fields each field's to
 // url/fields/NAME/parts/part-I-of-N/ (storeFieldsPart), then the part manifest
 // url/parts/part-I-of-N.json.
-func PackPartToStore(ctx context.Context, inputs []string, url string, p Part, opt Options, store s3.Options) (*PartResult, error) {
-	st, err := s3.Open(url, store)
+func PackPartToStore(ctx context.Context, inputs []string, url string, p Part, opt Options, store objstore.Options) (*PartResult, error) {
+	st, err := stores.Open(url, store)
 	if err != nil {
 		return nil, openStoreError{err}
 	}

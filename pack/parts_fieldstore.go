@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/blockfs/blockfs/source/objstore"
+	"github.com/blockfs/blockfs/source/stores"
 	"os"
 	"path/filepath"
-
-	"github.com/blockfs/blockfs/source/s3"
 )
 
 // A part of inputs of several fields into an object store (PackPartToStore): each field's
@@ -19,7 +19,7 @@ import (
 type fieldStore struct {
 	ctx context.Context
 	url string // OUT
-	opt s3.Options
+	opt objstore.Options
 }
 
 // errFieldsStored tells PackPartToStore that the part's fields went to their own uploads:
@@ -30,14 +30,14 @@ var errFieldsStored = errors.New("the part's fields are stored in their folders"
 // directory dst, streaming each field's blocks to its folder in the store, then its manifest.
 // It returns errFieldsStored with res once every field is stored. It closes r.
 func storeFieldsPart(ctx context.Context, r SampleReader, dst string, opt Options, res *Result, fp *fieldPart, own []string) (*Result, error) {
-	streams := map[string]*s3.Stream{}
+	streams := map[string]*objstore.Stream{}
 	abort := func() {
 		for _, u := range streams {
 			u.Abort()
 		}
 	}
 	for i, s := range r.Fields() {
-		st, err := s3.Open(fp.store.url+"/"+fieldPartDir(s.Name, fp.part.Name()), fp.store.opt)
+		st, err := stores.Open(fp.store.url+"/"+fieldPartDir(s.Name, fp.part.Name()), fp.store.opt)
 		if err != nil {
 			err = openStoreError{err}
 		}
@@ -45,7 +45,7 @@ func storeFieldsPart(ctx context.Context, r SampleReader, dst string, opt Option
 		if err == nil {
 			err = os.Mkdir(spool, 0o700)
 		}
-		var u *s3.Stream
+		var u *objstore.Stream
 		if err == nil {
 			u, err = st.Begin(fp.store.ctx, true, spool)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/blockfs/blockfs/source/objstore"
 	"io/fs"
 	"maps"
 	"os"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/blockfs/blockfs/internal/fsync"
 	"github.com/blockfs/blockfs/internal/userfile"
-	"github.com/blockfs/blockfs/source/s3"
 	"golang.org/x/sys/unix"
 )
 
@@ -97,7 +97,7 @@ func (d dirOut) durable() error { return fsync.FS(d.dir) }
 // listing of the prefix, made at the first question (a merge lists once).
 type storeOut struct {
 	ctx    context.Context
-	st     *s3.Store
+	st     *objstore.Store
 	listed map[string]int64
 }
 

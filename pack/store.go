@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/blockfs/blockfs/source/objstore"
+	"github.com/blockfs/blockfs/source/stores"
 	"os"
 	"path/filepath"
 
 	"github.com/blockfs/blockfs/layout"
-	"github.com/blockfs/blockfs/source/s3"
 )
 
 // ErrOpenStore marks an error in opening the destination store (its URL, options or
@@ -25,8 +26,8 @@ func (e openStoreError) Unwrap() []error { return []error{e.error, ErrOpenStore}
 // with fields' when fields is set). A failed write or upload removes what was uploaded, best
 // effort. The local directory is a scratch one in $TMPDIR, with the upload's spool beside
 // it (and the pre-shuffle's spill); force replaces a dataset already at dst.
-func ToStore(ctx context.Context, dst string, store s3.Options, force, fields bool, opt Options, write func(local string, opt Options) error) error {
-	st, err := s3.Open(dst, store)
+func ToStore(ctx context.Context, dst string, store objstore.Options, force, fields bool, opt Options, write func(local string, opt Options) error) error {
+	st, err := stores.Open(dst, store)
 	if err != nil {
 		return openStoreError{err}
 	}

@@ -154,7 +154,7 @@ func TestS3DiskCache(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"mount", "--disk-cache", dc, local, t.TempDir()}, "--disk-cache is for a dataset in an object store"},
+		{[]string{"mount", "--disk-cache", dc, local, t.TempDir()}, "--disk-cache is for a dataset in a store"},
 		{[]string{"mount", ep, "--disk-cache-size", "1GiB", url, t.TempDir()}, "--disk-cache-size goes with --disk-cache"},
 		{[]string{"mount", ep, "--disk-cache", dc, "--disk-cache-size", "100KiB", url, t.TempDir()}, "smaller than the dataset's largest file"},
 		{[]string{"mount", ep, "--disk-cache", dc, "--disk-cache-size", "lots", url, t.TempDir()}, "not a size"},

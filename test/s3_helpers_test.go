@@ -330,7 +330,9 @@ func (p *faultProxy) forward(c net.Conn, req *http.Request, body []byte) bool {
 		data = append(data[4096:], data[:4096]...) // as if the store sent the range 4 KiB on
 	}
 	resp.Body = io.NopCloser(strings.NewReader(string(data)))
-	resp.ContentLength = int64(len(data))
+	if req.Method != http.MethodHead { // a HEAD's Content-Length is the object's, with no body
+		resp.ContentLength = int64(len(data))
+	}
 	resp.TransferEncoding = nil
 	if !cut {
 		return resp.Write(c) == nil

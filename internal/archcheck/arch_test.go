@@ -86,10 +86,15 @@ var allowed = map[string][]string{
 		"internal/parallel", "internal/strictjson", "internal/userfile"},
 	// The backends and the layers below the cache, stacked in one place (source/stack).
 	// source/local still opens a dataset directory (its layout.Store: issue 54's store seam).
-	"source/local":     {"source", "layout", "internal/odirect", "internal/userfile"},
-	"source/s3":        {"source", "internal/crc32c", "internal/flight", "internal/optname", "internal/parallel"},
+	"source/local": {"source", "layout", "internal/odirect", "internal/userfile"},
+	// objstore is every store's requests, retries, checksums and uploads, written once; a
+	// backend (s3) is a Client over one protocol; stores alone knows every backend.
+	"source/objstore":  {"source", "internal/crc32c", "internal/flight", "internal/optname", "internal/parallel"},
+	"source/s3":        {"source/objstore", "internal/optname"},
+	"source/web":       {"source/objstore", "internal/optname"},
+	"source/stores":    {"source/objstore", "source/s3", "source/web"},
 	"source/diskcache": {"source", "internal/crc32c", "internal/flight", "internal/odirect", "internal/optname"},
-	"source/stack": {"source", "layout", "source/local", "source/s3", "source/diskcache",
+	"source/stack": {"source", "layout", "source/local", "source/objstore", "source/diskcache",
 		"internal/crc32c", "internal/lru", "internal/odirect", "internal/parallel"},
 	// The page cache reads a source.Blocks and knows nothing of files; view arranges records
 	// over it; fs serves a view and alone imports go-fuse (source for the errors it maps).
@@ -97,7 +102,7 @@ var allowed = map[string][]string{
 	"view":  {"source", "layout", "shuffle", "cache", "internal/lru"},
 	"fs":    {"view", "source", "internal/optname", "go-fuse"},
 	// The packer writes layout's formats, to local disk or an object store.
-	"pack": {"source", "source/s3", "layout", "shuffle", "internal/background", "internal/crc32c",
+	"pack": {"source", "source/objstore", "source/stores", "layout", "shuffle", "internal/background", "internal/crc32c",
 		"internal/fsync", "internal/infiles", "internal/near", "internal/odirect", "internal/optname", "internal/strictjson", "internal/userfile"},
 	// A mount's life beside its data: the mount point, the registry of daemons and their
 	// memory claims, the daemon's log, the users' lease.
@@ -107,10 +112,11 @@ var allowed = map[string][]string{
 	"mount/memory": {"layout", "cache", "source/stack", "internal/optname", "internal/sysmem"},
 	// What a mount reports: stats.json's schema, composed of each layer's typed counters, and
 	// the Prometheus endpoint.
-	"mount/report": {"source", "source/s3", "source/diskcache", "source/stack", "cache", "view", "fs",
+	"mount/report": {"source", "source/objstore", "source/diskcache", "source/stack", "cache", "view", "fs",
 		"internal/connlimit", "internal/fdlimit", "internal/optname"},
-	// One mount, wired from every layer; it still indexes shards with the packer (issue 53).
-	"mount": {"mount/daemon", "mount/memory", "mount/report", "source", "source/local", "source/s3", "source/diskcache",
+	// One mount, wired from every layer (shards are indexed through an Indexer the command
+	// gives: no packer linked).
+	"mount": {"mount/daemon", "mount/memory", "mount/report", "source", "source/local", "source/objstore", "source/stores", "source/diskcache",
 		"source/stack", "layout", "shuffle", "cache", "view", "fs", "internal/infiles", "internal/near", "internal/odirect",
 		"internal/optname", "internal/privdir", "internal/strictjson", "internal/sysmem", "internal/userfile"},
 	// The command line is flags, printing and exit codes over mount and pack.
@@ -158,19 +164,19 @@ func TestImports(t *testing.T) {
 	}
 }
 
-// TestOneCallerOfIsURL checks that mount.Locate alone tells an s3:// URL from a path.
+// TestOneCallerOfIsURL checks that mount.Locate alone tells a store's URL from a path.
 func TestOneCallerOfIsURL(t *testing.T) {
 	pkgs, fset := load(t)
 	var callers []string
 	for dir, p := range pkgs {
-		if dir == "source/s3" || strings.HasPrefix(dir, "bench/") {
+		if strings.HasPrefix(dir, "source/") || strings.HasPrefix(dir, "bench/") {
 			continue
 		}
 		for name, f := range p.files {
 			ast.Inspect(f, func(n ast.Node) bool {
 				sel, ok := n.(*ast.SelectorExpr)
 				if ok && sel.Sel.Name == "IsURL" {
-					if id, ok := sel.X.(*ast.Ident); ok && id.Name == "s3" {
+					if id, ok := sel.X.(*ast.Ident); ok && id.Name == "stores" {
 						callers = append(callers, name+":"+strconv.Itoa(fset.Position(sel.Pos()).Line)+" in "+enclosing(f, sel.Pos()))
 					}
 				}
@@ -179,7 +185,7 @@ func TestOneCallerOfIsURL(t *testing.T) {
 		}
 	}
 	if len(callers) != 1 || !strings.HasPrefix(callers[0], "mount/location.go:") || !strings.HasSuffix(callers[0], " in Locate") {
-		t.Errorf("s3.IsURL is called by %v; only mount.Locate should decide what is a URL (the others ask mount.Locate or mount.IsRemote)", callers)
+		t.Errorf("stores.IsURL is called by %v; only mount.Locate should decide what is a URL (the others ask mount.Locate or mount.IsRemote)", callers)
 	}
 }
 

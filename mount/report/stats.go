@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/blockfs/blockfs/source/objstore"
 
 	"github.com/blockfs/blockfs/cache"
 	bfs "github.com/blockfs/blockfs/fs"
 	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/diskcache"
-	"github.com/blockfs/blockfs/source/s3"
 	"github.com/blockfs/blockfs/source/stack"
 	"github.com/blockfs/blockfs/view"
 )
@@ -40,7 +40,7 @@ type Stats struct {
 	DiskCache *diskcache.Stats
 	// Store is one dataset's object store request counters ("store"); nil for local data, and
 	// with Sources (each source has its own).
-	Store *s3.Counters
+	Store *objstore.Counters
 	// Decompress is one dataset's decompression counters ("decompress"); nil when none of its
 	// blocks is compressed, and with Sources.
 	Decompress *stack.FramesStats
@@ -59,7 +59,7 @@ type SourceStats struct {
 	// DiskCache is its --disk-cache counters (stats.json's "disk_cache"[Index]); nil without.
 	DiskCache *diskcache.Stats `json:"-"`
 	// Store is its object store's counters ("store"[Index]); nil for local data.
-	Store *s3.Counters `json:"-"`
+	Store *objstore.Counters `json:"-"`
 	// Decompress is its decompression counters ("decompress"[Index]); nil without compressed
 	// blocks.
 	Decompress *stack.FramesStats `json:"-"`
@@ -73,8 +73,8 @@ type ErrorStats = bfs.ErrorStats
 
 // Stores returns the object stores' counters by source index: one dataset's at 0, or each
 // source's; nil entries for local data.
-func (s *Stats) Stores() []*s3.Counters {
-	return bySource(s, s.Store, func(src *SourceStats) **s3.Counters { return &src.Store })
+func (s *Stats) Stores() []*objstore.Counters {
+	return bySource(s, s.Store, func(src *SourceStats) **objstore.Counters { return &src.Store })
 }
 
 // DiskCaches returns the disk caches' counters by source index: one dataset's at 0, or each
@@ -92,7 +92,7 @@ func (s *Stats) Decompressions() []*stack.FramesStats {
 // counted is what a source may have counters of beside its reads: a store, a disk cache,
 // decompression.
 type counted interface {
-	s3.Counters | diskcache.Stats | stack.FramesStats
+	objstore.Counters | diskcache.Stats | stack.FramesStats
 }
 
 // bySource returns one's or the sources' values, by source index.
@@ -150,7 +150,7 @@ func (s *Stats) UnmarshalJSON(b []byte) error {
 	if err := fromOneOrList(w.DiskCache, &s.DiskCache, s.Sources, func(src *SourceStats) **diskcache.Stats { return &src.DiskCache }); err != nil {
 		return fmt.Errorf("disk_cache: %w", err)
 	}
-	if err := fromOneOrList(w.Store, &s.Store, s.Sources, func(src *SourceStats) **s3.Counters { return &src.Store }); err != nil {
+	if err := fromOneOrList(w.Store, &s.Store, s.Sources, func(src *SourceStats) **objstore.Counters { return &src.Store }); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	if err := fromOneOrList(w.Decompress, &s.Decompress, s.Sources, func(src *SourceStats) **stack.FramesStats { return &src.Decompress }); err != nil {

@@ -2,6 +2,7 @@ package report
 
 import (
 	"encoding/json"
+	"github.com/blockfs/blockfs/source/objstore"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,7 +13,6 @@ import (
 	"github.com/blockfs/blockfs/cache"
 	bfs "github.com/blockfs/blockfs/fs"
 	"github.com/blockfs/blockfs/source/diskcache"
-	"github.com/blockfs/blockfs/source/s3"
 )
 
 // testdata/stats holds stats.json as the daemon wrote it before Stats was typed (fs.Stats with
@@ -73,8 +73,8 @@ func sampleStats() Stats {
 	}
 }
 
-func sampleStore() (*s3.Counters, *diskcache.Stats) {
-	return &s3.Counters{Requests: 12, Retries: 2, Errors: map[string]uint64{"throttled": 1, "server": 1, "timeout": 0,
+func sampleStore() (*objstore.Counters, *diskcache.Stats) {
+	return &objstore.Counters{Requests: 12, Retries: 2, Errors: map[string]uint64{"throttled": 1, "server": 1, "timeout": 0,
 			"network": 0, "client": 0, "other": 0}},
 		&diskcache.Stats{Hits: 4, Fetches: 6, FetchedBytes: 6 << 20, Evicted: 1, Used: 5 << 20, Files: 5}
 }
@@ -83,12 +83,12 @@ func TestStatsTypedShapes(t *testing.T) {
 	local := sampleStats()
 	local.Cache.BytesServed = 777 // not in stats.json: bytes_served is the FUSE layer's
 	assert.Equal(t, string(readGolden(t, "local")), string(encodeStats(t, local)))
-	assert.Equal(t, []*s3.Counters{nil}, local.Stores())
+	assert.Equal(t, []*objstore.Counters{nil}, local.Stores())
 
 	one := sampleStats()
 	one.Store, one.DiskCache = sampleStore()
 	assert.Equal(t, string(readGolden(t, "store")), string(encodeStats(t, one)), "one dataset's store and disk cache are objects")
-	assert.Equal(t, []*s3.Counters{one.Store}, one.Stores())
+	assert.Equal(t, []*objstore.Counters{one.Store}, one.Stores())
 	assert.Equal(t, []*diskcache.Stats{one.DiskCache}, one.DiskCaches())
 
 	mix := sampleStats()
@@ -103,7 +103,7 @@ func TestStatsTypedShapes(t *testing.T) {
 	require.NoError(t, json.Unmarshal(readGolden(t, "mixture-store"), &back))
 	assert.Equal(t, mix, back)
 	assert.Nil(t, back.Store, "a mixture's stores are its sources'")
-	assert.Equal(t, []*s3.Counters{nil, mix.Sources[1].Store}, back.Stores())
+	assert.Equal(t, []*objstore.Counters{nil, mix.Sources[1].Store}, back.Stores())
 	assert.Equal(t, []*diskcache.Stats{nil, mix.Sources[1].DiskCache}, back.DiskCaches())
 }
 

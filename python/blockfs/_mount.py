@@ -228,7 +228,7 @@ class Mount:
             m.info   # its .blockfs/info.json
 
     data is a dataset directory, a file served in place (with record_size=... or window=...),
-    an s3:// URL, or a mixture's JSON file (several datasets in one epoch, docs/SHUFFLE.md;
+    an s3:// or https:// URL, or a mixture's JSON file (several datasets in one epoch, docs/SHUFFLE.md;
     each source's own options are in that file, and keyword options are the whole mount's).
     Keyword options are blockfs mount's flags with '_' for '-' (`blockfs options` lists
     them), checked when Mount is called against the schema the binary publishes: a keyword

@@ -2,6 +2,7 @@ package s3
 
 import (
 	"errors"
+	"github.com/blockfs/blockfs/source/objstore"
 	"io"
 	"testing"
 
@@ -26,43 +27,35 @@ func TestParseURL(t *testing.T) {
 			t.Errorf("ParseURL(%q) = %+v, %v", c.in, l, err)
 		}
 	}
-	if k := (Location{Bucket: "b", Prefix: "p"}).Key("blocks/000001.bin"); k != "p/blocks/000001.bin" {
-		t.Errorf("Key = %q", k)
-	}
 }
 
-func TestRetryable(t *testing.T) {
-	for _, c := range []struct {
+// TestAnswer: S3's error responses as the kinds objstore retries (or not) and reports.
+func TestAnswer(t *testing.T) {
+	mc, err := newClient(objstore.Options{Endpoint: "http://127.0.0.1:1", Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &client{cl: minio.Core{Client: mc}, bucket: "b"}
+	for _, tc := range []struct {
 		err  error
-		want bool
+		want objstore.Kind
 	}{
-		{io.ErrUnexpectedEOF, true},
-		{errors.New("connection reset by peer"), true},
-		{minio.ErrorResponse{StatusCode: 503, Code: "SlowDown"}, true},
-		{minio.ErrorResponse{StatusCode: 500, Code: "InternalError"}, true},
-		{minio.ErrorResponse{StatusCode: 429}, true},
-		{minio.ErrorResponse{StatusCode: 404, Code: "NoSuchKey"}, false},
-		{minio.ErrorResponse{StatusCode: 412, Code: "PreconditionFailed"}, false},
-		{minio.ErrorResponse{StatusCode: 403, Code: "AccessDenied"}, false},
+		{io.ErrUnexpectedEOF, objstore.Other},
+		{errors.New("connection reset by peer"), objstore.Other},
+		{minio.ErrorResponse{StatusCode: 503, Code: "SlowDown"}, objstore.Throttled},
+		{minio.ErrorResponse{StatusCode: 500, Code: "InternalError"}, objstore.Transient},
+		{minio.ErrorResponse{StatusCode: 404, Code: "NoSuchKey"}, objstore.NotFound},
+		{minio.ErrorResponse{StatusCode: 404, Code: "NoSuchBucket"}, objstore.NoBucket},
+		{minio.ErrorResponse{StatusCode: 412, Code: "PreconditionFailed"}, objstore.Changed},
+		{minio.ErrorResponse{StatusCode: 416, Code: "InvalidRange"}, objstore.Short},
+		{minio.ErrorResponse{StatusCode: 403, Code: "AccessDenied"}, objstore.Denied},
 	} {
-		if got := retryable(c.err); got != c.want {
-			t.Errorf("retryable(%v) = %v, want %v", c.err, got, c.want)
+		a := c.Answer(tc.err)
+		if a.Kind != tc.want {
+			t.Errorf("Answer(%v) = %+v, want kind %v", tc.err, a, tc.want)
 		}
-	}
-}
-
-func TestOptionsValidate(t *testing.T) {
-	var o Options
-	if err := o.Validate(); err != nil || o.Concurrency != DefaultConcurrency || o.PartSize != DefaultPartSize || o.Retries != DefaultRetries {
-		t.Fatalf("defaults: %+v, %v", o, err)
-	}
-	o = Options{Retries: -1}
-	if err := o.Validate(); err != nil || o.Retries != 0 {
-		t.Fatalf("no retries: %+v, %v", o, err)
-	}
-	for _, bad := range []Options{{PartSize: 1 << 20}, {Concurrency: 1000}} {
-		if err := bad.Validate(); err == nil {
-			t.Errorf("%+v accepted", bad)
+		if status := minio.ToErrorResponse(tc.err).StatusCode; a.Status != status {
+			t.Errorf("Answer(%v).Status = %d, want %d", tc.err, a.Status, status)
 		}
 	}
 }

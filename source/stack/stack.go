@@ -8,7 +8,7 @@
 //
 // The stack of one dataset, bottom up:
 //
-//	backend      local.Files | s3.Blocks (the Store's) | ShardsSource (index + shards)
+//	backend      local.Files | objstore.Blocks (the Store's) | ShardsSource (index + shards)
 //	disk cache   diskcache.Blocks           (Options.Disk; an object store's data)
 //	verify       Verified                   (Options.Verify)
 //	frames       FramesSource               (a compressed pack)
@@ -19,6 +19,7 @@
 package stack
 
 import (
+	"github.com/blockfs/blockfs/source/objstore"
 	"log"
 
 	"github.com/dustin/go-humanize"
@@ -27,7 +28,6 @@ import (
 	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/diskcache"
 	"github.com/blockfs/blockfs/source/local"
-	"github.com/blockfs/blockfs/source/s3"
 )
 
 // Options say how a stack reads a dataset's files. The zero value reads them through the
@@ -57,7 +57,7 @@ type Stack struct {
 	Blocks source.Blocks
 	disk   *diskcache.Blocks // nil without a disk cache
 	dir    string            // the disk cache's directory
-	store  *s3.Blocks        // the object store's; nil for local data
+	store  *objstore.Blocks  // the object store's; nil for local data
 	frames *FramesSource     // nil without compressed blocks
 }
 
@@ -102,11 +102,11 @@ func (s *Stack) backend(d, stored *layout.Dataset, loc *Local) source.Blocks {
 	if sf, ok := d.ShardsField(); ok {
 		be := sf.Backend()
 		shards := be.Shards(d)
-		s.store, _ = shards.(*s3.Blocks)
+		s.store, _ = shards.(*objstore.Blocks)
 		return newShardsSource(d, sf, be.Index(d), shards, be.Aligned)
 	}
 	st := stored.Store()
-	if s3st, ok := st.(*s3.Store); ok {
+	if s3st, ok := st.(*objstore.Store); ok {
 		s.store = s3st.BlocksOf(stored) // checked by ETag and CRC32C; the one opening read through
 		return s.store
 	}
@@ -141,7 +141,7 @@ func (s *Stack) served(d *layout.Dataset, src source.Blocks) source.Blocks {
 // Stats are a stack's counters now: nil for a layer it does not have.
 type Stats struct {
 	Disk   *diskcache.Stats
-	Store  *s3.Counters
+	Store  *objstore.Counters
 	Frames *FramesStats
 }
 

@@ -1,11 +1,10 @@
-package s3
+package objstore
 
 import (
 	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -52,46 +51,53 @@ func TestReadSumSkips(t *testing.T) {
 	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
 }
 
-// hangingStore is a Store whose endpoint accepts connections and never answers (a store
-// stopped with SIGSTOP), with 8 objects of size bytes; it also returns how many connections
-// the store has had.
+// hangingStore is a Store whose client never answers (a store stopped with SIGSTOP: every
+// request waits until its try's context ends), with 8 objects of size bytes; it also returns
+// how many requests the store has had.
 func hangingStore(t *testing.T, opt Options, size int64) (*Blocks, func() int) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			go func() { _, _ = io.Copy(io.Discard, c) }()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	})
-	t.Setenv("AWS_ACCESS_KEY_ID", "k")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "s")
-	opt.Endpoint, opt.Region = "http://"+l.Addr().String(), "us-east-1"
-	st, err := Open("s3://bkt/p", opt)
+	cl := &hangClient{}
+	st, err := New(cl, "p", opt)
 	require.NoError(t, err)
 	var tab table
 	for i := range 8 {
 		tab = append(tab, source.Extent{Name: fmt.Sprintf("p/obj%d", i), Size: size,
 			Ident: source.Identity{Size: size, Tag: "e", CRC32C: 1, HasCRC: true}})
 	}
-	return NewBlocks(st, tab), func() int { mu.Lock(); defer mu.Unlock(); return len(conns) }
+	return NewBlocks(st, tab), cl.requests
 }
+
+// hangClient is a Client whose store never answers.
+type hangClient struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *hangClient) hang(ctx context.Context) error {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	<-ctx.Done()
+	return fmt.Errorf("reading the answer: %w", ctx.Err())
+}
+
+func (c *hangClient) requests() int { c.mu.Lock(); defer c.mu.Unlock(); return c.n }
+
+func (c *hangClient) Get(ctx context.Context, _ string, _, _ int64, _ string) (io.ReadCloser, int64, error) {
+	return nil, 0, c.hang(ctx)
+}
+func (c *hangClient) Stat(ctx context.Context, _ string) (Object, error) {
+	return Object{}, c.hang(ctx)
+}
+func (c *hangClient) List(ctx context.Context, _ string, _ func(Object) error) error {
+	return c.hang(ctx)
+}
+func (c *hangClient) Put(ctx context.Context, _ string, _ io.ReadSeeker, _ int64) error {
+	return c.hang(ctx)
+}
+func (c *hangClient) Remove(ctx context.Context, _ string) error { return c.hang(ctx) }
+func (c *hangClient) Answer(error) Answer                        { return Answer{} }
+func (c *hangClient) URL(key string) string                      { return "test://" + key }
+func (c *hangClient) Endpoint() string                           { return "test://" }
 
 // table is a source.Table of one file per extent.
 type table []source.Extent
@@ -121,7 +127,7 @@ func TestStoreSilent(t *testing.T) {
 	t.Log(err)
 	assert.GreaterOrEqual(t, took, budget)
 	assert.Less(t, took, budget+2*stall, "a read against a silent store")
-	assert.Equal(t, 4, conns(), "one connection per try")
+	assert.Equal(t, 4, conns(), "one request per try")
 
 	// Silent for the budget already: a reader's read makes one try (to find the store if it is
 	// back), a readahead's none.

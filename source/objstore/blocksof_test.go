@@ -1,4 +1,4 @@
-package s3
+package objstore
 
 import (
 	"testing"
@@ -16,7 +16,7 @@ func (t *named) Extent(source.FileID) (source.Extent, bool) { return source.Exte
 // TestBlocksOfOneATable: opening a dataset and the mount after read one table through one
 // Blocks (one staging area), and another table through its own.
 func TestBlocksOfOneATable(t *testing.T) {
-	st, err := Open("s3://bkt/p", Options{Endpoint: "http://127.0.0.1:1"})
+	st, err := New(&hangClient{}, "p", Options{})
 	require.NoError(t, err)
 	a, b := &named{"a"}, &named{"b"}
 	require.Same(t, st.BlocksOf(a), st.BlocksOf(a))

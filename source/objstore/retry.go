@@ -1,4 +1,4 @@
-package s3
+package objstore
 
 import (
 	"context"
@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
-
-	"github.com/minio/minio-go/v7"
 
 	"github.com/blockfs/blockfs/source"
 )
@@ -212,7 +210,7 @@ func (s *Store) retryFor(ctx context.Context, how source.Read, limit, stall time
 			return nil
 		}
 		switch {
-		case minio.ToErrorResponse(err).StatusCode != 0:
+		case s.cl.Answer(err).Status != 0:
 			s.h.hear() // an answer, if not the one wanted: the store is there
 		case ctx.Err() == nil:
 			s.h.unanswered(start)
@@ -224,9 +222,9 @@ func (s *Store) retryFor(ctx context.Context, how source.Read, limit, stall time
 			err = fmt.Errorf("not done within %v: %w", limit, errTimeout)
 		}
 		if ctx.Err() == nil {
-			s.ctr.failed(err)
+			s.ctr.failed(err, s.cl.Answer(err))
 		}
-		if ctx.Err() != nil || try >= s.opt.Retries || !retryable(err) {
+		if ctx.Err() != nil || try >= s.opt.Retries || !retryable(err, s.cl.Answer(err)) {
 			return err
 		}
 		if silent() != nil {
@@ -243,18 +241,19 @@ func (s *Store) retryFor(ctx context.Context, how source.Read, limit, stall time
 	}
 }
 
-// retryable reports whether a failed request may succeed when tried again: server errors,
-// throttling and anything that is not an answer (a reset, a refused connection, a timeout, a
-// stall, a truncated body). A missing object, a changed ETag, a bad range or a refusal are
-// final.
-func retryable(err error) bool {
-	er := minio.ToErrorResponse(err)
-	if er.StatusCode == 0 && er.Code == "" {
-		return true // no answer from the store
+// retryable reports whether a failed request may succeed when tried again (a is what its
+// error says): server errors, throttling and anything that is not an answer (a reset, a
+// refused connection, a timeout, a stall, a truncated body). A missing object, a changed
+// version, a bad range or a refusal are final, and so is what the store cannot do.
+func retryable(err error, a Answer) bool {
+	if errors.Is(err, ErrReadOnly) || errors.Is(err, ErrNoListing) {
+		return false
 	}
-	switch er.Code {
-	case "SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "RequestTimeTooSkewed":
+	switch {
+	case a.Kind == Throttled || a.Kind == Transient:
 		return true
+	case a.Status == 0:
+		return a.Kind == Other // no answer from the store
 	}
-	return er.StatusCode >= 500 || er.StatusCode == http.StatusTooManyRequests || er.StatusCode == http.StatusRequestTimeout
+	return a.Status >= 500 || a.Status == http.StatusTooManyRequests || a.Status == http.StatusRequestTimeout
 }

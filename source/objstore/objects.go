@@ -1,4 +1,4 @@
-package s3
+package objstore
 
 import (
 	"bytes"
@@ -6,25 +6,20 @@ import (
 	"fmt"
 	"io"
 	"strings"
-
-	"github.com/minio/minio-go/v7"
 )
 
 // Objects lists the objects under the prefix: each one's path relative to it and its size.
 // (pack --merge reads a pack in parts' files this way.)
 func (s *Store) Objects(ctx context.Context) (map[string]int64, error) {
-	prefix := s.loc.Key("") // "PREFIX/", or "" for a whole bucket
+	prefix := s.key("") // "PREFIX/", or "" for a whole bucket
 	out := map[string]int64{}
 	err := s.retry(ctx, func(ctx context.Context, progress func()) error {
 		clear(out)
-		for oi := range s.cl.Client.ListObjects(ctx, s.loc.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
-			if oi.Err != nil {
-				return oi.Err
-			}
+		return s.cl.List(ctx, prefix, func(o Object) error {
 			progress()
-			out[strings.TrimPrefix(oi.Key, prefix)] = oi.Size
-		}
-		return nil
+			out[strings.TrimPrefix(o.Key, prefix)] = o.Size
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, s.describe(err, prefix)
@@ -35,11 +30,9 @@ func (s *Store) Objects(ctx context.Context) (map[string]int64, error) {
 // PutBytes stores data as the object rel of the prefix, in one request (a small file: a part
 // manifest, a merged dataset's ids and manifest), retried whole like any request.
 func (s *Store) PutBytes(ctx context.Context, rel string, data []byte) error {
-	key := s.loc.Key(rel)
-	opt := minio.PutObjectOptions{ContentType: "application/octet-stream", NumThreads: 1, PartSize: uint64(s.opt.PartSize)}
+	key := s.key(rel)
 	err := s.retryNoTimeout(ctx, func(ctx context.Context, _ func()) error {
-		_, err := s.cl.Client.PutObject(ctx, s.loc.Bucket, key, bytes.NewReader(data), int64(len(data)), opt)
-		return err
+		return s.cl.Put(ctx, key, bytes.NewReader(data), int64(len(data)))
 	})
 	if err != nil {
 		return fmt.Errorf("uploading %s: %w", s.url(key), s.describe(err, ""))
@@ -49,9 +42,9 @@ func (s *Store) PutBytes(ctx context.Context, rel string, data []byte) error {
 
 // Remove deletes the object rel of the prefix; a missing one is not an error.
 func (s *Store) Remove(ctx context.Context, rel string) error {
-	key := s.loc.Key(rel)
+	key := s.key(rel)
 	err := s.retry(ctx, func(ctx context.Context, _ func()) error {
-		return s.cl.RemoveObject(ctx, s.loc.Bucket, key, minio.RemoveObjectOptions{})
+		return s.cl.Remove(ctx, key)
 	})
 	if err != nil {
 		return s.describe(err, key)
@@ -64,16 +57,10 @@ func (s *Store) Remove(ctx context.Context, rel string) error {
 // etag. The request is retried until its headers arrive; a body that breaks is the reader's
 // error.
 func (s *Store) OpenObject(ctx context.Context, rel, etag string) (io.ReadCloser, error) {
-	key := s.loc.Key(rel)
+	key := s.key(rel)
 	var body io.ReadCloser
 	err := s.retry(ctx, func(ctx context.Context, _ func()) error {
-		o := minio.GetObjectOptions{}
-		if etag != "" {
-			if err := o.SetMatchETag(etag); err != nil {
-				return err
-			}
-		}
-		b, _, _, err := s.cl.GetObject(context.WithoutCancel(ctx), s.loc.Bucket, key, o)
+		b, _, err := s.cl.Get(context.WithoutCancel(ctx), key, 0, -1, etag)
 		body = b
 		return err
 	})

@@ -1,11 +1,9 @@
-package s3
+package objstore
 
 import (
 	"errors"
 	"net/http"
 	"sync/atomic"
-
-	"github.com/minio/minio-go/v7"
 )
 
 // counters are a Store's request counters (Counters).
@@ -47,18 +45,17 @@ func (s *Store) Counters() Counters {
 // Counters returns its store's request counters.
 func (b *Blocks) Counters() Counters { return b.s.Counters() }
 
-// failed counts a failed try by kind.
-func (c *counters) failed(err error) {
+// failed counts a failed try by kind (a: what its error says).
+func (c *counters) failed(err error, a Answer) {
 	k := errOther
-	resp := minio.ToErrorResponse(err)
-	if resp.Code == "NoSuchKey" {
+	if a.Kind == NotFound {
 		return // an answer (the object is not there), not a failure: an existence check
 	}
-	code := resp.StatusCode
+	code := a.Status
 	switch {
 	case errors.Is(err, errTimeout):
 		k = errTimedOut
-	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+	case a.Kind == Throttled || code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
 		k = errThrottled
 	case code >= 500:
 		k = errServer

@@ -1,4 +1,4 @@
-package s3
+package objstore
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"sync"
 
 	"github.com/blockfs/blockfs/internal/optname"
-	"github.com/minio/minio-go/v7"
 )
 
 // ErrExists: a pack found a dataset at the prefix and was not asked to replace it.
@@ -60,14 +59,14 @@ func (s *Store) BeginFields(ctx context.Context, force bool, spool string) (*Str
 
 func (s *Store) begin(ctx context.Context, force bool, spool, manifest string) (*Stream, error) {
 	for _, name := range []string{ManifestName, FieldsManifestName} {
-		mkey := s.loc.Key(name)
+		mkey := s.key(name)
 		_, err := s.statObject(ctx, mkey)
 		switch {
 		case err == nil && !force:
 			return nil, fmt.Errorf("%s: %w (use %s to replace it)", s.Location(), ErrExists, optname.Flag("force"))
 		case err == nil:
 			if err := s.retry(ctx, func(ctx context.Context, _ func()) error {
-				return s.cl.RemoveObject(ctx, s.loc.Bucket, mkey, minio.RemoveObjectOptions{})
+				return s.cl.Remove(ctx, mkey)
 			}); err != nil {
 				return nil, s.describe(err, mkey)
 			}
@@ -228,7 +227,7 @@ func (u *Stream) Abort() {
 	ctx := context.WithoutCancel(u.ctx)
 	for _, rel := range sent {
 		_ = u.s.retry(ctx, func(ctx context.Context, _ func()) error {
-			return u.s.cl.RemoveObject(ctx, u.s.loc.Bucket, u.s.loc.Key(rel), minio.RemoveObjectOptions{})
+			return u.s.cl.Remove(ctx, u.s.key(rel))
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package s3
+package objstore
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"os"
 
 	"github.com/blockfs/blockfs/source"
-	"github.com/minio/minio-go/v7"
 )
 
 // Upload copies the finished dataset in the local directory dir (a layout.Writer's output) to
@@ -34,11 +33,9 @@ func (s *Store) putFile(ctx context.Context, path, rel string) error {
 	if err != nil {
 		return err
 	}
-	key := s.loc.Key(rel)
-	opt := minio.PutObjectOptions{PartSize: uint64(s.opt.PartSize), NumThreads: 1, ContentType: "application/octet-stream"}
+	key := s.key(rel)
 	err = s.retryNoTimeout(ctx, func(ctx context.Context, _ func()) error {
-		_, err := s.cl.Client.PutObject(ctx, s.loc.Bucket, key, io.NewSectionReader(f, 0, st.Size()), st.Size(), opt)
-		return err
+		return s.cl.Put(ctx, key, io.NewSectionReader(f, 0, st.Size()), st.Size())
 	})
 	if err != nil {
 		return fmt.Errorf("uploading %s: %w", s.url(key), s.describe(err, ""))
@@ -57,18 +54,21 @@ func (s *Store) retryNoTimeout(ctx context.Context, fn func(context.Context, fun
 func (s *Store) removeOthers(ctx context.Context, keep []string) error {
 	want := map[string]bool{}
 	for _, rel := range keep {
-		want[s.loc.Key(rel)] = true
+		want[s.key(rel)] = true
 	}
-	prefix := s.loc.Key("") // "PREFIX/", or "" for a whole bucket
-	for oi := range s.cl.Client.ListObjects(ctx, s.loc.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
-		if oi.Err != nil {
-			return s.describe(oi.Err, prefix)
+	prefix := s.key("") // "PREFIX/", or "" for a whole bucket
+	var others []string
+	if err := s.cl.List(ctx, prefix, func(o Object) error {
+		if !want[o.Key] {
+			others = append(others, o.Key)
 		}
-		if want[oi.Key] {
-			continue
-		}
-		if err := s.cl.RemoveObject(ctx, s.loc.Bucket, oi.Key, minio.RemoveObjectOptions{}); err != nil {
-			return s.describe(err, oi.Key)
+		return nil
+	}); err != nil {
+		return s.describe(err, prefix)
+	}
+	for _, key := range others {
+		if err := s.cl.Remove(ctx, key); err != nil {
+			return s.describe(err, key)
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package s3
+package objstore
 
 import (
 	"context"
@@ -8,8 +8,6 @@ import (
 	"io/fs"
 	"sync"
 	"syscall"
-
-	"github.com/minio/minio-go/v7"
 
 	"github.com/blockfs/blockfs/internal/crc32c"
 	"github.com/blockfs/blockfs/internal/parallel"
@@ -161,23 +159,14 @@ func (b *Blocks) fetch(ctx context.Context, how source.Read, key string, id sour
 func (s *Store) getRange(ctx context.Context, how source.Read, key, etag string, p part, sum bool) (uint32, error) {
 	var crc uint32
 	err := s.retryRead(ctx, how, func(ctx context.Context, progress func()) error {
-		var opt minio.GetObjectOptions
-		if etag != "" {
-			if err := opt.SetMatchETag(etag); err != nil {
-				return err
-			}
-		}
-		if err := opt.SetRange(p.off, p.off+p.n-1); err != nil {
-			return err
-		}
-		body, info, _, err := s.cl.GetObject(ctx, s.loc.Bucket, key, opt)
+		body, size, err := s.cl.Get(ctx, key, p.off, p.n, etag)
 		if err != nil {
 			return err
 		}
 		defer body.Close()
 		progress()
-		if info.Size != p.n {
-			return fmt.Errorf("the store sent %d bytes for a range of %d", info.Size, p.n)
+		if size != p.n {
+			return fmt.Errorf("the store sent %d bytes for a range of %d", size, p.n)
 		}
 		crc, err = readSum(progressReader{body, progress}, p, sum)
 		return err

@@ -1,0 +1,196 @@
+package test
+
+import (
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// webRoot serves the files under root as a static host does: ranges, Last-Modified, and a
+// strong ETag (size and modification time) unless noETag, so that a version is pinned either
+// way.
+type webRoot struct {
+	root   string
+	noETag atomic.Bool
+}
+
+func (s *webRoot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := filepath.Join(s.root, filepath.FromSlash(filepath.Clean("/"+r.URL.Path)))
+	st, err := os.Stat(p)
+	if err != nil || !st.Mode().IsRegular() {
+		http.NotFound(w, r)
+		return
+	}
+	if !s.noETag.Load() {
+		w.Header().Set("ETag", fmt.Sprintf(`"%x-%x"`, st.Size(), st.ModTime().UnixNano()))
+	}
+	http.ServeFile(w, r, p)
+}
+
+// startWeb serves root over HTTPS with a certificate of its own, which the blockfs processes
+// the test starts trust (SSL_CERT_FILE); it returns the server's https:// URL.
+func startWeb(t *testing.T, h http.Handler) string {
+	ts := httptest.NewTLSServer(h)
+	t.Cleanup(ts.Close)
+	pemPath := filepath.Join(t.TempDir(), "server.pem")
+	require.NoError(t, os.WriteFile(pemPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o644))
+	t.Setenv("SSL_CERT_FILE", pemPath)
+	return ts.URL
+}
+
+// TestWebMountMatchesLocal publishes packed datasets on a web server (HTTPS, a certificate of
+// its own) and mounts them by URL: the epochs, sidecars and names are the local mount's byte
+// for byte, with and without ETags, with --disk-cache, compressed; info and verify read the
+// URL; pack to a URL is refused in one line; an object replaced under the mount reads as EIO,
+// never its new bytes.
+func TestWebMountMatchesLocal(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	raw, folder := s3Sources(t, dir, 6000, 300)
+	root := filepath.Join(dir, "www")
+	sets := filepath.Join(root, "sets")
+	require.NoError(t, os.MkdirAll(sets, 0o755))
+	mustRun(t, "pack", "--quiet", "--format", "raw", "--record-size", "1000", "--block-size", "256KiB", "--seed", "5", raw, filepath.Join(sets, "fixed"))
+	mustRun(t, "pack", "--quiet", "--block-size", "128KiB", "--seed", "9", folder, filepath.Join(sets, "files"))
+	mustRun(t, "pack", "--quiet", "--block-size", "128KiB", "--compress", "zstd", folder, filepath.Join(sets, "files-z"))
+	srv := &webRoot{root: root}
+	base := startWeb(t, srv)
+
+	for _, c := range []struct {
+		name   string
+		noETag bool
+		flags  []string
+		files  []string
+	}{
+		{"fixed", false, nil, []string{"epoch-0000.ids", "shard-1-of-3/epoch-0002"}},
+		{"files", true, nil, []string{"epoch-0000.offsets", "epoch-0001.ids", ".blockfs/names.txt"}},
+		{"files-z", false, []string{"--disk-cache", filepath.Join(dir, "dc")}, []string{"epoch-0000.offsets"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv.noETag.Store(c.noETag)
+			local, url := filepath.Join(sets, c.name), base+"/sets/"+c.name
+			require.Contains(t, mustRun(t, "verify", url), url+": ok")
+			require.Equal(t, strings.ReplaceAll(mustRun(t, "info", local), local, url), mustRun(t, "info", url))
+			ml := mount(t, local, "--seed", "3")
+			mr := mount(t, url, append([]string{"--seed", "3"}, c.flags...)...)
+			for _, name := range append([]string{"epoch-0000", "epoch-0001", "epoch-0007"}, c.files...) {
+				want, err := os.ReadFile(ml.path(name))
+				require.NoError(t, err, name)
+				require.NotEmpty(t, want, name)
+				got, err := os.ReadFile(mr.path(name))
+				require.NoError(t, err, name)
+				require.True(t, slices.Equal(want, got), "%s differs between the local and the web mount", name)
+			}
+			sum := func(p string) string {
+				return strings.Fields(sh(t, "dd if="+p+" bs=1M status=none | sha256sum"))[0]
+			}
+			require.Equal(t, sum(ml.path("epoch-0004")), sum(mr.path("epoch-0004")))
+		})
+	}
+
+	// Packing to a URL: refused in one line, nothing written.
+	_, errs, code := run(t, "pack", "--quiet", "--format", "raw", "--record-size", "1000", raw, base+"/sets/new")
+	require.NotEqual(t, 0, code)
+	require.Contains(t, errs, "read-only")
+	require.Equal(t, 1, strings.Count(strings.TrimSpace(errs), "\n")+1, errs)
+	require.NoDirExists(t, filepath.Join(sets, "new"))
+
+	// A block replaced under the mount with other bytes of its size: EIO, never the new bytes.
+	srv.noETag.Store(false)
+	local, url := filepath.Join(sets, "fixed"), base+"/sets/fixed"
+	logPath := filepath.Join(dir, "web.log")
+	ml := mount(t, local, "--seed", "1")
+	mr := mount(t, url, "--seed", "1", "--cache-size", "4MiB", "--readahead", "512KiB", "--log", logPath)
+	want, err := os.ReadFile(ml.path("epoch-0002"))
+	require.NoError(t, err)
+	blocks, err := filepath.Glob(filepath.Join(local, "blocks", "*"))
+	require.NoError(t, err)
+	require.NotEmpty(t, blocks)
+	saved := map[string][]byte{}
+	for _, b := range blocks {
+		data, err := os.ReadFile(b)
+		require.NoError(t, err)
+		saved[b] = slices.Clone(data)
+		data[len(data)/3] ^= 0xff
+		require.NoError(t, os.WriteFile(b, data, 0o644))
+		require.NoError(t, os.Chtimes(b, time.Now(), time.Now().Add(time.Hour)))
+	}
+	require.NotZero(t, readAllOrEIO(t, mr.path("epoch-0002"), want, 1<<20))
+	logText, _ := os.ReadFile(logPath)
+	require.Contains(t, string(logText), "changed under the mount")
+	for b, data := range saved {
+		require.NoError(t, os.WriteFile(b, data, 0o644))
+	}
+}
+
+// TestWebFaults: a web server behind the tests' fault proxy (plain http://, the same code as
+// https://): 503s, resets and cut bodies are retried to the exact bytes; a server that stops
+// answering gives EIO in bounded time, and the reads after it recovers every byte.
+func TestWebFaults(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	raw, _ := s3Sources(t, dir, 8000, 0)
+	root := filepath.Join(dir, "www")
+	local := filepath.Join(root, "faults")
+	require.NoError(t, os.MkdirAll(root, 0o755))
+	mustRun(t, "pack", "--quiet", "--format", "raw", "--record-size", "1000", "--block-size", "256KiB", "--seed", "2", raw, local)
+	ts := httptest.NewServer(&webRoot{root: root})
+	t.Cleanup(ts.Close)
+	proxy := startProxy(t, strings.TrimPrefix(ts.URL, "http://"))
+	url := proxy.endpoint() + "/faults"
+
+	ml := mount(t, local, "--seed", "1")
+	logPath := filepath.Join(dir, "web.log")
+	mr := mount(t, url, "--seed", "1", "--cache-size", "4MiB", "--readahead", "512KiB",
+		"--s3-concurrency", "2", "--s3-timeout", "2s", "--s3-retries", "3", "--log", logPath)
+	want := func(name string) []byte {
+		b, err := os.ReadFile(ml.path(name))
+		require.NoError(t, err)
+		return b
+	}
+	const chunk = 1 << 20
+	require.Zero(t, readAllOrEIO(t, mr.path("epoch-0000"), want("epoch-0000"), chunk))
+	for i, fault := range []struct {
+		name string
+		c    *atomic.Int64
+		n    int64
+	}{
+		{"503s", &proxy.err503, 3},
+		{"resets", &proxy.reset, 3},
+		{"truncated bodies", &proxy.truncate, 3},
+		{"a damaged body", &proxy.flip, 1},
+	} {
+		fault.c.Store(fault.n)
+		name := "epoch-000" + string(rune('1'+i))
+		require.Zero(t, readAllOrEIO(t, mr.path(name), want(name), chunk), fault.name)
+		require.Zero(t, fault.c.Load(), "%s: the faults were not all met (nothing read from the server?)", fault.name)
+		proxy.clear()
+	}
+
+	name := "epoch-0006"
+	w := want(name)
+	proxy.hang.Store(-1)
+	f, err := os.Open(mr.path(name))
+	require.NoError(t, err)
+	start := time.Now()
+	_, err = f.ReadAt(make([]byte, chunk), 0)
+	took := time.Since(start)
+	f.Close()
+	require.ErrorIs(t, err, syscall.EIO, "a server that never answers")
+	require.Less(t, took, 30*time.Second, "EIO took %v", took)
+	proxy.clear()
+	require.Zero(t, readAllOrEIO(t, mr.path(name), w, chunk), "after recovery")
+	logText, _ := os.ReadFile(logPath)
+	require.Contains(t, string(logText), "unavailable")
+}
