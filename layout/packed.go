@@ -6,8 +6,12 @@ import (
 	"errors"
 	"io/fs"
 
+	"github.com/blockfs/blockfs/internal/parallel"
 	"github.com/blockfs/blockfs/source"
 )
+
+// openChecks is how many blocks' files an open finds and checks at once.
+const openChecks = 16
 
 // packed is the shape of a packed dataset: the table of the files its manifest names, each
 // found and checked in a Store when the dataset opened (OpenStore).
@@ -59,35 +63,47 @@ func newDataset(st Store, m *Manifest, collect func(block int, err error)) (*Dat
 	p := &packed{inOrder: newInOrder(nb, m.RecordSize), dir: st.Location(), files: make([]File, nb*numRoles+1)}
 	d := &Dataset{Dir: st.Location(), Manifest: m, starts: p.starts, shape: p, store: st}
 	src := st.Blocks(d) // reads the table as it fills
+	files := make([][]File, nb)
 	for i, b := range m.Blocks {
 		p.starts[i+1] = p.starts[i] + b.Records
 		if p.byteStart != nil {
 			p.byteStart[i+1] = p.byteStart[i] + b.Bytes
 		}
-		files := []File{{Extent: source.Extent{Name: b.File, Size: int64(b.Stored())}, Role: RoleData, CRC32C: b.CRC32C,
+		files[i] = []File{{Extent: source.Extent{Name: b.File, Size: int64(b.Stored())}, Role: RoleData, CRC32C: b.CRC32C,
 			Framed: b.StoredBytes != 0, Raw: int64(b.Bytes)}}
 		d.framed = d.framed || b.StoredBytes != 0
 		if b.IDsFile != "" {
-			files = append(files, File{Extent: source.Extent{Name: b.IDsFile, Size: 8 * int64(b.Records)}, Role: RoleIDs, CRC32C: b.IDsCRC32C})
+			files[i] = append(files[i], File{Extent: source.Extent{Name: b.IDsFile, Size: 8 * int64(b.Records)}, Role: RoleIDs, CRC32C: b.IDsCRC32C})
 		}
 		if b.OffsetsFile != "" {
-			files = append(files, File{Extent: source.Extent{Name: b.OffsetsFile, Size: 8 * int64(b.Records+1)}, Role: RoleOffsets, CRC32C: b.OffsetsCRC32C})
+			files[i] = append(files[i], File{Extent: source.Extent{Name: b.OffsetsFile, Size: 8 * int64(b.Records+1)}, Role: RoleOffsets, CRC32C: b.OffsetsCRC32C})
 		}
-		var bad error
-		for _, f := range files {
-			if bad = p.addFile(st, i, f); bad != nil {
-				break
+	}
+	// Each block's files are found and checked side by side: in an object store or on a web
+	// server that cannot list, each is a request (a HEAD, and a GET of a variable block's
+	// offsets' ends), and one after the other they would take minutes for a dataset of many
+	// blocks. Every block is checked; errors are taken in block order, so the first is the
+	// same whatever finished first.
+	bad := make([]error, nb)
+	_ = parallel.Each(context.Background(), nb, openChecks, func(_ context.Context, i int) error {
+		for _, f := range files[i] {
+			if bad[i] = p.addFile(st, i, f); bad[i] != nil {
+				return nil
 			}
 		}
-		if bad == nil && b.OffsetsFile != "" {
-			bad = d.checkOffsetsEnds(src, i)
+		if m.Blocks[i].OffsetsFile != "" {
+			bad[i] = d.checkOffsetsEnds(src, i)
 		}
-		if bad != nil {
-			if collect == nil {
-				return nil, bad
-			}
-			collect(i, bad)
+		return nil
+	})
+	for i, err := range bad {
+		if err == nil {
+			continue
 		}
+		if collect == nil {
+			return nil, err
+		}
+		collect(i, err)
 	}
 	if m.Names != nil {
 		f := File{Extent: source.Extent{Name: m.Names.File, Size: int64(m.Names.Bytes)}, Role: RoleNames, CRC32C: m.Names.CRC32C}

@@ -10,13 +10,13 @@ import (
 )
 
 // Store is where a packed dataset's files are, for opening it with OpenStore: a local
-// directory (package source/local) or an object store (package source/s3). It answers the
-// questions opening asks: the manifest's bytes, and for each file the manifest names, where
-// it is and what it is now. Every later read goes through the source.Blocks that Blocks
-// returns.
+// directory (package source/local) or a store (package source/objstore: S3, a web server). It
+// answers the questions opening asks: the manifest's bytes, and for each file the manifest
+// names, where it is and what it is now (asked of many files at once: safe for concurrent
+// use). Every later read goes through the source.Blocks that Blocks returns.
 type Store interface {
 	// Location names the dataset in messages and is Dataset.Dir: a directory's absolute path,
-	// or an s3:// URL.
+	// or a URL (s3://, https://).
 	Location() string
 	// Path returns how messages name the manifest path rel (a path a user can open, a URL).
 	Path(rel string) string
