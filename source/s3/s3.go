@@ -8,12 +8,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -102,16 +99,7 @@ func newClient(opt objstore.Options) (*minio.Client, error) {
 	if ep != "" {
 		lookup = minio.BucketLookupPath // MinIO, Ceph and most local endpoints
 	}
-	tr := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          2 * opt.Concurrency,
-		MaxIdleConnsPerHost:   2 * opt.Concurrency,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: opt.Timeout,
-		DisableCompression:    true,
-	}
+	tr := objstore.Transport(opt)
 	return minio.New(host, &minio.Options{Creds: creds, Secure: secure, Region: region,
 		BucketLookup: lookup, Transport: tr, MaxRetries: 1})
 }

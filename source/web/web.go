@@ -9,15 +9,11 @@ package web
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/source/objstore"
@@ -52,17 +48,7 @@ func Open(rawURL string, opt objstore.Options) (*objstore.Store, error) {
 	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
-	tr := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          2 * opt.Concurrency,
-		MaxIdleConnsPerHost:   2 * opt.Concurrency,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: opt.Timeout,
-		DisableCompression:    true, // the bytes as stored: ranges and checksums are of them
-		ForceAttemptHTTP2:     true,
-	}
+	tr := objstore.Transport(opt)
 	c := &client{base: u.Scheme + "://" + u.Host, hc: &http.Client{Transport: tr}}
 	return objstore.New(c, strings.Trim(u.Path, "/"), opt)
 }
@@ -71,19 +57,6 @@ func Open(rawURL string, opt objstore.Options) (*objstore.Store, error) {
 type client struct {
 	base string // scheme://host
 	hc   *http.Client
-}
-
-// httpError is a response that was not the one asked for.
-type httpError struct {
-	status int
-	what   string
-}
-
-func (e *httpError) Error() string { return e.what }
-
-// answerErr makes the error of an unwanted response to req.
-func answerErr(resp *http.Response, what string) error {
-	return &httpError{status: resp.StatusCode, what: fmt.Sprintf("%s %s: %s", resp.Request.Method, resp.Request.URL.Redacted(), what)}
 }
 
 // URL is the object's URL: the server's, then the key, escaped.
@@ -132,10 +105,10 @@ func (c *client) Stat(ctx context.Context, key string) (objstore.Object, error) 
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return objstore.Object{}, answerErr(resp, resp.Status)
+		return objstore.Object{}, objstore.ResponseError(resp, resp.Status)
 	}
 	if resp.ContentLength < 0 {
-		return objstore.Object{}, answerErr(resp, "the server gave no Content-Length")
+		return objstore.Object{}, objstore.ResponseError(resp, "the server gave no Content-Length")
 	}
 	return objstore.Object{Key: key, Size: resp.ContentLength, Tag: versionOf(resp.Header)}, nil
 }
@@ -148,13 +121,7 @@ func (c *client) Get(ctx context.Context, key string, off, n int64, tag string) 
 	if err != nil {
 		return nil, 0, err
 	}
-	ranged := off > 0 || n > 0
-	switch {
-	case n > 0:
-		req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+n-1))
-	case off > 0:
-		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", off))
-	}
+	ranged := objstore.SetRange(req, off, n)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, 0, err
@@ -168,39 +135,16 @@ func (c *client) Get(ctx context.Context, key string, off, n int64, tag string) 
 
 // checkGet checks that resp is the bytes asked for: [off, off+n) of the version tag.
 func checkGet(resp *http.Response, off, n int64, ranged bool, tag string) error {
-	switch resp.StatusCode {
-	case http.StatusPartialContent:
-		start, err := rangeStart(resp.Header.Get("Content-Range"))
-		if err != nil || start != off {
-			return answerErr(resp, fmt.Sprintf("Content-Range %q is not the range asked for (from %d)", resp.Header.Get("Content-Range"), off))
-		}
-	case http.StatusOK:
-		if ranged && !(off == 0 && resp.ContentLength == n) {
-			return answerErr(resp, "the server ignores range requests (it sent the whole object for a range); serve the dataset from one that honours them")
-		}
-	default:
-		return answerErr(resp, resp.Status)
-	}
-	if resp.ContentLength < 0 {
-		return answerErr(resp, "the server gave no Content-Length")
+	if err := objstore.CheckRange(resp, off, n, ranged); err != nil {
+		return err
 	}
 	// A server that ignores If-Match or If-Unmodified-Since still names the version it sent.
 	if tag != "" {
 		if got := versionOf(resp.Header); got != "" && got != tag {
-			return &httpError{status: http.StatusPreconditionFailed, what: fmt.Sprintf("GET %s: the object is now version %s, not %s", resp.Request.URL.Redacted(), got, tag)}
+			return &objstore.HTTPError{Status: http.StatusPreconditionFailed, What: fmt.Sprintf("GET %s: the object is now version %s, not %s", resp.Request.URL.Redacted(), got, tag)}
 		}
 	}
 	return nil
-}
-
-// rangeStart returns the first byte of a Content-Range: "bytes FIRST-LAST/SIZE".
-func rangeStart(cr string) (int64, error) {
-	rest, ok := strings.CutPrefix(cr, "bytes ")
-	first, _, ok2 := strings.Cut(rest, "-")
-	if !ok || !ok2 {
-		return 0, errors.New("not a byte range")
-	}
-	return strconv.ParseInt(first, 10, 64)
 }
 
 func (c *client) List(context.Context, string, func(objstore.Object) error) error {
@@ -215,25 +159,9 @@ func (c *client) Remove(ctx context.Context, key string) error { return c.Put(ct
 
 // Answer reads the status of a response in err (0: no response came).
 func (c *client) Answer(err error) objstore.Answer {
-	var he *httpError
-	if !errors.As(err, &he) {
-		return objstore.Answer{}
-	}
-	a := objstore.Answer{Status: he.status, Code: http.StatusText(he.status)}
-	switch s := he.status; {
-	case s == http.StatusNotFound || s == http.StatusGone:
-		a.Kind = objstore.NotFound
-	case s == http.StatusPreconditionFailed:
-		a.Kind = objstore.Changed
-	case s == http.StatusRequestedRangeNotSatisfiable:
-		a.Kind = objstore.Short
-	case s == http.StatusUnauthorized || s == http.StatusForbidden:
-		a.Kind = objstore.Denied
+	a := objstore.HTTPAnswer(err)
+	if a.Kind == objstore.Denied {
 		a.Hint = "the server refused: blockfs reads public datasets over " + strings.SplitN(c.base, ":", 2)[0]
-	case s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable:
-		a.Kind = objstore.Throttled
-	case s >= 500:
-		a.Kind = objstore.Transient
 	}
 	return a
 }

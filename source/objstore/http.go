@@ -1,0 +1,117 @@
+package objstore
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// What the backends that speak HTTP themselves (source/web, source/gcs) share: one transport
+// of the pool's size, the error of a response not asked for, and the checks of a ranged GET's
+// answer. (source/s3's minio-go makes its requests itself, over the same transport.)
+
+// Transport returns an HTTP transport for a store of these options: connections for the
+// pool, the bytes as stored (no compression: ranges and checksums are of them), a connect and
+// a header time limit. The requests' own time limits and stalls are Store's.
+func Transport(opt Options) *http.Transport {
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          2 * opt.Concurrency,
+		MaxIdleConnsPerHost:   2 * opt.Concurrency,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: opt.Timeout,
+		DisableCompression:    true,
+		ForceAttemptHTTP2:     true,
+	}
+}
+
+// HTTPError is a response that was not the one asked for: its status and what was wrong.
+type HTTPError struct {
+	Status int
+	What   string
+}
+
+func (e *HTTPError) Error() string { return e.What }
+
+// ResponseError makes the error of the unwanted response resp, saying what was wrong.
+func ResponseError(resp *http.Response, what string) error {
+	return &HTTPError{Status: resp.StatusCode, What: fmt.Sprintf("%s %s: %s", resp.Request.Method, resp.Request.URL.Redacted(), what)}
+}
+
+// HTTPAnswer says what err was when it is an *HTTPError, by its status alone (a backend adds
+// what its store's bodies say); an Answer of no status otherwise (no response came).
+func HTTPAnswer(err error) Answer {
+	var he *HTTPError
+	if !errors.As(err, &he) {
+		return Answer{}
+	}
+	a := Answer{Status: he.Status, Code: http.StatusText(he.Status)}
+	switch s := he.Status; {
+	case s == http.StatusNotFound || s == http.StatusGone:
+		a.Kind = NotFound
+	case s == http.StatusPreconditionFailed:
+		a.Kind = Changed
+	case s == http.StatusRequestedRangeNotSatisfiable:
+		a.Kind = Short
+	case s == http.StatusUnauthorized || s == http.StatusForbidden:
+		a.Kind = Denied
+	case s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable:
+		a.Kind = Throttled
+	case s >= 500:
+		a.Kind = Transient
+	}
+	return a
+}
+
+// SetRange asks req for the bytes [off, off+n) (n < 0: from off to the end); it reports
+// whether the request is for a range rather than the whole object.
+func SetRange(req *http.Request, off, n int64) bool {
+	switch {
+	case n > 0:
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+n-1))
+	case off > 0:
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", off))
+	default:
+		return false
+	}
+	return true
+}
+
+// CheckRange checks that resp (to a GET that SetRange made ranged or not) holds the bytes
+// [off, off+n) and says how many: a 206 from off, or a 200 of the whole object where that is
+// what was asked. A server that sends the whole object for a range is refused by name.
+func CheckRange(resp *http.Response, off, n int64, ranged bool) error {
+	switch resp.StatusCode {
+	case http.StatusPartialContent:
+		start, err := rangeStart(resp.Header.Get("Content-Range"))
+		if err != nil || start != off {
+			return ResponseError(resp, fmt.Sprintf("Content-Range %q is not the range asked for (from %d)", resp.Header.Get("Content-Range"), off))
+		}
+	case http.StatusOK:
+		if ranged && !(off == 0 && resp.ContentLength == n) {
+			return ResponseError(resp, "the server ignores range requests (it sent the whole object for a range); serve the dataset from one that honours them")
+		}
+	default:
+		return ResponseError(resp, resp.Status)
+	}
+	if resp.ContentLength < 0 {
+		return ResponseError(resp, "the server gave no Content-Length")
+	}
+	return nil
+}
+
+// rangeStart returns the first byte of a Content-Range: "bytes FIRST-LAST/SIZE".
+func rangeStart(cr string) (int64, error) {
+	rest, ok := strings.CutPrefix(cr, "bytes ")
+	first, _, ok2 := strings.Cut(rest, "-")
+	if !ok || !ok2 {
+		return 0, errors.New("not a byte range")
+	}
+	return strconv.ParseInt(first, 10, 64)
+}
