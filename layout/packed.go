@@ -82,17 +82,22 @@ func newDataset(st Store, m *Manifest, collect func(block int, err error)) (*Dat
 	// Each block's files are found and checked side by side: in an object store or on a web
 	// server that cannot list, each is a request (a HEAD, and a GET of a variable block's
 	// offsets' ends), and one after the other they would take minutes for a dataset of many
-	// blocks. Every block is checked; errors are taken in block order, so the first is the
-	// same whatever finished first.
+	// blocks. Errors are taken in block order: without collect the first stops the checks
+	// not started yet (Each starts blocks in order and waits for those it started, so every
+	// block before it has its answer, and the error is the one a check in order would give);
+	// with collect every block is checked.
 	bad := make([]error, nb)
 	_ = parallel.Each(context.Background(), nb, openChecks, func(_ context.Context, i int) error {
 		for _, f := range files[i] {
 			if bad[i] = p.addFile(st, i, f); bad[i] != nil {
-				return nil
+				break
 			}
 		}
-		if m.Blocks[i].OffsetsFile != "" {
+		if bad[i] == nil && m.Blocks[i].OffsetsFile != "" {
 			bad[i] = d.checkOffsetsEnds(src, i)
+		}
+		if collect == nil {
+			return bad[i]
 		}
 		return nil
 	})

@@ -16,7 +16,7 @@ import (
 // use). Every later read goes through the source.Blocks that Blocks returns.
 type Store interface {
 	// Location names the dataset in messages and is Dataset.Dir: a directory's absolute path,
-	// or a URL (s3://, gs://, https://).
+	// or a URL (s3://, gs://, az://, https://).
 	Location() string
 	// Path returns how messages name the manifest path rel (a path a user can open, a URL).
 	Path(rel string) string

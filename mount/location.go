@@ -35,7 +35,7 @@ type Kind int
 const (
 	Dir    Kind = iota // a dataset directory made by blockfs pack
 	File               // an existing file served in place
-	Remote             // a packed dataset in a store (s3://, gs://, https://: stores.IsURL)
+	Remote             // a packed dataset in a store (s3://, gs://, az://, https://: stores.IsURL)
 	// MixtureFile is a mixture of datasets: a .json file holding an object with "sources"
 	// (IsMixture; docs/SHUFFLE.md, "Mixtures").
 	MixtureFile

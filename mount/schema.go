@@ -296,13 +296,13 @@ func setMix(o *Options, s string) error {
 
 var storeSchema = []Option{
 	{Name: "endpoint", Type: String, Default: "", Scope: PerSource, Group: GroupStore,
-		Help: "the object store's endpoint URL, e.g. http://127.0.0.1:9000 (s3:// default: $AWS_ENDPOINT_URL, else AWS S3; gs:// default: $STORAGE_EMULATOR_HOST, else Google's)",
+		Help: "the object store's endpoint URL, e.g. http://127.0.0.1:9000 (s3:// default: $AWS_ENDPOINT_URL, else AWS S3; gs:// default: $STORAGE_EMULATOR_HOST, else Google's; az://: an emulator's, e.g. Azurite's http://127.0.0.1:10000)",
 		set:  func(o *Options, s string) error { o.S3.Endpoint = s; return nil }},
 	{Name: "s3-concurrency", Type: Int, Default: strconv.Itoa(objstore.DefaultConcurrency), Scope: PerSource, Group: GroupStore,
-		Help: "s3://, gs://, https://: requests in flight at once (ranged GETs, part uploads)",
+		Help: "s3://, gs://, az://, https://: requests in flight at once (ranged GETs, part uploads)",
 		set:  func(o *Options, s string) error { return parseInt("s3-concurrency", s, 1, 256, &o.S3.Concurrency) }},
 	{Name: "s3-part-size", Type: Size, Default: ibytes(objstore.DefaultPartSize), Scope: PerSource, Group: GroupStore,
-		Help: "s3://, gs://, https://: the largest ranged GET, and pack's multipart part size (at least 5MiB)",
+		Help: "s3://, gs://, az://, https://: the largest ranged GET, and pack's multipart part size (at least 5MiB)",
 		set: func(o *Options, s string) (err error) {
 			if o.S3.PartSize, err = ParseSize("s3-part-size", s); err != nil {
 				return err
@@ -313,13 +313,13 @@ var storeSchema = []Option{
 			return nil
 		}},
 	{Name: "s3-timeout", Type: Duration, Default: objstore.DefaultTimeout.String(), Scope: PerSource, Group: GroupStore,
-		Help: "s3://, gs://, https://: time limit of one request, body included (a slow transfer)",
+		Help: "s3://, gs://, az://, https://: time limit of one request, body included (a slow transfer)",
 		set:  func(o *Options, s string) error { return parseDuration("s3-timeout", s, &o.S3.Timeout) }},
 	{Name: "s3-stall-timeout", Type: Duration, Default: objstore.DefaultStallTimeout.String(), Scope: PerSource, Group: GroupStore,
-		Help: "s3://, gs://, https://: a request that makes no progress (no answer, no byte) for this long fails and is retried; a store silent for (retries+1) times this gives EIO at once",
+		Help: "s3://, gs://, az://, https://: a request that makes no progress (no answer, no byte) for this long fails and is retried; a store silent for (retries+1) times this gives EIO at once",
 		set:  func(o *Options, s string) error { return parseDuration("s3-stall-timeout", s, &o.S3.StallTimeout) }},
 	{Name: "s3-retries", Type: Int, Default: strconv.Itoa(objstore.DefaultRetries), Scope: PerSource, Group: GroupStore,
-		Help: "s3://, gs://, https://: retries of a failed request (5xx, throttling, reset, timeout, stall), with backoff; then EIO",
+		Help: "s3://, gs://, az://, https://: retries of a failed request (5xx, throttling, reset, timeout, stall), with backoff; then EIO",
 		set: func(o *Options, s string) error {
 			err := parseInt("s3-retries", s, 0, 100, &o.S3.Retries)
 			if err == nil && o.S3.Retries == 0 {
@@ -328,10 +328,10 @@ var storeSchema = []Option{
 			return err
 		}},
 	{Name: "disk-cache", Type: Path, Default: "", Scope: PerSource, Group: GroupDisk,
-		Help: "s3://, gs://, https://: keep fetched block files in this local directory, reused across epochs and remounts (checked by CRC32C on every reuse)",
+		Help: "s3://, gs://, az://, https://: keep fetched block files in this local directory, reused across epochs and remounts (checked by CRC32C on every reuse)",
 		set:  func(o *Options, s string) error { o.DiskCache = s; return nil }},
 	{Name: "disk-cache-size", Type: Size, Default: "auto", Scope: PerSource, Group: GroupDisk,
-		Help: "s3://, gs://, https://: bound on the " + flag("disk-cache") + " directory (least recently used files go); auto: the dataset's size, or what the filesystem has free",
+		Help: "s3://, gs://, az://, https://: bound on the " + flag("disk-cache") + " directory (least recently used files go); auto: the dataset's size, or what the filesystem has free",
 		set: func(o *Options, s string) error {
 			if err := parseSizeOr("disk-cache-size", s, 0, &o.DiskCacheSize); err != nil || s == "auto" {
 				return err

@@ -35,7 +35,7 @@ func (p *Plan) diskOptions() (*diskcache.Options, error) {
 		return nil, nil // Options.Check refused a size without it
 	}
 	if p.loc.Kind != Remote {
-		return nil, Usagef(flag("disk-cache")+" is for a dataset in a store (s3://, gs://, https://); %s is read from local disk already", p.ds.Dir)
+		return nil, Usagef(flag("disk-cache")+" is for a dataset in a store (s3://, gs://, az://, https://); %s is read from local disk already", p.ds.Dir)
 	}
 	dir, err := filepath.Abs(o.DiskCache)
 	if err != nil {

@@ -211,7 +211,7 @@ func TestGCSFaults(t *testing.T) {
 	mustRun(t, append(append([]string{"pack", "--quiet", ep}, flags...), raw, "gs://data/faults")...)
 	ml := mount(t, local, "--seed", "1")
 	mr := mount(t, "gs://data/faults", ep, "--seed", "1", "--cache-size", "4MiB", "--readahead", "512KiB",
-		"--s3-concurrency", "2", "--s3-timeout", "2s", "--s3-retries", "3", "--log", filepath.Join(dir, "gcs.log"))
+		"--s3-concurrency", "2", "--s3-timeout", "2s", "--s3-stall-timeout", "1s", "--s3-retries", "3", "--log", filepath.Join(dir, "gcs.log"))
 	want := func(name string) []byte {
 		b, err := os.ReadFile(ml.path(name))
 		require.NoError(t, err)

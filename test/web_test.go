@@ -153,7 +153,7 @@ func TestWebFaults(t *testing.T) {
 	ml := mount(t, local, "--seed", "1")
 	logPath := filepath.Join(dir, "web.log")
 	mr := mount(t, url, "--seed", "1", "--cache-size", "4MiB", "--readahead", "512KiB",
-		"--s3-concurrency", "2", "--s3-timeout", "2s", "--s3-retries", "3", "--log", logPath)
+		"--s3-concurrency", "2", "--s3-timeout", "2s", "--s3-stall-timeout", "1s", "--s3-retries", "3", "--log", logPath)
 	want := func(name string) []byte {
 		b, err := os.ReadFile(ml.path(name))
 		require.NoError(t, err)

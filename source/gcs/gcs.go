@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
@@ -71,7 +73,7 @@ func Open(rawURL string, opt objstore.Options) (*objstore.Store, error) {
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || (u.Path != "" && u.Path != "/") {
 		return nil, fmt.Errorf("%s %q: give a URL like http://127.0.0.1:4443", optname.Flag("endpoint"), ep)
 	}
-	c := &client{bucket: bucket, endpoint: u.Scheme + "://" + u.Host, base: objstore.Transport(opt), anonymous: emulator}
+	c := &client{bucket: bucket, endpoint: u.Scheme + "://" + u.Host, base: objstore.Transport(opt), anonymous: emulator, timeout: opt.Timeout}
 	return objstore.New(c, prefix, opt)
 }
 
@@ -79,7 +81,8 @@ func Open(rawURL string, opt objstore.Options) (*objstore.Store, error) {
 type client struct {
 	bucket, endpoint string
 	base             http.RoundTripper
-	anonymous        bool // an emulator: no credentials
+	anonymous        bool          // an emulator: no credentials
+	timeout          time.Duration // bounds a token's fetch, as a request's try
 
 	once  sync.Once
 	hc    *http.Client
@@ -89,16 +92,21 @@ type client struct {
 // http returns the HTTP client, with the credentials found at the first call.
 func (c *client) http() *http.Client {
 	c.once.Do(func() {
-		c.hc = &http.Client{Transport: c.base}
+		c.hc = &http.Client{Transport: c.base, CheckRedirect: objstore.NoRedirects}
 		if c.anonymous {
 			return
 		}
-		creds, err := google.FindDefaultCredentials(context.Background(), scope)
+		// The token's fetches (and refreshes) go through a client with a time limit: the
+		// oauth2 transport asks for a token without the request's context, and a token
+		// service that never answered would hold every request.
+		tc := &http.Client{Transport: c.base, Timeout: c.timeout, CheckRedirect: objstore.NoRedirects}
+		creds, err := google.FindDefaultCredentials(context.WithValue(context.Background(), oauth2.HTTPClient, tc), scope)
 		if err != nil {
 			c.noADC = err
 			return
 		}
-		c.hc = &http.Client{Transport: &oauth2.Transport{Source: creds.TokenSource, Base: c.base}}
+		// No redirects: the JSON API gives none, and the token must not follow one elsewhere.
+		c.hc = &http.Client{Transport: &oauth2.Transport{Source: creds.TokenSource, Base: c.base}, CheckRedirect: objstore.NoRedirects}
 	})
 	return c.hc
 }
@@ -149,7 +157,11 @@ func serviceError(resp *http.Response) error {
 	} else if t := strings.TrimSpace(string(b)); t != "" && len(t) < 200 {
 		msg = t
 	}
-	return objstore.ResponseError(resp, msg)
+	err := objstore.ResponseError(resp, msg)
+	if resp.StatusCode == http.StatusNotFound && noBucket(msg) {
+		err.(*objstore.HTTPError).Code = noSuchBucket
+	}
+	return err
 }
 
 // meta is what the JSON API says of an object.
@@ -216,7 +228,7 @@ func (c *client) Stat(ctx context.Context, key string) (objstore.Object, error) 
 
 func (c *client) List(ctx context.Context, prefix string, fn func(objstore.Object) error) error {
 	token := ""
-	for {
+	for range maxPages {
 		q := url.Values{"prefix": {prefix}, "fields": {"items(name,size,generation),nextPageToken"}, "maxResults": {"1000"}}
 		if token != "" {
 			q.Set("pageToken", token)
@@ -246,9 +258,16 @@ func (c *client) List(ctx context.Context, prefix string, fn func(objstore.Objec
 		if page.NextPageToken == "" {
 			return nil
 		}
+		if page.NextPageToken == token {
+			return fmt.Errorf("the listing of %s repeats its page token", c.URL(prefix))
+		}
 		token = page.NextPageToken
 	}
+	return fmt.Errorf("the listing of %s runs past %d pages", c.URL(prefix), maxPages)
 }
+
+// maxPages bounds a listing: 1,000 objects a page, 20 million objects.
+const maxPages = 20000
 
 func (c *client) Put(ctx context.Context, key string, r io.ReadSeeker, size int64) error {
 	if _, err := r.Seek(0, io.SeekStart); err != nil { // a retry sends it all again
@@ -278,10 +297,25 @@ func (c *client) Remove(ctx context.Context, key string) error {
 // Answer reads the status of a response in err, and what the service said of a 404.
 func (c *client) Answer(err error) objstore.Answer {
 	a := objstore.HTTPAnswer(err)
+	// The token service's refusal (a revoked or expired refresh token) is the credentials'.
+	var re *oauth2.RetrieveError
+	if a.Status == 0 && errors.As(err, &re) && re.Response != nil {
+		a.Status, a.Code = re.Response.StatusCode, re.ErrorCode
+		switch s := a.Status; {
+		case s == http.StatusTooManyRequests:
+			a.Kind = objstore.Throttled
+		case s >= 500:
+			a.Kind = objstore.Transient
+		default:
+			a.Kind = objstore.Denied
+		}
+	}
 	switch {
-	case a.Kind == objstore.NotFound && noBucket(err.Error()):
+	case a.Code == noSuchBucket:
 		a.Kind = objstore.NoBucket
 		a.Hint = fmt.Sprintf("there is no bucket %q at %s (check the bucket's name and %s)", c.bucket, c.endpoint, optname.Flag("endpoint"))
+	case a.Kind == objstore.Denied && c.anonymous:
+		a.Hint = "an emulator (" + optname.Flag("endpoint") + ", $STORAGE_EMULATOR_HOST) is asked without credentials"
 	case a.Kind == objstore.Denied:
 		a.Hint = "check the Google credentials: GOOGLE_APPLICATION_CREDENTIALS, gcloud auth application-default login, or the VM's service account"
 		if c.noADC != nil {
@@ -291,12 +325,15 @@ func (c *client) Answer(err error) objstore.Answer {
 	return a
 }
 
+// noSuchBucket is the Code serviceError gives a 404 that says the bucket is missing.
+const noSuchBucket = "NoSuchBucket"
+
 // noBucket reports whether a 404's message says the bucket is missing ("The specified bucket
-// does not exist."), not the object ("No such object: BUCKET/KEY", whose bucket's name may
-// hold the word).
+// does not exist."), not the object ("No such object: BUCKET/KEY", whose names may hold any
+// words): by how it starts.
 func noBucket(msg string) bool {
 	m := strings.ToLower(msg)
-	return strings.Contains(m, "bucket does not exist") || strings.Contains(m, "no such bucket")
+	return strings.HasPrefix(m, "the specified bucket does not exist") || strings.HasPrefix(m, "no such bucket")
 }
 
 // URL is gs://BUCKET/KEY (gs://BUCKET for the whole bucket).

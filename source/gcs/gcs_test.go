@@ -2,10 +2,16 @@ package gcs
 
 import (
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/oauth2"
 
 	"github.com/blockfs/blockfs/source/objstore"
 )
@@ -28,25 +34,34 @@ func TestOpenURL(t *testing.T) {
 	assert.Equal(t, "gs://b/p", st.Location())
 }
 
-// TestAnswer: the JSON API's statuses as the kinds objstore retries (or not) and reports; a
-// 404 that names the bucket is a wrong location, not a missing object.
+// TestAnswer: the JSON API's answers as the kinds objstore retries (or not) and reports; a
+// 404 whose message says the bucket is missing is a wrong location, not a missing object; the
+// token service's refusal is the credentials'.
 func TestAnswer(t *testing.T) {
 	c := &client{bucket: "b", endpoint: "http://127.0.0.1:1"}
+	reply := func(status int, body string) error {
+		req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:1/storage/v1/b/b/o/x", nil)
+		return serviceError(&http.Response{StatusCode: status, Status: http.StatusText(status), Request: req,
+			Body: io.NopCloser(strings.NewReader(body))})
+	}
 	for _, tc := range []struct {
 		err  error
 		want objstore.Kind
 	}{
 		{errors.New("connection reset by peer"), objstore.Other},
-		{&objstore.HTTPError{Status: 404, What: "GET ...: No such object: b/o"}, objstore.NotFound},
-		{&objstore.HTTPError{Status: 404, What: "GET ...: No such object: my-bucket/o"}, objstore.NotFound},
-		{&objstore.HTTPError{Status: 404, What: "GET ...: The specified bucket does not exist."}, objstore.NoBucket},
-		{&objstore.HTTPError{Status: 412, What: "Precondition Failed"}, objstore.Changed},
-		{&objstore.HTTPError{Status: 403, What: "denied"}, objstore.Denied},
-		{&objstore.HTTPError{Status: 429, What: "rate"}, objstore.Throttled},
-		{&objstore.HTTPError{Status: 503, What: "backend"}, objstore.Throttled},
-		{&objstore.HTTPError{Status: 500, What: "backend"}, objstore.Transient},
+		{reply(404, `{"error":{"code":404,"message":"No such object: b/o"}}`), objstore.NotFound},
+		{reply(404, `{"error":{"code":404,"message":"No such object: my-bucket/no such bucket"}}`), objstore.NotFound},
+		{reply(404, `{"error":{"code":404,"message":"The specified bucket does not exist."}}`), objstore.NoBucket},
+		{reply(412, `{"error":{"code":412,"message":"conditionNotMet"}}`), objstore.Changed},
+		{reply(403, `{"error":{"code":403,"message":"denied"}}`), objstore.Denied},
+		{reply(429, ``), objstore.Throttled},
+		{reply(503, ``), objstore.Throttled},
+		{reply(500, ``), objstore.Transient},
+		{fmt.Errorf("Get: %w", &oauth2.RetrieveError{Response: &http.Response{StatusCode: 400}, ErrorCode: "invalid_grant"}), objstore.Denied},
+		{fmt.Errorf("Get: %w", &oauth2.RetrieveError{Response: &http.Response{StatusCode: 503}}), objstore.Transient},
 	} {
 		assert.Equal(t, tc.want, c.Answer(tc.err).Kind, tc.err.Error())
 	}
-	assert.Contains(t, c.Answer(&objstore.HTTPError{Status: 404, What: "bucket does not exist"}).Hint, `no bucket "b"`)
+	assert.Contains(t, c.Answer(reply(404, `{"error":{"message":"The specified bucket does not exist."}}`)).Hint, `no bucket "b"`)
+	assert.Contains(t, c.Answer(reply(400, ``)).Code, "Bad Request")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -27,13 +28,16 @@ func Transport(opt Options) *http.Transport {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: opt.Timeout,
 		DisableCompression:    true,
-		ForceAttemptHTTP2:     true,
+		// HTTP/1.1: each request of the pool a connection of its own (a custom DialContext
+		// keeps net/http from HTTP/2, which would put them all on one).
 	}
 }
 
-// HTTPError is a response that was not the one asked for: its status and what was wrong.
+// HTTPError is a response that was not the one asked for: its status, the service's code
+// for it where it gives one ("BlobNotFound"), and what was wrong.
 type HTTPError struct {
 	Status int
+	Code   string
 	What   string
 }
 
@@ -41,7 +45,32 @@ func (e *HTTPError) Error() string { return e.What }
 
 // ResponseError makes the error of the unwanted response resp, saying what was wrong.
 func ResponseError(resp *http.Response, what string) error {
-	return &HTTPError{Status: resp.StatusCode, What: fmt.Sprintf("%s %s: %s", resp.Request.Method, resp.Request.URL.Redacted(), what)}
+	return &HTTPError{Status: resp.StatusCode, What: fmt.Sprintf("%s %s: %s", resp.Request.Method, Bare(resp.Request.URL), what)}
+}
+
+// Bare is u without its query or user (a redirect's signed parameters, a SAS token): how a
+// URL appears in messages and logs.
+func Bare(u *url.URL) string {
+	v := *u
+	v.RawQuery, v.User = "", nil
+	return v.String()
+}
+
+// NoRedirects is an http.Client's CheckRedirect for a store's API, which does not redirect:
+// a 3xx is an answer to report, never a request (and credentials) sent elsewhere.
+func NoRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// SameSchemeRedirects is an http.Client's CheckRedirect for a web server: at most 10
+// redirects, and never from https:// to plain http://, where anyone on the path could change
+// the manifest, and with it every checksum.
+func SameSchemeRedirects(r *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if via[0].URL.Scheme == "https" && r.URL.Scheme != "https" {
+		return fmt.Errorf("refused a redirect from https to %s", Bare(r.URL))
+	}
+	return nil
 }
 
 // HTTPAnswer says what err was when it is an *HTTPError, by its status alone (a backend adds
@@ -51,7 +80,10 @@ func HTTPAnswer(err error) Answer {
 	if !errors.As(err, &he) {
 		return Answer{}
 	}
-	a := Answer{Status: he.Status, Code: http.StatusText(he.Status)}
+	a := Answer{Status: he.Status, Code: he.Code}
+	if a.Code == "" {
+		a.Code = http.StatusText(he.Status)
+	}
 	switch s := he.Status; {
 	case s == http.StatusNotFound || s == http.StatusGone:
 		a.Kind = NotFound
@@ -90,7 +122,7 @@ func CheckRange(resp *http.Response, off, n int64, ranged bool) error {
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
 		start, err := rangeStart(resp.Header.Get("Content-Range"))
-		if err != nil || start != off {
+		if !ranged || err != nil || start != off {
 			return ResponseError(resp, fmt.Sprintf("Content-Range %q is not the range asked for (from %d)", resp.Header.Get("Content-Range"), off))
 		}
 	case http.StatusOK:

@@ -197,14 +197,17 @@ func (s *Store) retryFor(ctx context.Context, how source.Read, limit, stall time
 			return err
 		}
 		start := now()
-		s.ctr.requests.Add(1)
-		if try > 0 {
-			s.ctr.retries.Add(1)
-		}
 		a := newAttempt(ctx, &s.h, limit, stall)
 		err := fn(a.ctx, a.progress)
 		why := a.end(ctx)
 		s.slots.Release()
+		if errors.Is(err, ErrNoListing) || errors.Is(err, ErrReadOnly) {
+			return err // what the store cannot do: no request was made, nothing heard
+		}
+		s.ctr.requests.Add(1)
+		if try > 0 {
+			s.ctr.retries.Add(1)
+		}
 		if err == nil {
 			s.h.hear()
 			return nil

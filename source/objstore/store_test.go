@@ -3,7 +3,11 @@ package objstore
 import (
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestRetryable(t *testing.T) {
@@ -44,4 +48,30 @@ func TestOptionsValidate(t *testing.T) {
 			t.Errorf("%+v accepted", bad)
 		}
 	}
+}
+
+// TestRedirectsAndRanges: a web server's redirect from https to http is refused (the manifest
+// would cross the network in the clear); a 206 for a request of the whole object, or of
+// another range, is refused; messages carry no query (a redirect's signature).
+func TestRedirectsAndRanges(t *testing.T) {
+	get := func(u string) *http.Request { return httptest.NewRequest(http.MethodGet, u, nil) }
+	require.Error(t, SameSchemeRedirects(get("http://cdn/x"), []*http.Request{get("https://h/x")}))
+	require.NoError(t, SameSchemeRedirects(get("https://cdn/x"), []*http.Request{get("https://h/x")}))
+	require.NoError(t, SameSchemeRedirects(get("http://cdn/x"), []*http.Request{get("http://h/x")}))
+	require.ErrorIs(t, NoRedirects(get("https://cdn/x"), nil), http.ErrUseLastResponse)
+
+	resp := func(status int, cr string, n int64) *http.Response {
+		h := http.Header{}
+		if cr != "" {
+			h.Set("Content-Range", cr)
+		}
+		return &http.Response{StatusCode: status, Header: h, ContentLength: n, Request: get("https://h/x?X-Amz-Signature=secret")}
+	}
+	require.NoError(t, CheckRange(resp(206, "bytes 10-19/100", 10), 10, 10, true))
+	require.Error(t, CheckRange(resp(206, "bytes 0-9/100", 10), 0, -1, false), "a part for the whole")
+	require.Error(t, CheckRange(resp(206, "bytes 20-29/100", 10), 10, 10, true), "another range")
+	require.NoError(t, CheckRange(resp(200, "", 10), 0, 10, true), "the whole object, which is the range")
+	err := CheckRange(resp(200, "", 100), 10, 10, true)
+	require.ErrorContains(t, err, "ignores range requests")
+	require.NotContains(t, err.Error(), "secret")
 }

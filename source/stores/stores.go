@@ -1,6 +1,6 @@
 // Package stores opens a dataset's store by its URL's scheme: the one place that knows every
-// backend of objstore (s3:// through source/s3, gs:// through source/gcs, https:// and http://
-// through source/web). A new backend is a package with an Open of
+// backend of objstore (s3:// through source/s3, gs:// through source/gcs, az:// through
+// source/azure, https:// and http:// through source/web). A new backend is a package with an Open of
 // this signature and a line in backends.
 package stores
 
@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/blockfs/blockfs/source/azure"
 	"github.com/blockfs/blockfs/source/gcs"
 	"github.com/blockfs/blockfs/source/objstore"
 	"github.com/blockfs/blockfs/source/s3"
@@ -23,6 +24,7 @@ type backend struct {
 var backends = []backend{
 	{s3.Scheme, s3.Open},
 	{gcs.Scheme, gcs.Open},
+	{azure.Scheme, azure.Open},
 	{web.HTTPS, web.Open},
 	{web.HTTP, web.Open},
 }

@@ -49,7 +49,7 @@ func Open(rawURL string, opt objstore.Options) (*objstore.Store, error) {
 		return nil, err
 	}
 	tr := objstore.Transport(opt)
-	c := &client{base: u.Scheme + "://" + u.Host, hc: &http.Client{Transport: tr}}
+	c := &client{base: u.Scheme + "://" + u.Host, hc: &http.Client{Transport: tr, CheckRedirect: objstore.SameSchemeRedirects}}
 	return objstore.New(c, strings.Trim(u.Path, "/"), opt)
 }
 
@@ -141,7 +141,7 @@ func checkGet(resp *http.Response, off, n int64, ranged bool, tag string) error 
 	// A server that ignores If-Match or If-Unmodified-Since still names the version it sent.
 	if tag != "" {
 		if got := versionOf(resp.Header); got != "" && got != tag {
-			return &objstore.HTTPError{Status: http.StatusPreconditionFailed, What: fmt.Sprintf("GET %s: the object is now version %s, not %s", resp.Request.URL.Redacted(), got, tag)}
+			return &objstore.HTTPError{Status: http.StatusPreconditionFailed, What: fmt.Sprintf("GET %s: the object is now version %s, not %s", objstore.Bare(resp.Request.URL), got, tag)}
 		}
 	}
 	return nil
