@@ -3,8 +3,10 @@
 // seen at open with If-Match, blob properties, paged listings, block blob puts, deletes).
 // Requests are signed with the account's shared key ($AZURE_STORAGE_KEY, or the AccountKey of
 // $AZURE_STORAGE_CONNECTION_STRING) or carry a SAS token ($AZURE_STORAGE_SAS_TOKEN), as the
-// Azure CLI takes them; with neither they go anonymous (a public container). An emulator
-// (Azurite) is named by --endpoint (http://127.0.0.1:10000), addressed path-style.
+// Azure CLI takes them; with neither, a Microsoft Entra ID token (entra.go: a service
+// principal, the managed identity, the Azure CLI's login), else they go anonymous (a public
+// container). An emulator (Azurite) is named by --endpoint (http://127.0.0.1:10000),
+// addressed path-style, and asked with the key or anonymously.
 package azure
 
 import (
@@ -72,6 +74,9 @@ func Open(rawURL string, opt objstore.Options) (*objstore.Store, error) {
 	if err := c.credentials(); err != nil {
 		return nil, err
 	}
+	if c.key == nil && c.sas == nil && !pathStyle {
+		c.entra = &entra{hc: &http.Client{Transport: objstore.Transport(opt), Timeout: opt.Timeout, CheckRedirect: objstore.NoRedirects}}
+	}
 	return objstore.New(c, prefix, opt)
 }
 
@@ -82,6 +87,7 @@ type client struct {
 	hc                 *http.Client
 	key                []byte     // the shared key; nil: none
 	sas                url.Values // a SAS token's parameters; nil: none
+	entra              *entra     // Microsoft Entra ID tokens, without a key or SAS; nil: an emulator's
 }
 
 // credentials reads the credentials from the environment, as the Azure CLI does.
@@ -151,8 +157,13 @@ func (c *client) request(ctx context.Context, method, key string, q url.Values, 
 
 // send signs req (with the shared key, if any) and sends it.
 func (c *client) send(req *http.Request) (*http.Response, error) {
-	if c.key != nil {
+	switch {
+	case c.key != nil:
 		req.Header.Set("Authorization", "SharedKey "+c.account+":"+c.sign(req))
+	case c.entra != nil:
+		if tok := c.entra.token(req.Context()); tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
 	}
 	return c.hc.Do(req)
 }
@@ -391,6 +402,9 @@ func (c *client) Answer(err error) objstore.Answer {
 	}
 	if a.Kind == objstore.Denied {
 		a.Hint = "check AZURE_STORAGE_KEY (or AZURE_STORAGE_CONNECTION_STRING) or AZURE_STORAGE_SAS_TOKEN"
+		if c.entra != nil {
+			a.Hint += ", or the role of the identity on the container; requests carried " + c.entra.status()
+		}
 	}
 	return a
 }

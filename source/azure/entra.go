@@ -1,0 +1,204 @@
+package azure
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Microsoft Entra ID tokens for Azure Storage, found as the Azure CLI and SDKs find them when
+// the environment names no key or SAS token: a service principal's secret
+// (AZURE_TENANT_ID, AZURE_CLIENT_ID, AZURE_CLIENT_SECRET), the managed identity of an Azure VM
+// or AKS pod (the instance metadata service; AZURE_CLIENT_ID picks a user-assigned one), then
+// the Azure CLI's login (az account get-access-token). Each token is kept until a few minutes
+// before it expires.
+
+// storageResource is the resource the tokens are for.
+const storageResource = "https://storage.azure.com/"
+
+// entra gets and keeps a token. Safe for concurrent use.
+type entra struct {
+	hc *http.Client // bounded: a metadata service that never answers must not hold requests
+
+	mu    sync.Mutex
+	tok   string
+	exp   time.Time
+	from  string    // which source gave it, for messages
+	err   error     // why none did, at the last try
+	tried time.Time // when the sources were last tried and gave none
+}
+
+// retryNone is how long a machine where no source gave a token goes anonymous before the
+// sources are tried again (each try may wait 2 s for a metadata service that is not there).
+const retryNone = time.Minute
+
+// token returns a token, fetching one when none is kept or it expires within 5 minutes; ""
+// when no source gives one (requests then go anonymous).
+func (e *entra) token(ctx context.Context) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.tok != "" && time.Until(e.exp) > 5*time.Minute {
+		return e.tok
+	}
+	if e.tok == "" && !e.tried.IsZero() && time.Since(e.tried) < retryNone {
+		return ""
+	}
+	var errs []error
+	for _, src := range []struct {
+		name string
+		get  func(context.Context) (string, time.Time, error)
+	}{
+		{"the service principal of AZURE_CLIENT_ID", e.servicePrincipal},
+		{"the managed identity", e.managedIdentity},
+		{"the Azure CLI", e.azureCLI},
+	} {
+		tok, exp, err := src.get(ctx)
+		if err == nil {
+			e.tok, e.exp, e.from, e.err = tok, exp, src.name, nil
+			return tok
+		}
+		if !errors.Is(err, errNotHere) {
+			errs = append(errs, fmt.Errorf("%s: %w", src.name, err))
+		}
+	}
+	e.tok, e.err, e.tried = "", errors.Join(errs...), time.Now()
+	return ""
+}
+
+// errNotHere: a source that this machine does not have (no variables, no metadata service,
+// no az command).
+var errNotHere = errors.New("not here")
+
+// servicePrincipal is the client credentials flow with AZURE_CLIENT_SECRET.
+func (e *entra) servicePrincipal(ctx context.Context) (string, time.Time, error) {
+	tenant, id, secret := os.Getenv("AZURE_TENANT_ID"), os.Getenv("AZURE_CLIENT_ID"), os.Getenv("AZURE_CLIENT_SECRET")
+	if tenant == "" || id == "" || secret == "" {
+		return "", time.Time{}, errNotHere
+	}
+	authority := strings.TrimSuffix(os.Getenv("AZURE_AUTHORITY_HOST"), "/")
+	if authority == "" {
+		authority = "https://login.microsoftonline.com"
+	}
+	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {secret},
+		"scope": {storageResource + ".default"}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, authority+"/"+url.PathEscape(tenant)+"/oauth2/v2.0/token", strings.NewReader(form.Encode()))
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return e.fetch(req)
+}
+
+// managedIdentity asks the instance metadata service (AZURE_POD_IDENTITY_AUTHORITY_HOST
+// overrides its address, as the SDKs let it).
+func (e *entra) managedIdentity(ctx context.Context) (string, time.Time, error) {
+	host := strings.TrimSuffix(os.Getenv("AZURE_POD_IDENTITY_AUTHORITY_HOST"), "/")
+	if host == "" {
+		host = "http://169.254.169.254"
+	}
+	q := url.Values{"api-version": {"2018-02-01"}, "resource": {storageResource}}
+	if id := os.Getenv("AZURE_CLIENT_ID"); id != "" {
+		q.Set("client_id", id)
+	}
+	// A machine with no metadata service answers nothing: a short wait says so.
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, host+"/metadata/identity/oauth2/token?"+q.Encode(), nil)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	req.Header.Set("Metadata", "true")
+	tok, exp, err := e.fetch(req)
+	var ne interface{ Timeout() bool }
+	if err != nil && (errors.As(err, &ne) || ctx.Err() != nil || strings.Contains(err.Error(), "connection refused")) {
+		return "", time.Time{}, errNotHere
+	}
+	return tok, exp, err
+}
+
+// tokenAnswer is a token service's answer: expires_in (seconds) or expires_on (Unix
+// seconds), as numbers or strings.
+type tokenAnswer struct {
+	AccessToken string      `json:"access_token"`
+	ExpiresIn   json.Number `json:"expires_in"`
+	ExpiresOn   json.Number `json:"expires_on"`
+}
+
+// fetch sends a token request and reads its answer.
+func (e *entra) fetch(req *http.Request) (string, time.Time, error) {
+	resp, err := e.hc.Do(req)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", time.Time{}, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b[:min(len(b), 300)])))
+	}
+	var t tokenAnswer
+	if err := json.Unmarshal(b, &t); err != nil || t.AccessToken == "" {
+		return "", time.Time{}, fmt.Errorf("no token in the answer")
+	}
+	exp := time.Now().Add(time.Hour)
+	if n, err := t.ExpiresOn.Int64(); err == nil && n > 0 {
+		exp = time.Unix(n, 0)
+	} else if n, err := t.ExpiresIn.Int64(); err == nil && n > 0 {
+		exp = time.Now().Add(time.Duration(n) * time.Second)
+	}
+	return t.AccessToken, exp, nil
+}
+
+// azureCLI asks the Azure CLI for a token of its login.
+func (e *entra) azureCLI(ctx context.Context) (string, time.Time, error) {
+	az, err := exec.LookPath("az")
+	if err != nil {
+		return "", time.Time{}, errNotHere
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, az, "account", "get-access-token", "--resource", storageResource, "--output", "json").Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%v: %s (az login?)", err, strings.TrimSpace(string(ee.Stderr[:min(len(ee.Stderr), 300)])))
+		}
+		return "", time.Time{}, err
+	}
+	var t struct {
+		AccessToken string `json:"accessToken"`
+		ExpiresOn   int64  `json:"expires_on"`
+	}
+	if err := json.Unmarshal(out, &t); err != nil || t.AccessToken == "" {
+		return "", time.Time{}, fmt.Errorf("az account get-access-token gave no token")
+	}
+	exp := time.Now().Add(30 * time.Minute)
+	if t.ExpiresOn > 0 {
+		exp = time.Unix(t.ExpiresOn, 0)
+	}
+	return t.AccessToken, exp, nil
+}
+
+// status says where the token came from, or why there is none, for a refusal's message.
+func (e *entra) status() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.tok != "":
+		return "a Microsoft Entra ID token from " + e.from
+	case e.err != nil:
+		return "no Microsoft Entra ID token (" + e.err.Error() + ")"
+	}
+	return "no credentials found"
+}
