@@ -15,6 +15,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -75,7 +76,10 @@ func Open(rawURL string, opt objstore.Options) (*objstore.Store, error) {
 		return nil, err
 	}
 	if c.key == nil && c.sas == nil && !pathStyle {
-		c.entra = &entra{hc: &http.Client{Transport: objstore.Transport(opt), Timeout: opt.Timeout, CheckRedirect: objstore.NoRedirects}}
+		direct := objstore.Transport(opt)
+		direct.Proxy = nil
+		c.entra = &entra{hc: &http.Client{Transport: objstore.Transport(opt), Timeout: opt.Timeout, CheckRedirect: objstore.NoRedirects},
+			imds: &http.Client{Transport: direct, CheckRedirect: objstore.NoRedirects}}
 	}
 	return objstore.New(c, prefix, opt)
 }
@@ -155,17 +159,27 @@ func (c *client) request(ctx context.Context, method, key string, q url.Values, 
 	return req, nil
 }
 
-// send signs req (with the shared key, if any) and sends it.
+// send signs req (with the shared key, if any, or an Entra ID token) and sends it. A failure
+// to send names the URL without its query: a SAS token's signature is never in a message.
 func (c *client) send(req *http.Request) (*http.Response, error) {
 	switch {
 	case c.key != nil:
 		req.Header.Set("Authorization", "SharedKey "+c.account+":"+c.sign(req))
 	case c.entra != nil:
-		if tok := c.entra.token(req.Context()); tok != "" {
+		tok, err := c.entra.token(req.Context())
+		if err != nil {
+			return nil, err // a source that is there and failed: retried, never anonymous
+		}
+		if tok != "" {
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}
 	}
-	return c.hc.Do(req)
+	resp, err := c.hc.Do(req)
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = objstore.Bare(req.URL)
+	}
+	return resp, err
 }
 
 // sign returns the Shared Key signature of req (the Blob service's string to sign).
@@ -192,10 +206,13 @@ func (c *client) sign(req *http.Request) string {
 		b.WriteString(k + ":" + strings.TrimSpace(h.Get(k)) + "\n")
 	}
 	b.WriteString("/" + c.account + req.URL.EscapedPath())
-	q := req.URL.Query()
+	q := map[string][]string{} // by lower-case name, as the canonicalized resource has them
+	for k, vs := range req.URL.Query() {
+		q[strings.ToLower(k)] = append(q[strings.ToLower(k)], vs...)
+	}
 	var names []string
 	for k := range q {
-		names = append(names, strings.ToLower(k))
+		names = append(names, k)
 	}
 	slices.Sort(names)
 	for _, k := range names {
@@ -221,6 +238,10 @@ func serviceError(resp *http.Response) error {
 	if code == "" {
 		code = e.Code
 	}
+	// A private container answers a request with no credentials as if it were not there.
+	if anonymous(resp.Request) && (code == "ResourceNotFound" || code == "NoAuthenticationInformation" || code == "PublicAccessNotPermitted") {
+		code = anonymousRefused
+	}
 	msg := strings.TrimSpace(strings.SplitN(e.Message, "\n", 2)[0])
 	if msg == "" {
 		msg = resp.Status
@@ -230,6 +251,14 @@ func serviceError(resp *http.Response) error {
 		what += " (" + code + ")"
 	}
 	return &objstore.HTTPError{Status: resp.StatusCode, Code: code, What: what}
+}
+
+// anonymousRefused is the Code of a refusal of a request that carried no credentials.
+const anonymousRefused = "AnonymousRefused"
+
+// anonymous reports whether req carried no credentials (no Authorization, no SAS).
+func anonymous(req *http.Request) bool {
+	return req.Header.Get("Authorization") == "" && req.URL.Query().Get("sig") == ""
 }
 
 func (c *client) Get(ctx context.Context, key string, off, n int64, tag string) (io.ReadCloser, int64, error) {
@@ -324,6 +353,11 @@ func (c *client) List(ctx context.Context, prefix string, fn func(objstore.Objec
 		if resp.StatusCode != http.StatusOK {
 			err := serviceError(resp)
 			resp.Body.Close()
+			// Anonymous access to blobs alone, or a SAS token without list: no listing, but
+			// each blob may still be asked for (a HEAD each).
+			if code := objstore.HTTPAnswer(err).Code; code == anonymousRefused || code == "AuthorizationPermissionMismatch" {
+				return fmt.Errorf("%w (%v)", objstore.ErrNoListing, err)
+			}
 			return err
 		}
 		var page listing
@@ -345,7 +379,13 @@ func (c *client) List(ctx context.Context, prefix string, fn func(objstore.Objec
 	return fmt.Errorf("the listing of %s runs past %d pages", c.URL(prefix), maxPages)
 }
 
+// maxPut is the largest blob one Put Blob writes.
+const maxPut = 5000 << 20
+
 func (c *client) Put(ctx context.Context, key string, r io.ReadSeeker, size int64) error {
+	if size > maxPut {
+		return fmt.Errorf("%s: %w: a file of %d bytes is over the 5000 MiB one Put Blob writes; pack with a smaller --block-size", c.URL(key), objstore.ErrReadOnly, size)
+	}
 	if _, err := r.Seek(0, io.SeekStart); err != nil { // a retry sends it all again
 		return err
 	}
@@ -371,15 +411,19 @@ func (c *client) Remove(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
+	req.Header.Set("x-ms-delete-snapshots", "include")
 	resp, err := c.send(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotFound {
-		return serviceError(resp)
+	switch {
+	case resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusOK:
+		return nil
+	case resp.StatusCode == http.StatusNotFound && resp.Header.Get("x-ms-error-code") == "BlobNotFound":
+		return nil // gone already
 	}
-	return nil
+	return serviceError(resp)
 }
 
 // Answer reads the Blob service's error code in err.
@@ -388,7 +432,9 @@ func (c *client) Answer(err error) objstore.Answer {
 	switch a.Code {
 	case "BlobNotFound":
 		a.Kind = objstore.NotFound
-	case "ContainerNotFound", "ResourceNotFound", "AccountIsDisabled":
+	case anonymousRefused:
+		a.Kind = objstore.Denied
+	case "ContainerNotFound", "ResourceNotFound":
 		a.Kind = objstore.NoBucket
 		a.Hint = fmt.Sprintf("there is no container %q in the account %q at %s (check the URL and %s)", c.container, c.account, c.base, optname.Flag("endpoint"))
 	case "ConditionNotMet":

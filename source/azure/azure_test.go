@@ -66,3 +66,28 @@ func TestAnswer(t *testing.T) {
 	assert.Equal(t, `"0x8D"`, quoted("0x8D"))
 	assert.Equal(t, `"0x8D"`, quoted(`"0x8D"`))
 }
+
+// TestSASNotInMessages: a request that fails before any answer names its URL without the
+// SAS token's signature; a refusal of an anonymous request is Denied, not a missing
+// container; a query name's case does not change the signature.
+func TestSASNotInMessages(t *testing.T) {
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	c := &client{account: "acct", container: "ctr", base: closed.URL + "/acct", hc: http.DefaultClient,
+		sas: map[string][]string{"sig": {"TOPSECRET"}, "sp": {"r"}}}
+	_, err := c.Stat(t.Context(), "p/x")
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "TOPSECRET")
+
+	anon := &client{account: "acct", container: "ctr", base: "http://127.0.0.1:1/acct"}
+	req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:1/acct/ctr/x", nil)
+	h := http.Header{}
+	h.Set("x-ms-error-code", "ResourceNotFound")
+	err = serviceError(&http.Response{StatusCode: 404, Status: "404 Not Found", Header: h, Request: req, Body: io.NopCloser(strings.NewReader(""))})
+	assert.Equal(t, objstore.Denied, anon.Answer(err).Kind)
+
+	k := &client{account: "acct", key: []byte("key")}
+	lower := httptest.NewRequest(http.MethodGet, "http://h/acct/ctr?comp=list&restype=container", nil)
+	upper := httptest.NewRequest(http.MethodGet, "http://h/acct/ctr?Comp=list&restype=container", nil)
+	assert.Equal(t, k.sign(lower), k.sign(upper))
+}

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -27,7 +29,8 @@ const storageResource = "https://storage.azure.com/"
 
 // entra gets and keeps a token. Safe for concurrent use.
 type entra struct {
-	hc *http.Client // bounded: a metadata service that never answers must not hold requests
+	hc   *http.Client // bounded: a token service that never answers must not hold requests
+	imds *http.Client // the metadata service's: no proxy (it is not reached through one)
 
 	mu    sync.Mutex
 	tok   string
@@ -42,16 +45,19 @@ type entra struct {
 const retryNone = time.Minute
 
 // token returns a token, fetching one when none is kept or it expires within 5 minutes; ""
-// when no source gives one (requests then go anonymous).
-func (e *entra) token(ctx context.Context) string {
+// when no source is here (requests then go anonymous). A source that is here and fails is an
+// error, which the request's retries try again (a token still valid is used meanwhile). The
+// fetch does not end with the request that started it (its own time limits bound it).
+func (e *entra) token(ctx context.Context) (string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.tok != "" && time.Until(e.exp) > 5*time.Minute {
-		return e.tok
+		return e.tok, nil
 	}
 	if e.tok == "" && !e.tried.IsZero() && time.Since(e.tried) < retryNone {
-		return ""
+		return "", nil
 	}
+	ctx = context.WithoutCancel(ctx)
 	var errs []error
 	for _, src := range []struct {
 		name string
@@ -64,14 +70,22 @@ func (e *entra) token(ctx context.Context) string {
 		tok, exp, err := src.get(ctx)
 		if err == nil {
 			e.tok, e.exp, e.from, e.err = tok, exp, src.name, nil
-			return tok
+			return tok, nil
 		}
 		if !errors.Is(err, errNotHere) {
 			errs = append(errs, fmt.Errorf("%s: %w", src.name, err))
 		}
 	}
-	e.tok, e.err, e.tried = "", errors.Join(errs...), time.Now()
-	return ""
+	e.err = errors.Join(errs...)
+	if e.err == nil { // no source here: anonymous, and the sources asked again in a while
+		e.tok, e.tried = "", time.Now()
+		return "", nil
+	}
+	if e.tok != "" && time.Until(e.exp) > 0 {
+		return e.tok, nil // the refresh failed: the token kept is still good
+	}
+	e.tok = ""
+	return "", fmt.Errorf("no Microsoft Entra ID token: %w", e.err)
 }
 
 // errNotHere: a source that this machine does not have (no variables, no metadata service,
@@ -117,9 +131,10 @@ func (e *entra) managedIdentity(ctx context.Context) (string, time.Time, error) 
 		return "", time.Time{}, err
 	}
 	req.Header.Set("Metadata", "true")
-	tok, exp, err := e.fetch(req)
-	var ne interface{ Timeout() bool }
-	if err != nil && (errors.As(err, &ne) || ctx.Err() != nil || strings.Contains(err.Error(), "connection refused")) {
+	tok, exp, err := e.fetchWith(e.imds, req)
+	var ne net.Error
+	if err != nil && ((errors.As(err, &ne) && ne.Timeout()) || ctx.Err() != nil ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH)) {
 		return "", time.Time{}, errNotHere
 	}
 	return tok, exp, err
@@ -134,8 +149,11 @@ type tokenAnswer struct {
 }
 
 // fetch sends a token request and reads its answer.
-func (e *entra) fetch(req *http.Request) (string, time.Time, error) {
-	resp, err := e.hc.Do(req)
+func (e *entra) fetch(req *http.Request) (string, time.Time, error) { return e.fetchWith(e.hc, req) }
+
+// fetchWith is fetch through the client hc.
+func (e *entra) fetchWith(hc *http.Client, req *http.Request) (string, time.Time, error) {
+	resp, err := hc.Do(req)
 	if err != nil {
 		return "", time.Time{}, err
 	}
@@ -176,16 +194,26 @@ func (e *entra) azureCLI(ctx context.Context) (string, time.Time, error) {
 		}
 		return "", time.Time{}, err
 	}
+	return cliToken(out)
+}
+
+// cliToken reads az account get-access-token's output: expires_on in Unix seconds (Azure CLI
+// 2.54 and later), else expiresOn in local time ("2006-01-02 15:04:05.000000"); with neither,
+// the token is kept 6 minutes (the CLI may hand out a cached one that expires soon).
+func cliToken(out []byte) (string, time.Time, error) {
 	var t struct {
 		AccessToken string `json:"accessToken"`
 		ExpiresOn   int64  `json:"expires_on"`
+		ExpiresOnAt string `json:"expiresOn"`
 	}
 	if err := json.Unmarshal(out, &t); err != nil || t.AccessToken == "" {
 		return "", time.Time{}, fmt.Errorf("az account get-access-token gave no token")
 	}
-	exp := time.Now().Add(30 * time.Minute)
+	exp := time.Now().Add(6 * time.Minute)
 	if t.ExpiresOn > 0 {
 		exp = time.Unix(t.ExpiresOn, 0)
+	} else if at, err := time.ParseInLocation("2006-01-02 15:04:05.999999", t.ExpiresOnAt, time.Local); err == nil {
+		exp = at
 	}
 	return t.AccessToken, exp, nil
 }

@@ -46,7 +46,7 @@ func noSources(t *testing.T) {
 
 func entraClient(base string) *client {
 	return &client{account: "acct", container: "ctr", base: base + "/acct", hc: http.DefaultClient,
-		entra: &entra{hc: &http.Client{Timeout: 5 * time.Second}}}
+		entra: &entra{hc: &http.Client{Timeout: 5 * time.Second}, imds: &http.Client{Timeout: 5 * time.Second}}}
 }
 
 // TestEntraSources: a token from the managed identity's metadata service, from a service
@@ -102,6 +102,22 @@ func TestEntraSources(t *testing.T) {
 		_, err := entraClient(blobServer(t, "CLI").URL).Stat(ctx, "p/x")
 		require.NoError(t, err)
 	})
+	t.Run("a source that fails", func(t *testing.T) {
+		noSources(t)
+		idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, `{"error":"temporarily_unavailable"}`, http.StatusServiceUnavailable)
+		}))
+		defer idp.Close()
+		t.Setenv("AZURE_AUTHORITY_HOST", idp.URL)
+		t.Setenv("AZURE_TENANT_ID", "tenant")
+		t.Setenv("AZURE_CLIENT_ID", "app")
+		t.Setenv("AZURE_CLIENT_SECRET", "s3cret")
+		c := entraClient(blobServer(t, "SP").URL)
+		_, err := c.Stat(ctx, "p/x")
+		require.ErrorContains(t, err, "no Microsoft Entra ID token")
+		assert.NotContains(t, err.Error(), "s3cret")
+		assert.Equal(t, 0, c.Answer(err).Status, "no answer from the store: retried")
+	})
 	t.Run("none", func(t *testing.T) {
 		noSources(t)
 		c := entraClient(blobServer(t, "X").URL)
@@ -113,4 +129,21 @@ func TestEntraSources(t *testing.T) {
 		assert.Contains(t, a.Hint, "AZURE_STORAGE_KEY")
 		assert.Contains(t, a.Hint, "no credentials found")
 	})
+}
+
+// TestCLIExpiry: the Azure CLI's expiry, in Unix seconds (2.54 and later) or in local time
+// (older), or neither (kept 6 minutes).
+func TestCLIExpiry(t *testing.T) {
+	at := time.Now().Add(7 * time.Minute).Truncate(time.Second)
+	_, exp, err := cliToken([]byte(`{"accessToken":"a","expires_on":` + strconv.FormatInt(at.Unix(), 10) + `}`))
+	require.NoError(t, err)
+	assert.True(t, exp.Equal(at))
+	_, exp, err = cliToken([]byte(`{"accessToken":"a","expiresOn":"` + at.Local().Format("2006-01-02 15:04:05.000000") + `"}`))
+	require.NoError(t, err)
+	assert.True(t, exp.Equal(at), "%v, want %v", exp, at)
+	_, exp, err = cliToken([]byte(`{"accessToken":"a"}`))
+	require.NoError(t, err)
+	assert.Less(t, time.Until(exp), 7*time.Minute)
+	_, _, err = cliToken([]byte(`{}`))
+	require.Error(t, err)
 }
