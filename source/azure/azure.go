@@ -384,7 +384,7 @@ const maxPut = 5000 << 20
 
 func (c *client) Put(ctx context.Context, key string, r io.ReadSeeker, size int64) error {
 	if size > maxPut {
-		return fmt.Errorf("%s: %w: a file of %d bytes is over the 5000 MiB one Put Blob writes; pack with a smaller %s", c.URL(key), objstore.ErrReadOnly, size, optname.Flag("block-size"))
+		return fmt.Errorf("%s: %w: a file of %d bytes is over the 5000 MiB one Put Blob writes; pack with a smaller %s", c.URL(key), objstore.ErrTooLarge, size, optname.Flag("block-size"))
 	}
 	if _, err := r.Seek(0, io.SeekStart); err != nil { // a retry sends it all again
 		return err

@@ -22,7 +22,8 @@ type Client interface {
 	// store cannot list.
 	List(ctx context.Context, prefix string, fn func(Object) error) error
 	// Put stores the size bytes of r as the object key (r may be read again on a retry: an
-	// io.ReadSeeker); ErrReadOnly where the store takes no writes.
+	// io.ReadSeeker); ErrReadOnly where the store takes no writes, ErrTooLarge where not one
+	// of this size.
 	Put(ctx context.Context, key string, r io.ReadSeeker, size int64) error
 	// Remove deletes the object key; a missing one is not an error.
 	Remove(ctx context.Context, key string) error
@@ -72,4 +73,5 @@ const (
 var (
 	ErrNoListing = errors.New("the store cannot list objects")
 	ErrReadOnly  = errors.New("the store is read-only")
+	ErrTooLarge  = errors.New("too large for the store")
 )

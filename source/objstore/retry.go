@@ -201,7 +201,7 @@ func (s *Store) retryFor(ctx context.Context, how source.Read, limit, stall time
 		err := fn(a.ctx, a.progress)
 		why := a.end(ctx)
 		s.slots.Release()
-		if errors.Is(err, ErrNoListing) || errors.Is(err, ErrReadOnly) {
+		if cannot(err) {
 			return err // what the store cannot do: no request was made, nothing heard
 		}
 		s.ctr.requests.Add(1)
@@ -249,7 +249,7 @@ func (s *Store) retryFor(ctx context.Context, how source.Read, limit, stall time
 // refused connection, a timeout, a stall, a truncated body). A missing object, a changed
 // version, a bad range or a refusal are final, and so is what the store cannot do.
 func retryable(err error, a Answer) bool {
-	if errors.Is(err, ErrReadOnly) || errors.Is(err, ErrNoListing) {
+	if cannot(err) {
 		return false
 	}
 	switch {
@@ -259,4 +259,10 @@ func retryable(err error, a Answer) bool {
 		return a.Kind == Other // no answer from the store
 	}
 	return a.Status >= 500 || a.Status == http.StatusTooManyRequests || a.Status == http.StatusRequestTimeout
+}
+
+// cannot reports whether err is what the store cannot do (list, take writes, take an object
+// of this size): no request made, nothing a retry mends.
+func cannot(err error) bool {
+	return errors.Is(err, ErrNoListing) || errors.Is(err, ErrReadOnly) || errors.Is(err, ErrTooLarge)
 }

@@ -295,7 +295,7 @@ func (s *Store) BlocksOf(t source.Table) *Blocks {
 // for refused credentials, and otherwise source.ErrUnavailable with the store's words. The
 // message names the object, unless key is "" (the caller names it).
 func (s *Store) describe(err error, key string) error {
-	if errors.Is(err, source.ErrCorrupt) || errors.Is(err, source.ErrChanged) || errors.Is(err, ErrReadOnly) || errors.Is(err, ErrNoListing) {
+	if errors.Is(err, source.ErrCorrupt) || errors.Is(err, source.ErrChanged) || cannot(err) {
 		return err
 	}
 	name := ""
