@@ -132,7 +132,7 @@ var schema = []Option{
 			return nil
 		}},
 	{Name: "index", Type: Path, Default: "", Scope: PerMount, Group: GroupMount,
-		Help: "shards served in place (a folder, glob or s3:// prefix of .tar or .tfrecord files): keep their index in this directory (made at the first mount, again when the shards change); default: under the user's cache directory",
+		Help: "shards served in place (a folder, glob or s3://, gs:// or az:// prefix of .tar or .tfrecord files): keep their index in this directory (made at the first mount, again when the shards change); default: under the user's cache directory",
 		set:  func(o *Options, s string) error { o.Index = s; return nil }},
 	{Name: "epochs", Type: Uint, Default: strconv.Itoa(bfs.DefaultEpochs), Scope: PerMount, Group: GroupMount,
 		Help: "epoch files listed by ls (any epoch number can be opened)",

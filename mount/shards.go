@@ -49,7 +49,7 @@ func shardFormat(src string, names []string) (string, error) {
 	return format, nil
 }
 
-// ListShards returns the shards at src (a folder, a quoted glob or an s3:// prefix), sorted by
+// ListShards returns the shards at src (a folder, a quoted glob or a store's prefix), sorted by
 // name, their format (infiles.WebDataset or infiles.TFRecord) and the location their names
 // are relative to: what an Indexer indexes.
 func ListShards(ctx context.Context, src string, s3opt objstore.Options) (string, string, []infiles.Shard, error) {
@@ -126,7 +126,7 @@ func commonDir(paths []string) string {
 	return dir
 }
 
-// listRemoteShards lists the shards under an s3:// prefix.
+// listRemoteShards lists the shards under a store's prefix (s3://, gs://, az://: one that lists).
 func listRemoteShards(ctx context.Context, src string, s3opt objstore.Options) (string, string, []infiles.Shard, error) {
 	st, err := stores.Open(src, s3opt)
 	if err != nil {
@@ -201,7 +201,7 @@ func shardsBackend(ix *layout.ShardsIndex, s3opt objstore.Options) (layout.Shard
 }
 
 // IsShards reports whether data names shards to serve in place: a folder of nothing but
-// .tar or .tfrecord files, or a glob of them. (An s3:// prefix is asked by RemoteShards.)
+// .tar or .tfrecord files, or a glob of them. (A store's prefix is asked by RemoteShards.)
 func IsShards(data string) bool {
 	if _, _, ok := infiles.DetectShards(data); ok {
 		return true
@@ -217,7 +217,7 @@ func IsShards(data string) bool {
 	return err == nil
 }
 
-// RemoteShards reports whether the s3:// prefix url holds shards and no dataset.
+// RemoteShards reports whether the store prefix url holds shards and no dataset.
 func RemoteShards(url string, s3opt objstore.Options) bool {
 	st, err := stores.Open(url, s3opt)
 	if err != nil {
@@ -438,7 +438,7 @@ func withFields(opt Options) (*layout.FieldsManifest, *shardsData, error) {
 	case ShardsIndex, Shards:
 	default:
 		if opt.Index != "" {
-			return nil, nil, Usagef("%s is for shards served in place (.tar, .tfrecord); %s is not a folder, glob or s3:// prefix of them", optname.Flag("index"), opt.Data)
+			return nil, nil, Usagef("%s is for shards served in place (.tar, .tfrecord); %s is not a folder, glob or store prefix (s3://, gs://, az://) of them", optname.Flag("index"), opt.Data)
 		}
 		return nil, nil, nil
 	}

@@ -24,7 +24,7 @@ func newIndex() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "index [--part I/N] SHARDS OUT | index --merge OUT",
 		Short: "Index WebDataset or TFRecord shards to serve them in place",
-		Long: `index reads every shard of SHARDS once (a folder, a quoted glob or an s3:// prefix of WebDataset
+		Long: `index reads every shard of SHARDS once (a folder, a quoted glob or an s3://, gs:// or az:// prefix of WebDataset
 .tar shards or TFRecord files), checking tar header checksums and TFRecord CRCs, and writes into the
 directory OUT where each sample's values are. blockfs mount OUT MNT (or blockfs mount SHARDS MNT,
 which indexes on its first mount) then serves the shards as pack would have made of them, samples
@@ -90,7 +90,7 @@ coordination); index --merge OUT, once every part is there, writes OUT's index o
 	return c
 }
 
-// indexShards indexes the shards at src (a folder, a quoted glob or an s3:// prefix) into the
+// indexShards indexes the shards at src (a folder, a quoted glob or a store's prefix) into the
 // directory out, or part's share of them into out/parts/ (part nil: all of them).
 func indexShards(src, out string, part *pack.Part, opt pack.IndexOptions, so mount.Options) (*layout.ShardsIndex, error) {
 	ctx := context.Background()

@@ -3,6 +3,7 @@
 // in AZ_CONN:
 //   node azblob.js mkcontainer NAME
 //   node azblob.js get CONTAINER NAME FILE      (the blob's bytes into FILE)
+//   node azblob.js put CONTAINER NAME FILE      (FILE's bytes as the blob)
 //   node azblob.js flip CONTAINER PREFIX        (every blob under PREFIX again, a byte a third
 //                                                of the way in changed: same size, new ETag)
 const { BlobServiceClient } = require('@azure/storage-blob');
@@ -16,6 +17,9 @@ async function main(cmd, a, b, c) {
       return;
     case 'get':
       await ct.getBlobClient(b).downloadToFile(c);
+      return;
+    case 'put':
+      await ct.getBlockBlobClient(b).uploadFile(c);
       return;
     case 'flip': {
       let n = 0;

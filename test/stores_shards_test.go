@@ -1,0 +1,59 @@
+package test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestStoresShardsInPlace: WebDataset shards in gs:// (fake-gcs-server) and az:// (Azurite,
+// uploaded by Microsoft's SDK) served in place, as from s3:// (TestS3ShardsInPlace):
+// indexed by blockfs index from the store's listing, the index mounted, and the prefix
+// mounted with an automatic index; every sample of epochs 0 and 1 is the shards' bytes.
+func TestStoresShardsInPlace(t *testing.T) {
+	requireFUSE(t)
+	dir := t.TempDir()
+	glob, samples := writeShards(t, dir, 600, 200)
+	paths, err := filepath.Glob(glob)
+	require.NoError(t, err)
+	wds := func(id uint64, f string) []byte { return samples[id][f] }
+	fields := []string{"jpg", "cls", "json"}
+	for _, c := range []struct {
+		name string
+		up   func(t *testing.T) (string, string) // uploads the shards: the prefix's URL, --endpoint
+	}{
+		{"gs", func(t *testing.T) (string, string) {
+			srv := startGCS(t, "data")
+			for _, p := range paths {
+				b, err := os.ReadFile(p)
+				require.NoError(t, err)
+				srv.put("data", "wds/"+filepath.Base(p), b)
+			}
+			return "gs://data/wds", "--endpoint=" + srv.endpoint()
+		}},
+		{"az", func(t *testing.T) (string, string) {
+			srv := startAzurite(t, "data")
+			for _, p := range paths {
+				srv.sdk("put", "data", "wds/"+filepath.Base(p), p)
+			}
+			return "az://devstoreaccount1/data/wds", "--endpoint=" + srv.endpoint()
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			url, ep := c.up(t)
+			idx := filepath.Join(t.TempDir(), "idx")
+			out := mustRun(t, "index", ep, "--block-size", "64KiB", url+"/", idx)
+			assert.Contains(t, out, fmt.Sprintf("600 samples of %d webdataset shards", len(paths)))
+			m := mount(t, idx, ep, "--seed", "2", "--cache-size", "64MiB")
+			checkSampleEpochs(t, m, []int{0, 1}, fields, wds, 600)
+			m.stop()
+			mi := mount(t, url, ep, "--index", filepath.Join(t.TempDir(), "ix"), "--cache-size", "64MiB")
+			checkSampleEpochs(t, mi, []int{0, 1}, fields, wds, 600)
+			mi.stop()
+		})
+	}
+}
