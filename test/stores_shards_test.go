@@ -57,3 +57,35 @@ func TestStoresShardsInPlace(t *testing.T) {
 		})
 	}
 }
+
+// TestStoresPackParts: a pack in parts into gs:// and az:// (three parts, one of them run
+// twice), merged in the store, verifies and serves every record once, as into s3://
+// (TestPackPartsS3).
+func TestStoresPackParts(t *testing.T) {
+	requireFUSE(t)
+	dir, _, records := partsInputs(t, 500, 700, 300, 9)
+	glob := filepath.Join(dir, "in-*.raw")
+	for _, c := range []struct {
+		name string
+		at   func(t *testing.T) (string, string)
+	}{
+		{"gs", func(t *testing.T) (string, string) {
+			return "gs://data/in-parts", "--endpoint=" + startGCS(t, "data").endpoint()
+		}},
+		{"az", func(t *testing.T) (string, string) {
+			return "az://devstoreaccount1/data/in-parts", "--endpoint=" + startAzurite(t, "data").endpoint()
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			url, ep := c.at(t)
+			flags := []string{ep, "--format", "raw", "--record-size", fmt.Sprint(partsRecord), "--block-size", "16KiB", "--seed", "8"}
+			packPartsCLI(t, []string{glob}, url, 3, flags...)
+			mustRun(t, append(append([]string{"pack", "--part", "1/3", "--quiet"}, flags...), glob, url)...) // a part run again
+			require.Contains(t, mustRun(t, "pack", "--merge", ep, url), "merged 3 parts")
+			require.Contains(t, mustRun(t, "verify", ep, url), url+": ok")
+			m := mount(t, url, ep, "--seed", "4")
+			checkEpoch(t, m, "epoch-0000", records)
+			checkEpoch(t, m, "epoch-0001", records)
+		})
+	}
+}
