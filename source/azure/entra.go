@@ -32,12 +32,13 @@ type entra struct {
 	hc   *http.Client // bounded: a token service that never answers must not hold requests
 	imds *http.Client // the metadata service's: no proxy (it is not reached through one)
 
-	mu    sync.Mutex
-	tok   string
-	exp   time.Time
-	from  string    // which source gave it, for messages
-	err   error     // why none did, at the last try
-	tried time.Time // when the sources were last tried and gave none
+	mu       sync.Mutex
+	tok      string
+	exp      time.Time
+	from     string        // which source gave it, for messages
+	err      error         // why none did, at the last try
+	tried    time.Time     // when the sources were last tried and gave none
+	fetching chan struct{} // closed when the fetch under way ends; nil: none
 }
 
 // retryNone is how long a machine where no source gave a token goes anonymous before the
@@ -46,18 +47,60 @@ const retryNone = time.Minute
 
 // token returns a token, fetching one when none is kept or it expires within 5 minutes; ""
 // when no source is here (requests then go anonymous). A source that is here and fails is an
-// error, which the request's retries try again (a token still valid is used meanwhile). The
-// fetch does not end with the request that started it (its own time limits bound it).
+// error, which the request's retries try again (a token still valid is used meanwhile). One
+// fetch at a time, under its own time limits and not the context of the request that started
+// it; the others wait for it only as long as their own context lets them, and use a token
+// still valid rather than wait.
 func (e *entra) token(ctx context.Context) (string, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.tok != "" && time.Until(e.exp) > 5*time.Minute {
-		return e.tok, nil
+	for {
+		e.mu.Lock()
+		switch {
+		case e.tok != "" && time.Until(e.exp) > 5*time.Minute:
+			defer e.mu.Unlock()
+			return e.tok, nil
+		case e.tok == "" && !e.tried.IsZero() && time.Since(e.tried) < retryNone:
+			e.mu.Unlock()
+			return "", nil
+		case e.fetching != nil && e.tok != "" && time.Until(e.exp) > 0:
+			defer e.mu.Unlock()
+			return e.tok, nil
+		case e.fetching != nil:
+			wait := e.fetching
+			e.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		e.fetching = done
+		e.mu.Unlock()
+		tok, exp, from, err := e.fetchAny(context.WithoutCancel(ctx))
+		e.mu.Lock()
+		e.fetching = nil
+		close(done)
+		defer e.mu.Unlock()
+		e.err = err
+		switch {
+		case tok != "":
+			e.tok, e.exp, e.from = tok, exp, from
+			return tok, nil
+		case err == nil: // no source here: anonymous, and the sources asked again in a while
+			e.tok, e.tried = "", time.Now()
+			return "", nil
+		case e.tok != "" && time.Until(e.exp) > 0:
+			return e.tok, nil // the refresh failed: the token kept is still good
+		}
+		e.tok = ""
+		return "", fmt.Errorf("no Microsoft Entra ID token: %w", err)
 	}
-	if e.tok == "" && !e.tried.IsZero() && time.Since(e.tried) < retryNone {
-		return "", nil
-	}
-	ctx = context.WithoutCancel(ctx)
+}
+
+// fetchAny asks the sources in turn and returns the first token, with its expiry and which
+// source gave it; no token and no error when no source is here.
+func (e *entra) fetchAny(ctx context.Context) (string, time.Time, string, error) {
 	var errs []error
 	for _, src := range []struct {
 		name string
@@ -69,23 +112,13 @@ func (e *entra) token(ctx context.Context) (string, error) {
 	} {
 		tok, exp, err := src.get(ctx)
 		if err == nil {
-			e.tok, e.exp, e.from, e.err = tok, exp, src.name, nil
-			return tok, nil
+			return tok, exp, src.name, nil
 		}
 		if !errors.Is(err, errNotHere) {
 			errs = append(errs, fmt.Errorf("%s: %w", src.name, err))
 		}
 	}
-	e.err = errors.Join(errs...)
-	if e.err == nil { // no source here: anonymous, and the sources asked again in a while
-		e.tok, e.tried = "", time.Now()
-		return "", nil
-	}
-	if e.tok != "" && time.Until(e.exp) > 0 {
-		return e.tok, nil // the refresh failed: the token kept is still good
-	}
-	e.tok = ""
-	return "", fmt.Errorf("no Microsoft Entra ID token: %w", e.err)
+	return "", time.Time{}, "", errors.Join(errs...)
 }
 
 // errNotHere: a source that this machine does not have (no variables, no metadata service,

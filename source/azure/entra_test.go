@@ -147,3 +147,39 @@ func TestCLIExpiry(t *testing.T) {
 	_, _, err = cliToken([]byte(`{}`))
 	require.Error(t, err)
 }
+
+// TestEntraOneFetch: requests at once share one fetch; a request whose context ends while it
+// waits for the fetch returns then, not when the fetch does.
+func TestEntraOneFetch(t *testing.T) {
+	noSources(t)
+	var calls atomic.Int32
+	release := make(chan struct{})
+	imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		<-release
+		fmt.Fprintf(w, `{"access_token":"MI","expires_in":"3600"}`)
+	}))
+	defer imds.Close()
+	t.Setenv("AZURE_POD_IDENTITY_AUTHORITY_HOST", imds.URL)
+	e := entraClient("http://127.0.0.1:1").entra
+	e.imds = &http.Client{Timeout: 10 * time.Second}
+	got := make(chan string, 8)
+	for range 8 {
+		go func() {
+			tok, _ := e.token(context.Background())
+			got <- tok
+		}()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	time.Sleep(50 * time.Millisecond) // the fetch is under way
+	start := time.Now()
+	_, err := e.token(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), time.Second)
+	close(release)
+	for range 8 {
+		assert.Equal(t, "MI", <-got)
+	}
+	assert.Equal(t, int32(1), calls.Load())
+}
