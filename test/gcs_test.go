@@ -3,16 +3,12 @@ package test
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -140,64 +136,26 @@ func TestGCSMountMatchesLocal(t *testing.T) {
 	dir := t.TempDir()
 	raw, folder := s3Sources(t, dir, 6000, 300)
 	ep := "--endpoint=" + srv.endpoint()
-	for _, c := range []struct {
-		name  string
-		src   string
-		flags []string
-		mount []string
-		files []string
-	}{
-		{"fixed", raw, []string{"--format", "raw", "--record-size", "1000", "--block-size", "256KiB", "--seed", "5"}, nil,
-			[]string{"epoch-0000.ids", "shard-1-of-3/epoch-0002"}},
-		{"files-z", folder, []string{"--block-size", "128KiB", "--seed", "9", "--compress", "zstd"},
-			[]string{"--disk-cache", filepath.Join(dir, "dc")}, []string{"epoch-0000.offsets", ".blockfs/names.txt"}},
-	} {
+	for _, c := range storePacks(raw, folder, dir) {
 		t.Run(c.name, func(t *testing.T) {
 			local, u := filepath.Join(dir, c.name), "gs://data/sets/"+c.name
-			mustRun(t, append(append([]string{"pack", "--quiet"}, c.flags...), c.src, local)...)
-			mustRun(t, append(append([]string{"pack", "--quiet", ep}, c.flags...), c.src, u)...)
-			_, errs, code := run(t, append(append([]string{"pack", "--quiet", ep}, c.flags...), c.src, u)...)
-			require.Equal(t, 1, code, errs)
-			require.Contains(t, errs, "--force")
-			mustRun(t, append(append([]string{"pack", "--quiet", "--force", ep}, c.flags...), c.src, u)...)
-			require.Contains(t, mustRun(t, "verify", ep, u), u+": ok")
-			require.Equal(t, strings.ReplaceAll(mustRun(t, "info", local), local, u), mustRun(t, "info", ep, u))
-			ml := mount(t, local, "--seed", "3")
-			mr := mount(t, u, append([]string{ep, "--seed", "3"}, c.mount...)...)
-			for _, name := range append([]string{"epoch-0000", "epoch-0001", "epoch-0007"}, c.files...) {
-				want, err := os.ReadFile(ml.path(name))
-				require.NoError(t, err, name)
-				require.NotEmpty(t, want, name)
-				got, err := os.ReadFile(mr.path(name))
-				require.NoError(t, err, name)
-				require.True(t, slices.Equal(want, got), "%s differs between the local and the gs:// mount", name)
-			}
+			packToStore(t, c, local, u, ep)
+			storeMatchesLocal(t, c, local, u, ep)
 		})
 	}
-
-	// Every block object rewritten under a mount (a new generation, other bytes of the same
-	// size): EIO, never the new bytes.
-	local := filepath.Join(dir, "fixed")
-	logPath := filepath.Join(dir, "gcs.log")
-	ml := mount(t, local, "--seed", "1")
-	mr := mount(t, "gs://data/sets/fixed", ep, "--seed", "1", "--cache-size", "4MiB", "--readahead", "512KiB", "--log", logPath)
-	want, err := os.ReadFile(ml.path("epoch-0002"))
-	require.NoError(t, err)
-	keys := srv.objects("data", "sets/fixed/blocks/")
-	require.NotEmpty(t, keys)
-	for _, k := range keys {
-		b := srv.get("data", k)
-		b[len(b)/3] ^= 0xff
-		srv.put("data", k, b)
-	}
-	require.NotZero(t, readAllOrEIO(t, mr.path("epoch-0002"), want, 1<<20))
-	logText, _ := os.ReadFile(logPath)
-	require.Contains(t, string(logText), "changed under the mount")
+	// Every block object rewritten under a mount: a new generation.
+	replacedUnderMount(t, filepath.Join(dir, "fixed"), "gs://data/sets/fixed", []string{ep}, func() {
+		keys := srv.objects("data", "sets/fixed/blocks/")
+		require.NotEmpty(t, keys)
+		for _, k := range keys {
+			b := srv.get("data", k)
+			b[len(b)/3] ^= 0xff
+			srv.put("data", k, b)
+		}
+	})
 }
 
-// TestGCSFaults: the emulator behind the tests' fault proxy: 503s, resets and cut bodies are
-// retried to the exact bytes; an emulator that stops answering gives EIO in bounded time, and
-// the reads after it recovers get every byte.
+// TestGCSFaults: the emulator behind the tests' fault proxy (checkStoreFaults).
 func TestGCSFaults(t *testing.T) {
 	requireFUSE(t)
 	srv := startGCS(t, "data")
@@ -209,43 +167,5 @@ func TestGCSFaults(t *testing.T) {
 	local := filepath.Join(dir, "local")
 	mustRun(t, append(append([]string{"pack", "--quiet"}, flags...), raw, local)...)
 	mustRun(t, append(append([]string{"pack", "--quiet", ep}, flags...), raw, "gs://data/faults")...)
-	ml := mount(t, local, "--seed", "1")
-	mr := mount(t, "gs://data/faults", ep, "--seed", "1", "--cache-size", "4MiB", "--readahead", "512KiB",
-		"--s3-concurrency", "2", "--s3-timeout", "2s", "--s3-stall-timeout", "1s", "--s3-retries", "3", "--log", filepath.Join(dir, "gcs.log"))
-	want := func(name string) []byte {
-		b, err := os.ReadFile(ml.path(name))
-		require.NoError(t, err)
-		return b
-	}
-	const chunk = 1 << 20
-	require.Zero(t, readAllOrEIO(t, mr.path("epoch-0000"), want("epoch-0000"), chunk))
-	for i, fault := range []struct {
-		name string
-		c    *atomic.Int64
-		n    int64
-	}{
-		{"503s", &proxy.err503, 3},
-		{"resets", &proxy.reset, 3},
-		{"truncated bodies", &proxy.truncate, 3},
-		{"a damaged body", &proxy.flip, 1},
-	} {
-		fault.c.Store(fault.n)
-		name := fmt.Sprintf("epoch-%04d", i+1)
-		require.Zero(t, readAllOrEIO(t, mr.path(name), want(name), chunk), fault.name)
-		require.Zero(t, fault.c.Load(), "%s: the faults were not all met (nothing read from the store?)", fault.name)
-		proxy.clear()
-	}
-	name := "epoch-0006"
-	w := want(name)
-	proxy.hang.Store(-1)
-	f, err := os.Open(mr.path(name))
-	require.NoError(t, err)
-	start := time.Now()
-	_, err = f.ReadAt(make([]byte, chunk), 0)
-	took := time.Since(start)
-	f.Close()
-	require.ErrorIs(t, err, syscall.EIO, "an emulator that never answers")
-	require.Less(t, took, 30*time.Second, "EIO took %v", took)
-	proxy.clear()
-	require.Zero(t, readAllOrEIO(t, mr.path(name), w, chunk), "after recovery")
+	checkStoreFaults(t, mount(t, local, "--seed", "1"), mount(t, "gs://data/faults", append([]string{ep}, faultsFlags...)...), proxy)
 }

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -68,30 +67,16 @@ func TestWebMountMatchesLocal(t *testing.T) {
 	base := startWeb(t, srv)
 
 	for _, c := range []struct {
-		name   string
+		storePack
 		noETag bool
-		flags  []string
-		files  []string
 	}{
-		{"fixed", false, nil, []string{"epoch-0000.ids", "shard-1-of-3/epoch-0002"}},
-		{"files", true, nil, []string{"epoch-0000.offsets", "epoch-0001.ids", ".blockfs/names.txt"}},
-		{"files-z", false, []string{"--disk-cache", filepath.Join(dir, "dc")}, []string{"epoch-0000.offsets"}},
+		{storePack{name: "fixed", files: []string{"epoch-0000.ids", "shard-1-of-3/epoch-0002"}}, false},
+		{storePack{name: "files", files: []string{"epoch-0000.offsets", "epoch-0001.ids", ".blockfs/names.txt"}}, true},
+		{storePack{name: "files-z", mount: []string{"--disk-cache", filepath.Join(dir, "dc")}, files: []string{"epoch-0000.offsets"}}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv.noETag.Store(c.noETag)
-			local, url := filepath.Join(sets, c.name), base+"/sets/"+c.name
-			require.Contains(t, mustRun(t, "verify", url), url+": ok")
-			require.Equal(t, strings.ReplaceAll(mustRun(t, "info", local), local, url), mustRun(t, "info", url))
-			ml := mount(t, local, "--seed", "3")
-			mr := mount(t, url, append([]string{"--seed", "3"}, c.flags...)...)
-			for _, name := range append([]string{"epoch-0000", "epoch-0001", "epoch-0007"}, c.files...) {
-				want, err := os.ReadFile(ml.path(name))
-				require.NoError(t, err, name)
-				require.NotEmpty(t, want, name)
-				got, err := os.ReadFile(mr.path(name))
-				require.NoError(t, err, name)
-				require.True(t, slices.Equal(want, got), "%s differs between the local and the web mount", name)
-			}
+			ml, mr := storeMatchesLocal(t, c.storePack, filepath.Join(sets, c.name), base+"/sets/"+c.name)
 			sum := func(p string) string {
 				return strings.Fields(sh(t, "dd if="+p+" bs=1M status=none | sha256sum"))[0]
 			}
@@ -106,29 +91,23 @@ func TestWebMountMatchesLocal(t *testing.T) {
 	require.Equal(t, 1, strings.Count(strings.TrimSpace(errs), "\n")+1, errs)
 	require.NoDirExists(t, filepath.Join(sets, "new"))
 
-	// A block replaced under the mount with other bytes of its size: EIO, never the new bytes.
+	// A block replaced under the mount with other bytes of its size (and a later mtime).
 	srv.noETag.Store(false)
-	local, url := filepath.Join(sets, "fixed"), base+"/sets/fixed"
-	logPath := filepath.Join(dir, "web.log")
-	ml := mount(t, local, "--seed", "1")
-	mr := mount(t, url, "--seed", "1", "--cache-size", "4MiB", "--readahead", "512KiB", "--log", logPath)
-	want, err := os.ReadFile(ml.path("epoch-0002"))
-	require.NoError(t, err)
+	local := filepath.Join(sets, "fixed")
 	blocks, err := filepath.Glob(filepath.Join(local, "blocks", "*"))
 	require.NoError(t, err)
 	require.NotEmpty(t, blocks)
 	saved := map[string][]byte{}
-	for _, b := range blocks {
-		data, err := os.ReadFile(b)
-		require.NoError(t, err)
-		saved[b] = slices.Clone(data)
-		data[len(data)/3] ^= 0xff
-		require.NoError(t, os.WriteFile(b, data, 0o644))
-		require.NoError(t, os.Chtimes(b, time.Now(), time.Now().Add(time.Hour)))
-	}
-	require.NotZero(t, readAllOrEIO(t, mr.path("epoch-0002"), want, 1<<20))
-	logText, _ := os.ReadFile(logPath)
-	require.Contains(t, string(logText), "changed under the mount")
+	replacedUnderMount(t, local, base+"/sets/fixed", nil, func() {
+		for _, b := range blocks {
+			data, err := os.ReadFile(b)
+			require.NoError(t, err)
+			saved[b] = slices.Clone(data)
+			data[len(data)/3] ^= 0xff
+			require.NoError(t, os.WriteFile(b, data, 0o644))
+			require.NoError(t, os.Chtimes(b, time.Now(), time.Now().Add(time.Hour)))
+		}
+	})
 	for b, data := range saved {
 		require.NoError(t, os.WriteFile(b, data, 0o644))
 	}
@@ -150,47 +129,8 @@ func TestWebFaults(t *testing.T) {
 	proxy := startProxy(t, strings.TrimPrefix(ts.URL, "http://"))
 	url := proxy.endpoint() + "/faults"
 
-	ml := mount(t, local, "--seed", "1")
 	logPath := filepath.Join(dir, "web.log")
-	mr := mount(t, url, "--seed", "1", "--cache-size", "4MiB", "--readahead", "512KiB",
-		"--s3-concurrency", "2", "--s3-timeout", "2s", "--s3-stall-timeout", "1s", "--s3-retries", "3", "--log", logPath)
-	want := func(name string) []byte {
-		b, err := os.ReadFile(ml.path(name))
-		require.NoError(t, err)
-		return b
-	}
-	const chunk = 1 << 20
-	require.Zero(t, readAllOrEIO(t, mr.path("epoch-0000"), want("epoch-0000"), chunk))
-	for i, fault := range []struct {
-		name string
-		c    *atomic.Int64
-		n    int64
-	}{
-		{"503s", &proxy.err503, 3},
-		{"resets", &proxy.reset, 3},
-		{"truncated bodies", &proxy.truncate, 3},
-		{"a damaged body", &proxy.flip, 1},
-	} {
-		fault.c.Store(fault.n)
-		name := "epoch-000" + string(rune('1'+i))
-		require.Zero(t, readAllOrEIO(t, mr.path(name), want(name), chunk), fault.name)
-		require.Zero(t, fault.c.Load(), "%s: the faults were not all met (nothing read from the server?)", fault.name)
-		proxy.clear()
-	}
-
-	name := "epoch-0006"
-	w := want(name)
-	proxy.hang.Store(-1)
-	f, err := os.Open(mr.path(name))
-	require.NoError(t, err)
-	start := time.Now()
-	_, err = f.ReadAt(make([]byte, chunk), 0)
-	took := time.Since(start)
-	f.Close()
-	require.ErrorIs(t, err, syscall.EIO, "a server that never answers")
-	require.Less(t, took, 30*time.Second, "EIO took %v", took)
-	proxy.clear()
-	require.Zero(t, readAllOrEIO(t, mr.path(name), w, chunk), "after recovery")
+	checkStoreFaults(t, mount(t, local, "--seed", "1"), mount(t, url, append(slices.Clone(faultsFlags), "--log", logPath)...), proxy)
 	logText, _ := os.ReadFile(logPath)
 	require.Contains(t, string(logText), "unavailable")
 }

@@ -39,21 +39,11 @@ const apiVersion = "2021-08-06"
 // Open returns the store of the dataset at rawURL (az://ACCOUNT/CONTAINER/PREFIX). It does no
 // I/O.
 func Open(rawURL string, opt objstore.Options) (*objstore.Store, error) {
-	rest, ok := strings.CutPrefix(rawURL, Scheme)
-	if !ok {
-		return nil, fmt.Errorf("%s: not an az:// URL", rawURL)
+	names, prefix, err := objstore.SplitURL(rawURL, "az://ACCOUNT/CONTAINER/PREFIX")
+	if err != nil {
+		return nil, err
 	}
-	parts := strings.SplitN(rest, "/", 3)
-	for len(parts) < 3 {
-		parts = append(parts, "")
-	}
-	account, container, prefix := parts[0], parts[1], strings.Trim(parts[2], "/")
-	switch {
-	case account == "" || container == "":
-		return nil, fmt.Errorf("%s: give az://ACCOUNT/CONTAINER/PREFIX", rawURL)
-	case strings.ContainsAny(account+container, " \\?#%") || strings.Contains(prefix, "//") || strings.Contains("/"+prefix+"/", "/../"):
-		return nil, fmt.Errorf("%s: not a valid account, container and prefix", rawURL)
-	}
+	account, container := names[0], names[1]
 	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
@@ -262,9 +252,6 @@ func anonymous(req *http.Request) bool {
 }
 
 func (c *client) Get(ctx context.Context, key string, off, n int64, tag string) (io.ReadCloser, int64, error) {
-	if n == 0 {
-		return io.NopCloser(strings.NewReader("")), 0, nil
-	}
 	req, err := c.request(ctx, http.MethodGet, key, nil, nil, 0)
 	if err != nil {
 		return nil, 0, err
@@ -277,20 +264,7 @@ func (c *client) Get(ctx context.Context, key string, off, n int64, tag string) 
 	if err != nil {
 		return nil, 0, err
 	}
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent {
-		defer resp.Body.Close()
-		return nil, 0, serviceError(resp)
-	}
-	if err := objstore.CheckRange(resp, off, n, ranged); err != nil {
-		resp.Body.Close()
-		return nil, 0, err
-	}
-	if et := resp.Header.Get("ETag"); tag != "" && et != "" && et != tag {
-		resp.Body.Close()
-		return nil, 0, &objstore.HTTPError{Status: http.StatusPreconditionFailed, Code: "ConditionNotMet",
-			What: fmt.Sprintf("GET %s: the blob is now ETag %s, not %s", c.URL(key), et, tag)}
-	}
-	return resp.Body, resp.ContentLength, nil
+	return objstore.Ranged(resp, off, n, ranged, tag, resp.Header.Get("ETag"), serviceError)
 }
 
 func (c *client) Stat(ctx context.Context, key string) (objstore.Object, error) {

@@ -142,7 +142,7 @@ func (e *entra) servicePrincipal(ctx context.Context) (string, time.Time, error)
 		return "", time.Time{}, err
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	return e.fetch(req)
+	return e.fetch(e.hc, req)
 }
 
 // managedIdentity asks the instance metadata service (AZURE_POD_IDENTITY_AUTHORITY_HOST
@@ -164,7 +164,7 @@ func (e *entra) managedIdentity(ctx context.Context) (string, time.Time, error) 
 		return "", time.Time{}, err
 	}
 	req.Header.Set("Metadata", "true")
-	tok, exp, err := e.fetchWith(e.imds, req)
+	tok, exp, err := e.fetch(e.imds, req)
 	var ne net.Error
 	if err != nil && ((errors.As(err, &ne) && ne.Timeout()) || ctx.Err() != nil ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH)) {
@@ -181,11 +181,8 @@ type tokenAnswer struct {
 	ExpiresOn   json.Number `json:"expires_on"`
 }
 
-// fetch sends a token request and reads its answer.
-func (e *entra) fetch(req *http.Request) (string, time.Time, error) { return e.fetchWith(e.hc, req) }
-
-// fetchWith is fetch through the client hc.
-func (e *entra) fetchWith(hc *http.Client, req *http.Request) (string, time.Time, error) {
+// fetch sends a token request through hc and reads its answer.
+func (e *entra) fetch(hc *http.Client, req *http.Request) (string, time.Time, error) {
 	resp, err := hc.Do(req)
 	if err != nil {
 		return "", time.Time{}, err

@@ -12,9 +12,10 @@ import (
 // order of an upload (manifest last) and the counters. A Client is safe for concurrent use,
 // retries nothing itself, and says what each failure was through Answer.
 type Client interface {
-	// Get returns the bytes [off, off+n) of the object key (n < 0: from off to its end) and
-	// how many the body holds, refused (an Answer of Changed) unless the object is still the
-	// version tag ("": any).
+	// Get returns the bytes [off, off+n) of the object key (n < 0: from off to its end; Store
+	// never asks for none) and how many the body holds, refused (an Answer of Changed) unless
+	// the object is still the version tag ("": any). A backend over net/http checks the
+	// answer with Ranged.
 	Get(ctx context.Context, key string, off, n int64, tag string) (io.ReadCloser, int64, error)
 	// Stat returns the object's size and version.
 	Stat(ctx context.Context, key string) (Object, error)

@@ -3,6 +3,7 @@ package objstore
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -136,6 +137,55 @@ func CheckRange(resp *http.Response, off, n int64, ranged bool) error {
 		return ResponseError(resp, "the server gave no Content-Length")
 	}
 	return nil
+}
+
+// Ranged takes the answer resp to a GET that SetRange made ranged or not: its body and length
+// when it holds [off, off+n) of the version tag, as the answer names it (version: "" where it
+// names none: a store that ignored the condition still says what it sent); else, with the body
+// closed, refused's error for a status other than 200 and 206 (nil: the status alone), or
+// what was wrong.
+func Ranged(resp *http.Response, off, n int64, ranged bool, tag, version string, refused func(*http.Response) error) (io.ReadCloser, int64, error) {
+	err := CheckRange(resp, off, n, ranged)
+	switch {
+	case resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent && refused != nil:
+		err = refused(resp)
+	case err == nil && tag != "" && version != "" && version != tag:
+		err = &HTTPError{Status: http.StatusPreconditionFailed,
+			What: fmt.Sprintf("GET %s: the object is now version %s, not %s", Bare(resp.Request.URL), version, tag)}
+	}
+	if err != nil {
+		resp.Body.Close()
+		return nil, 0, err
+	}
+	return resp.Body, resp.ContentLength, nil
+}
+
+// SplitURL splits a store's URL of the form SCHEME://NAME/.../PREFIX (form names them, as
+// "az://ACCOUNT/CONTAINER/PREFIX") into its names and its prefix (no leading or trailing '/'),
+// refusing a missing name, characters no bucket, account or container has, and a prefix
+// with "//" or "..".
+func SplitURL(rawURL, form string) ([]string, string, error) {
+	scheme, rest, _ := strings.Cut(form, "://")
+	labels := strings.Split(rest, "/")
+	n := len(labels) - 1
+	body, ok := strings.CutPrefix(rawURL, scheme+"://")
+	if !ok {
+		return nil, "", fmt.Errorf("%s: not a URL of the form %s", rawURL, form)
+	}
+	parts := strings.SplitN(body, "/", n+1)
+	for len(parts) < n+1 {
+		parts = append(parts, "")
+	}
+	names, prefix := parts[:n], strings.Trim(parts[n], "/")
+	for i, name := range names {
+		if name == "" {
+			return nil, "", fmt.Errorf("%s: no %s (give %s)", rawURL, strings.ToLower(labels[i]), form)
+		}
+	}
+	if strings.ContainsAny(strings.Join(names, ""), " \\?#%") || strings.Contains(prefix, "//") || strings.Contains("/"+prefix+"/", "/../") {
+		return nil, "", fmt.Errorf("%s: not a valid %s and prefix", rawURL, strings.ToLower(strings.Join(labels[:n], ", ")))
+	}
+	return names, prefix, nil
 }
 
 // rangeStart returns the first byte of a Content-Range: "bytes FIRST-LAST/SIZE".

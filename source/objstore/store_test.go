@@ -75,3 +75,28 @@ func TestRedirectsAndRanges(t *testing.T) {
 	require.ErrorContains(t, err, "ignores range requests")
 	require.NotContains(t, err.Error(), "secret")
 }
+
+func TestSplitURL(t *testing.T) {
+	names, prefix, err := SplitURL("az://acct/ctr/a/b/", "az://ACCOUNT/CONTAINER/PREFIX")
+	require.NoError(t, err)
+	require.Equal(t, []string{"acct", "ctr"}, names)
+	require.Equal(t, "a/b", prefix)
+	names, prefix, err = SplitURL("s3://b", "s3://BUCKET/PREFIX")
+	require.NoError(t, err)
+	require.Equal(t, []string{"b"}, names)
+	require.Equal(t, "", prefix)
+	for in, msg := range map[string]string{
+		"s3:///x":      "s3:///x: no bucket (give s3://BUCKET/PREFIX)",
+		"gs://b/p":     "not a URL of the form s3://",
+		"s3://b/a//c":  "not a valid bucket and prefix",
+		"s3://b/a/../": "not a valid bucket and prefix",
+		"s3://b c/p":   "not a valid bucket and prefix",
+	} {
+		_, _, err := SplitURL(in, "s3://BUCKET/PREFIX")
+		require.ErrorContains(t, err, msg, in)
+	}
+	_, _, err = SplitURL("az://acct", "az://ACCOUNT/CONTAINER/PREFIX")
+	require.ErrorContains(t, err, "no container")
+	_, _, err = SplitURL("az://a%2f/c/p", "az://ACCOUNT/CONTAINER/PREFIX")
+	require.ErrorContains(t, err, "not a valid account, container and prefix")
+}

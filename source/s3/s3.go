@@ -22,9 +22,6 @@ import (
 // Scheme is the prefix of a dataset URL: s3://BUCKET/PREFIX.
 const Scheme = "s3://"
 
-// IsURL reports whether s names an object store dataset.
-func IsURL(s string) bool { return strings.HasPrefix(s, Scheme) }
-
 // Location is a parsed s3:// URL.
 type Location struct {
 	Bucket string
@@ -33,19 +30,11 @@ type Location struct {
 
 // ParseURL parses s3://BUCKET[/PREFIX].
 func ParseURL(s string) (Location, error) {
-	if !IsURL(s) {
-		return Location{}, fmt.Errorf("%s: not an s3:// URL", s)
+	names, prefix, err := objstore.SplitURL(s, "s3://BUCKET/PREFIX")
+	if err != nil {
+		return Location{}, err
 	}
-	rest := strings.TrimPrefix(s, Scheme)
-	bucket, prefix, _ := strings.Cut(rest, "/")
-	prefix = strings.Trim(prefix, "/")
-	if bucket == "" {
-		return Location{}, fmt.Errorf("%s: no bucket (give s3://BUCKET/PREFIX)", s)
-	}
-	if strings.ContainsAny(bucket, " \\?#") || strings.Contains(prefix, "//") || strings.Contains("/"+prefix+"/", "/../") {
-		return Location{}, fmt.Errorf("%s: not a valid bucket and prefix", s)
-	}
-	return Location{Bucket: bucket, Prefix: prefix}, nil
+	return Location{Bucket: names[0], Prefix: prefix}, nil
 }
 
 // Open returns the store of the dataset at rawURL (s3://BUCKET/PREFIX). It does no I/O.
@@ -123,8 +112,6 @@ func (c *client) Get(ctx context.Context, key string, off, n int64, tag string) 
 		if err := opt.SetRange(off, off+n-1); err != nil {
 			return nil, 0, err
 		}
-	case n == 0:
-		return io.NopCloser(strings.NewReader("")), 0, nil
 	case off > 0:
 		if err := opt.SetRange(off, 0); err != nil {
 			return nil, 0, err

@@ -114,9 +114,6 @@ func (c *client) Stat(ctx context.Context, key string) (objstore.Object, error) 
 }
 
 func (c *client) Get(ctx context.Context, key string, off, n int64, tag string) (io.ReadCloser, int64, error) {
-	if n == 0 {
-		return io.NopCloser(strings.NewReader("")), 0, nil
-	}
 	req, err := c.request(ctx, http.MethodGet, key, tag)
 	if err != nil {
 		return nil, 0, err
@@ -126,25 +123,7 @@ func (c *client) Get(ctx context.Context, key string, off, n int64, tag string) 
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := checkGet(resp, off, n, ranged, tag); err != nil {
-		resp.Body.Close()
-		return nil, 0, err
-	}
-	return resp.Body, resp.ContentLength, nil
-}
-
-// checkGet checks that resp is the bytes asked for: [off, off+n) of the version tag.
-func checkGet(resp *http.Response, off, n int64, ranged bool, tag string) error {
-	if err := objstore.CheckRange(resp, off, n, ranged); err != nil {
-		return err
-	}
-	// A server that ignores If-Match or If-Unmodified-Since still names the version it sent.
-	if tag != "" {
-		if got := versionOf(resp.Header); got != "" && got != tag {
-			return &objstore.HTTPError{Status: http.StatusPreconditionFailed, What: fmt.Sprintf("GET %s: the object is now version %s, not %s", objstore.Bare(resp.Request.URL), got, tag)}
-		}
-	}
-	return nil
+	return objstore.Ranged(resp, off, n, ranged, tag, versionOf(resp.Header), nil)
 }
 
 func (c *client) List(context.Context, string, func(objstore.Object) error) error {

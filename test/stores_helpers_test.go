@@ -1,0 +1,135 @@
+package test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// What the tests of gs://, az:// and https:// ask of every store, written once.
+
+// storePack is one input the store tests pack, locally and into the store, and the mount's
+// files compared besides epochs 0, 1 and 7.
+type storePack struct {
+	name  string
+	src   string
+	flags []string // pack's
+	mount []string // the store mount's, besides --seed
+	files []string
+}
+
+// storePacks are fixed-size records, and variable ones compressed, mounted with a disk cache.
+func storePacks(raw, folder, dir string) []storePack {
+	return []storePack{
+		{"fixed", raw, []string{"--format", "raw", "--record-size", "1000", "--block-size", "256KiB", "--seed", "5"}, nil,
+			[]string{"epoch-0000.ids", "shard-1-of-3/epoch-0002"}},
+		{"files-z", folder, []string{"--block-size", "128KiB", "--seed", "9", "--compress", "zstd"},
+			[]string{"--disk-cache", filepath.Join(dir, "dc")}, []string{"epoch-0000.offsets", ".blockfs/names.txt"}},
+	}
+}
+
+// packToStore packs c into the directory local and into the store at u (ep: --endpoint=...):
+// a second pack there is refused without --force and replaces with it.
+func packToStore(t *testing.T, c storePack, local, u, ep string) {
+	t.Helper()
+	mustRun(t, append(append([]string{"pack", "--quiet"}, c.flags...), c.src, local)...)
+	mustRun(t, append(append([]string{"pack", "--quiet", ep}, c.flags...), c.src, u)...)
+	_, errs, code := run(t, append(append([]string{"pack", "--quiet", ep}, c.flags...), c.src, u)...)
+	require.Equal(t, 1, code, errs)
+	require.Contains(t, errs, "--force")
+	mustRun(t, append(append([]string{"pack", "--quiet", "--force", ep}, c.flags...), c.src, u)...)
+}
+
+// storeMatchesLocal checks the dataset at u (a store's URL; extra: its flags) against the same
+// pack in local: verify and info read u, and a mount of each with the same seed serves the
+// same epochs 0, 1 and 7 and files, byte for byte. It returns the two mounts.
+func storeMatchesLocal(t *testing.T, c storePack, local, u string, extra ...string) (*mounted, *mounted) {
+	t.Helper()
+	require.Contains(t, mustRun(t, append(append([]string{"verify"}, extra...), u)...), u+": ok")
+	require.Equal(t, strings.ReplaceAll(mustRun(t, "info", local), local, u), mustRun(t, append(append([]string{"info"}, extra...), u)...))
+	ml := mount(t, local, "--seed", "3")
+	mr := mount(t, u, append(append(append([]string{}, extra...), "--seed", "3"), c.mount...)...)
+	for _, name := range append([]string{"epoch-0000", "epoch-0001", "epoch-0007"}, c.files...) {
+		want, err := os.ReadFile(ml.path(name))
+		require.NoError(t, err, name)
+		require.NotEmpty(t, want, name)
+		got, err := os.ReadFile(mr.path(name))
+		require.NoError(t, err, name)
+		require.True(t, slices.Equal(want, got), "%s differs between the local mount and the mount of %s", name, u)
+	}
+	return ml, mr
+}
+
+// replacedUnderMount mounts local and the same dataset at u (extra: its flags) with a cache
+// smaller than the data, calls replace (which rewrites the store's block objects with other
+// bytes of their size), and checks that epoch 2 reads as EIO where it must reach the store,
+// never as the new bytes, and that the log says the files changed under the mount.
+func replacedUnderMount(t *testing.T, local, u string, extra []string, replace func()) {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), "mount.log")
+	ml := mount(t, local, "--seed", "1")
+	mr := mount(t, u, append(extra, "--seed", "1", "--cache-size", "4MiB", "--readahead", "512KiB", "--log", logPath)...)
+	want, err := os.ReadFile(ml.path("epoch-0002"))
+	require.NoError(t, err)
+	replace()
+	require.NotZero(t, readAllOrEIO(t, mr.path("epoch-0002"), want, 1<<20))
+	logText, _ := os.ReadFile(logPath)
+	require.Contains(t, string(logText), "changed under the mount")
+}
+
+// faultsFlags make a mount of 8 MB through the fault proxy go back to the store every epoch
+// (a 4 MiB cache) and give up on a silent store quickly (1 s stalls).
+var faultsFlags = []string{"--seed", "1", "--cache-size", "4MiB", "--readahead", "512KiB",
+	"--s3-concurrency", "2", "--s3-timeout", "2s", "--s3-stall-timeout", "1s", "--s3-retries", "3"}
+
+// checkStoreFaults reads epochs of mr, a mount through proxy of the data ml mounts locally
+// (both --seed 1): 503s, resets and cut or damaged bodies are retried to the exact bytes; a
+// store that never answers gives EIO in bounded time, and the reads after it recovers get
+// every byte.
+func checkStoreFaults(t *testing.T, ml, mr *mounted, proxy *faultProxy) {
+	t.Helper()
+	want := func(name string) []byte {
+		b, err := os.ReadFile(ml.path(name))
+		require.NoError(t, err)
+		return b
+	}
+	const chunk = 1 << 20
+	require.Zero(t, readAllOrEIO(t, mr.path("epoch-0000"), want("epoch-0000"), chunk))
+	for i, fault := range []struct {
+		name string
+		c    *atomic.Int64
+		n    int64
+	}{
+		{"503s", &proxy.err503, 3},
+		{"resets", &proxy.reset, 3},
+		{"truncated bodies", &proxy.truncate, 3},
+		{"a damaged body", &proxy.flip, 1},
+	} {
+		fault.c.Store(fault.n)
+		name := fmt.Sprintf("epoch-%04d", i+1)
+		require.Zero(t, readAllOrEIO(t, mr.path(name), want(name), chunk), fault.name)
+		require.Zero(t, fault.c.Load(), "%s: the faults were not all met (nothing read from the store?)", fault.name)
+		proxy.clear()
+	}
+	name := "epoch-0006"
+	w := want(name)
+	proxy.hang.Store(-1)
+	f, err := os.Open(mr.path(name))
+	require.NoError(t, err)
+	start := time.Now()
+	_, err = f.ReadAt(make([]byte, chunk), 0)
+	took := time.Since(start)
+	f.Close()
+	require.ErrorIs(t, err, syscall.EIO, "a store that never answers")
+	require.Less(t, took, 30*time.Second, "EIO took %v", took)
+	proxy.clear()
+	require.Zero(t, readAllOrEIO(t, mr.path(name), w, chunk), "after recovery")
+}
