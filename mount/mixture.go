@@ -265,6 +265,7 @@ func (p *Plan) planSources(srcs []*Plan, shares []float64, name, data, fp string
 		p.mem.Stored += sub.mem.Stored
 		p.mem.Footprint += sub.mem.Footprint
 		p.mem.Resident += sub.mem.Resident
+		p.mem.Decode += sub.mem.Decode
 		p.mem.Direct = p.mem.Direct || sub.mem.Direct
 	}
 	p.cacheOpt.Whole = whole

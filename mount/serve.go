@@ -44,8 +44,10 @@ func (p *Plan) Serve(ready func()) error {
 	}
 	defer sv.close()
 	c, set := sv.cache, sv.tree
-	// The order state lives on the heap, in bytes the Set took out of the cache's budget.
-	debug.SetMemoryLimit(daemonHeapLimit + set.OrderBytes())
+	// The order state lives on the heap, in bytes the Set took out of the cache's budget, and
+	// so do a compressed pack's decode buffers (the plan's Decode, beside the budget): a limit
+	// below them would have the collector run without end.
+	debug.SetMemoryLimit(daemonHeapLimit + set.OrderBytes() + p.mem.Decode)
 	sigs := catchSignals()
 	defer signal.Stop(sigs)
 	stats := p.statsOf(sv)

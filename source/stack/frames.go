@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/blockfs/blockfs/internal/lru"
 	"github.com/blockfs/blockfs/internal/parallel"
@@ -38,13 +37,13 @@ type FramesSource struct {
 	frame  int64                         // the frame size every header must give (the manifest's); 0: any
 	name   func(id source.FileID) string // a file's path, for errors; nil: its number
 
-	slots *source.Slots       // a frame being decompressed holds one (DecodeSlots)
-	comp  *semaphore.Weighted // bytes of compressed frames in flight (DecodeMemory's rest)
+	slots *source.Slots // a frame being decompressed holds one (DecodeSlots)
+	comp  *source.Slots // bytes of compressed frames in flight (DecodeMemory's rest)
 
 	decs sync.Pool // *zstd.Decoder
 
-	spans     sync.Pool // *[]byte: the compressed frames of a Fill
-	scratches sync.Pool // *[]byte: a frame decompressed (layout.ScratchSize)
+	spans     bufList // the compressed frames of a Fill (compInFlight bytes kept)
+	scratches bufList // a frame decompressed (layout.ScratchSize; one a slot kept)
 
 	frames, stored, raw, errs, ns atomic.Uint64 // FramesStats
 }
@@ -67,8 +66,11 @@ func (s *FramesSource) Stats() FramesStats {
 // NewFramesSource returns the uncompressed view of below's compressed files, whose frames hold
 // frame bytes (0: any frame size up to layout.MaxFrame).
 func NewFramesSource(below source.Blocks, framed func(id source.FileID) (raw int64, ok bool), frame int64) *FramesSource {
-	return &FramesSource{below: below, framed: framed, heads: lru.New[source.FileID, *layout.Frames](headersCost, 1),
-		frame: frame, slots: source.NewSlots(DecodeSlots(frame)), comp: semaphore.NewWeighted(compInFlight(frame))}
+	s := &FramesSource{below: below, framed: framed, heads: lru.New[source.FileID, *layout.Frames](headersCost, 1),
+		frame: frame, slots: source.NewSlots(DecodeSlots(frame)), comp: source.NewWeighted(compInFlight(frame))}
+	s.spans.keep = compInFlight(frame)
+	s.scratches.keep = int64(DecodeSlots(frame)) * layout.ScratchSize(orLargest(frame))
+	return s
 }
 
 // decodeMemory bounds what a FramesSource decompresses in, beside the cache: its decode
@@ -156,7 +158,7 @@ func (s *FramesSource) read(ctx context.Context, id source.FileID, off, n, raw i
 	f, cached := s.heads.Get(id)
 	if !cached && off == 0 && n == raw {
 		size := s.below.Size(id)
-		cp, put, err := s.span(ctx, size)
+		cp, put, err := s.span(ctx, size, how)
 		if err != nil {
 			return nil, nil, 0, nil, err
 		}
@@ -179,7 +181,7 @@ func (s *FramesSource) read(ctx context.Context, id source.FileID, off, n, raw i
 		}
 	}
 	_, _, at, size := f.Span(off, n)
-	cp, put, err := s.span(ctx, size)
+	cp, put, err := s.span(ctx, size, how)
 	if err != nil {
 		return nil, nil, 0, nil, err
 	}
@@ -209,7 +211,7 @@ func (s *FramesSource) decodeFrame(ctx context.Context, how source.Read, id sour
 	}
 	defer put()
 	sp := s.scratch(layout.ScratchSize(f.Frame))
-	defer s.scratches.Put(sp)
+	defer s.scratches.put(sp)
 	start := time.Now()
 	got, err := f.DecodeFrame(dec, i, src, *sp)
 	if err != nil {
@@ -251,12 +253,13 @@ func framePieces(bufs [][]byte, off, frame int64) [][]framePiece {
 	return out
 }
 
-// span returns a buffer of at least size bytes for a Fill's compressed frames, from the pool,
-// once the bytes in flight leave room for it (a span larger than the room waits for all of
-// it), and the call that gives it back. An object store's loads of whole blocks count too:
-// while the store answers, each holds its block's compressed bytes.
-func (s *FramesSource) span(ctx context.Context, size int64) (*[]byte, func(), error) {
-	// A span of one frame or less is allocated as one frame's worst case, so that the pool's
+// span returns a buffer of at least size bytes for a Fill's compressed frames, a kept one where
+// one serves, once the bytes in flight leave room for it (a span larger than the room waits for
+// all of it; a reader's read before readahead's, how), and the call that gives it back. An
+// object store's loads of whole blocks count too: while the store answers, each holds its
+// block's compressed bytes.
+func (s *FramesSource) span(ctx context.Context, size int64, how source.Read) (*[]byte, func(), error) {
+	// A span of one frame or less is allocated as one frame's worst case, so that the kept
 	// buffers fit every such span: spans of each their own size were allocated anew whenever
 	// the pool's was a little short (64 MiB frames: 20 MiB over the bound in garbage). What is
 	// allocated is what counts.
@@ -265,26 +268,15 @@ func (s *FramesSource) span(ctx context.Context, size int64) (*[]byte, func(), e
 		alloc = max(size, int64(layout.FramesBound(s.frame, s.frame)))
 	}
 	w := min(alloc, compInFlight(s.frame))
-	if err := s.comp.Acquire(ctx, w); err != nil {
+	if err := s.comp.AcquireN(ctx, how, w, slotPoll, nil); err != nil {
 		return nil, nil, err
 	}
-	cp := pooled(&s.spans, alloc)
-	return cp, func() { s.spans.Put(cp); s.comp.Release(w) }, nil
+	cp := s.spans.get(alloc)
+	return cp, func() { s.spans.put(cp); s.comp.ReleaseN(w) }, nil
 }
 
 // scratch returns a buffer of size bytes (layout.ScratchSize) to decompress frames into.
-func (s *FramesSource) scratch(size int64) *[]byte { return pooled(&s.scratches, size) }
-
-// pooled returns a buffer of at least size bytes from pool p (a new one if p has none as
-// large).
-func pooled(p *sync.Pool, size int64) *[]byte {
-	if b, ok := p.Get().(*[]byte); ok && int64(cap(*b)) >= size {
-		*b = (*b)[:cap(*b)]
-		return b
-	}
-	b := make([]byte, size)
-	return &b
-}
+func (s *FramesSource) scratch(size int64) *[]byte { return s.scratches.get(size) }
 
 // header reads file id's header and checks it (parse).
 func (s *FramesSource) header(ctx context.Context, id source.FileID, raw int64, how source.Read) (*layout.Frames, error) {
