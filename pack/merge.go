@@ -55,12 +55,18 @@ func Merge(out string, force bool) (*MergeResult, error) {
 
 // MergeToStore is Merge of the parts under the object store's prefix url: it reads the part
 // manifests and the parts' manifests and ids from the store, and writes the ids files, the
-// names and the manifest there (the manifest last).
+// names and the manifest there (the manifest last), holding the prefix's lock object
+// (lockStoreMerge).
 func MergeToStore(ctx context.Context, url string, store objstore.Options, force bool) (*MergeResult, error) {
 	st, err := stores.Open(url, store)
 	if err != nil {
 		return nil, openStoreError{err}
 	}
+	unlock, err := lockStoreMerge(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	return merge(&storeOut{ctx: ctx, st: st}, force)
 }
 

@@ -1,12 +1,19 @@
 package pack
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/blockfs/blockfs/source/objstore"
 )
 
 // Two merges of one OUT at once (a job retried while the first still runs, two nodes given
@@ -14,7 +21,8 @@ import (
 // remove the other's temporary directory as stale. A merge of a local OUT holds an exclusive
 // flock on OUT/mergeLockName from before it reads the parts until it has written: a second
 // merge is refused at once, saying so. The kernel drops the lock when a merge dies; the file
-// stays (empty).
+// stays (empty). A merge into an object store creates the object OUT/mergeLockName instead
+// (lockStoreMerge).
 const mergeLockName = ".blockfs-merge.lock"
 
 // lockMerge takes OUT's merge lock, or says that another merge holds it.
@@ -38,4 +46,72 @@ func lockMerge(out string) (unlock func(), err error) {
 		return nil, fmt.Errorf("cannot lock %s for the merge: %w", out, err)
 	}
 	return func() { f.Close() }, nil
+}
+
+// storeLock is what a merge into an object store writes as OUT/mergeLockName: who holds it,
+// and a token of its own by which it tells its lock from another's.
+type storeLock struct {
+	Host    string    `json:"host"`
+	PID     int       `json:"pid"`
+	Started time.Time `json:"started"`
+	Token   string    `json:"token"`
+}
+
+// maxLockFile bounds the lock object read back.
+const maxLockFile = 4096
+
+// lockStoreMerge takes the merge lock of an object store's prefix: the object
+// OUT/mergeLockName, created only where there is none (a conditional create, which the store
+// grants to one of two merges at once). A store keeps the object when a merge dies: the
+// refusal says whose it is and how to remove it. unlock removes it while it is still this
+// merge's.
+func lockStoreMerge(ctx context.Context, st *objstore.Store) (unlock func(), err error) {
+	host, _ := os.Hostname()
+	var tok [12]byte
+	if _, err := rand.Read(tok[:]); err != nil {
+		return nil, err
+	}
+	me := storeLock{Host: host, PID: os.Getpid(), Started: time.Now().UTC().Truncate(time.Second), Token: hex.EncodeToString(tok[:])}
+	body, _ := json.Marshal(me)
+	err = st.Create(ctx, mergeLockName, body)
+	if err != nil && !errors.Is(err, objstore.ErrObjectExists) {
+		return nil, fmt.Errorf("cannot lock %s for the merge: %w", st.Location(), err)
+	}
+	if err != nil {
+		held, rerr := readStoreLock(st)
+		if rerr != nil || held.Token != me.Token { // else: a try whose answer was lost made it
+			return nil, lockHeld(st, held, rerr)
+		}
+	}
+	return func() {
+		if held, err := readStoreLock(st); err == nil && held.Token == me.Token {
+			rm, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = st.Remove(rm, mergeLockName)
+		}
+	}, nil
+}
+
+// readStoreLock reads the lock object.
+func readStoreLock(st *objstore.Store) (storeLock, error) {
+	var l storeLock
+	b, err := st.ReadFile(mergeLockName, maxLockFile)
+	if err == nil {
+		err = json.Unmarshal(b, &l)
+	}
+	return l, err
+}
+
+// lockHeld is the refusal of a merge whose store's lock another holds (held; err where it
+// could not be read).
+func lockHeld(st *objstore.Store, held storeLock, err error) error {
+	obj := st.Path(mergeLockName)
+	if err != nil {
+		return fmt.Errorf("another merge of %s holds its lock %s (unreadable: %v): wait for it to end; if none runs, remove %s and merge again", st.Location(), obj, err, obj)
+	}
+	who := fmt.Sprintf("%s pid %d, since %s", held.Host, held.PID, held.Started.Format(time.RFC3339))
+	if host, _ := os.Hostname(); host == held.Host && held.PID > 0 && unix.Kill(held.PID, 0) == unix.ESRCH {
+		return fmt.Errorf("a merge of %s that is gone (%s) left its lock %s: remove it and merge again", st.Location(), who, obj)
+	}
+	return fmt.Errorf("another merge of %s is running (%s): wait for it to end (and merge again if it failed); if it is gone, remove %s and merge again", st.Location(), who, obj)
 }

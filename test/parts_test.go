@@ -1,6 +1,8 @@
 package test
 
 import (
+	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -9,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/minio/minio-go/v7"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -171,7 +174,15 @@ func TestPackPartsS3(t *testing.T) {
 	require.NotZero(t, code, "no dataset before the merge: %s", errs)
 
 	mustRun(t, append(append([]string{"pack", "--part", "1/3", "--quiet"}, flags...), glob, url)...) // a part run again
-	require.Contains(t, mustRun(t, "pack", "--merge", ep, url), "merged 3 parts")
+	checkMergeLock(t, ep, url, func(key string, body []byte) {
+		_, err := srv.cl.PutObject(context.Background(), "data", key, bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{})
+		require.NoError(t, err)
+	}, func(prefix string) (keys []string) {
+		for o := range srv.cl.ListObjects(context.Background(), "data", minioListAll(prefix)) {
+			keys = append(keys, o.Key)
+		}
+		return keys
+	})
 	require.Contains(t, mustRun(t, "verify", ep, url), url+": ok")
 	m := mount(t, url, ep, "--seed", "4")
 	checkEpoch(t, m, "epoch-0000", records)

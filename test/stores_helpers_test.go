@@ -3,6 +3,7 @@ package test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -132,4 +134,40 @@ func checkStoreFaults(t *testing.T, ml, mr *mounted, proxy *faultProxy) {
 	require.Less(t, took, 30*time.Second, "EIO took %v", took)
 	proxy.clear()
 	require.Zero(t, readAllOrEIO(t, mr.path(name), w, chunk), "after recovery")
+}
+
+// checkMergeLock: a merge into the store at url (ep its --endpoint flag) is refused while
+// another's lock object is there, planted by plant(key, body) with the store's own client,
+// saying whose it is and how to remove it (a lock left by a process gone from this host, so
+// said); the store's conditional create is what refuses, since a create that overwrote the
+// lock would go on to find no parts. Then url's parts merge, and list(prefix) shows the lock
+// gone after.
+func checkMergeLock(t *testing.T, ep, url string, plant func(key string, body []byte), list func(prefix string) []string) {
+	t.Helper()
+	scheme, rest, _ := strings.Cut(url, "://")
+	prefix := rest[strings.Index(rest, "/")+1:]
+	if scheme == "az" { // az://ACCOUNT/CONTAINER/PREFIX
+		prefix = prefix[strings.Index(prefix, "/")+1:]
+	}
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	gone := exec.Command("true")
+	require.NoError(t, gone.Run())
+	for _, c := range []struct {
+		lock, want string
+	}{
+		{`{"host":"node-7","pid":4242,"started":"2026-01-01T00:00:00Z","token":"x"}`,
+			"another merge of " + url + "-locked is running (node-7 pid 4242, since 2026-01-01T00:00:00Z): wait for it to end (and merge again if it failed); if it is gone, remove " + url + "-locked/.blockfs-merge.lock and merge again"},
+		{fmt.Sprintf(`{"host":%q,"pid":%d,"started":"2026-01-01T00:00:00Z","token":"y"}`, host, gone.Process.Pid),
+			"a merge of " + url + "-locked that is gone (" + host + " pid " + fmt.Sprint(gone.Process.Pid) + ", since 2026-01-01T00:00:00Z) left its lock " + url + "-locked/.blockfs-merge.lock: remove it and merge again"},
+	} {
+		plant(prefix+"-locked/.blockfs-merge.lock", []byte(c.lock))
+		_, errs, code := run(t, "pack", "--merge", ep, url+"-locked")
+		assert.Equal(t, 1, code, errs)
+		assert.Equal(t, "blockfs: "+c.want+"\n", errs)
+	}
+	require.Contains(t, mustRun(t, "pack", "--merge", ep, url), "merged 3 parts")
+	for _, k := range list(prefix + "/") {
+		assert.NotContains(t, k, ".blockfs-merge.lock", "the merge removed its lock")
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -59,29 +60,39 @@ func TestStoresShardsInPlace(t *testing.T) {
 }
 
 // TestStoresPackParts: a pack in parts into gs:// and az:// (three parts, one of them run
-// twice), merged in the store, verifies and serves every record once, as into s3://
-// (TestPackPartsS3).
+// twice), merged in the store (refused while another merge's lock is there: checkMergeLock),
+// verifies and serves every record once, as into s3:// (TestPackPartsS3).
 func TestStoresPackParts(t *testing.T) {
 	requireFUSE(t)
 	dir, _, records := partsInputs(t, 500, 700, 300, 9)
 	glob := filepath.Join(dir, "in-*.raw")
 	for _, c := range []struct {
 		name string
-		at   func(t *testing.T) (string, string)
+		at   func(t *testing.T) (url, ep string, plant func(string, []byte), list func(string) []string)
 	}{
-		{"gs", func(t *testing.T) (string, string) {
-			return "gs://data/in-parts", "--endpoint=" + startGCS(t, "data").endpoint()
+		{"gs", func(t *testing.T) (string, string, func(string, []byte), func(string) []string) {
+			s := startGCS(t, "data")
+			return "gs://data/in-parts", "--endpoint=" + s.endpoint(),
+				func(key string, body []byte) { s.put("data", key, body) },
+				func(prefix string) []string { return s.objects("data", prefix) }
 		}},
-		{"az", func(t *testing.T) (string, string) {
-			return "az://devstoreaccount1/data/in-parts", "--endpoint=" + startAzurite(t, "data").endpoint()
+		{"az", func(t *testing.T) (string, string, func(string, []byte), func(string) []string) {
+			s := startAzurite(t, "data")
+			return "az://devstoreaccount1/data/in-parts", "--endpoint=" + s.endpoint(),
+				func(key string, body []byte) {
+					f := filepath.Join(t.TempDir(), "lock")
+					require.NoError(t, os.WriteFile(f, body, 0o644))
+					s.sdk("put", "data", key, f)
+				},
+				func(prefix string) []string { return strings.Fields(s.sdk("list", "data", prefix)) }
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			url, ep := c.at(t)
+			url, ep, plant, list := c.at(t)
 			flags := []string{ep, "--format", "raw", "--record-size", fmt.Sprint(partsRecord), "--block-size", "16KiB", "--seed", "8"}
 			packPartsCLI(t, []string{glob}, url, 3, flags...)
 			mustRun(t, append(append([]string{"pack", "--part", "1/3", "--quiet"}, flags...), glob, url)...) // a part run again
-			require.Contains(t, mustRun(t, "pack", "--merge", ep, url), "merged 3 parts")
+			checkMergeLock(t, ep, url, plant, list)
 			require.Contains(t, mustRun(t, "verify", ep, url), url+": ok")
 			m := mount(t, url, ep, "--seed", "4")
 			checkEpoch(t, m, "epoch-0000", records)

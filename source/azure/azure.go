@@ -357,6 +357,15 @@ func (c *client) List(ctx context.Context, prefix string, fn func(objstore.Objec
 const maxPut = 5000 << 20
 
 func (c *client) Put(ctx context.Context, key string, r io.ReadSeeker, size int64) error {
+	return c.put(ctx, key, r, size, false)
+}
+
+func (c *client) Create(ctx context.Context, key string, r io.ReadSeeker, size int64) error {
+	return c.put(ctx, key, r, size, true)
+}
+
+// put writes the blob; create: only where there is none (If-None-Match: *).
+func (c *client) put(ctx context.Context, key string, r io.ReadSeeker, size int64, create bool) error {
 	if size > maxPut {
 		return fmt.Errorf("%s: %w: a file of %d bytes is over the 5000 MiB one Put Blob writes; pack with a smaller %s", c.URL(key), objstore.ErrTooLarge, size, optname.Flag("block-size"))
 	}
@@ -369,6 +378,9 @@ func (c *client) Put(ctx context.Context, key string, r io.ReadSeeker, size int6
 	}
 	req.Header.Set("x-ms-blob-type", "BlockBlob")
 	req.Header.Set("Content-Type", "application/octet-stream")
+	if create {
+		req.Header.Set("If-None-Match", "*")
+	}
 	resp, err := c.send(req)
 	if err != nil {
 		return err
@@ -411,7 +423,7 @@ func (c *client) Answer(err error) objstore.Answer {
 	case "ContainerNotFound", "ResourceNotFound":
 		a.Kind = objstore.NoBucket
 		a.Hint = fmt.Sprintf("there is no container %q in the account %q at %s (check the URL and %s)", c.container, c.account, c.base, optname.Flag("endpoint"))
-	case "ConditionNotMet":
+	case "ConditionNotMet", "BlobAlreadyExists":
 		a.Kind = objstore.Changed
 	case "InvalidRange":
 		a.Kind = objstore.Short

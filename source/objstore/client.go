@@ -26,6 +26,10 @@ type Client interface {
 	// io.ReadSeeker); ErrReadOnly where the store takes no writes, ErrTooLarge where not one
 	// of this size.
 	Put(ctx context.Context, key string, r io.ReadSeeker, size int64) error
+	// Create is Put only where there is no object key: a conditional create (S3's and Azure's
+	// If-None-Match: *, GCS's ifGenerationMatch=0), answered Changed where one is, so that of
+	// two clients creating one key at once exactly one succeeds.
+	Create(ctx context.Context, key string, r io.ReadSeeker, size int64) error
 	// Remove deletes the object key; a missing one is not an error.
 	Remove(ctx context.Context, key string) error
 	// Answer says what a failed request's error was.
@@ -63,7 +67,7 @@ const (
 	Other     Kind = iota // an answer of no kind below, or none (Status 0)
 	NotFound              // no such object
 	NoBucket              // no such bucket or container: the location is wrong
-	Changed               // the version pinned is gone (a failed If-Match)
+	Changed               // the version pinned is gone (a failed If-Match), or a Create's key is there
 	Short                 // the range is past the object's end: it is shorter than it was
 	Denied                // credentials refused or missing
 	Throttled             // slow down: retried
@@ -75,4 +79,6 @@ var (
 	ErrNoListing = errors.New("the store cannot list objects")
 	ErrReadOnly  = errors.New("the store is read-only")
 	ErrTooLarge  = errors.New("too large for the store")
+	// ErrObjectExists is Store.Create's error where the object is there already.
+	ErrObjectExists = errors.New("the object exists")
 )

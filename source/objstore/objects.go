@@ -40,6 +40,23 @@ func (s *Store) PutBytes(ctx context.Context, rel string, data []byte) error {
 	return nil
 }
 
+// Create is PutBytes only where there is no object rel (Client.Create): ErrObjectExists where there
+// is. A try whose answer was lost may have created it: the caller tells its own object by what
+// it wrote.
+func (s *Store) Create(ctx context.Context, rel string, data []byte) error {
+	key := s.key(rel)
+	err := s.retry(ctx, func(ctx context.Context, _ func()) error {
+		return s.cl.Create(ctx, key, bytes.NewReader(data), int64(len(data)))
+	})
+	switch {
+	case err == nil:
+		return nil
+	case s.cl.Answer(err).Kind == Changed:
+		return fmt.Errorf("%s: %w", s.url(key), ErrObjectExists)
+	}
+	return fmt.Errorf("creating %s: %w", s.url(key), s.describe(err, ""))
+}
+
 // Remove deletes the object rel of the prefix; a missing one is not an error.
 func (s *Store) Remove(ctx context.Context, rel string) error {
 	key := s.key(rel)

@@ -94,6 +94,9 @@ func (c *hangClient) List(ctx context.Context, _ string, _ func(Object) error) e
 func (c *hangClient) Put(ctx context.Context, _ string, _ io.ReadSeeker, _ int64) error {
 	return c.hang(ctx)
 }
+func (c *hangClient) Create(ctx context.Context, _ string, _ io.ReadSeeker, _ int64) error {
+	return c.hang(ctx)
+}
 func (c *hangClient) Remove(ctx context.Context, _ string) error { return c.hang(ctx) }
 func (c *hangClient) Answer(error) Answer                        { return Answer{} }
 func (c *hangClient) URL(key string) string                      { return "test://" + key }

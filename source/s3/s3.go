@@ -144,7 +144,19 @@ func (c *client) List(ctx context.Context, prefix string, fn func(objstore.Objec
 }
 
 func (c *client) Put(ctx context.Context, key string, r io.ReadSeeker, size int64) error {
+	return c.put(ctx, key, r, size, false)
+}
+
+func (c *client) Create(ctx context.Context, key string, r io.ReadSeeker, size int64) error {
+	return c.put(ctx, key, r, size, true)
+}
+
+// put stores the object; create: only where there is none (If-None-Match: *).
+func (c *client) put(ctx context.Context, key string, r io.ReadSeeker, size int64, create bool) error {
 	opt := minio.PutObjectOptions{ContentType: "application/octet-stream", NumThreads: 1, PartSize: uint64(c.partSize)}
+	if create {
+		opt.SetMatchETagExcept("*")
+	}
 	_, err := c.cl.Client.PutObject(ctx, c.bucket, key, r, size, opt)
 	return err
 }

@@ -134,6 +134,10 @@ func (c *client) Put(context.Context, string, io.ReadSeeker, int64) error {
 	return fmt.Errorf("%w: %s:// serves datasets, it does not take them (pack to a local directory or an object store, then publish it)", objstore.ErrReadOnly, strings.SplitN(c.base, ":", 2)[0])
 }
 
+func (c *client) Create(ctx context.Context, key string, _ io.ReadSeeker, _ int64) error {
+	return c.Put(ctx, key, nil, 0)
+}
+
 func (c *client) Remove(ctx context.Context, key string) error { return c.Put(ctx, key, nil, 0) }
 
 // Answer reads the status of a response in err (0: no response came).

@@ -4,6 +4,7 @@
 //   node azblob.js mkcontainer NAME
 //   node azblob.js get CONTAINER NAME FILE      (the blob's bytes into FILE)
 //   node azblob.js put CONTAINER NAME FILE      (FILE's bytes as the blob)
+//   node azblob.js list CONTAINER PREFIX        (the names under PREFIX, one a line)
 //   node azblob.js flip CONTAINER PREFIX        (every blob under PREFIX again, a byte a third
 //                                                of the way in changed: same size, new ETag)
 const { BlobServiceClient } = require('@azure/storage-blob');
@@ -20,6 +21,9 @@ async function main(cmd, a, b, c) {
       return;
     case 'put':
       await ct.getBlockBlobClient(b).uploadFile(c);
+      return;
+    case 'list':
+      for await (const blob of ct.listBlobsFlat({ prefix: b })) console.log(blob.name);
       return;
     case 'flip': {
       let n = 0;
