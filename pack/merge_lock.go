@@ -109,9 +109,22 @@ func lockHeld(st *objstore.Store, held storeLock, err error) error {
 	if err != nil {
 		return fmt.Errorf("another merge of %s holds its lock %s (unreadable: %v): wait for it to end; if none runs, remove %s and merge again", st.Location(), obj, err, obj)
 	}
-	who := fmt.Sprintf("%s pid %d, since %s", held.Host, held.PID, held.Started.Format(time.RFC3339))
+	who := fmt.Sprintf("%s pid %d, since %s", hostName(held.Host), held.PID, held.Started.Format(time.RFC3339))
 	if host, _ := os.Hostname(); host == held.Host && held.PID > 0 && unix.Kill(held.PID, 0) == unix.ESRCH {
 		return fmt.Errorf("a merge of %s that is gone (%s) left its lock %s: remove it and merge again", st.Location(), who, obj)
 	}
 	return fmt.Errorf("another merge of %s is running (%s): wait for it to end (and merge again if it failed); if it is gone, remove %s and merge again", st.Location(), who, obj)
+}
+
+// hostName is a lock's host as a message shows it: as written where it is a host name (up to
+// 255 printable ASCII bytes), else quoted and cut (anyone who can write the store wrote it).
+func hostName(h string) string {
+	ok := len(h) > 0 && len(h) <= 255
+	for i := 0; ok && i < len(h); i++ {
+		ok = h[i] > ' ' && h[i] < 0x7f
+	}
+	if ok {
+		return h
+	}
+	return fmt.Sprintf("%.66q", h)
 }
