@@ -26,6 +26,7 @@ import (
 // name waited unkillably behind it. A mount onto its mountpoint is refused at once, as onto
 // any mount point (it waited for the stopped daemon once the attribute timeout had passed).
 func TestHungMountCommands(t *testing.T) {
+	t.Parallel() // beside TestSoak: it mostly waits for the attribute timeout
 	p := packRaw(t, 64, "64KiB")
 	hung := mount(t, p.dir, "--cache-size", "4MiB", "--readahead", "0")
 	pid := hung.cmd.Process.Pid

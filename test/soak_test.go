@@ -51,10 +51,13 @@ type soakFile struct {
 // TestSoak runs 16 concurrent readers on mixed epochs, shards and sidecars of a fixed and a
 // variable-length dataset, with random preads and sequential reads, against a daemon built
 // with the race detector, and checks every byte. BLOCKFS_SOAK_SECONDS sets the length
-// (default 120). The daemon must report no race, keep its goroutines flat and exit 0.
+// (default 60; longer soaks by hand). The daemon must report no race, keep its goroutines flat
+// and exit 0. It runs beside TestHungMountCommands (both parallel, so after every other test),
+// which mostly waits for the kernel's attribute timeout: a minute of make test's saved.
 func TestSoak(t *testing.T) {
 	requireFUSE(t)
-	seconds := 120
+	t.Parallel()
+	seconds := 60
 	if s := os.Getenv("BLOCKFS_SOAK_SECONDS"); s != "" {
 		v, err := strconv.Atoi(s)
 		require.NoError(t, err, "BLOCKFS_SOAK_SECONDS")
