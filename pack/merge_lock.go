@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -55,6 +56,27 @@ type storeLock struct {
 	PID     int       `json:"pid"`
 	Started time.Time `json:"started"`
 	Token   string    `json:"token"`
+	// Where PID is a process: the kernel's boot and the PID namespace (containers that share
+	// a host name may not see each other's processes).
+	Boot  string `json:"boot_id,omitempty"`
+	PIDNS string `json:"pid_ns,omitempty"`
+}
+
+// thisProcess returns the lock this process would write, less its token.
+func thisProcess() storeLock {
+	host, _ := os.Hostname()
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	return storeLock{Host: host, PID: os.Getpid(), Started: time.Now().UTC().Truncate(time.Second),
+		Boot: strings.TrimSpace(string(boot)), PIDNS: ns}
+}
+
+// gone reports whether the lock's process is known to have ended: it ran on this host, since
+// this boot, in this PID namespace, and there is no such process now.
+func (l storeLock) gone() bool {
+	me := thisProcess()
+	return l.PID > 0 && l.Host == me.Host && l.Boot != "" && l.Boot == me.Boot && l.PIDNS != "" && l.PIDNS == me.PIDNS &&
+		unix.Kill(l.PID, 0) == unix.ESRCH
 }
 
 // maxLockFile bounds the lock object read back.
@@ -64,22 +86,25 @@ const maxLockFile = 4096
 // OUT/mergeLockName, created only where there is none (a conditional create, which the store
 // grants to one of two merges at once). A store keeps the object when a merge dies: the
 // refusal says whose it is and how to remove it. unlock removes it while it is still this
-// merge's.
+// merge's (read, then removed: a lock removed by hand and made by another merge in between
+// would go too; the stores' conditional deletes differ too much to be worth it here).
 func lockStoreMerge(ctx context.Context, st *objstore.Store) (unlock func(), err error) {
-	host, _ := os.Hostname()
 	var tok [12]byte
 	if _, err := rand.Read(tok[:]); err != nil {
 		return nil, err
 	}
-	me := storeLock{Host: host, PID: os.Getpid(), Started: time.Now().UTC().Truncate(time.Second), Token: hex.EncodeToString(tok[:])}
+	me := thisProcess()
+	me.Token = hex.EncodeToString(tok[:])
 	body, _ := json.Marshal(me)
-	err = st.Create(ctx, mergeLockName, body)
-	if err != nil && !errors.Is(err, objstore.ErrObjectExists) {
-		return nil, fmt.Errorf("cannot lock %s for the merge: %w", st.Location(), err)
-	}
-	if err != nil {
+	if err := st.Create(ctx, mergeLockName, body); err != nil {
+		// A try whose answer was lost may have made it: the lock is this merge's if it holds
+		// this merge's token.
 		held, rerr := readStoreLock(st)
-		if rerr != nil || held.Token != me.Token { // else: a try whose answer was lost made it
+		switch {
+		case rerr == nil && held.Token == me.Token:
+		case !errors.Is(err, objstore.ErrObjectExists):
+			return nil, fmt.Errorf("cannot lock %s for the merge: %w", st.Location(), err)
+		default:
 			return nil, lockHeld(st, held, rerr)
 		}
 	}
@@ -110,7 +135,7 @@ func lockHeld(st *objstore.Store, held storeLock, err error) error {
 		return fmt.Errorf("another merge of %s holds its lock %s (unreadable: %v): wait for it to end; if none runs, remove %s and merge again", st.Location(), obj, err, obj)
 	}
 	who := fmt.Sprintf("%s pid %d, since %s", hostName(held.Host), held.PID, held.Started.Format(time.RFC3339))
-	if host, _ := os.Hostname(); host == held.Host && held.PID > 0 && unix.Kill(held.PID, 0) == unix.ESRCH {
+	if held.gone() {
 		return fmt.Errorf("a merge of %s that is gone (%s) left its lock %s: remove it and merge again", st.Location(), who, obj)
 	}
 	return fmt.Errorf("another merge of %s is running (%s): wait for it to end (and merge again if it failed); if it is gone, remove %s and merge again", st.Location(), who, obj)

@@ -138,8 +138,8 @@ func checkStoreFaults(t *testing.T, ml, mr *mounted, proxy *faultProxy) {
 
 // checkMergeLock: a merge into the store at url (ep its --endpoint flag) is refused while
 // another's lock object is there, planted by plant(key, body) with the store's own client,
-// saying whose it is and how to remove it (a lock left by a process gone from this host, so
-// said); the store's conditional create is what refuses, since a create that overwrote the
+// saying whose it is and how to remove it (a lock left by a process gone from this host, boot
+// and PID namespace, so said); the store's conditional create is what refuses, since a create that overwrote the
 // lock would go on to find no parts. Then url's parts merge, and list(prefix) shows the lock
 // gone after.
 func checkMergeLock(t *testing.T, ep, url string, plant func(key string, body []byte), list func(prefix string) []string) {
@@ -151,6 +151,10 @@ func checkMergeLock(t *testing.T, ep, url string, plant func(key string, body []
 	}
 	host, err := os.Hostname()
 	require.NoError(t, err)
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	require.NoError(t, err)
+	pidNS, err := os.Readlink("/proc/self/ns/pid")
+	require.NoError(t, err)
 	gone := exec.Command("true")
 	require.NoError(t, gone.Run())
 	for _, c := range []struct {
@@ -158,7 +162,8 @@ func checkMergeLock(t *testing.T, ep, url string, plant func(key string, body []
 	}{
 		{`{"host":"node-7","pid":4242,"started":"2026-01-01T00:00:00Z","token":"x"}`,
 			"another merge of " + url + "-locked is running (node-7 pid 4242, since 2026-01-01T00:00:00Z): wait for it to end (and merge again if it failed); if it is gone, remove " + url + "-locked/.blockfs-merge.lock and merge again"},
-		{fmt.Sprintf(`{"host":%q,"pid":%d,"started":"2026-01-01T00:00:00Z","token":"y"}`, host, gone.Process.Pid),
+		{fmt.Sprintf(`{"host":%q,"pid":%d,"started":"2026-01-01T00:00:00Z","token":"y","boot_id":%q,"pid_ns":%q}`,
+			host, gone.Process.Pid, strings.TrimSpace(string(boot)), pidNS),
 			"a merge of " + url + "-locked that is gone (" + host + " pid " + fmt.Sprint(gone.Process.Pid) + ", since 2026-01-01T00:00:00Z) left its lock " + url + "-locked/.blockfs-merge.lock: remove it and merge again"},
 	} {
 		plant(prefix+"-locked/.blockfs-merge.lock", []byte(c.lock))

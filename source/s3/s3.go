@@ -184,7 +184,8 @@ func (c *client) Answer(err error) objstore.Answer {
 		a.Hint = "check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, or ~/.aws/credentials"
 	case "SlowDown":
 		a.Kind = objstore.Throttled
-	case "RequestTimeout", "InternalError", "ServiceUnavailable", "RequestTimeTooSkewed":
+	case "RequestTimeout", "InternalError", "ServiceUnavailable", "RequestTimeTooSkewed",
+		"ConditionalRequestConflict": // a conditional create beside another: AWS says try again
 		a.Kind = objstore.Transient
 	}
 	return a

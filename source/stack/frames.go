@@ -259,13 +259,14 @@ func framePieces(bufs [][]byte, off, frame int64) [][]framePiece {
 // object store's loads of whole blocks count too: while the store answers, each holds its
 // block's compressed bytes.
 func (s *FramesSource) span(ctx context.Context, size int64, how source.Read) (*[]byte, func(), error) {
-	// A span of one frame or less is allocated as one frame's worst case, so that the kept
-	// buffers fit every such span: spans of each their own size were allocated anew whenever
-	// the pool's was a little short (64 MiB frames: 20 MiB over the bound in garbage). What is
-	// allocated is what counts.
+	// A span is allocated in whole frames' worst cases (one at least), so that the kept buffers
+	// fit the spans that follow (of one frame, of several, a whole block's): spans of each
+	// their own size were allocated anew whenever the kept one was a little short (64 MiB
+	// frames: 20 MiB over the bound in garbage). What is allocated is what counts.
 	alloc := size
 	if s.frame > 0 {
-		alloc = max(size, int64(layout.FramesBound(s.frame, s.frame)))
+		fb := int64(layout.FramesBound(s.frame, s.frame))
+		alloc = max(1, (size+fb-1)/fb) * fb
 	}
 	w := min(alloc, compInFlight(s.frame))
 	if err := s.comp.AcquireN(ctx, how, w, slotPoll, nil); err != nil {
