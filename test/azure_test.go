@@ -24,20 +24,8 @@ const azuriteKey = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6
 // azuriteDir finds the install: $BLOCKFS_AZURITE, else where scripts/azurite.sh puts it.
 // Missing, the test skips, or fails when BLOCKFS_REQUIRE_FUSE=1 (CI never passes by skipping).
 func azuriteDir(t *testing.T) string {
-	t.Helper()
-	for _, d := range []string{os.Getenv("BLOCKFS_AZURITE"), "/var/cache/blockfs/azurite"} {
-		if d == "" {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(d, "node_modules", ".bin", "azurite-blob")); err == nil {
-			return d
-		}
-	}
-	if os.Getenv("BLOCKFS_REQUIRE_FUSE") == "1" {
-		t.Fatal("Azurite is missing: run scripts/azurite.sh and set BLOCKFS_AZURITE (make test does both)")
-	}
-	t.Skip("Azurite is missing: run scripts/azurite.sh and set BLOCKFS_AZURITE")
-	return ""
+	return findServer(t, "Azurite", "scripts/azurite.sh", "BLOCKFS_AZURITE", filepath.Join("node_modules", ".bin", "azurite-blob"),
+		os.Getenv("BLOCKFS_AZURITE"), "/var/cache/blockfs/azurite")
 }
 
 // azuriteServer is Azurite's blob service on a free port of 127.0.0.1, in memory, stopped

@@ -22,20 +22,8 @@ import (
 // fakeGCSBinary finds the emulator: $BLOCKFS_FAKE_GCS, else where scripts/fakegcs.sh puts it.
 // Missing, the test skips, or fails when BLOCKFS_REQUIRE_FUSE=1 (CI never passes by skipping).
 func fakeGCSBinary(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{os.Getenv("BLOCKFS_FAKE_GCS"), "/var/cache/blockfs/fake-gcs-bin/fake-gcs-server"} {
-		if p == "" {
-			continue
-		}
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("BLOCKFS_REQUIRE_FUSE") == "1" {
-		t.Fatal("fake-gcs-server is missing: run scripts/fakegcs.sh and set BLOCKFS_FAKE_GCS (make test does both)")
-	}
-	t.Skip("fake-gcs-server is missing: run scripts/fakegcs.sh and set BLOCKFS_FAKE_GCS")
-	return ""
+	return findServer(t, "fake-gcs-server", "scripts/fakegcs.sh", "BLOCKFS_FAKE_GCS", "",
+		os.Getenv("BLOCKFS_FAKE_GCS"), "/var/cache/blockfs/fake-gcs-bin/fake-gcs-server")
 }
 
 // gcsServer is fake-gcs-server on a free port of 127.0.0.1, its buckets in memory, stopped

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -52,22 +51,7 @@ func TestS3Faults(t *testing.T) {
 	base := goroutines(t, mr)
 
 	// Faults a retry mends: exact bytes, no EIO.
-	for i, fault := range []struct {
-		name string
-		c    *atomic.Int64
-		n    int64
-	}{
-		{"503s", &proxy.err503, 3},
-		{"resets", &proxy.reset, 3},
-		{"truncated bodies", &proxy.truncate, 3},
-		{"a damaged body", &proxy.flip, 1},
-	} {
-		fault.c.Store(fault.n)
-		name := "epoch-000" + string(rune('1'+i))
-		require.Zero(t, readAllOrEIO(t, mr.path(name), want(name), chunk), fault.name)
-		require.Zero(t, fault.c.Load(), "%s: the faults were not all met (nothing read from the store?)", fault.name)
-		proxy.clear()
-	}
+	retriedFaults(t, ml, mr, proxy)
 	proxy.delay.Store(int64(20 * time.Millisecond))
 	before := len(proxy.requests())
 	require.Zero(t, readAllOrEIO(t, mr.path("epoch-0005"), want("epoch-0005"), chunk), "latency")

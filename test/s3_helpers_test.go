@@ -33,22 +33,34 @@ const (
 // minioBinary finds the MinIO server: $BLOCKFS_MINIO, else where scripts/minio.sh puts it.
 // Missing, the test skips, or fails when BLOCKFS_REQUIRE_FUSE=1 (CI never passes by skipping).
 func minioBinary(t *testing.T) string {
-	t.Helper()
 	cands := []string{os.Getenv("BLOCKFS_MINIO"), "/var/cache/blockfs/minio-bin/minio"}
 	if home, err := os.UserHomeDir(); err == nil {
 		cands = append(cands, filepath.Join(home, ".cache/blockfs/minio-bin/minio"))
 	}
-	for _, c := range cands {
-		if c == "" {
+	return findServer(t, "MinIO", "scripts/minio.sh", "BLOCKFS_MINIO", "", cands...)
+}
+
+// findServer returns the first of paths (empty ones skipped) where a test server is: the
+// executable file itself, or, with within, a directory holding the file within. Without one
+// the test fails under BLOCKFS_REQUIRE_FUSE=1 (make test and CI install them all) and skips
+// otherwise, saying how to get it: script, which make test runs, and env, which names it.
+func findServer(t *testing.T, name, script, env, within string, paths ...string) string {
+	t.Helper()
+	for _, p := range paths {
+		if p == "" {
 			continue
 		}
-		if st, err := os.Stat(c); err == nil && st.Mode()&0o111 != 0 {
-			return c
+		if within == "" {
+			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+				return p
+			}
+		} else if _, err := os.Stat(filepath.Join(p, within)); err == nil {
+			return p
 		}
 	}
-	why := "no MinIO server: run scripts/minio.sh (or set BLOCKFS_MINIO to its binary)"
+	why := fmt.Sprintf("%s is missing: run %s and set %s (make test does both)", name, script, env)
 	if os.Getenv("BLOCKFS_REQUIRE_FUSE") == "1" {
-		t.Fatalf("the object store tests are required (BLOCKFS_REQUIRE_FUSE=1) but there is %s", why)
+		t.Fatal(why)
 	}
 	t.Skip(why)
 	return ""
