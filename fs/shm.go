@@ -261,7 +261,12 @@ func (sc *shmConn) reply(errno uint32, n uint64, msg string) bool {
 // mapBuffer maps the memfd of a shmMap request as buffer req.Buffer of req.A bytes. The memfd
 // must be sealed against shrinking (so the daemon's writes never fault past its end) and its
 // pages already allocated (the client fallocated or touched them, so they are the client's
-// memory, charged to its cgroup, not the daemon's).
+// memory, charged to its cgroup, not the daemon's). Once it is mapped the daemon seals it
+// against future writers (F_SEAL_FUTURE_WRITE, then F_SEAL_SEAL): the mappings made before go
+// on writing, but no one can punch holes in it any more (fallocate's PUNCH_HOLE, MADV_REMOVE),
+// so the pages the daemon writes stay those the client allocated; an unsealed client could
+// otherwise free them and have each of the daemon's copies allocate them again, charged to the
+// daemon. The allocation is checked after that seal, so no hole can be punched in between.
 func (sc *shmConn) mapBuffer(req shmRequest, fds []int) (uint32, string) {
 	defer closeAll(fds)
 	size := int64(req.A)
@@ -277,19 +282,23 @@ func (sc *shmConn) mapBuffer(req shmRequest, fds []int) (uint32, string) {
 	}
 	fd := fds[0]
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
+	switch {
+	case err != nil || seals&unix.F_SEAL_SHRINK == 0:
 		return uint32(syscall.EINVAL), "map: the buffer is not a memfd sealed with F_SEAL_SHRINK"
+	case seals&(unix.F_SEAL_SEAL|unix.F_SEAL_WRITE|unix.F_SEAL_FUTURE_WRITE) != 0:
+		return uint32(syscall.EINVAL), "map: the memfd is sealed with F_SEAL_SEAL or against writes: leave those to the daemon, which adds F_SEAL_FUTURE_WRITE and F_SEAL_SEAL once it has mapped the buffer (docs/SHM.md)"
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size < size {
 		return uint32(syscall.EINVAL), fmt.Sprintf("map: the memfd holds %d bytes, fewer than %d", st.Size, size)
 	}
-	if st.Blocks*512 < size {
-		return uint32(syscall.EINVAL), fmt.Sprintf("map: the buffer's pages are not all in memory (%d of %d bytes; posix_fallocate the memfd, or touch every page, before mapping it)", st.Blocks*512, size)
-	}
 	b, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return uint32(syscall.ENOMEM), fmt.Sprintf("map: %v", err)
+	}
+	if errno, msg := sealAllocated(fd, size); errno != 0 {
+		unix.Munmap(b)
+		return errno, msg
 	}
 	// The page tables filled now, in one call: a copy that found them empty would take a
 	// fault a page, 12 times as long (220 ms against 18 for 74 MiB here), in a read the
@@ -298,6 +307,19 @@ func (sc *shmConn) mapBuffer(req shmRequest, fds []int) (uint32, string) {
 	sc.bufs[req.Buffer] = b
 	sc.mapped += size
 	sc.s.mapped.Add(size)
+	return 0, ""
+}
+
+// sealAllocated seals the mapped memfd fd against future writers and further seals, then
+// checks that its first size bytes are allocated (mapBuffer says why, in that order).
+func sealAllocated(fd int, size int64) (uint32, string) {
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_FUTURE_WRITE|unix.F_SEAL_SEAL); err != nil {
+		return uint32(syscall.EINVAL), fmt.Sprintf("map: cannot seal the memfd against future writers: %v (Linux 5.1 or later; leave F_SEAL_SEAL unset)", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Blocks*512 < size {
+		return uint32(syscall.EINVAL), fmt.Sprintf("map: the buffer's pages are not all in memory (%d of %d bytes; posix_fallocate the memfd, or touch every page, before mapping it)", st.Blocks*512, size)
+	}
 	return 0, ""
 }
 

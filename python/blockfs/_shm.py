@@ -92,7 +92,9 @@ class _Arena:
             # which refuses a buffer whose pages are not there; posix_fallocate lets the
             # trainer's thread run meanwhile (a loop touching the pages would hold the GIL).
             os.posix_fallocate(fd, 0, size)
-            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+            # F_SEAL_SEAL is the daemon's to add: it seals the buffer against future writers
+            # once it has mapped it, so that no one can punch holes in it (docs/SHM.md).
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
             # Mapped with its page tables filled (MAP_POPULATE, Python 3.10): reading a batch
             # whose pages fault in one at a time takes several times as long.
             self.mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))

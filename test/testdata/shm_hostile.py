@@ -5,11 +5,13 @@ packets, no blockfs code), run by test/shm_test.go (TestShmHostileClients):
   shm_hostile.py SOCKET MOUNT
 
 Each case sends what a careless or malicious client might and checks the daemon's answer: a
-buffer that is not a sealed memfd, one whose pages are not there, sizes and counts past the
+buffer that is not a sealed memfd, one the daemon cannot seal, one whose pages are not there,
+holes punched in a mapped buffer, sizes and counts past the
 bounds, reads outside a buffer or of paths outside the tree, malformed packets; then a flood of
 connections past the daemon's bound. Afterwards a well-behaved client still reads the file's
 bytes. Prints "ok ..." or exits non-zero with what went wrong.
 """
+import ctypes
 import errno
 import fcntl
 import mmap
@@ -23,6 +25,7 @@ import tempfile
 MAGIC = 0x31534642
 HDR = struct.Struct("<IIIIQQQ")
 REP = struct.Struct("<IIQ")
+FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
 
 
 def conn(addr):
@@ -74,12 +77,29 @@ def main(addr, mount):
     fd, _ = memfd(size, touch=False)
     expect("pages not there", ask(s, 1, 1, size, fds=[fd]), errno.EINVAL, "not all in memory")
     fd, _ = memfd(size)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL)
+    expect("a memfd sealed with F_SEAL_SEAL (the daemon could not seal it)", ask(s, 1, 1, size, fds=[fd]), errno.EINVAL,
+           "leave those to the daemon")
+    fd, mm = memfd(size)
     expect("no descriptor", ask(s, 1, 1, size), errno.EINVAL, "0 descriptors")
     expect("larger than the memfd", ask(s, 1, 1, 2 * size, fds=[fd]), errno.EINVAL, "fewer than")
     expect("0 bytes", ask(s, 1, 1, 0, fds=[fd]), errno.ENOSPC)
     expect("past the bound", ask(s, 1, 1, 5 << 30, fds=[fd]), errno.ENOSPC, "at most")
     expect("two descriptors", ask(s, 1, 1, size, fds=[fd, fd]), errno.EINVAL, "2 descriptors")
     expect("map", ask(s, 1, 1, size, fds=[fd]), 0)
+    # Mapped, the buffer is sealed against future writers: its pages cannot be freed, so the
+    # daemon's copies never allocate them again (charged to the daemon). The client's own
+    # mapping, made before, still writes.
+    libc = ctypes.CDLL(None, use_errno=True)
+    r = libc.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, ctypes.c_long(0), ctypes.c_long(size))
+    assert r == -1 and ctypes.get_errno() == errno.EPERM, f"punching a hole in a mapped buffer: {r}, {os.strerror(ctypes.get_errno())}"
+    try:
+        mm.madvise(mmap.MADV_REMOVE)
+        raise AssertionError("MADV_REMOVE freed a mapped buffer's pages")
+    except PermissionError:
+        pass
+    assert os.fstat(fd).st_blocks * 512 >= size, "the mapped buffer lost pages"
+    mm[0:4] = b"mine"
     expect("the same buffer again", ask(s, 1, 1, size, fds=[fd]), errno.EEXIST)
     for i in range(2, 9):
         f2, _ = memfd(4096)
