@@ -52,6 +52,10 @@ type Options struct {
 	// Keep is the budget Reserve leaves for cached pages (what the mount's windows and
 	// readahead need); default 0: MinPages pages.
 	Keep int64
+	// Max is the most Grow may take the cache to (bytes, whole pages); default Size: it
+	// cannot grow. The cache reserves address space for Max, not memory: pages of it that
+	// were never in service cost nothing.
+	Max int64
 	// Whole makes a load take the whole file a missing page is in, in one Fill of the source,
 	// when none of the file's pages is cached or loading and the slots no one pins hold all of
 	// it (else the pages asked for are loaded, in runs of MaxRead). For a source that checks
@@ -87,6 +91,7 @@ func (o *Options) setDefaults() {
 	if o.Queue == 0 {
 		o.Queue = DefaultQueue
 	}
+	o.Max = max(o.Max, o.Size)
 }
 
 // Validate checks the options after defaults are applied.
@@ -156,7 +161,8 @@ type core struct {
 	arena []byte
 
 	mu    sync.Mutex
-	slots int            // slots in service: the arena's less those Reserve took (guarded by mu)
+	slots int            // slots in service: the arena's less those Reserve took and spare (guarded by mu)
+	spare []int          // slots never in service, for Grow (guarded by mu)
 	pages map[key]*entry // loading and loaded pages (guarded by mu)
 	lru   *list.List     // loaded pages a reader has read, most recent first (guarded by mu)
 	ahead *list.List     // loaded pages read ahead, not read yet, most recent first (guarded by mu)
@@ -188,10 +194,18 @@ func New(src source.Blocks, opt Options) (*Cache, error) {
 		return nil, err
 	}
 	slots := int(opt.Size / int64(opt.PageSize))
-	arena, err := unix.Mmap(-1, 0, slots*opt.PageSize, unix.PROT_READ|unix.PROT_WRITE,
+	most := int(opt.Max / int64(opt.PageSize))
+	arena, err := unix.Mmap(-1, 0, most*opt.PageSize, unix.PROT_READ|unix.PROT_WRITE,
 		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil && most > slots {
+		// Strict overcommit (vm.overcommit_memory 2) or an address space limit counts
+		// reserved address space as memory: without room to grow, the cache still works.
+		most = slots
+		arena, err = unix.Mmap(-1, 0, most*opt.PageSize, unix.PROT_READ|unix.PROT_WRITE,
+			unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot reserve %d bytes for the cache: %w", slots*opt.PageSize, err)
+		return nil, fmt.Errorf("cannot reserve %d bytes for the cache: %w", most*opt.PageSize, err)
 	}
 	// Transparent huge pages where the kernel allows them (advisory; an error changes
 	// nothing): readers of small records copy from random places of whole blocks, and with 4
@@ -203,6 +217,9 @@ func New(src source.Blocks, opt Options) (*Cache, error) {
 		queue: make(chan request, opt.Queue), ctx: ctx, cancel: cancel}
 	for i := range c.free {
 		c.free[i] = slots - 1 - i
+	}
+	for i := most - 1; i >= slots; i-- {
+		c.spare = append(c.spare, i)
 	}
 	for i := 0; i < opt.Workers; i++ {
 		c.wg.Add(1)
@@ -254,6 +271,25 @@ func (c *core) Reserve(n int64) int64 {
 		_ = unix.Madvise(c.arena[int64(s)*ps:int64(s+1)*ps], unix.MADV_DONTNEED)
 	}
 	return int64(len(taken)) * ps
+}
+
+// Grow puts up to n more bytes of pages in service (whole pages, within Options.Max) and
+// returns the bytes added; Capacity grows by as much. The mount grows its cache when more
+// readers read at once than its windows were planned for (mount/memory). Slots Reserve took
+// do not come back.
+func (c *core) Grow(n int64) int64 {
+	ps := int64(c.opt.PageSize)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := int(min(n/ps, int64(len(c.spare))))
+	if k <= 0 {
+		return 0
+	}
+	ns := len(c.spare)
+	c.free = append(c.free, c.spare[ns-k:]...)
+	c.spare = c.spare[:ns-k]
+	c.slots += k
+	return int64(k) * ps
 }
 
 // PageSize returns the page size.

@@ -390,6 +390,39 @@ func TestReserve(t *testing.T) {
 	assert.EqualValues(t, 12*ps, kept.Capacity())
 }
 
+// TestGrow: Grow puts pages in service up to Max and no further; a cache grown to hold a file
+// reads it again from memory, where the smaller one evicted and read it from the source.
+func TestGrow(t *testing.T) {
+	src := newSource(12 * ps)
+	c, err := New(src, Options{Size: 4 * ps, Max: 12*ps + ps/2, PageSize: ps, MaxRead: ps, Workers: 1, Queue: 1})
+	require.NoError(t, err)
+	defer c.Close()
+	buf := make([]byte, 12*ps)
+	readAll := func() {
+		for p := int64(0); p < 12; p++ {
+			require.NoError(t, c.Fill(bg, nil, 0, p*ps, buf[p*ps:(p+1)*ps]))
+		}
+		assert.Equal(t, src.files[0], buf)
+	}
+	readAll()
+	assert.EqualValues(t, 8, c.Stats().Evictions)
+	assert.EqualValues(t, 3*ps, c.Grow(3*ps+ps/2), "whole pages only")
+	assert.EqualValues(t, 7*ps, c.Capacity())
+	assert.EqualValues(t, 5*ps, c.Grow(100*ps), "no further than Max")
+	assert.EqualValues(t, 12*ps, c.Capacity())
+	assert.Zero(t, c.Grow(ps))
+	readAll()
+	before := len(src.calls())
+	readAll()
+	assert.Len(t, src.calls(), before, "the grown cache holds the whole file")
+	// Without Max, a cache cannot grow; Reserve's slots do not come back.
+	d := newCache(t, src, 8)
+	assert.Zero(t, d.Grow(ps))
+	assert.EqualValues(t, 2*ps, d.Reserve(2*ps))
+	assert.Zero(t, d.Grow(2*ps))
+	assert.EqualValues(t, 6*ps, d.Capacity())
+}
+
 // TestReadAheadEvictedLast: pages read ahead and not read yet outlive pages a reader has read,
 // however recently it read them: a reader reads a record once an epoch, so what it has read is
 // done with and what readahead brought is what it comes to next. Readahead itself never evicts

@@ -171,7 +171,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	}
 	ahead := view.ReadaheadOf(n.m.set, n.kind, n.m.opt.Readahead)
 	h := &handle{r: view.NewReader(f, ahead), pos: -1, direct: flags&syscall.O_DIRECT != 0,
-		rd: n.m.times.open(ctx, n.Path(nil), f.Size())}
+		rd: n.m.times.open(ctx, n.Path(nil), f.Size(), n.kind == view.Data)}
 	if h.direct {
 		// KEEP_CACHE too: without it the kernel drops the file's cached pages at every open,
 		// those of the buffered readers of the same file included.

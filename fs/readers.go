@@ -28,6 +28,7 @@ type reader struct {
 	file   string // the file's path in the mount
 	pid    uint32 // the process that opened it
 	size   int64
+	data   bool // an epoch's records (not a sidecar): it reads a window of the order
 	opened time.Time
 
 	first  atomic.Int64 // unix ns of the first read; 0 before it
@@ -54,18 +55,20 @@ type readTimes struct {
 	readers map[uint64]*reader // open (guarded by mu)
 }
 
-// open registers a reader of file, opened by the process of ctx's caller.
-func (t *readTimes) open(ctx context.Context, file string, size int64) *reader {
+// open registers a reader of file (data: of an epoch's records), opened by the process of
+// ctx's caller.
+func (t *readTimes) open(ctx context.Context, file string, size int64, data bool) *reader {
 	var pid uint32
 	if c, ok := fuse.FromContext(ctx); ok && c != nil {
 		pid = tgid(c.Pid)
 	}
-	return t.openBy(pid, file, size)
+	return t.openBy(pid, file, size, data)
 }
 
-// openBy registers a reader of file, opened by process pid (the shared-memory path's client).
-func (t *readTimes) openBy(pid uint32, file string, size int64) *reader {
-	r := &reader{file: file, size: size, opened: time.Now(), pid: pid}
+// openBy registers a reader of file (data: of an epoch's records), opened by process pid (the
+// shared-memory path's client).
+func (t *readTimes) openBy(pid uint32, file string, size int64, data bool) *reader {
+	r := &reader{file: file, size: size, data: data, opened: time.Now(), pid: pid}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.readers == nil {
@@ -126,6 +129,21 @@ func (t *readTimes) read(r *reader, start time.Time, d, w time.Duration, end int
 		t.waited.Add(1)
 		t.waitNS.Add(int64(w))
 	}
+}
+
+// active counts the open readers of epochs' records that read in the last within: the
+// readers reading at once, each at its own place of the order.
+func (t *readTimes) active(within time.Duration) int {
+	since := time.Now().Add(-within).UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, r := range t.readers {
+		if r.data && r.last.Load() >= since {
+			n++
+		}
+	}
+	return n
 }
 
 // ReaderStats is one open file's line in stats.json's "readers".

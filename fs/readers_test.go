@@ -20,3 +20,21 @@ func TestReaderPositionByStart(t *testing.T) {
 	rt.read(r, t0.Add(3*time.Millisecond), time.Millisecond, 0, 50, 50) // a seek back, started later
 	assert.EqualValues(t, 50, r.Position())
 }
+
+// active counts the readers of epochs' records that read lately: not sidecars, not readers
+// that opened and have not read, not readers that stopped reading.
+func TestActiveReaders(t *testing.T) {
+	var rt readTimes
+	now := time.Now()
+	data1 := rt.openBy(1, "epoch-0000", 100, true)
+	data2 := rt.openBy(2, "shard-1-of-2/epoch-0000", 100, true)
+	ids := rt.openBy(1, "epoch-0000.ids", 100, false)
+	rt.openBy(3, "epoch-0001", 100, true) // never read
+	rt.read(data1, now, time.Millisecond, 0, 10, 10)
+	rt.read(data2, now.Add(-time.Minute), time.Millisecond, 0, 10, 10)
+	rt.read(ids, now, time.Millisecond, 0, 10, 10)
+	assert.Equal(t, 1, rt.active(2*time.Second))
+	assert.Equal(t, 2, rt.active(2*time.Minute))
+	rt.close(data1)
+	assert.Equal(t, 1, rt.active(2*time.Minute))
+}

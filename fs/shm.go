@@ -477,7 +477,7 @@ func (sc *shmConn) open(path string) (*shmFile, uint32, string) {
 		sc.closeFiles()
 	}
 	ahead := view.ReadaheadOf(m.set, kind, m.opt.Readahead)
-	rd := m.times.openBy(sc.pid, path, vf.Size())
+	rd := m.times.openBy(sc.pid, path, vf.Size(), kind == view.Data)
 	f := &shmFile{r: view.NewReader(vf, ahead), rd: rd, kind: kind}
 	sc.files[path] = f
 	return f, 0, ""

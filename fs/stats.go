@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/blockfs/blockfs/view"
 )
@@ -52,6 +53,10 @@ type Counters struct {
 
 // Counters returns the FUSE layer's counters now.
 func (s *Server) Counters() Counters { return s.m.counters() }
+
+// ActiveReaders returns how many open files of epochs' records (through the files or the
+// shared-memory path) were read in the last within: the readers reading at once.
+func (s *Server) ActiveReaders(within time.Duration) int { return s.m.times.active(within) }
 
 func (m *mount) counters() Counters {
 	now, readers, closedNS := m.times.snapshot()

@@ -41,6 +41,7 @@ func (p *Plan) buildSources(tree func(c *cache.Cache) (view.Content, error)) (*s
 		sv.mux = stack.Join(sv.stacks)
 		src = sv.mux
 	}
+	p.cacheOpt.Max = p.growMax()
 	c, err := cache.New(src, p.cacheOpt)
 	if err != nil {
 		sv.close()

@@ -7,6 +7,7 @@ package mount
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/blockfs/blockfs/cache"
 	bfs "github.com/blockfs/blockfs/fs"
@@ -30,6 +31,7 @@ type Plan struct {
 	ds        *layout.Dataset
 	mnt       string // the mount point, absolute
 	need      memory.CacheNeed
+	cut       *atomic.Int64 // blocks from here on stream (grow.go); nil: the plan's resident set, fixed
 	mem       memory.Plan
 	cacheOpt  cache.Options
 	readahead int64

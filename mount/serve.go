@@ -91,6 +91,8 @@ func (p *Plan) Serve(ready func()) error {
 		}
 		defer stop()
 	}
+	stopGrowing := p.growCache(c, set.OrderBytes(), srv.ActiveReaders)
+	defer stopGrowing()
 	p.shape().logServing(p)
 	log.Printf("blockfs: memory budget %s (%s); cache %s (%s); direct I/O %v (%s)", ibytes(p.mem.Budget), p.mem.BudgetReason,
 		ibytes(c.Capacity()), p.mem.CacheReason, p.mem.Direct, p.mem.Reason)
@@ -105,6 +107,7 @@ func (p *Plan) Serve(ready func()) error {
 		// Only once the server and the shared-memory path have stopped may the cache's
 		// memory go.
 		srv.StopShm()
+		stopGrowing()
 		c.Close()
 	}
 	return nil

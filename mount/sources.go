@@ -6,6 +6,7 @@ import (
 
 	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/mount/memory"
 	"github.com/blockfs/blockfs/source/diskcache"
 	"github.com/blockfs/blockfs/source/stack"
 )
@@ -22,6 +23,11 @@ func (p *Plan) openSources() (*stack.Stack, error) {
 			// The resident set's blocks are read buffered and stay in the kernel's page cache,
 			// the others stream with O_DIRECT.
 			o.Local.Streams = p.streams()
+		}
+		if p.opt.Direct != memory.DirectOff && p.mem.ResidentBlocks > 0 && p.growMax() > p.mem.CacheSize {
+			// The cache may grow into the resident set's share for readers at once (grow.go):
+			// the blocks it gives up stream then.
+			o.Local.Streams = p.cutStreams(p.streams())
 		}
 	}
 	return stack.Build(p.ds, o) // New checked that --verify can be done (Verifiable)

@@ -142,7 +142,7 @@ func PlanFor(ds *layout.Dataset, pageSize, cacheSize, need int64, direct Direct,
 	}
 	p.CacheSize = round(p.CacheSize)
 	if !whole && direct != DirectOn {
-		p.Resident, p.ResidentBlocks = residentBlocks(ds, p.Budget-p.CacheSize)
+		p.Resident, p.ResidentBlocks = ResidentBlocks(ds, p.Budget-p.CacheSize)
 	}
 	switch {
 	case direct == DirectOn:
@@ -199,10 +199,10 @@ func (p Plan) inPages() string {
 	return fmt.Sprintf(" (%s in the cache's pages)", ibytes(p.Footprint))
 }
 
-// residentBlocks returns how many leading blocks (and their bytes, in 4 KiB pages) fit in room:
+// ResidentBlocks returns how many leading blocks (and their bytes, in 4 KiB pages) fit in room:
 // the blocks of the files as stored (the kernel caches compressed files compressed), which
 // are the ones Plan.Streams is asked of.
-func residentBlocks(ds *layout.Dataset, room int64) (int64, int) {
+func ResidentBlocks(ds *layout.Dataset, room int64) (int64, int) {
 	var used int64
 	ds = ds.Stored()
 	for b := 0; b < ds.Blocks(); b++ {

@@ -218,3 +218,22 @@ func skipBufs(bufs [][]byte, n int) [][]byte {
 	out[0] = out[0][n:]
 	return out
 }
+
+// Uncache asks the kernel to drop the pages of t's files ids from its page cache
+// (POSIX_FADV_DONTNEED), best effort: a mount that stops keeping a block resident gives its
+// pages back at once rather than when memory runs short. A file that cannot be opened is
+// skipped.
+func Uncache(t source.Table, ids ...source.FileID) {
+	for _, id := range ids {
+		e, ok := t.Extent(id)
+		if !ok || e.Parts != nil {
+			continue
+		}
+		fd, err := open(e, 0)
+		if err != nil {
+			continue
+		}
+		_ = unix.Fadvise(fd, e.Offset, e.Size, unix.FADV_DONTNEED)
+		unix.Close(fd)
+	}
+}
