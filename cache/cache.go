@@ -1,6 +1,6 @@
-// Package cache is blockfs's page cache: a fixed budget of page-sized slots in one anonymous
+// Package cache is blockfs's page cache: a budget of page-sized slots in one anonymous
 // mapping (outside the Go heap, so the daemon's RSS is bounded by the budget whatever the GC
-// does), merged concurrent misses, disk reads coalesced into large aligned preadv calls, and
+// does; Grow puts more of the mapping in service, up to Options.Max), merged concurrent misses, disk reads coalesced into large aligned preadv calls, and
 // readahead workers fed by a bounded, non-blocking queue.
 //
 // Eviction: loaded pages are in one of two lists. Pages a reader has read are evicted least
@@ -53,8 +53,9 @@ type Options struct {
 	// readahead need); default 0: MinPages pages.
 	Keep int64
 	// Max is the most Grow may take the cache to (bytes, whole pages); default Size: it
-	// cannot grow. The cache reserves address space for Max, not memory: pages of it that
-	// were never in service cost nothing.
+	// cannot grow. The cache reserves address space for Max, not memory: the slots beyond Size
+	// are mapped PROT_NONE (no commit charge, even under strict overcommit) until Grow puts
+	// them in service.
 	Max int64
 	// Whole makes a load take the whole file a missing page is in, in one Fill of the source,
 	// when none of the file's pages is cached or loading and the slots no one pins hold all of
@@ -195,14 +196,11 @@ func New(src source.Blocks, opt Options) (*Cache, error) {
 	}
 	slots := int(opt.Size / int64(opt.PageSize))
 	most := int(opt.Max / int64(opt.PageSize))
-	arena, err := unix.Mmap(-1, 0, most*opt.PageSize, unix.PROT_READ|unix.PROT_WRITE,
-		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	arena, err := reserveArena(slots, most, opt.PageSize)
 	if err != nil && most > slots {
-		// Strict overcommit (vm.overcommit_memory 2) or an address space limit counts
-		// reserved address space as memory: without room to grow, the cache still works.
+		// An address space limit (ulimit -v): without room to grow, the cache still works.
 		most = slots
-		arena, err = unix.Mmap(-1, 0, most*opt.PageSize, unix.PROT_READ|unix.PROT_WRITE,
-			unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+		arena, err = reserveArena(slots, most, opt.PageSize)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot reserve %d bytes for the cache: %w", most*opt.PageSize, err)
@@ -226,6 +224,20 @@ func New(src source.Blocks, opt Options) (*Cache, error) {
 		go c.worker()
 	}
 	return &Cache{core: c}, nil
+}
+
+// reserveArena maps most slots of size bytes, the first slots of them readable and writable,
+// the rest PROT_NONE (Grow opens them). MAP_NORESERVE: untouched pages cost nothing.
+func reserveArena(slots, most, size int) ([]byte, error) {
+	arena, err := unix.Mmap(-1, 0, most*size, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Mprotect(arena[:slots*size], unix.PROT_READ|unix.PROT_WRITE); err != nil {
+		unix.Munmap(arena)
+		return nil, err
+	}
+	return arena, nil
 }
 
 // Close stops the readahead workers, waits for the loads in progress (cancelled) and releases
@@ -274,9 +286,9 @@ func (c *core) Reserve(n int64) int64 {
 }
 
 // Grow puts up to n more bytes of pages in service (whole pages, within Options.Max) and
-// returns the bytes added; Capacity grows by as much. The mount grows its cache when more
-// readers read at once than its windows were planned for (mount/memory). Slots Reserve took
-// do not come back.
+// returns the bytes added; Capacity grows by as much. It adds nothing where the kernel refuses
+// the memory (strict overcommit). A mount grows its cache when its readers read at more
+// places at once than it was planned for (mount/grow.go). Slots Reserve took do not come back.
 func (c *core) Grow(n int64) int64 {
 	ps := int64(c.opt.PageSize)
 	c.mu.Lock()
@@ -285,7 +297,12 @@ func (c *core) Grow(n int64) int64 {
 	if k <= 0 {
 		return 0
 	}
+	// The spare slots are the arena's top ones, lowest last: the k taken are contiguous.
 	ns := len(c.spare)
+	lo := int64(c.spare[ns-1]) * ps
+	if err := unix.Mprotect(c.arena[lo:lo+int64(k)*ps], unix.PROT_READ|unix.PROT_WRITE); err != nil {
+		return 0
+	}
 	c.free = append(c.free, c.spare[ns-k:]...)
 	c.spare = c.spare[:ns-k]
 	c.slots += k

@@ -92,7 +92,7 @@ func Mount(mountpoint string, set view.Content, opt Options) (*Server, error) {
 		return nil, err
 	}
 	var shm *shmServer
-	if !opt.NoShm {
+	if !opt.NoShm && shmSupported() {
 		// Listening first, so that info.json names the socket.
 		if shm, err = listenShm(); err != nil {
 			return nil, err

@@ -131,19 +131,23 @@ func (t *readTimes) read(r *reader, start time.Time, d, w time.Duration, end int
 	}
 }
 
-// active counts the open readers of epochs' records that read in the last within: the
-// readers reading at once, each at its own place of the order.
-func (t *readTimes) active(within time.Duration) int {
+// places returns where the open readers of epochs' records that read in the last within are:
+// for each file, their positions (Position), each reader at its own place of the order.
+func (t *readTimes) places(within time.Duration) map[string][]int64 {
 	since := time.Now().Add(-within).UnixNano()
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := 0
+	rs := make([]*reader, 0, len(t.readers))
 	for _, r := range t.readers {
 		if r.data && r.last.Load() >= since {
-			n++
+			rs = append(rs, r)
 		}
 	}
-	return n
+	t.mu.Unlock()
+	at := make(map[string][]int64)
+	for _, r := range rs {
+		at[r.file] = append(at[r.file], r.Position())
+	}
+	return at
 }
 
 // ReaderStats is one open file's line in stats.json's "readers".

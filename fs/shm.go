@@ -292,6 +292,9 @@ func (sc *shmConn) mapBuffer(req shmRequest, fds []int) (uint32, string) {
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size < size {
 		return uint32(syscall.EINVAL), fmt.Sprintf("map: the memfd holds %d bytes, fewer than %d", st.Size, size)
 	}
+	if errno, msg := allocated(&st, size); errno != 0 {
+		return errno, msg // before sealing, so that the client may allocate and map it again
+	}
 	b, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return uint32(syscall.ENOMEM), fmt.Sprintf("map: %v", err)
@@ -311,16 +314,39 @@ func (sc *shmConn) mapBuffer(req shmRequest, fds []int) (uint32, string) {
 }
 
 // sealAllocated seals the mapped memfd fd against future writers and further seals, then
-// checks that its first size bytes are allocated (mapBuffer says why, in that order).
+// checks again that its first size bytes are allocated (mapBuffer says why, in that order).
 func sealAllocated(fd int, size int64) (uint32, string) {
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_FUTURE_WRITE|unix.F_SEAL_SEAL); err != nil {
-		return uint32(syscall.EINVAL), fmt.Sprintf("map: cannot seal the memfd against future writers: %v (Linux 5.1 or later; leave F_SEAL_SEAL unset)", err)
+		return uint32(syscall.EINVAL), fmt.Sprintf("map: cannot seal the memfd against future writers: %v", err)
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Blocks*512 < size {
+	if err := unix.Fstat(fd, &st); err != nil {
+		return uint32(syscall.EINVAL), fmt.Sprintf("map: %v", err)
+	}
+	return allocated(&st, size)
+}
+
+// allocated checks that the memfd st describes has its first size bytes allocated.
+func allocated(st *unix.Stat_t, size int64) (uint32, string) {
+	if st.Blocks*512 < size {
 		return uint32(syscall.EINVAL), fmt.Sprintf("map: the buffer's pages are not all in memory (%d of %d bytes; posix_fallocate the memfd, or touch every page, before mapping it)", st.Blocks*512, size)
 	}
 	return 0, ""
+}
+
+// shmSupported reports whether this kernel can seal a memfd against future writers (Linux
+// 5.1), which the path needs to keep a client's buffers its own (mapBuffer); where it cannot,
+// it logs that the path is off.
+func shmSupported() bool {
+	fd, err := unix.MemfdCreate("blockfs-probe", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err == nil {
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_FUTURE_WRITE)
+		unix.Close(fd)
+	}
+	if err != nil {
+		log.Printf("blockfs: the shared-memory path is off: this kernel cannot seal a buffer against future writers (%v; Linux 5.1 or later); readers use the files", err)
+	}
+	return err == nil
 }
 
 func (sc *shmConn) unmapBuffer(id uint32) (uint32, string) {

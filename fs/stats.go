@@ -54,9 +54,9 @@ type Counters struct {
 // Counters returns the FUSE layer's counters now.
 func (s *Server) Counters() Counters { return s.m.counters() }
 
-// ActiveReaders returns how many open files of epochs' records (through the files or the
-// shared-memory path) were read in the last within: the readers reading at once.
-func (s *Server) ActiveReaders(within time.Duration) int { return s.m.times.active(within) }
+// Places returns where the open readers of epochs' records (through the files or the
+// shared-memory path) that read in the last within are: their positions, by file.
+func (s *Server) Places(within time.Duration) map[string][]int64 { return s.m.times.places(within) }
 
 func (m *mount) counters() Counters {
 	now, readers, closedNS := m.times.snapshot()

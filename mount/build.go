@@ -27,6 +27,7 @@ func (p *Plan) build() (*served, error) { return p.shape().build(p) }
 // cache; tree makes what the mount serves over it.
 func (p *Plan) buildSources(tree func(c *cache.Cache) (view.Content, error)) (*served, error) {
 	sv := &served{}
+	p.grows = p.growable()
 	plans := p.sources()
 	for _, sub := range plans {
 		st, err := sub.openSources()
@@ -41,7 +42,9 @@ func (p *Plan) buildSources(tree func(c *cache.Cache) (view.Content, error)) (*s
 		sv.mux = stack.Join(sv.stacks)
 		src = sv.mux
 	}
-	p.cacheOpt.Max = p.growMax()
+	if p.grows {
+		p.cacheOpt.Max = p.growMax()
+	}
 	c, err := cache.New(src, p.cacheOpt)
 	if err != nil {
 		sv.close()

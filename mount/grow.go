@@ -3,6 +3,8 @@ package mount
 import (
 	"fmt"
 	"log"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,53 +12,80 @@ import (
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/mount/daemon"
 	"github.com/blockfs/blockfs/mount/memory"
 	"github.com/blockfs/blockfs/source"
 	"github.com/blockfs/blockfs/source/local"
 )
 
-// Readers at once. The memory plan sizes the daemon's cache for one reader's window and
-// readahead, twice over (memory.PlanFor). Readers at different places of the order (DataLoader
-// workers and ranks reading their shards) each need a window of their own: with fewer pages,
-// each evicts pages the others have not read yet, and they are loaded again, a compressed
-// pack's frames decompressed again for each record (four `dd` of shards of 64 MiB zstd blocks
-// through a 128 MiB cache loaded 7.6 bytes for each byte served). So a mount of one dataset
-// grows its cache, once a second, to a window (Plan.need.Window) for each reader that read in
-// the last growWindow and one more, within its budget (growMax). The blocks kept resident in
-// the kernel's page cache give up their share as it grows (read with O_DIRECT from then on,
-// their pages dropped), so the two stay within the budget together. The cache never shrinks:
-// what it took stays in service for the mount's life, inside the budget.
+// Readers at places of the order at once. The memory plan sizes the daemon's cache for one
+// reader's window and readahead, twice over (memory.PlanFor). Readers at different places of
+// the order (DataLoader workers and ranks reading their shards, ranks a step apart in one
+// epoch file) each need the blocks around their place: with fewer pages, each evicts pages the
+// others have yet to read, and those are loaded again (a compressed pack's frames decompressed
+// again, for each record). So a mount of one dataset looks, once a second, at where the
+// readers of epochs' records that read in the last growWindow are (fs.Server.Places), takes
+// readers of a file within a window of one another as one place spanning them, and grows its
+// cache to what the places hold (each its span and a window) and one window more, when that
+// has been wanted for growSteady looks in a row (a loader keeps the last epoch's file open a
+// moment at an epoch's end), within its budget and the dataset's pages (growMax). The blocks
+// kept resident in the kernel's page cache give up their share as it grows (read with
+// O_DIRECT from then on, their pages dropped), so the two stay within the budget together,
+// and the mount's claim in the registry says so. The cache never shrinks: what it took stays
+// in service for the mount's life, inside the budget.
 const (
 	growEvery  = time.Second
 	growWindow = 2 * time.Second
+	growSteady = 3
 )
 
-// growMax is the most the cache of p may grow to: the budget, in whole pages, for a mount of
-// one dataset whose cache does not hold it whole (local files, or an object store without a
-// disk cache, whose budget beyond the cache is not used); else the planned size.
-func (p *Plan) growMax() int64 {
+// growable reports whether the cache of p may grow for readers at once: a mount of one
+// dataset that its cache does not hold whole, read from local files or from an object store
+// without a disk cache (whose budget beyond the cache holds nothing).
+func (p *Plan) growable() bool {
 	_, one := p.shape().(onePlan)
-	if !one || p.mem.Footprint <= p.mem.CacheSize || (p.loc.Kind == Remote && p.disk != nil) {
+	return one && p.mem.Footprint > p.mem.CacheSize && !(p.loc.Kind == Remote && p.disk != nil)
+}
+
+// growMax is the most the cache of p may grow to: the least of the budget and the dataset's
+// pages, in whole pages, where it is growable; else its planned size.
+func (p *Plan) growMax() int64 {
+	if !p.growable() {
 		return p.mem.CacheSize
 	}
-	return max(p.mem.CacheSize, p.mem.Budget/cache.DefaultPageSize*cache.DefaultPageSize)
+	most := min(p.mem.Budget, p.mem.Footprint)
+	return max(p.mem.CacheSize, most/cache.DefaultPageSize*cache.DefaultPageSize)
 }
 
-// cutStreams returns streams that also reads blocks from the resident cut on with O_DIRECT;
-// the cut starts at the plan's resident blocks and only goes down (shrinkResident).
+// cutStreams returns streams that also reads the blocks from the resident cut on with
+// O_DIRECT; the cut starts at the plan's resident blocks and only goes down (shrinkResident).
 func (p *Plan) cutStreams(streams func(source.FileID) bool) func(source.FileID) bool {
-	p.cut = new(atomic.Int64)
-	p.cut.Store(int64(p.mem.ResidentBlocks))
+	cut := new(atomic.Int64)
+	cut.Store(int64(p.mem.ResidentBlocks))
+	p.cut = cut
 	return func(id source.FileID) bool {
-		return streams(id) || int64(layout.BlockOfFile(id)) >= p.cut.Load()
+		return streams(id) || int64(layout.BlockOfFile(id)) >= cut.Load()
 	}
 }
 
-// growCache grows c for the readers active says read at once (grower.step), every growEvery,
-// until the returned function is called (once or more). order is what the order state took
-// of the budget.
-func (p *Plan) growCache(c *cache.Cache, order int64, active func(time.Duration) int) (stop func()) {
-	g := &grower{p: p, c: c, most: p.growMax() - order, order: order}
+// growCache grows c for where places says the readers are (grower.step), every growEvery,
+// until the returned function is called (once or more). order is what the order state took of
+// the budget; facts are the mount's info.json facts, whose claim in the registry (the cache
+// and the resident set) each growth writes again.
+func (p *Plan) growCache(c *cache.Cache, order int64, places func(time.Duration) map[string][]int64, facts map[string]any) (stop func()) {
+	if !p.grows {
+		return func() {}
+	}
+	claim := func(cache, resident int64) {
+		f := maps.Clone(facts)
+		if mem, ok := f["memory"].(map[string]any); ok {
+			mem = maps.Clone(mem)
+			mem["cache"], mem["resident"] = cache, resident
+			f["memory"] = mem
+			daemon.WriteClaim(f, p.mnt)
+		}
+	}
+	g := &grower{p: p, c: c, most: p.growMax() - order, order: order, claim: claim, resident: p.mem.Resident}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -69,7 +98,7 @@ func (p *Plan) growCache(c *cache.Cache, order int64, active func(time.Duration)
 			case <-done:
 				return
 			case <-t.C:
-				g.step(active(growWindow))
+				g.step(places(growWindow))
 			}
 		}
 	}()
@@ -88,36 +117,77 @@ type grower struct {
 	c     *cache.Cache
 	most  int64 // the most pages the cache may have in service: growMax less the order state
 	order int64 // what the order state took of the budget
-	told  int   // the most readers the budget was said to be short for (0: not said)
+	claim func(cache, resident int64)
+	// resident is the resident set's bytes now (the plan's, less what the cache took).
+	resident int64
+	wanted   []int64 // the last growSteady looks' wants
+	told     int64   // the largest want the budget was said to be short for (0: not said)
+	stuck    bool    // the kernel refused the memory (said once)
 }
 
-// step grows the cache to hold n+1 windows, up to most, for n readers at once (n >= 2: one
-// reader has the plan's two windows), and shrinks the resident set to what is left of the
-// budget beside the cache and the order state. When the budget cannot hold them, it says so
-// once (and again for more readers).
-func (g *grower) step(n int) {
-	p := g.p
+// step grows the cache to want(at) once that has been wanted growSteady times in a row (the
+// least of them), up to most, and shrinks the resident set to what is left of the budget
+// beside the cache and the order state. When the budget cannot hold it, it says so once (and
+// again for a larger want).
+func (g *grower) step(at map[string][]int64) {
+	places, want := g.want(at)
+	g.wanted = append(g.wanted, want)
+	if len(g.wanted) > growSteady {
+		g.wanted = g.wanted[1:]
+	}
 	have := g.c.Capacity()
-	need := int64(n+1) * p.need.Window
-	if n < 2 || need <= have || p.mem.Footprint <= have {
-		return // one reader, room enough, or the whole dataset cached
-	}
-	if need > g.most && n > g.told {
-		g.told = n
-		log.Printf("blockfs: warning: %d readers at once need a cache of %s (a window of %s each and one more), more than the budget of %s allows (%s): they evict pages the others have yet to read, which are loaded again%s; raise %s, or pack smaller blocks",
-			n, ibytes(need), ibytes(p.need.Window), ibytes(p.mem.Budget), p.mem.BudgetReason, decompressed(p), optname.Flag("cache-size"))
-	}
-	got := g.c.Grow(min(need, g.most) - have)
-	if got <= 0 {
+	want = slices.Min(g.wanted)
+	if len(g.wanted) < growSteady || want <= have {
 		return
 	}
-	was, now := p.shrinkResident(p.mem.Budget - have - got - g.order)
-	resident := ""
-	if was != now {
-		resident = fmt.Sprintf("; blocks resident in the kernel's page cache: %d -> %d", was, now)
+	p := g.p
+	if want > g.most && want > g.told {
+		g.told = want
+		log.Printf("blockfs: warning: readers at %d places of the order at once need a cache of %s (the windows of %s they read and one more), more than the budget of %s allows (%s): they evict pages the others have yet to read, which are loaded again%s; raise %s, or pack smaller blocks",
+			places, ibytes(want), ibytes(p.need.Window), ibytes(p.mem.Budget), p.mem.BudgetReason, decompressed(p), optname.Flag("cache-size"))
 	}
-	log.Printf("blockfs: %d readers at once: cache %s -> %s (a window of %s each and one more, within the budget of %s)%s",
-		n, ibytes(have), ibytes(have+got), ibytes(p.need.Window), ibytes(p.mem.Budget), resident)
+	got := g.c.Grow(min(want, g.most) - have)
+	if got <= 0 {
+		if min(want, g.most)-have >= cache.DefaultPageSize && !g.stuck {
+			g.stuck = true
+			log.Printf("blockfs: cannot grow the cache beyond %s for readers at %d places (the kernel refused the memory)", ibytes(have), places)
+		}
+		return
+	}
+	was, now, resident, cut := p.shrinkResident(p.mem.Budget - have - got - g.order)
+	if cut {
+		g.resident = resident
+	}
+	if g.claim != nil {
+		g.claim(have+got+g.order, g.resident)
+	}
+	gave := ""
+	if cut {
+		gave = fmt.Sprintf("; blocks resident in the kernel's page cache: %d -> %d", was, now)
+	}
+	log.Printf("blockfs: readers at %d places of the order at once: cache %s -> %s (the windows of %s they read and one more, within the budget of %s)%s",
+		places, ibytes(have), ibytes(have+got), ibytes(p.need.Window), ibytes(p.mem.Budget), gave)
+}
+
+// want returns how many places of the order the readers at at are (readers of one file
+// within a window of one another are one place, spanning them) and the cache they need: each
+// place's span and a window, and one window more (one reader: the plan's two windows).
+func (g *grower) want(at map[string][]int64) (places int, want int64) {
+	w := g.p.need.Window
+	for _, pos := range at {
+		slices.Sort(pos)
+		first := pos[0]
+		for i := 1; i <= len(pos); i++ {
+			if i == len(pos) || pos[i]-pos[i-1] > w {
+				places++
+				want += pos[i-1] - first + w
+				if i < len(pos) {
+					first = pos[i]
+				}
+			}
+		}
+	}
+	return places, want + w
 }
 
 // decompressed says, for a compressed pack, that a page loaded again is a frame decompressed
@@ -131,20 +201,20 @@ func decompressed(p *Plan) string {
 
 // shrinkResident lowers the resident cut to the blocks that fit in room (never raises it) and
 // drops the pages of the blocks it gave up from the kernel's page cache. It returns the cut
-// before and after; both are the plan's resident blocks when there is no cut.
-func (p *Plan) shrinkResident(room int64) (was, now int) {
+// before and after, and the resident set's bytes after (ok false: unchanged, or no cut).
+func (p *Plan) shrinkResident(room int64) (was, now int, bytes int64, ok bool) {
 	if p.cut == nil {
-		return p.mem.ResidentBlocks, p.mem.ResidentBlocks
+		return p.mem.ResidentBlocks, p.mem.ResidentBlocks, 0, false
 	}
-	_, k := memory.ResidentBlocks(p.ds, max(0, room))
+	bytes, k := memory.ResidentBlocks(p.ds, max(0, room))
 	was = int(p.cut.Load())
 	if k >= was {
-		return was, was
+		return was, was, 0, false
 	}
 	p.cut.Store(int64(k))
 	stored := p.ds.Stored()
 	for b := k; b < was; b++ {
 		local.Uncache(stored, layout.DataFile(b), layout.IDsFile(b), layout.OffsetsFile(b))
 	}
-	return was, k
+	return was, k, bytes, true
 }

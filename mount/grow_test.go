@@ -11,9 +11,10 @@ import (
 )
 
 // TestGrowForReaders: a mount of one dataset larger than its budget grows its cache for
-// readers at once to a window each and one more, never past its budget less the order state,
-// and the resident set gives up what the cache takes; one reader changes nothing. A dataset
-// cached whole does not grow.
+// readers at several places at once, to their windows and one more, once they have been
+// there for growSteady looks, never past its budget less the order state; the resident set
+// gives up what the cache takes and the claim says so. One reader, or readers of one file
+// within a window of one another, change nothing. A dataset cached whole does not grow.
 func TestGrowForReaders(t *testing.T) {
 	ref := dstest.Fixed(t, filepath.Join(t.TempDir(), "ds"), 64<<10, 1024, 1<<20, true) // 64 blocks of 1 MiB
 	p, err := New(Options{Data: ref.Dir, Mountpoint: t.TempDir(), CacheSize: 48 << 20, Readahead: 2 << 20})
@@ -22,27 +23,61 @@ func TestGrowForReaders(t *testing.T) {
 	require.NoError(t, err)
 	defer sv.close()
 	defer sv.cache.Close()
+	require.True(t, p.grows)
 	c := sv.cache
 	order := sv.tree.(interface{ OrderBytes() int64 }).OrderBytes()
 	planned, resident := c.Capacity(), p.mem.ResidentBlocks
 	require.NotNil(t, p.cut, "a resident set the cache may take from")
 	require.Greater(t, resident, 0)
 	assert.EqualValues(t, 48<<20, p.growMax())
-	g := &grower{p: p, c: c, most: p.growMax() - order, order: order}
-	g.step(1)
-	assert.Equal(t, planned, c.Capacity(), "one reader: the plan's two windows")
-	g.step(4)
-	assert.Equal(t, planned, c.Capacity(), "four readers: five windows of %d fit in the plan's cache", p.need.Window)
-	g.step(10)
-	assert.Equal(t, 11*p.need.Window, c.Capacity(), "ten readers: eleven windows")
+	w := p.need.Window
+	var claims [][2]int64
+	g := &grower{p: p, c: c, most: p.growMax() - order, order: order, resident: p.mem.Resident,
+		claim: func(cache, resident int64) { claims = append(claims, [2]int64{cache, resident}) }}
+	steps := func(at map[string][]int64) {
+		for range growSteady {
+			g.step(at)
+		}
+	}
+
+	places, want := g.want(map[string][]int64{"epoch-0001": {5 << 20}})
+	assert.Equal(t, 1, places)
+	assert.Equal(t, 2*w, want, "one reader: the plan's two windows")
+	places, want = g.want(map[string][]int64{"epoch-0001": {0, w, 2 * w, 10 * w}, "shard-0-of-2/epoch-0001": {0}})
+	assert.Equal(t, 3, places, "readers of a file within a window of one another are one place")
+	assert.Equal(t, (2*w+w)+w+w+w, want, "each place's span and a window, and one more")
+
+	steps(map[string][]int64{"epoch-0001": {0, w / 2}})
+	assert.Equal(t, planned, c.Capacity(), "readers at one place: the plan's two windows")
+	ten := map[string][]int64{}
+	for r := range 10 {
+		ten["shard-"+string(rune('0'+r))+"-of-10/epoch-0001"] = []int64{int64(r)}
+	}
+	g.step(ten)
+	g.step(ten)
+	assert.Equal(t, planned, c.Capacity(), "not before growSteady looks")
+	g.step(map[string][]int64{"epoch-0001": {0}})
+	g.step(ten)
+	assert.Equal(t, planned, c.Capacity(), "the least of the last looks: a moment's readers do not count")
+	steps(ten)
+	assert.Equal(t, 11*w, c.Capacity(), "ten places: eleven windows")
 	assert.Less(t, int(p.cut.Load()), resident, "the resident set gave up blocks")
-	g.step(1000)
+	require.NotEmpty(t, claims)
+	assert.Equal(t, [2]int64{11*w + order, g.resident}, claims[len(claims)-1], "the claim: the cache with the order state, and the resident set")
+
+	var far []int64
+	for i := range 20 {
+		far = append(far, int64(i)*10*w)
+	}
+	steps(map[string][]int64{"epoch-0001": far})
 	assert.LessOrEqual(t, c.Capacity()+order, int64(48<<20), "within the budget, the order state's share included")
-	assert.Greater(t, c.Capacity()+order, int64(48<<20-(1<<20)-(1<<20)), "the budget less the order state, in whole pages")
+	assert.Greater(t, c.Capacity()+order, int64(48<<20-(2<<20)), "the budget less the order state, in whole pages")
 	assert.Zero(t, p.cut.Load(), "no block resident beside a cache of the whole budget")
-	assert.Equal(t, 1000, g.told, "said once that the budget is short")
+	assert.Zero(t, g.resident)
+	assert.Equal(t, 21*w, g.told, "said that the budget is short")
 
 	whole, err := New(Options{Data: ref.Dir, Mountpoint: t.TempDir(), CacheSize: 256 << 20})
 	require.NoError(t, err)
-	assert.Equal(t, whole.mem.CacheSize, whole.growMax(), "cached whole: no growth")
+	assert.False(t, whole.growable(), "cached whole: no growth")
+	assert.Equal(t, whole.mem.CacheSize, whole.growMax())
 }

@@ -24,14 +24,18 @@ import (
 const maxRemoteRead = 64 << 20
 
 // Plan is a mount checked and planned, before anything is mounted or opened for writing (the
-// disk cache takes a lock, so the daemon opens it in Serve). Immutable after New.
+// disk cache takes a lock, so the daemon opens it in Serve). Immutable after New, but for
+// what build sets (grows, cut, the cache's Max) and the cut a growing cache lowers.
 type Plan struct {
-	opt       Options
-	loc       Location
-	ds        *layout.Dataset
-	mnt       string // the mount point, absolute
-	need      memory.CacheNeed
-	cut       *atomic.Int64 // blocks from here on stream (grow.go); nil: the plan's resident set, fixed
+	opt  Options
+	loc  Location
+	ds   *layout.Dataset
+	mnt  string // the mount point, absolute
+	need memory.CacheNeed
+	// grows and cut are set by build: whether the cache grows for readers at once, and the
+	// block from which blocks stream (grow.go; nil: the plan's resident set, fixed).
+	grows     bool
+	cut       *atomic.Int64
 	mem       memory.Plan
 	cacheOpt  cache.Options
 	readahead int64

@@ -76,7 +76,8 @@ func (p *Plan) Serve(ready func()) error {
 		c.Close()
 		return err
 	}
-	defer daemon.Register(p.mnt, infoFacts(set, fopt.Info))()
+	facts := infoFacts(set, fopt.Info)
+	defer daemon.Register(p.mnt, facts)()
 	if met != nil {
 		met.Snapshot = func() report.Stats { return stats.Snapshot(srv.Counters()) }
 		go met.Serve(ml)
@@ -91,7 +92,7 @@ func (p *Plan) Serve(ready func()) error {
 		}
 		defer stop()
 	}
-	stopGrowing := p.growCache(c, set.OrderBytes(), srv.ActiveReaders)
+	stopGrowing := p.growCache(c, set.OrderBytes(), srv.Places, facts)
 	defer stopGrowing()
 	p.shape().logServing(p)
 	log.Printf("blockfs: memory budget %s (%s); cache %s (%s); direct I/O %v (%s)", ibytes(p.mem.Budget), p.mem.BudgetReason,

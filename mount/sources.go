@@ -24,7 +24,7 @@ func (p *Plan) openSources() (*stack.Stack, error) {
 			// the others stream with O_DIRECT.
 			o.Local.Streams = p.streams()
 		}
-		if p.opt.Direct != memory.DirectOff && p.mem.ResidentBlocks > 0 && p.growMax() > p.mem.CacheSize {
+		if p.grows && p.opt.Direct != memory.DirectOff && p.mem.ResidentBlocks > 0 {
 			// The cache may grow into the resident set's share for readers at once (grow.go):
 			// the blocks it gives up stream then.
 			o.Local.Streams = p.cutStreams(p.streams())

@@ -201,6 +201,12 @@ print(n, len(msgs), msgs[0] if msgs else "")`
 		require.NoError(t, err, "%s", res)
 		assert.Contains(t, string(res), "6000 1 blockfs: reading through the mount's files, not shared memory: cannot reach the daemon's socket")
 	}
+	// A client whose buffers the daemon refuses (one from before the daemon sealed them,
+	// which set F_SEAL_SEAL itself): the files, said once.
+	on := mount(t, p.dir, "--cache-size", "16MiB")
+	res, err = shmClient(py, "import fcntl; fcntl.F_SEAL_GROW |= fcntl.F_SEAL_SEAL\n"+fallback, on.dir).CombinedOutput()
+	require.NoError(t, err, "%s", res)
+	assert.Contains(t, string(res), "6000 1 blockfs: reading through the mount's files, not shared memory: the daemon refused a buffer")
 }
 
 // TestShmOtherUsers: the path serves another user only where the mount's files do (--allow-

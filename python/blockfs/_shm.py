@@ -129,7 +129,8 @@ class Channel:
     def __init__(self, path: str, info: Dict[str, Any]) -> None:
         addr = info.get("shm_socket")
         if not isinstance(addr, str) or not addr.startswith("@"):
-            raise ShmUnavailable("the daemon offers none (mounted by an older blockfs, or with the path off)")
+            raise ShmUnavailable("the daemon offers none (mounted by an older blockfs, with the path off, or on a kernel "
+                                 "before Linux 5.1, which cannot seal its buffers)")
         self.path = path
         self.pid = os.getpid()
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
@@ -160,6 +161,7 @@ class Channel:
         self.next_id = 0
         self.fallbacks = 0  # reads that found no room in the arenas and used the file
         self.broken = False  # the connection failed: the daemon is gone
+        self.refused = False  # the daemon refused a buffer: every read uses the files
 
     def close(self) -> None:
         """Closes the connection; the daemon unmaps its side of the buffers. Arrays over them
@@ -168,6 +170,20 @@ class Channel:
             self.sock.close()
 
     def _region(self, n: int) -> Optional[Tuple[_Arena, int]]:
+        if self.refused:
+            return None
+        try:
+            return self._region_of(n)
+        except DaemonGone:
+            raise
+        except OSError as e:
+            # A daemon that refuses this process's buffers (one that cannot seal them, or a
+            # protocol this client does not speak): the files serve the same bytes.
+            self.refused = True
+            warn_once(f"the daemon refused a buffer ({e.strerror or e})")
+            return None
+
+    def _region_of(self, n: int) -> Optional[Tuple[_Arena, int]]:
         with self.arenas_lock:
             while self.freed:
                 done, start = self.freed.popleft()

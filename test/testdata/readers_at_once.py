@@ -4,13 +4,14 @@
   readers_at_once.py MOUNT READERS GROWN HOLD
 
 READERS threads each read their shard (shard-R-of-READERS) of epoch 0 in 1 MiB reads, and
-keep it open (reading a page of it now and then) while this waits up to 15 s for
+keep it open (reading a page of it with O_DIRECT now and then) while this waits up to 15 s for
 .blockfs/stats.json's cache_capacity to pass GROWN bytes, or HOLD seconds when GROWN is 0; then
 they read epochs 1 to 3 of their shards. Prints "ok " and a JSON object:
 the capacity before and after, and the cache's loads (disk_bytes) and the bytes served over
 epochs 1 to 3.
 """
 import json
+import mmap
 import os
 import sys
 import threading
@@ -32,11 +33,16 @@ def read(path):
 
 
 first = stats()["cache_capacity"]
+page = mmap.mmap(-1, 4096)  # aligned, for O_DIRECT
 held, go = [None] * readers, threading.Event()
 
 
 def reader(r):
-    held[r] = read(f"{mnt}/shard-{r}-of-{readers}/epoch-0000")
+    path = f"{mnt}/shard-{r}-of-{readers}/epoch-0000"
+    os.close(read(path))
+    # Held with O_DIRECT: each touch is a read the daemon sees (the kernel's page cache would
+    # answer a buffered one), as a trainer's next reads would be.
+    held[r] = os.open(path, os.O_RDONLY | os.O_DIRECT)
     go.wait()
     for e in (1, 2, 3):
         os.close(read(f"{mnt}/shard-{r}-of-{readers}/epoch-{e:04d}"))
@@ -50,7 +56,7 @@ while (not grown or stats()["cache_capacity"] <= grown) and time.monotonic() < d
     # Each reader's open file counts while it has read lately: touch them.
     for fd in held:
         if fd is not None:
-            os.pread(fd, 4096, 0)
+            os.preadv(fd, [page], 0)
     time.sleep(0.2)
 before = stats()
 go.set()
