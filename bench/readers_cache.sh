@@ -1,28 +1,30 @@
 #!/bin/bash
 # readers_cache.sh OLD NEW ROUNDS: readers at once through one cache. R readers (R = 4, then 8)
 # each read their shard (shard-r-of-R) of epochs 0, 1 and 2 with dd, all at once, through a
-# mount of a compressed pack larger than its budget (--cache-size 512MiB: the cache's planned
-# share is half of it, the rest keeps blocks resident in the kernel's page cache). Prints, per
+# mount of a compressed pack larger than its budget (--cache-size $CACHE, default 512MiB: the
+# cache's planned share is half of it, the rest keeps blocks resident in the kernel's page
+# cache). $BLOCK (default 16MiB) is the pack's block size. Prints, per
 # binary and R, the wall time, the daemon's CPU time, the cache's loads per byte served
 # (stats.json disk_bytes / bytes_served: a page evicted before its reader came is loaded, and
 # its frame decompressed, again) and the daemon's peak RSS. OLD and NEW alternate within each
 # round (the machine is shared: read ratios within a round). The pack: 1 GiB of base64 text in
-# 4 KiB records, blocks of 16 MiB, zstd level 1, made once in $WORK (default
+# 4 KiB records, blocks of $BLOCK, zstd level 1, made once in $WORK/$BLOCK (WORK default
 # /tmp/readers_cache). As root, for the page cache drop before each run.
 set -euo pipefail
 old=$1 new=$2 rounds=${3:-3}
-work=${WORK:-/tmp/readers_cache}
+block=${BLOCK:-16MiB} cachesize=${CACHE:-512MiB}
+work=${WORK:-/tmp/readers_cache}/$block
 mkdir -p "$work"
 if [ ! -f "$work/ds/blockfs.json" ]; then
 	head -c $((768 << 20)) /dev/urandom | base64 -w 0 | head -c $((1024 << 20)) >"$work/text.bin"
-	"$new" pack --quiet --format raw --record-size 4096 --block-size 16MiB --compress zstd:1 "$work/text.bin" "$work/ds"
+	"$new" pack --quiet --format raw --record-size 4096 --block-size "$block" --compress zstd:1 "$work/text.bin" "$work/ds"
 	rm "$work/text.bin"
 fi
 one() {
 	local bin=$1 readers=$2 mnt pid s e
 	mnt=$(mktemp -d)
 	sync && echo 3 >/proc/sys/vm/drop_caches || true
-	"$bin" mount --cache-size 512MiB "$work/ds" "$mnt" 2>"$work/log" &
+	"$bin" mount --cache-size "$cachesize" "$work/ds" "$mnt" 2>"$work/log" &
 	pid=$!
 	for _ in $(seq 100); do mountpoint -q "$mnt" && break; sleep 0.1; done
 	s=$(date +%s.%N)
