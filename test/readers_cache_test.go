@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/blockfs/blockfs/internal/corpus"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/source/stack"
 )
@@ -29,13 +30,7 @@ func TestCacheGrowsForReaders(t *testing.T) {
 	requireFUSE(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "text.bin")
-	r := rand.New(rand.NewPCG(5, 1))
-	words := []string{"epoch ", "block ", "frame ", "shuffle ", "record ", "reader ", "window "}
-	var b []byte
-	for len(b) < 256<<20 {
-		b = append(b, words[r.IntN(len(words))]...)
-	}
-	require.NoError(t, os.WriteFile(src, b[:256<<20], 0o644))
+	require.NoError(t, os.WriteFile(src, corpus.Text(rand.New(rand.NewPCG(5, 1)), 256<<20), 0o644))
 	ds := filepath.Join(dir, "ds")
 	mustRun(t, "pack", "--format", "raw", "--record-size", "4096", "--block-size", "16MiB", "--compress", "zstd:1", src, ds)
 	require.NoError(t, os.Remove(src))
