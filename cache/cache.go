@@ -1,7 +1,8 @@
 // Package cache is blockfs's page cache: a budget of page-sized slots in one anonymous
 // mapping (outside the Go heap, so the daemon's RSS is bounded by the budget whatever the GC
-// does; Grow puts more of the mapping in service, up to Options.Max), merged concurrent misses, disk reads coalesced into large aligned preadv calls, and
-// readahead workers fed by a bounded, non-blocking queue.
+// does; Grow puts more of the mapping in service, up to Options.Max), merged concurrent
+// misses, disk reads coalesced into large aligned preadv calls, and readahead workers fed by
+// a bounded, non-blocking queue.
 //
 // Eviction: loaded pages are in one of two lists. Pages a reader has read are evicted least
 // recently used first; pages read ahead and not read yet go last, to a reader only (the one
