@@ -20,8 +20,9 @@ import (
 // TestCacheGrowsForReaders: four readers of a compressed pack's shards at once, each in a
 // window of its own, through a mount whose budget (--cache-size 192MiB) holds their windows but
 // whose planned cache (for one reader: two windows of 32 MiB) does not. The daemon grows its
-// cache to five windows (a place each, and one more) within the budget, giving up blocks it kept resident in the kernel's
-// page cache, and says so; epochs read after that load each byte about once, where the cache
+// cache to five windows (a place each, and one more) within the budget, giving up blocks it
+// kept resident in the kernel's page cache, and says so; epochs read after that load each
+// byte about once, where the cache
 // as planned loaded 1.3-1.5 bytes (a frame decompressed again) for each byte served. The
 // daemon's peak RSS stays within the budget, decompression's bound and the constant. With a
 // budget that cannot hold the windows (--cache-size 64MiB) it cannot grow, and says what the
