@@ -381,6 +381,21 @@ func readAllOrEIO(t *testing.T, path string, want []byte, n int) int {
 	return failed
 }
 
+// readEIO reads 1 MiB at the start of path, which must fail with EIO in less than bound (what
+// names the case in a failure), and returns how long it took.
+func readEIO(t *testing.T, path string, bound time.Duration, what string) time.Duration {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	start := time.Now()
+	_, err = f.ReadAt(make([]byte, 1<<20), 0)
+	took := time.Since(start)
+	require.ErrorIs(t, err, syscall.EIO, what)
+	require.Less(t, took, bound, "%s: EIO took %v", what, took)
+	return took
+}
+
 // minioListAll lists every object under prefix.
 func minioListAll(prefix string) minio.ListObjectsOptions {
 	return minio.ListObjectsOptions{Prefix: prefix, Recursive: true}
