@@ -52,12 +52,15 @@ UNIT := ./source/... ./layout/... ./shuffle/... ./cache/... ./view/... ./pack/..
 # Unit tests run with the race detector; test/ mounts the built binary. The object store tests
 # run against a MinIO server that scripts/minio.sh builds once per machine (about 5 minutes), and
 # the gs:// tests against fake-gcs-server (scripts/fakegcs.sh, about 3 minutes, once), the az://
-# tests against Azurite (scripts/azurite.sh, from npm, once).
+# tests against Azurite (scripts/azurite.sh, from npm, once). The mounted tests that mostly wait
+# (for a store's timeouts, the kernel's attribute timeout) call t.Parallel and run 4 at a time
+# once the others are done; the rest run one after another (their timing and memory bounds
+# assume the machine is theirs).
 test: deps vet deadcode pyimports typecheck
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(UNIT)
 	$(GO) test -race -count=1 -tags tables -run 'Parquet|Arrow|Table' ./pack/
 	$(GO) test -count=1 -tags tables -run 'Plot' ./cmd/blockfs/
-	BLOCKFS_MINIO="$$(scripts/minio.sh)" BLOCKFS_FAKE_GCS="$$(scripts/fakegcs.sh)" BLOCKFS_AZURITE="$$(scripts/azurite.sh)" $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/...
+	BLOCKFS_MINIO="$$(scripts/minio.sh)" BLOCKFS_FAKE_GCS="$$(scripts/fakegcs.sh)" BLOCKFS_AZURITE="$$(scripts/azurite.sh)" $(GO) test -count=1 -parallel 4 -timeout $(TEST_TIMEOUT) ./test/...
 	$(MAKE) --no-print-directory fuzz
 
 # Type checks python/ with Debian's mypy (apt-get install python3-mypy): the package strictly

@@ -6,7 +6,7 @@ packed with and without pack's pre-shuffle, and a 2-layer MLP is trained reading
 blockfs mount, for each order configuration, beside a true uniform shuffle (the reference,
 from memory). It reports test accuracy (mean over seeds) next to blockfs order --stats.
 
-    order_experiment.py [--seeds 3] [--epochs 5] [--short] [--json FILE] [--markdown FILE]
+    order_experiment.py [--seeds 3] [--epochs 5] [--short] [--jobs N] [--json FILE] [--markdown FILE]
 
 The node-aware rows mount 4 nodes (--nodes 4, one rank each, a batch of 32 a rank) and train on
 their global batches of 128, one batch from every rank a step, as DDP does.
@@ -15,9 +15,11 @@ their global batches of 128, one batch from every rank a step, as DDP does.
 (mounts), Debian's dataset-fashion-mnist, python3-torch and python3-numpy.
 """
 import argparse
+import collections
 import gzip
 import itertools
 import json
+import multiprocessing
 import os
 import re
 import subprocess
@@ -164,6 +166,37 @@ def uniform(rows, seed):
     return lambda epoch: iter(loader)
 
 
+UNIFORM = "uniform shuffle (reference, in memory)"
+
+
+# What every job reads, set before the jobs' processes are forked (so they share it, unpickled):
+# the arguments, the datasets, the training rows and the test set.
+SHARED = {}
+
+
+def run(mnt, job):
+    """One training run: the job's configuration (name, dataset, mount flags) and seed, read
+    from mounts under mnt, or the in-memory reference (UNIFORM); its test accuracy."""
+    a, sets, rows, xte, yte = (SHARED[k] for k in ("args", "sets", "rows", "xte", "yte"))
+    name, which, flags, seed = job
+    net = model(seed)
+    if name == UNIFORM:
+        train(net, uniform(rows, seed), a.epochs)
+        return evaluate(net, xte, yte)
+    nodes = "--nodes" in flags
+    mnts = [os.path.join(mnt, str(i)) for i in range(NODES if nodes else 1)]
+    for i, m in enumerate(mnts):
+        os.makedirs(m, exist_ok=True)
+        sh(a.blockfs, "mount", "--daemon", "--seed", seed, "--cache-size", "64MiB", "--readahead", "8MiB",
+           *flags, *(["--node", i] if nodes else []), sets[which], m)
+    try:
+        train(net, from_nodes(mnts, a.epochs) if nodes else from_mount(mnts[0]), a.epochs)
+        return evaluate(net, xte, yte)
+    finally:
+        for m in mnts:
+            sh(a.blockfs, "unmount", m)
+
+
 def stats(blockfs, ds, flags, labels, seed):
     out = sh(blockfs, "order", ds, "--stats", "--labels", labels, "--seed", seed, *flags)
     def pick(name, col):
@@ -184,6 +217,8 @@ def main():
     ap.add_argument("--blockfs", default=os.path.join(ROOT, "bin", "blockfs"))
     ap.add_argument("--work", default=os.path.join(ROOT, "build", "order"))
     ap.add_argument("--only", help="the configurations whose names contain one of these comma-separated words")
+    ap.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1),
+                    help="training runs at once, a process and a thread each (default: the cores, at most 4)")
     ap.add_argument("--json")
     ap.add_argument("--markdown")
     a = ap.parse_args()
@@ -192,45 +227,36 @@ def main():
     t0 = time.time()
     rows, xte, yte = load()
     sets, labels = prepare(a.work, a.blockfs, rows)
-    results = []
     configs = [c for c in CONFIGS if not a.short or c[0] in SHORT]
     if a.only:
         configs = [c for c in configs if any(w in c[0] for w in a.only.split(","))]
     mnt = os.path.join(a.work, "mnt")
-    os.makedirs(mnt, exist_ok=True)
+    # Every training run (a configuration and a seed, or the reference and a seed) is a job of
+    # its own, a process each, a.jobs at a time, one thread each: a run of this MLP keeps one
+    # core busy. Forked before this process trains anything (torch makes its threads then).
+    jobs = [(name, which, flags, seed) for name, which, flags in configs for seed in range(a.seeds)]
+    jobs += [(UNIFORM, None, [], seed) for seed in range(a.seeds)]
+    SHARED.update(args=a, sets=sets, rows=rows, xte=xte, yte=yte)
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(a.jobs, initializer=torch.set_num_threads, initargs=(1,), maxtasksperchild=1) as pool:
+        accs_of = pool.starmap(run, [(os.path.join(mnt, str(k)), job) for k, job in enumerate(jobs)])
+    accs = collections.defaultdict(list)
+    for (name, _, _, _), acc in zip(jobs, accs_of):
+        accs[name].append(acc)
+    results = []
     uni_stats = None
     for name, which, flags in configs:
-        accs = []
-        for seed in range(a.seeds):
-            nodes = "--nodes" in flags
-            mnts = [os.path.join(mnt, str(i)) for i in range(NODES if nodes else 1)]
-            for i, m in enumerate(mnts):
-                os.makedirs(m, exist_ok=True)
-                sh(a.blockfs, "mount", "--daemon", "--seed", seed, "--cache-size", "64MiB", "--readahead", "8MiB",
-                   *flags, *(["--node", i] if nodes else []), sets[which], m)
-            try:
-                net = model(seed)
-                train(net, from_nodes(mnts, a.epochs) if nodes else from_mount(mnts[0]), a.epochs)
-                accs.append(evaluate(net, xte, yte))
-            finally:
-                for m in mnts:
-                    sh(a.blockfs, "unmount", m)
         if "--nodes" in flags:
-            results.append({"config": name, "accuracy": float(np.mean(accs)), "runs": accs,
+            results.append({"config": name, "accuracy": float(np.mean(accs[name])), "runs": accs[name],
                             **{k: "-" for k in STAT_KEYS}})
-            print("%-36s %6.2f%%  %s" % (name, results[-1]["accuracy"], accs), flush=True)
+            print("%-36s %6.2f%%  %s" % (name, results[-1]["accuracy"], accs[name]), flush=True)
             continue
         order_flags = [f for k, f in enumerate(flags) if f not in MOUNT_ONLY and (k == 0 or flags[k - 1] not in MOUNT_ONLY)]
         q, uni_stats = stats(a.blockfs, sets[which], order_flags, labels, 0)
-        results.append({"config": name, "accuracy": float(np.mean(accs)), "runs": accs, **q})
-        print("%-36s %6.2f%%  %s" % (name, results[-1]["accuracy"], accs), flush=True)
-    accs = []
-    for seed in range(a.seeds):
-        net = model(seed)
-        train(net, uniform(rows, seed), a.epochs)
-        accs.append(evaluate(net, xte, yte))
-    results.append({"config": "uniform shuffle (reference, in memory)", "accuracy": float(np.mean(accs)), "runs": accs, **uni_stats})
-    print("%-36s %6.2f%%  %s" % ("uniform shuffle", results[-1]["accuracy"], accs), flush=True)
+        results.append({"config": name, "accuracy": float(np.mean(accs[name])), "runs": accs[name], **q})
+        print("%-36s %6.2f%%  %s" % (name, results[-1]["accuracy"], accs[name]), flush=True)
+    results.append({"config": UNIFORM, "accuracy": float(np.mean(accs[UNIFORM])), "runs": accs[UNIFORM], **uni_stats})
+    print("%-36s %6.2f%%  %s" % ("uniform shuffle", results[-1]["accuracy"], accs[UNIFORM]), flush=True)
 
     lines = ["Fashion-MNIST, 60,000 training images stored sorted by class, %s blocks; 2-layer MLP (784-64-10), "
              "Adam 1e-3, batch 128, %d epochs, test accuracy as the mean of %d seeds; %.0f s" % (BLOCK, a.epochs, a.seeds, time.time() - t0),

@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = filepath.Join(dir, "blockfs")
+	for k, v := range minioEnv {
+		os.Setenv(k, v)
+	}
 	_, self, _, _ := runtime.Caller(0)
 	for _, args := range [][]string{{"-o", bin}, {"-tags", "tables", "-o", bin + "-tables"}} {
 		// blockfs, and beside it blockfs-tables, which pack runs to read Parquet and Arrow.

@@ -22,6 +22,7 @@ import (
 // directory can be deleted between mounts; the daemon's RSS stays within --cache-size + 64 MiB;
 // bad flags and a directory in use fail in one line.
 func TestS3DiskCache(t *testing.T) {
+	t.Parallel() // it mostly waits for the store's timeouts: beside the other tests that do (make test's -parallel)
 	requireFUSE(t)
 	srv := startMinio(t)
 	srv.bucket("data")
@@ -262,6 +263,7 @@ func TestS3DiskCacheFixedSet(t *testing.T) {
 // back (it blocked the reader forever); after rm -rf of the directory under a live mount, a
 // second mount of it is still refused.
 func TestS3DiskCacheHostileDir(t *testing.T) {
+	t.Parallel() // it mostly waits for the store's timeouts: beside the other tests that do (make test's -parallel)
 	requireFUSE(t)
 	requireRoot(t, "to plant files as another user where root's mount keeps its disk cache")
 	srv := startMinio(t)

@@ -19,6 +19,7 @@ import (
 // back; MinIO killed and restarted mid-epoch; objects replaced under the mount (EIO, "changed")
 // and damaged at rest (EIO, "corrupt"); no goroutine growth.
 func TestS3Faults(t *testing.T) {
+	t.Parallel() // it mostly waits for the store's timeouts: beside the other tests that do (make test's -parallel)
 	requireFUSE(t)
 	srv := startMinio(t)
 	srv.bucket("data")

@@ -78,16 +78,23 @@ type minioServer struct {
 	cl   *minio.Client
 }
 
-// startMinio starts a server and sets the AWS variables blockfs reads to its credentials.
+// minioEnv is what TestMain sets the AWS variables blockfs reads to: the credentials of every
+// server startMinio starts. Set once for the whole run, not by each test (t.Setenv), so that a
+// test of a store may run in parallel (t.Parallel refuses a test that sets variables); a test
+// of other credentials sets its own with t.Setenv.
+var minioEnv = map[string]string{
+	"AWS_ACCESS_KEY_ID":     minioUser,
+	"AWS_SECRET_ACCESS_KEY": minioPass,
+	"AWS_REGION":            "us-east-1",
+	"AWS_ENDPOINT_URL":      "",
+}
+
+// startMinio starts a server; the AWS variables are already its credentials (minioEnv).
 func startMinio(t *testing.T) *minioServer {
 	t.Helper()
 	s := &minioServer{t: t, bin: minioBinary(t), dir: t.TempDir(), addr: freeAddr(t)}
 	s.start()
 	t.Cleanup(s.kill)
-	t.Setenv("AWS_ACCESS_KEY_ID", minioUser)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", minioPass)
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ENDPOINT_URL", "")
 	cl, err := minio.New(s.addr, &minio.Options{Creds: credentials.NewStaticV4(minioUser, minioPass, ""), Region: "us-east-1"})
 	require.NoError(t, err)
 	s.cl = cl

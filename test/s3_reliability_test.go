@@ -149,6 +149,7 @@ func (s *minioServer) signal(t *testing.T, sig syscall.Signal) {
 // once, buffered or O_DIRECT; refused connections (MinIO killed) give EIO in seconds; the
 // mounts serve every byte once the store is back.
 func TestS3StoppedStore(t *testing.T) {
+	t.Parallel() // it mostly waits for the store's timeouts: beside the other tests that do (make test's -parallel)
 	requireFUSE(t)
 	srv := startMinio(t)
 	srv.bucket("data")

@@ -52,8 +52,9 @@ type soakFile struct {
 // variable-length dataset, with random preads and sequential reads, against a daemon built
 // with the race detector, and checks every byte. BLOCKFS_SOAK_SECONDS sets the length
 // (default 60; longer soaks by hand). The daemon must report no race, keep its goroutines flat
-// and exit 0. It runs beside TestHungMountCommands (both parallel, so after every other test),
-// which mostly waits for the kernel's attribute timeout: a minute of make test's saved.
+// and exit 0. It runs beside TestHungMountCommands, which mostly waits for the kernel's
+// attribute timeout, and the store tests that mostly wait for the store's timeouts (all
+// parallel, so after every other test; make test runs 4 at a time): minutes of make test's saved.
 func TestSoak(t *testing.T) {
 	requireFUSE(t)
 	t.Parallel()
