@@ -11,6 +11,7 @@ type counters struct {
 	readaheadHits, readaheadWasted       atomic.Uint64
 	diskReads, diskBytes, diskErrors     atomic.Uint64
 	evictions, overflow, prefetchDropped atomic.Uint64
+	short                                atomic.Int64 // SetShort's
 }
 
 // Stats is a snapshot of the cache's counters.
@@ -30,7 +31,14 @@ type Stats struct {
 	CachedBytes     int64  `json:"cache_bytes"`      // bytes of loaded pages now held
 	CapacityBytes   int64  `json:"cache_capacity"`   // the budget, in whole pages
 	PageSize        int    `json:"cache_page_size"`  // bytes per page
+	// Short is how much more cache the mount's readers at once want than its budget lets it
+	// grow to (SetShort); 0 when it holds them.
+	Short int64 `json:"cache_short"`
 }
+
+// SetShort records how many bytes of cache the readers at once want beyond what the cache
+// may grow to (0: none), for Stats; the mount's grower sets it.
+func (c *core) SetShort(n int64) { c.stats.short.Store(max(0, n)) }
 
 // Stats returns a snapshot of the counters.
 func (c *core) Stats() Stats {
@@ -51,6 +59,6 @@ func (c *core) Stats() Stats {
 		ReadaheadHits: s.readaheadHits.Load(), ReadaheadWasted: s.readaheadWasted.Load(),
 		PrefetchDropped: s.prefetchDropped.Load(), DiskReads: s.diskReads.Load(), DiskBytes: s.diskBytes.Load(),
 		DiskErrors: s.diskErrors.Load(), Evictions: s.evictions.Load(), Overflow: s.overflow.Load(),
-		CachedBytes: held, CapacityBytes: c.Capacity(), PageSize: c.opt.PageSize,
+		CachedBytes: held, CapacityBytes: c.Capacity(), PageSize: c.opt.PageSize, Short: s.short.Load(),
 	}
 }

@@ -128,7 +128,8 @@ type grower struct {
 // step grows the cache to want(at) once that has been wanted growSteady times in a row (the
 // least of them), up to most, and shrinks the resident set to what is left of the budget
 // beside the cache and the order state. When the budget cannot hold it, it says so once (and
-// again for a larger want).
+// again for a larger want), and stats.json's cache_short says by how much for as long as it
+// lasts (the cache's SetShort).
 func (g *grower) step(at map[string][]int64) {
 	places, want := g.want(at)
 	g.wanted = append(g.wanted, want)
@@ -137,7 +138,11 @@ func (g *grower) step(at map[string][]int64) {
 	}
 	have := g.c.Capacity()
 	want = slices.Min(g.wanted)
-	if len(g.wanted) < growSteady || want <= have {
+	if len(g.wanted) < growSteady {
+		return
+	}
+	if want <= have {
+		g.c.SetShort(0)
 		return
 	}
 	p := g.p
@@ -147,6 +152,7 @@ func (g *grower) step(at map[string][]int64) {
 			places, ibytes(want), ibytes(p.need.Window), ibytes(p.mem.Budget), p.mem.BudgetReason, decompressed(p), optname.Flag("cache-size"))
 	}
 	got := g.c.Grow(min(want, g.most) - have)
+	g.c.SetShort(want - have - max(got, 0))
 	if got <= 0 {
 		if min(want, g.most)-have >= cache.DefaultPageSize && !g.stuck {
 			g.stuck = true

@@ -61,6 +61,7 @@ func TestGrowForReaders(t *testing.T) {
 	assert.Equal(t, planned, c.Capacity(), "the least of the last looks: a moment's readers do not count")
 	steps(ten)
 	assert.Equal(t, 11*w, c.Capacity(), "ten places: eleven windows")
+	assert.Zero(t, c.Stats().Short, "the cache holds them")
 	assert.Less(t, int(p.cut.Load()), resident, "the resident set gave up blocks")
 	require.NotEmpty(t, claims)
 	assert.Equal(t, [2]int64{11*w + order, g.resident}, claims[len(claims)-1], "the claim: the cache with the order state, and the resident set")
@@ -75,6 +76,9 @@ func TestGrowForReaders(t *testing.T) {
 	assert.Zero(t, p.cut.Load(), "no block resident beside a cache of the whole budget")
 	assert.Zero(t, g.resident)
 	assert.Equal(t, 21*w, g.told, "said that the budget is short")
+	assert.Equal(t, 21*w-c.Capacity(), c.Stats().Short, "stats.json says by how much")
+	steps(ten)
+	assert.Zero(t, c.Stats().Short, "ten places again: the cache holds them")
 
 	whole, err := New(Options{Data: ref.Dir, Mountpoint: t.TempDir(), CacheSize: 256 << 20})
 	require.NoError(t, err)

@@ -26,7 +26,7 @@ import (
 // as planned loaded 1.3-1.5 bytes (a frame decompressed again) for each byte served. The
 // daemon's peak RSS stays within the budget, decompression's bound and the constant. With a
 // budget that cannot hold the windows (--cache-size 64MiB) it cannot grow, and says what the
-// readers need.
+// readers need, in its log and in stats.json's cache_short.
 func TestCacheGrowsForReaders(t *testing.T) {
 	requireFUSE(t)
 	dir := t.TempDir()
@@ -38,6 +38,7 @@ func TestCacheGrowsForReaders(t *testing.T) {
 	type result struct {
 		CapacityFirst int64 `json:"capacity_first"`
 		Capacity      int64 `json:"capacity"`
+		Short         int64 `json:"short"`
 		Loads, Served int64
 	}
 	read := func(t *testing.T, m *mounted, grown int64, hold float64) result {
@@ -54,6 +55,7 @@ func TestCacheGrowsForReaders(t *testing.T) {
 			float64(res.Loads)/float64(res.Served))
 		assert.Greater(t, res.Capacity, int64(128<<20), "the cache grew for four readers")
 		assert.LessOrEqual(t, res.Capacity, int64(budget), "within the budget")
+		assert.Zero(t, res.Short, "stats.json: the cache holds them")
 		assert.Contains(t, m.stderr.String(), "readers at 4 places of the order at once: cache")
 		assert.Contains(t, m.stderr.String(), "blocks resident in the kernel's page cache")
 		assert.LessOrEqual(t, float64(res.Loads), 1.15*float64(res.Served), "each byte loaded about once")
@@ -68,5 +70,6 @@ func TestCacheGrowsForReaders(t *testing.T) {
 		assert.Equal(t, res.CapacityFirst, res.Capacity, "no room to grow")
 		assert.Contains(t, m.stderr.String(), "readers at 4 places of the order at once need a cache of 160 MiB (the windows of 32 MiB they read and one more), more than the budget of 64 MiB allows (--cache-size)")
 		assert.Contains(t, m.stderr.String(), "frames decompressed again")
+		assert.InDelta(t, 160<<20, res.Capacity+res.Short, 1<<20, "stats.json's cache_short: what they need beyond the cache")
 	})
 }

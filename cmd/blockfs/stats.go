@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/blockfs/blockfs/internal/fuseread"
+	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/mount"
 	"github.com/blockfs/blockfs/mount/report"
 )
@@ -118,6 +119,7 @@ type View struct {
 	Store         bool    `json:"store"`             // the source is an object store
 	CacheBytes    int64   `json:"cache_bytes"`       // held now
 	CacheCapacity int64   `json:"cache_capacity"`    // the cache's size
+	CacheShort    int64   `json:"cache_short"`       // what readers at once want beyond the budget
 	RSS           int64   `json:"daemon_rss_bytes"`  // the daemon's resident memory
 	WaitSeconds   float64 `json:"read_wait_seconds"` // since the mount, all readers
 	ReadErrors    uint64  `json:"read_errors"`       // since the mount
@@ -151,7 +153,7 @@ func interval(a, b report.Stats, dt time.Duration, rs int64) View {
 	ac, bc := a.Cache, b.Cache
 	v := View{Time: time.Now().Format(time.RFC3339), Seconds: sec, MBps: float64(served(b)-served(a)) / sec / 1e6, Records: -1,
 		SourceMBps: float64(bc.DiskBytes-ac.DiskBytes) / sec / 1e6, Store: inStore(b), CacheBytes: bc.CachedBytes,
-		CacheCapacity: bc.CapacityBytes, RSS: b.RSS, WaitSeconds: b.WaitSeconds, HitRate: -1, Readers: []ReaderView{},
+		CacheCapacity: bc.CapacityBytes, CacheShort: bc.Short, RSS: b.RSS, WaitSeconds: b.WaitSeconds, HitRate: -1, Readers: []ReaderView{},
 		ReadErrors: b.ReadErrors, LastErrors: b.LastErrors}
 	if rs > 0 {
 		v.Records = float64(b.DataServed-a.DataServed) / float64(rs) / sec
@@ -224,6 +226,9 @@ func render(mnt string, v View) string {
 	fmt.Fprintf(&b, "  hit rate    %9s\n", pct(v.HitRate))
 	fmt.Fprintf(&b, "  %-5s rate  %9.1f MB/s\n", below, v.SourceMBps)
 	fmt.Fprintf(&b, "  memory      cache %s of %s; daemon RSS %s\n", ibytes(uint64(max(0, v.CacheBytes))), ibytes(uint64(max(0, v.CacheCapacity))), ibytes(uint64(max(0, v.RSS))))
+	if v.CacheShort > 0 {
+		fmt.Fprintf(&b, "  warning     the readers at once want %s more cache than the budget allows: raise %s\n", ibytes(uint64(v.CacheShort)), optname.Flag("cache-size"))
+	}
 	for _, s := range v.Sources {
 		fmt.Fprintf(&b, "  source      %9.1f MB/s into the cache: %s\n", s.MBps, s.Name)
 	}

@@ -152,6 +152,7 @@ var (
 	mDiskErrors   = counter("blockfs_source_errors_total", "Failed reads below the cache.")
 	mCacheBytes   = gauge("blockfs_cache_bytes", "Bytes of loaded pages the cache holds now.")
 	mCacheCap     = gauge("blockfs_cache_capacity_bytes", "The cache's size, in whole pages.")
+	mCacheShort   = gauge("blockfs_cache_short_bytes", "How much more cache the readers at once want than the budget allows; 0 when it holds them.")
 	mStoreReqs    = counter("blockfs_store_requests_total", "Object store requests tried, retries included.", "source")
 	mStoreRetries = counter("blockfs_store_retries_total", "Object store tries after a failed one.", "source")
 	mStoreErrors  = counter("blockfs_store_errors_total", "Failed object store tries, by kind: throttled, server, timeout, network, client, other.", "source", "kind")
@@ -171,7 +172,7 @@ var (
 
 	allMetrics = []*metric{mReadBytes, mReadRecords, mReads, mReadErrors, mReadsWaited, mWaitSeconds, mReadSeconds,
 		mReaderSecs, mReaders, mHits, mMisses, mMerged, mEvictions, mUncached, mRAHits, mRAWasted, mRADropped,
-		mDiskReads, mDiskBytes, mDiskErrors, mCacheBytes, mCacheCap, mStoreReqs, mStoreRetries, mStoreErrors,
+		mDiskReads, mDiskBytes, mDiskErrors, mCacheBytes, mCacheCap, mCacheShort, mStoreReqs, mStoreRetries, mStoreErrors,
 		mDCHits, mDCFetches, mDCFetchBytes, mDCEvicted, mDCBytes, mSrcLoads, mSrcLoadBytes, mGoroutines,
 		mDecFrames, mDecStored, mDecBytes, mDecSeconds, mDecErrors}
 )
@@ -229,6 +230,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	put(mDiskErrors, float64(cs.DiskErrors))
 	put(mCacheBytes, float64(cs.CachedBytes))
 	put(mCacheCap, float64(cs.CapacityBytes))
+	put(mCacheShort, float64(cs.Short))
 	put(mGoroutines, float64(s.Goroutines))
 	for i, st := range s.Stores() {
 		if st == nil {
