@@ -16,6 +16,7 @@ their global batches of 128, one batch from every rank a step, as DDP does.
 """
 import argparse
 import collections
+import concurrent.futures
 import gzip
 import itertools
 import json
@@ -237,9 +238,11 @@ def main():
     jobs = [(name, which, flags, seed) for name, which, flags in configs for seed in range(a.seeds)]
     jobs += [(UNIFORM, None, [], seed) for seed in range(a.seeds)]
     SHARED.update(args=a, sets=sets, rows=rows, xte=xte, yte=yte)
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(a.jobs, initializer=torch.set_num_threads, initargs=(1,), maxtasksperchild=1) as pool:
-        accs_of = pool.starmap(run, [(os.path.join(mnt, str(k)), job) for k, job in enumerate(jobs)])
+    # A process pool of concurrent.futures: a job's process that dies fails the run
+    # (BrokenProcessPool), where multiprocessing.Pool would wait for it forever.
+    with concurrent.futures.ProcessPoolExecutor(a.jobs, mp_context=multiprocessing.get_context("fork"),
+                                                initializer=torch.set_num_threads, initargs=(1,)) as pool:
+        accs_of = list(pool.map(run, [os.path.join(mnt, str(k)) for k in range(len(jobs))], jobs))
     accs = collections.defaultdict(list)
     for (name, _, _, _), acc in zip(jobs, accs_of):
         accs[name].append(acc)
