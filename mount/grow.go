@@ -1,6 +1,7 @@
 package mount
 
 import (
+	"cmp"
 	"fmt"
 	"log"
 	"maps"
@@ -111,6 +112,13 @@ func (p *Plan) growCache(c *cache.Cache, order int64, places func(time.Duration)
 	}
 }
 
+// look is what one look at the readers found: how many places they are at, and the cache
+// they want (grower.want).
+type look struct {
+	places int
+	want   int64
+}
+
 // grower grows a mount's cache for its readers at once.
 type grower struct {
 	p     *Plan
@@ -120,9 +128,9 @@ type grower struct {
 	claim func(cache, resident int64)
 	// resident is the resident set's bytes now (the plan's, less what the cache took).
 	resident int64
-	wanted   []int64 // the last growSteady looks' wants
-	told     int64   // the largest want the budget was said to be short for (0: not said)
-	stuck    bool    // the kernel refused the memory (said once)
+	wanted   []look // the last growSteady looks
+	told     int64  // the largest want the budget was said to be short for (0: not said)
+	stuck    bool   // the kernel refused the memory (said once)
 }
 
 // step grows the cache to want(at) once that has been wanted growSteady times in a row (the
@@ -132,12 +140,14 @@ type grower struct {
 // lasts (the cache's SetShort).
 func (g *grower) step(at map[string][]int64) {
 	places, want := g.want(at)
-	g.wanted = append(g.wanted, want)
+	g.wanted = append(g.wanted, look{places, want})
 	if len(g.wanted) > growSteady {
 		g.wanted = g.wanted[1:]
 	}
 	have := g.c.Capacity()
-	want = slices.Min(g.wanted)
+	// The least of the looks, and the places of that look (what the log says).
+	least := slices.MinFunc(g.wanted, func(a, b look) int { return cmp.Compare(a.want, b.want) })
+	places, want = least.places, least.want
 	if len(g.wanted) < growSteady {
 		return
 	}

@@ -1,6 +1,10 @@
 package mount
 
 import (
+	"bytes"
+	"fmt"
+	"log"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -49,10 +53,14 @@ func TestGrowForReaders(t *testing.T) {
 
 	steps(map[string][]int64{"epoch-0001": {0, w / 2}})
 	assert.Equal(t, planned, c.Capacity(), "readers at one place: the plan's two windows")
-	ten := map[string][]int64{}
-	for r := range 10 {
-		ten["shard-"+string(rune('0'+r))+"-of-10/epoch-0001"] = []int64{int64(r)}
+	shards := func(n int) map[string][]int64 {
+		at := map[string][]int64{}
+		for r := range n {
+			at[fmt.Sprintf("shard-%d-of-%d/epoch-0001", r, n)] = []int64{int64(r)}
+		}
+		return at
 	}
+	ten := shards(10)
 	g.step(ten)
 	g.step(ten)
 	assert.Equal(t, planned, c.Capacity(), "not before growSteady looks")
@@ -65,6 +73,16 @@ func TestGrowForReaders(t *testing.T) {
 	assert.Less(t, int(p.cut.Load()), resident, "the resident set gave up blocks")
 	require.NotEmpty(t, claims)
 	assert.Equal(t, [2]int64{11*w + order, g.resident}, claims[len(claims)-1], "the claim: the cache with the order state, and the resident set")
+
+	// Grown to the least of the last looks, and the log says that look's places.
+	var logged bytes.Buffer
+	log.SetOutput(&logged)
+	g.step(shards(12))
+	g.step(shards(12))
+	g.step(shards(14))
+	log.SetOutput(os.Stderr)
+	assert.Equal(t, 13*w, c.Capacity(), "twelve places, then fourteen: the least, thirteen windows")
+	assert.Contains(t, logged.String(), "readers at 12 places of the order at once: cache", "the places of the least look")
 
 	var far []int64
 	for i := range 20 {
