@@ -11,6 +11,7 @@
 # /proc/PID/stat) and the rate of `dd bs=1M` of three new epochs each, a 588 MiB pack of
 # 147 KiB records in the daemon's cache. Root only. Run from the checkout's root.
 set -euo pipefail
+. "$(dirname "$0")/ddcpu.sh"
 rounds=${1:-3}
 work=${WORK:-/tmp/fuse_requests}
 [ "$(id -u)" = 0 ] || { echo "fuse_requests.sh: run as root (it raises max_pages_limit)" >&2; exit 2; }
@@ -37,29 +38,8 @@ edit("mount/serve.go", "+ p.mem.Decode)", f"+ p.mem.Decode + 40*{mib}<<20)")
 EOF
 	(cd "$src" && go build -o "$work/blockfs-$mib" ./cmd/blockfs)
 done
-if [ ! -f "$work/img/blockfs.json" ]; then
-	head -c $((4096 * 150528)) /dev/urandom >"$work/img.bin"
-	"$work/blockfs-1" pack --quiet --format raw --record-size 150528 "$work/img.bin" "$work/img"
-	rm "$work/img.bin"
-fi
-one() {
-	local mib=$1 mnt pid sz c0 c1 t0 t1
-	mnt=$(mktemp -d)
-	"$work/blockfs-$mib" mount --daemon "$work/img" "$mnt"
-	pid=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['daemon_pid'])" "$mnt/.blockfs/stats.json")
-	dd if="$mnt/epoch-0000" of=/dev/null bs=1M status=none
-	sz=$(stat -c %s "$mnt/epoch-0000")
-	c0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-	t0=$(date +%s.%N)
-	for ep in 1 2 3; do dd if="$mnt/epoch-000$ep" of=/dev/null bs=1M status=none; done
-	t1=$(date +%s.%N)
-	c1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-	python3 -c "import sys; c, t, sz = float(sys.argv[1]) / int(sys.argv[5]), float(sys.argv[2]), 3 * int(sys.argv[3]) / 2**30
-print('requests %2d MiB: daemon %.3f CPU s/GiB, %.2f GiB/s' % (int(sys.argv[4]), c / sz, sz / t))" \
-		"$((c1 - c0))" "$(echo "$t1 - $t0" | bc)" "$sz" "$mib" "$(getconf CLK_TCK)"
-	"$work/blockfs-$mib" unmount "$mnt"
-	rmdir "$mnt"
-}
+ddcpu_data "$work/blockfs-1" "$work"
+one() { ddcpu "$(printf 'requests %2d MiB:' "$1")" 3 "$work/blockfs-$1" "$work/img"; }
 sizes=(1 4 16)
 for r in $(seq "$rounds"); do
 	echo "round $r"

@@ -11,6 +11,7 @@
 # daemon's cache, and fails if an epoch's bytes differ between variants. Run from the
 # checkout's root; $WORK (default /tmp/fuse_splice) holds the build and the data.
 set -euo pipefail
+. "$(dirname "$0")/ddcpu.sh"
 rounds=${1:-3}
 work=${WORK:-/tmp/fuse_splice}
 root=$(pwd)
@@ -23,33 +24,16 @@ if ! (cd "$src" && git apply --check "$root/bench/fuse_splice.patch"); then
 	exit 1
 fi
 (cd "$src" && git apply "$root/bench/fuse_splice.patch" && go build -o "$work/blockfs" ./cmd/blockfs)
-if [ ! -f "$work/img/blockfs.json" ]; then
-	head -c $((4096 * 150528)) /dev/urandom >"$work/img.bin"
-	"$work/blockfs" pack --quiet --format raw --record-size 150528 "$work/img.bin" "$work/img"
-	rm "$work/img.bin"
-fi
+ddcpu_data "$work/blockfs" "$work"
+want=""
 one() {
-	local name=$1 mnt pid sz c0 c1 t0 t1 sum
+	local name=$1
 	shift
-	mnt=$(mktemp -d)
-	env "$@" "$work/blockfs" mount --daemon "$work/img" "$mnt"
-	pid=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['daemon_pid'])" "$mnt/.blockfs/stats.json")
-	dd if="$mnt/epoch-0000" of=/dev/null bs=1M status=none
-	sz=$(stat -c %s "$mnt/epoch-0000")
-	c0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-	t0=$(date +%s.%N)
-	for ep in 1 2 3 4 5; do dd if="$mnt/epoch-000$ep" of=/dev/null bs=1M status=none; done
-	t1=$(date +%s.%N)
-	c1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-	sum=$(md5sum <"$mnt/epoch-0001")
-	"$work/blockfs" unmount "$mnt"
-	rmdir "$mnt"
-	python3 -c "import sys; c, t, sz = float(sys.argv[1]) / int(sys.argv[4]), float(sys.argv[2]), 5 * int(sys.argv[3]) / 2**30
-print('%-12s daemon %.3f CPU s/GiB, %.2f GiB/s' % (sys.argv[5], c / sz, sz / t))" \
-		"$((c1 - c0))" "$(echo "$t1 - $t0" | bc)" "$sz" "$(getconf CLK_TCK)" "$name"
-	if [ -z "${want:-}" ]; then
-		want=$sum
-	elif [ "$sum" != "$want" ]; then
+	DDCPU_SUM=""
+	ddcpu "$(printf '%-12s' "$name")" 5 "$work/blockfs" "$work/img" "$@"
+	if [ -z "$want" ]; then
+		want=$DDCPU_SUM
+	elif [ "$DDCPU_SUM" != "$want" ]; then
 		echo "fuse_splice.sh: $name served other bytes for epoch 1" >&2
 		exit 1
 	fi

@@ -1,0 +1,40 @@
+# ddcpu.sh: sourced by the benchmarks of the FUSE path's daemon CPU (fuse_requests.sh,
+# fuse_splice.sh); not run on its own.
+
+# ddcpu_data BIN WORK: packs WORK/img once with BIN, 588 MiB of 147 KiB records (224x224x3 uint8
+# images of random bytes), the data of issue 50's figures.
+ddcpu_data() {
+	local bin=$1 work=$2
+	[ -f "$work/img/blockfs.json" ] && return
+	head -c $((4096 * 150528)) /dev/urandom >"$work/img.bin"
+	"$bin" pack --quiet --format raw --record-size 150528 "$work/img.bin" "$work/img"
+	rm "$work/img.bin"
+}
+
+# ddcpu LABEL EPOCHS BIN DATA [VAR=VALUE...]: mounts DATA with BIN (the daemon started with
+# the variables given), reads epoch 0 with dd bs=1M (the cache warmed), then epochs 1 to
+# EPOCHS, and prints LABEL with the daemon's CPU seconds per GiB over them (utime + stime of
+# /proc/PID/stat) and their rate. With DDCPU_SUM set, DDCPU_SUM becomes the md5 of epoch 1 as
+# the mount served it (to compare builds).
+ddcpu() {
+	local label=$1 epochs=$2 bin=$3 data=$4 mnt pid sz c0 c1 t0 t1 ep
+	shift 4
+	mnt=$(mktemp -d)
+	env "$@" "$bin" mount --daemon "$data" "$mnt"
+	pid=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['daemon_pid'])" "$mnt/.blockfs/stats.json")
+	dd if="$mnt/epoch-0000" of=/dev/null bs=1M status=none
+	sz=$(stat -c %s "$mnt/epoch-0000")
+	c0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+	t0=$(date +%s.%N)
+	for ep in $(seq "$epochs"); do dd if="$mnt/$(printf 'epoch-%04d' "$ep")" of=/dev/null bs=1M status=none; done
+	t1=$(date +%s.%N)
+	c1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+	if [ -n "${DDCPU_SUM+set}" ]; then
+		DDCPU_SUM=$(md5sum <"$mnt/epoch-0001")
+	fi
+	"$bin" unmount "$mnt"
+	rmdir "$mnt"
+	python3 -c "import sys; c, t, g = float(sys.argv[1]) / int(sys.argv[4]), float(sys.argv[2]), int(sys.argv[5]) * int(sys.argv[3]) / 2**30
+print('%s daemon %.3f CPU s/GiB, %.2f GiB/s' % (sys.argv[6], c / g, g / t))" \
+		"$((c1 - c0))" "$(echo "$t1 - $t0" | bc)" "$sz" "$(getconf CLK_TCK)" "$epochs" "$label"
+}
