@@ -1,0 +1,90 @@
+#!/bin/bash
+# fuse_uring.sh ROUNDS [READERS]: what FUSE over io_uring would save the daemon against the
+# /dev/fuse reads and writes go-fuse uses. bench/fuseuring, one minimal read-only FUSE server,
+# serves files of pattern bytes four ways: over /dev/fuse with each reply written from the
+# buffer it lies in, as blockfs writes from its cache (dev), or from a copy (dev-gather); over
+# io_uring, which takes a reply only from the ring entry's buffer, with each queue's thread on
+# its CPU as libfuse does (uring) or not (uring-unpinned). blockfs itself, serving new epochs
+# of a 588 MiB pack of 147 KiB records from its cache (5 after a first), is the reference.
+# Variants run in an order rotated round by round, the page cache dropped before each. Each
+# prints the daemon's CPU seconds per GiB (utime + stime of /proc/PID/stat) and the rate of
+# READERS `dd bs=1M` at once, each of its own file of SIZE_MIB MiB (default 256) READS times
+# (default 12) after a first; it fails if the server's variants serve a file differently.
+# Needs root and a kernel with FUSE over io_uring (6.14 or later, CONFIG_FUSE_IO_URING); it
+# sets the fuse module's enable_uring for the run and puts it back. Run from the checkout's
+# root with bin/blockfs built; $WORK (default /tmp/fuse_uring) holds the server's build and
+# blockfs's data.
+set -euo pipefail
+. "$(dirname "$0")/ddcpu.sh"
+rounds=${1:-3}
+readers=${2:-1}
+reads=${READS:-12}
+size_mib=${SIZE_MIB:-256}
+work=${WORK:-/tmp/fuse_uring}
+param=/sys/module/fuse/parameters/enable_uring
+if [ ! -w "$param" ]; then
+	echo "fuse_uring.sh: $param is missing or not writable: run as root on Linux 6.14 or later built with CONFIG_FUSE_IO_URING" >&2
+	exit 1
+fi
+mkdir -p "$work"
+go build -o "$work/fuseuring" ./bench/fuseuring
+ddcpu_data bin/blockfs "$work"
+old=$(cat "$param")
+trap 'echo "$old" >"$param"' EXIT
+echo Y >"$param"
+
+# server MODE: the dd readers' figures on bench/fuseuring over transport MODE; sets SUM to
+# the md5 of a file none of them read. Reader r reads file fr READS times: each open drops the
+# file's pages (no FOPEN_KEEP_CACHE), so the page cache stays at a file a reader and its
+# pages are reused, as blockfs's are behind its readers (fresh pages cost this VM's host a
+# fault each, charged to the daemon's copy: 10x the CPU once 3 GiB of new pages are in use).
+server() {
+	local label=$1 mode=${1%%-*} mnt pid c0 c1 t0 t1 out r dds=() flags=()
+	[ "$label" = uring-unpinned ] && flags=(-pin=false)
+	[ "$label" = dev-gather ] && flags=(-gather)
+	mnt=$(mktemp -d)
+	out=$(mktemp)
+	"$work/fuseuring" -transport "$mode" "${flags[@]}" -files $((readers + 1)) -size $((size_mib << 20)) "$mnt" >"$out" 2>&1 &
+	pid=$!
+	for _ in $(seq 100); do grep -q ready "$out" && break; sleep 0.1; done
+	grep -q ready "$out" || { cat "$out" >&2; kill "$pid"; exit 1; }
+	for r in $(seq 0 $((readers - 1))); do dd if="$mnt/f$r" of=/dev/null bs=1M status=none; done
+	c0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+	t0=$(date +%s.%N)
+	for r in $(seq 0 $((readers - 1))); do
+		(for _ in $(seq "$reads"); do dd if="$mnt/f$r" of=/dev/null bs=1M status=none; done) &
+		dds+=($!)
+	done
+	wait "${dds[@]}"
+	t1=$(date +%s.%N)
+	c1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+	SUM=$(md5sum <"$mnt/f$readers")
+	kill -TERM "$pid"
+	wait "$pid" || true
+	rmdir "$mnt"
+	python3 -c "import sys; c, t, g = float(sys.argv[1]) / int(sys.argv[4]), float(sys.argv[2]), int(sys.argv[3]) / 1024
+print('%-15s daemon %.3f CPU s/GiB, %.2f GiB/s' % (sys.argv[5], c / g, g / t))" \
+		"$((c1 - c0))" "$(echo "$t1 - $t0" | bc)" "$((readers * reads * size_mib))" "$(getconf CLK_TCK)" "$label"
+	rm "$out"
+}
+
+variants=(dev dev-gather uring uring-unpinned blockfs)
+for round in $(seq "$rounds"); do
+	echo "round $round"
+	for i in 0 1 2 3 4; do
+		v=${variants[$(((i + round) % 5))]}
+		sync
+		echo 3 >/proc/sys/vm/drop_caches # each variant from the same start: page cache state moves the figures
+		if [ "$v" = blockfs ]; then
+			ddcpu "$(printf '%-15s' blockfs)" 5 bin/blockfs "$work/img"
+			continue
+		fi
+		server "$v"
+		if [ -z "${want:-}" ]; then
+			want=$SUM
+		elif [ "$SUM" != "$want" ]; then
+			echo "fuse_uring.sh: the $v transport served other bytes" >&2
+			exit 1
+		fi
+	done
+done

@@ -1,0 +1,135 @@
+// Command fuseuring measures what FUSE over io_uring (Linux 6.14 and later, with the fuse
+// module's enable_uring set) would save blockfs's daemon against reading requests from
+// /dev/fuse and writing each reply, the only transport go-fuse v2.12.1 has. It is a minimal
+// read-only FUSE server written for the measurement alone: it serves files f0 .. fN-1 of SIZE
+// bytes each, every read's reply taken from a buffer in memory as blockfs's are from its
+// cache. Over /dev/fuse (-transport dev) reader goroutines read a request and write its reply
+// with one writev, from the buffer itself as blockfs does, or (-gather) from a copy of it, as
+// io_uring needs. Over io_uring (-transport uring) each of the kernel's queues (one a CPU) has
+// a ring and a thread of its own, on its CPU unless -pin=false; a reply is copied into the
+// ring entry's payload buffer, the only place the kernel takes it from, and committed with
+// the fetch of the next request in one submission. The bytes are the same every way;
+// bench/fuse_uring.sh compares the daemon's CPU seconds per GiB of `dd bs=1M`.
+//
+//	fuseuring [-transport dev|uring] [-gather] [-pin=false] [-files N] [-size BYTES] [-readers N] [-entries N] MOUNTPOINT
+//
+// It runs as root, prints "ready" once reads can start and, on SIGINT or SIGTERM, its CPU
+// seconds, then unmounts.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	transport := flag.String("transport", "dev", "dev (read and write /dev/fuse) or uring (FUSE over io_uring)")
+	files := flag.Int("files", 64, "files served, f0 .. fN-1")
+	size := flag.Int64("size", 1<<30, "bytes of each file")
+	readers := flag.Int("readers", 4, "goroutines reading /dev/fuse (dev)")
+	entries := flag.Int("entries", 4, "ring entries (requests in flight) per CPU queue (uring)")
+	pin := flag.Bool("pin", true, "each queue's thread on its queue's CPU (uring)")
+	gather := flag.Bool("gather", false, "copy each read's reply into a buffer before writing it, as the ring's payload needs (dev)")
+	flag.Parse()
+	if flag.NArg() != 1 || (*transport != "dev" && *transport != "uring") {
+		fmt.Fprintln(os.Stderr, "usage: fuseuring [-transport dev|uring] [-gather] [-pin=false] [-files N] [-size BYTES] [-readers N] [-entries N] MOUNTPOINT")
+		os.Exit(2)
+	}
+	if err := run(flag.Arg(0), *transport, *files, *size, *readers, *entries, *pin, *gather); err != nil {
+		fmt.Fprintln(os.Stderr, "fuseuring:", err)
+		os.Exit(1)
+	}
+}
+
+func run(mnt, transport string, files int, size int64, readers, entries int, pin, gather bool) error {
+	fs := newServer(files, size)
+	fd, err := mountFUSE(mnt)
+	if err != nil {
+		return err
+	}
+	defer syscall.Unmount(mnt, syscall.MNT_DETACH)
+	fs.uring, fs.pin, fs.gather = transport == "uring", pin, gather
+	// INIT arrives on /dev/fuse whatever the transport; so do FORGET and INTERRUPT after it.
+	inited := make(chan error, 1)
+	fatal := make(chan error, readers+1)
+	for i := 0; i < readers; i++ {
+		go func() { fatal <- fs.devLoop(fd, inited) }()
+	}
+	select {
+	case err := <-inited:
+		if err != nil {
+			return err
+		}
+	case err := <-fatal:
+		return err
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("no FUSE_INIT from the kernel in 10 s")
+	}
+	if fs.uring {
+		if err := startQueues(fd, fs, entries, fatal); err != nil {
+			return err
+		}
+	}
+	raiseReadahead(mnt)
+	fmt.Println("ready")
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	select {
+	case <-sig:
+	case err := <-fatal:
+		if err != nil {
+			return err
+		}
+	}
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	fmt.Printf("cpu %.3f s (user %.3f, sys %.3f), %d reads, %d bytes, %d requests on io_uring\n",
+		tv(ru.Utime)+tv(ru.Stime), tv(ru.Utime), tv(ru.Stime), fs.reads.Load(), fs.bytes.Load(), fs.viaRing.Load())
+	return nil
+}
+
+func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+
+// mountFUSE opens /dev/fuse and mounts it at mnt, read-only, for every user (root only).
+func mountFUSE(mnt string) (int, error) {
+	fd, err := syscall.Open("/dev/fuse", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open /dev/fuse: %w", err)
+	}
+	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0,allow_other,default_permissions", fd)
+	if err := syscall.Mount("fuseuring", mnt, "fuse.fuseuring", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_RDONLY, opts); err != nil {
+		syscall.Close(fd)
+		return -1, fmt.Errorf("mount %s: %w (fuseuring runs as root)", mnt, err)
+	}
+	return fd, nil
+}
+
+// raiseReadahead lets the kernel read ahead 4 MiB on the mount, as blockfs does
+// (fs.RaiseReadahead), so that dd's reads become 1 MiB requests.
+func raiseReadahead(mnt string) {
+	var st syscall.Stat_t
+	if syscall.Stat(mnt, &st) != nil {
+		return
+	}
+	major, minor := (st.Dev>>8)&0xfff, (st.Dev&0xff)|((st.Dev>>12)&0xfff00)
+	os.WriteFile(fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", major, minor), []byte("4096"), 0)
+}
+
+// patternBytes is the buffer replies are gathered from: 64 MiB of random bytes, larger than
+// the CPU's caches, as a cache of records is.
+func patternBytes() []byte {
+	b := make([]byte, 64<<20)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i+8 <= len(b); i += 8 {
+		v := r.Uint64()
+		for j := 0; j < 8; j++ {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	return b
+}
