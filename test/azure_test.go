@@ -62,9 +62,6 @@ func startAzurite(t *testing.T, containers ...string) *azuriteServer {
 		require.True(t, time.Now().Before(deadline), "azurite not ready after 60 s: %s", log.String())
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Setenv("AZURE_STORAGE_KEY", azuriteKey)
-	t.Setenv("AZURE_STORAGE_SAS_TOKEN", "")
-	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "")
 	for _, c := range containers {
 		s.sdk("mkcontainer", c)
 	}
@@ -93,6 +90,7 @@ func (s *azuriteServer) sdk(args ...string) string {
 // its new bytes.
 func TestAzureMountMatchesLocal(t *testing.T) {
 	requireFUSE(t)
+	t.Parallel() // it mostly waits for the store's answers and timeouts: beside the other tests that do (make test's -parallel)
 	srv := startAzurite(t, "data")
 	dir := t.TempDir()
 	raw, folder := s3Sources(t, dir, 6000, 300)
@@ -118,8 +116,7 @@ func TestAzureMountMatchesLocal(t *testing.T) {
 	})
 
 	// Without the key, the emulator refuses, and the message says what to set.
-	t.Setenv("AZURE_STORAGE_KEY", "")
-	_, errs, code := run(t, "info", ep, "az://devstoreaccount1/data/sets/fixed")
+	_, errs, code := runEnv(t, []string{"AZURE_STORAGE_KEY="}, "info", ep, "az://devstoreaccount1/data/sets/fixed")
 	require.NotEqual(t, 0, code)
 	require.Contains(t, errs, "AZURE_STORAGE_KEY")
 }
@@ -127,6 +124,7 @@ func TestAzureMountMatchesLocal(t *testing.T) {
 // TestAzureFaults: Azurite behind the tests' fault proxy (checkStoreFaults).
 func TestAzureFaults(t *testing.T) {
 	requireFUSE(t)
+	t.Parallel() // it mostly waits for the store's answers and timeouts: beside the other tests that do (make test's -parallel)
 	srv := startAzurite(t, "data")
 	proxy := startProxy(t, srv.addr)
 	dir := t.TempDir()

@@ -68,9 +68,6 @@ func startGCS(t *testing.T, buckets ...string) *gcsServer {
 		require.True(t, time.Now().Before(deadline), "fake-gcs-server not ready after 30 s: %s", log.String())
 		time.Sleep(50 * time.Millisecond)
 	}
-	// Google's libraries, and blockfs, find an emulator by this variable; the tests name it
-	// with --endpoint instead, so that the fault proxy can sit in between.
-	t.Setenv("STORAGE_EMULATOR_HOST", "")
 	return s
 }
 
@@ -120,6 +117,7 @@ func (s *gcsServer) get(bucket, key string) []byte {
 // under the mount (a new generation) reads as EIO, never as its new bytes.
 func TestGCSMountMatchesLocal(t *testing.T) {
 	requireFUSE(t)
+	t.Parallel() // it mostly waits for the store's answers and timeouts: beside the other tests that do (make test's -parallel)
 	srv := startGCS(t, "data")
 	dir := t.TempDir()
 	raw, folder := s3Sources(t, dir, 6000, 300)
@@ -146,6 +144,7 @@ func TestGCSMountMatchesLocal(t *testing.T) {
 // TestGCSFaults: the emulator behind the tests' fault proxy (checkStoreFaults).
 func TestGCSFaults(t *testing.T) {
 	requireFUSE(t)
+	t.Parallel() // it mostly waits for the store's answers and timeouts: beside the other tests that do (make test's -parallel)
 	srv := startGCS(t, "data")
 	proxy := startProxy(t, srv.addr)
 	dir := t.TempDir()

@@ -29,8 +29,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = filepath.Join(dir, "blockfs")
-	for k, v := range minioEnv {
+	for k, v := range storeEnv {
 		os.Setenv(k, v)
+	}
+	if err := trustTestServers(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 	_, self, _, _ := runtime.Caller(0)
 	for _, args := range [][]string{{"-o", bin}, {"-tags", "tables", "-o", bin + "-tables"}} {
@@ -84,9 +88,18 @@ func requireRoot(t *testing.T, why string) {
 // run runs blockfs with args and returns stdout, stderr and the exit code.
 func run(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
+	return runEnv(t, nil, args...)
+}
+
+// runEnv is run with the variables of env (KEY=VALUE) set for the command over the test's.
+func runEnv(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	err := cmd.Run()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {

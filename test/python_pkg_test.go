@@ -17,6 +17,7 @@ import (
 // against the installed copy and the built binary. Nothing may stay mounted afterwards.
 func TestPythonPackage(t *testing.T) {
 	requireFUSE(t)
+	t.Parallel() // one core's work (a Python reader and the daemon taking turns): beside the tests that mostly wait
 	py := systemPython(t)
 	venv := filepath.Join(t.TempDir(), "venv")
 	if out, err := exec.Command(py, "-m", "venv", "--system-site-packages", venv).CombinedOutput(); err != nil {

@@ -50,6 +50,7 @@ func float32Npy(t *testing.T, dir string, rows, cols int, fill func(r, c int) fl
 }
 
 func TestPyTorchFixed(t *testing.T) {
+	t.Parallel() // one core's work (a Python reader and the daemon taking turns): beside the tests that mostly wait
 	py := systemPython(t)
 	rng := rand.New(rand.NewSource(1))
 	src := float32Npy(t, t.TempDir(), 3001, 16, func(r, c int) float32 { return rng.Float32() })
@@ -63,6 +64,7 @@ func TestPyTorchFixed(t *testing.T) {
 }
 
 func TestPyTorchVariable(t *testing.T) {
+	t.Parallel() // one core's work (a Python reader and the daemon taking turns): beside the tests that mostly wait
 	py := systemPython(t)
 	rng := rand.New(rand.NewSource(2))
 	var b strings.Builder

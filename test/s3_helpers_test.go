@@ -78,18 +78,24 @@ type minioServer struct {
 	cl   *minio.Client
 }
 
-// minioEnv is what TestMain sets the AWS variables blockfs reads to: the credentials of every
-// server startMinio starts. Set once for the whole run, not by each test (t.Setenv), so that a
-// test of a store may run in parallel (t.Parallel refuses a test that sets variables); a test
-// of other credentials sets its own with t.Setenv.
-var minioEnv = map[string]string{
-	"AWS_ACCESS_KEY_ID":     minioUser,
-	"AWS_SECRET_ACCESS_KEY": minioPass,
-	"AWS_REGION":            "us-east-1",
-	"AWS_ENDPOINT_URL":      "",
+// storeEnv is what TestMain sets the variables blockfs reads a store's credentials from to:
+// those of every server startMinio and startAzurite start, no Azure SAS token or connection
+// string, and no GCS emulator named by variable (the tests name it with --endpoint, so that
+// the fault proxy can sit in between). Set once for the whole run, not by each test
+// (t.Setenv), so that a test of a store may run in parallel (t.Parallel refuses a test that
+// sets variables); a test of other credentials gives its commands their own (runEnv).
+var storeEnv = map[string]string{
+	"AWS_ACCESS_KEY_ID":               minioUser,
+	"AWS_SECRET_ACCESS_KEY":           minioPass,
+	"AWS_REGION":                      "us-east-1",
+	"AWS_ENDPOINT_URL":                "",
+	"AZURE_STORAGE_KEY":               azuriteKey,
+	"AZURE_STORAGE_SAS_TOKEN":         "",
+	"AZURE_STORAGE_CONNECTION_STRING": "",
+	"STORAGE_EMULATOR_HOST":           "",
 }
 
-// startMinio starts a server; the AWS variables are already its credentials (minioEnv).
+// startMinio starts a server; the AWS variables are already its credentials (storeEnv).
 func startMinio(t *testing.T) *minioServer {
 	t.Helper()
 	s := &minioServer{t: t, bin: minioBinary(t), dir: t.TempDir(), addr: freeAddr(t)}

@@ -21,6 +21,7 @@ import (
 // are the same with it and without it.
 func TestShmSameBytes(t *testing.T) {
 	requireFUSE(t)
+	t.Parallel() // one core's work (a Python reader and the daemon taking turns): beside the tests that mostly wait
 	py := systemPython(t)
 	small := []string{"--cache-size", "16MiB", "--readahead", "1MiB"}
 	check := func(t *testing.T, data string, args ...string) {
@@ -135,6 +136,7 @@ print("ok")`, m.dir).CombinedOutput()
 // read through the files, which the Loader says once.
 func TestShmKilledDaemon(t *testing.T) {
 	requireFUSE(t)
+	t.Parallel() // one core's work (a Python reader and the daemon taking turns): beside the tests that mostly wait
 	py := systemPython(t)
 	p := packRaw(t, 3000, "256KiB")
 	m := mount(t, p.dir, "--cache-size", "16MiB")

@@ -54,7 +54,7 @@ type soakFile struct {
 // (default 60; longer soaks by hand). The daemon must report no race, keep its goroutines flat
 // and exit 0. It runs beside TestHungMountCommands, which mostly waits for the kernel's
 // attribute timeout, and the store tests that mostly wait for the store's timeouts (all
-// parallel, so after every other test; make test runs 4 at a time): minutes of make test's saved.
+// parallel, so after every other test; make test runs 6 at a time): minutes of make test's saved.
 func TestSoak(t *testing.T) {
 	requireFUSE(t)
 	t.Parallel()

@@ -37,15 +37,26 @@ func (s *webRoot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	http.ServeFile(w, r, p)
 }
 
-// startWeb serves root over HTTPS with a certificate of its own, which the blockfs processes
-// the test starts trust (SSL_CERT_FILE); it returns the server's https:// URL.
+// startWeb serves root over HTTPS with httptest's certificate, which the blockfs processes the
+// tests start trust (trustTestServers); it returns the server's https:// URL.
 func startWeb(t *testing.T, h http.Handler) string {
 	ts := httptest.NewTLSServer(h)
 	t.Cleanup(ts.Close)
-	pemPath := filepath.Join(t.TempDir(), "server.pem")
-	require.NoError(t, os.WriteFile(pemPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o644))
-	t.Setenv("SSL_CERT_FILE", pemPath)
 	return ts.URL
+}
+
+// trustTestServers writes the certificate every httptest TLS server presents (one, built into
+// net/http/httptest) to dir and points SSL_CERT_FILE there for the whole run: the blockfs
+// processes the tests start trust the tests' web servers and no other, and no test sets the
+// variable itself, so that tests of web servers may run in parallel.
+func trustTestServers(dir string) error {
+	ts := httptest.NewTLSServer(http.NotFoundHandler())
+	defer ts.Close()
+	pemPath := filepath.Join(dir, "test-servers.pem")
+	if err := os.WriteFile(pemPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o644); err != nil {
+		return err
+	}
+	return os.Setenv("SSL_CERT_FILE", pemPath)
 }
 
 // TestWebMountMatchesLocal publishes packed datasets on a web server (HTTPS, a certificate of
@@ -55,6 +66,7 @@ func startWeb(t *testing.T, h http.Handler) string {
 // never its new bytes.
 func TestWebMountMatchesLocal(t *testing.T) {
 	requireFUSE(t)
+	t.Parallel() // it mostly waits for the store's answers and timeouts: beside the other tests that do (make test's -parallel)
 	dir := t.TempDir()
 	raw, folder := s3Sources(t, dir, 6000, 300)
 	root := filepath.Join(dir, "www")
@@ -118,6 +130,7 @@ func TestWebMountMatchesLocal(t *testing.T) {
 // answering gives EIO in bounded time, and the reads after it recovers every byte.
 func TestWebFaults(t *testing.T) {
 	requireFUSE(t)
+	t.Parallel() // it mostly waits for the store's answers and timeouts: beside the other tests that do (make test's -parallel)
 	dir := t.TempDir()
 	raw, _ := s3Sources(t, dir, 8000, 0)
 	root := filepath.Join(dir, "www")
