@@ -11,10 +11,26 @@ ddcpu_data() {
 	rm "$work/img.bin"
 }
 
+# ddcpu_epoch MNT E: dd bs=1M of epoch E of the mount at MNT; with DDCPU_READERS=N above 1, of
+# its N shards at once (shard-R-of-N/epoch-E), one dd each.
+ddcpu_epoch() {
+	local mnt=$1 name n=${DDCPU_READERS:-1} r pids=()
+	name=$(printf 'epoch-%04d' "$2")
+	if [ "$n" -le 1 ]; then
+		dd if="$mnt/$name" of=/dev/null bs=1M status=none
+		return
+	fi
+	for r in $(seq 0 $((n - 1))); do
+		dd if="$mnt/shard-$r-of-$n/$name" of=/dev/null bs=1M status=none &
+		pids+=($!)
+	done
+	wait "${pids[@]}"
+}
+
 # ddcpu LABEL EPOCHS BIN DATA [VAR=VALUE...]: mounts DATA with BIN (the daemon started with
 # the variables given), reads epoch 0 with dd bs=1M (the cache warmed), then epochs 1 to
-# EPOCHS, and prints LABEL with the daemon's CPU seconds per GiB over them (utime + stime of
-# /proc/PID/stat) and their rate. With DDCPU_SUM set, DDCPU_SUM becomes the md5 of epoch 1 as
+# EPOCHS (ddcpu_epoch: DDCPU_READERS readers at once), and prints LABEL with the daemon's CPU
+# seconds per GiB over them (utime + stime of /proc/PID/stat) and their rate. With DDCPU_SUM set, DDCPU_SUM becomes the md5 of epoch 1 as
 # the mount served it (to compare builds).
 ddcpu() {
 	local label=$1 epochs=$2 bin=$3 data=$4 mnt pid sz c0 c1 t0 t1 ep
@@ -26,7 +42,7 @@ ddcpu() {
 	sz=$(stat -c %s "$mnt/epoch-0000")
 	c0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
 	t0=$(date +%s.%N)
-	for ep in $(seq "$epochs"); do dd if="$mnt/$(printf 'epoch-%04d' "$ep")" of=/dev/null bs=1M status=none; done
+	for ep in $(seq "$epochs"); do ddcpu_epoch "$mnt" "$ep"; done
 	t1=$(date +%s.%N)
 	c1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
 	if [ -n "${DDCPU_SUM+set}" ]; then

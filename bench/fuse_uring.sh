@@ -5,7 +5,8 @@
 # buffer it lies in, as blockfs writes from its cache (dev), or from a copy (dev-gather); over
 # io_uring, which takes a reply only from the ring entry's buffer, with each queue's thread on
 # its CPU as libfuse does (uring) or not (uring-unpinned). blockfs itself, serving new epochs
-# of a 588 MiB pack of 147 KiB records from its cache (5 after a first), is the reference.
+# of a 588 MiB pack of 147 KiB records from its cache (5 after a first; with READERS above 1,
+# each epoch as READERS shards read at once), is the reference.
 # Variants run in an order rotated round by round, the page cache dropped before each. Each
 # prints the daemon's CPU seconds per GiB (utime + stime of /proc/PID/stat) and the rate of
 # READERS `dd bs=1M` at once, each of its own file of SIZE_MIB MiB (default 256) READS times
@@ -13,7 +14,8 @@
 # Needs root and a kernel with FUSE over io_uring (6.14 or later, CONFIG_FUSE_IO_URING); it
 # sets the fuse module's enable_uring for the run and puts it back. Run from the checkout's
 # root with bin/blockfs built; $WORK (default /tmp/fuse_uring) holds the server's build and
-# blockfs's data.
+# blockfs's data. On a machine without Go, BLOCKFS and FUSEURING name static builds of blockfs
+# and bench/fuseuring (CGO_ENABLED=0 go build) made elsewhere.
 set -euo pipefail
 . "$(dirname "$0")/ddcpu.sh"
 rounds=${1:-3}
@@ -27,10 +29,17 @@ if [ ! -w "$param" ]; then
 	exit 1
 fi
 mkdir -p "$work"
-go build -o "$work/fuseuring" ./bench/fuseuring
-ddcpu_data bin/blockfs "$work"
+blockfs=${BLOCKFS:-bin/blockfs}
+fuseuring=${FUSEURING:-}
+if [ -z "$fuseuring" ]; then
+	fuseuring=$work/fuseuring
+	go build -o "$fuseuring" ./bench/fuseuring
+fi
+ddcpu_data "$blockfs" "$work"
 old=$(cat "$param")
-trap 'echo "$old" >"$param"' EXIT
+# On any exit, even cut short by a timeout: enable_uring as it was, no server left mounted.
+trap 'echo "$old" >"$param"; pkill -TERM -P $$ -x fuseuring 2>/dev/null' EXIT
+trap 'exit 1' INT TERM
 echo Y >"$param"
 
 # server MODE: the dd readers' figures on bench/fuseuring over transport MODE; sets SUM to
@@ -44,7 +53,7 @@ server() {
 	[ "$label" = dev-gather ] && flags=(-gather)
 	mnt=$(mktemp -d)
 	out=$(mktemp)
-	"$work/fuseuring" -transport "$mode" "${flags[@]}" -files $((readers + 1)) -size $((size_mib << 20)) "$mnt" >"$out" 2>&1 &
+	"$fuseuring" -transport "$mode" "${flags[@]}" -files $((readers + 1)) -size $((size_mib << 20)) "$mnt" >"$out" 2>&1 &
 	pid=$!
 	for _ in $(seq 100); do grep -q ready "$out" && break; sleep 0.1; done
 	grep -q ready "$out" || { cat "$out" >&2; kill "$pid"; exit 1; }
@@ -76,7 +85,7 @@ for round in $(seq "$rounds"); do
 		sync
 		echo 3 >/proc/sys/vm/drop_caches # each variant from the same start: page cache state moves the figures
 		if [ "$v" = blockfs ]; then
-			ddcpu "$(printf '%-15s' blockfs)" 5 bin/blockfs "$work/img"
+			DDCPU_READERS=$readers ddcpu "$(printf '%-15s' blockfs)" 5 "$blockfs" "$work/img"
 			continue
 		fi
 		server "$v"
