@@ -1,12 +1,13 @@
 #!/bin/bash
 # fuse_uring.sh ROUNDS [READERS]: what FUSE over io_uring would save the daemon against the
 # /dev/fuse reads and writes go-fuse uses. bench/fuseuring, one minimal read-only FUSE server,
-# serves files of pattern bytes four ways: over /dev/fuse with each reply written from the
-# buffer it lies in, as blockfs writes from its cache (dev), or from a copy (dev-gather); over
-# io_uring, which takes a reply only from the ring entry's buffer, with each queue's thread on
-# its CPU as libfuse does (uring) or not (uring-unpinned). blockfs itself, serving new epochs
-# of a 588 MiB pack of 147 KiB records from its cache (5 after a first; with READERS above 1,
-# each epoch as READERS shards read at once), is the reference.
+# serves files of pattern bytes five ways: over /dev/fuse with each reply written from the
+# buffer it lies in, as blockfs writes from its cache (dev; dev-poll: /dev/fuse read through
+# Go's poller instead of blocking reads), or from a copy (dev-gather); over io_uring, which
+# takes a reply only from the ring entry's buffer, with each queue's thread on its CPU as
+# libfuse does (uring) or not (uring-unpinned). blockfs itself, serving new epochs of a 588 MiB
+# pack of 147 KiB records from its cache (5 after a first; with READERS above 1, each epoch as
+# READERS shards read at once), is the reference.
 # Variants run in an order rotated round by round, the page cache dropped before each. Each
 # prints the daemon's CPU seconds per GiB (utime + stime of /proc/PID/stat) and the rate of
 # READERS `dd bs=1M` at once, each of its own file of SIZE_MIB MiB (default 256) READS times
@@ -51,6 +52,7 @@ server() {
 	local label=$1 mode=${1%%-*} mnt pid c0 c1 t0 t1 out r dds=() flags=()
 	[ "$label" = uring-unpinned ] && flags=(-pin=false)
 	[ "$label" = dev-gather ] && flags=(-gather)
+	[ "$label" = dev-poll ] && flags=(-poll)
 	mnt=$(mktemp -d)
 	out=$(mktemp)
 	"$fuseuring" -transport "$mode" "${flags[@]}" -files $((readers + 1)) -size $((size_mib << 20)) "$mnt" >"$out" 2>&1 &
@@ -77,11 +79,11 @@ print('%-15s daemon %.3f CPU s/GiB, %.2f GiB/s' % (sys.argv[5], c / g, g / t))" 
 	rm "$out"
 }
 
-variants=(dev dev-gather uring uring-unpinned blockfs)
+variants=(dev dev-poll dev-gather uring uring-unpinned blockfs)
 for round in $(seq "$rounds"); do
 	echo "round $round"
-	for i in 0 1 2 3 4; do
-		v=${variants[$(((i + round) % 5))]}
+	for i in "${!variants[@]}"; do
+		v=${variants[$(((i + round) % ${#variants[@]}))]}
 		sync
 		echo 3 >/proc/sys/vm/drop_caches # each variant from the same start: page cache state moves the figures
 		if [ "$v" = blockfs ]; then

@@ -5,13 +5,13 @@
 // bytes each, every read's reply taken from a buffer in memory as blockfs's are from its
 // cache. Over /dev/fuse (-transport dev) reader goroutines read a request and write its reply
 // with one writev, from the buffer itself as blockfs does, or (-gather) from a copy of it, as
-// io_uring needs. Over io_uring (-transport uring) each of the kernel's queues (one a CPU) has
+// io_uring needs; -poll reads /dev/fuse non-blocking through Go's poller. Over io_uring (-transport uring) each of the kernel's queues (one a CPU) has
 // a ring and a thread of its own, on its CPU unless -pin=false; a reply is copied into the
 // ring entry's payload buffer, the only place the kernel takes it from, and committed with
 // the fetch of the next request in one submission. The bytes are the same every way;
 // bench/fuse_uring.sh compares the daemon's CPU seconds per GiB of `dd bs=1M`.
 //
-//	fuseuring [-transport dev|uring] [-gather] [-pin=false] [-files N] [-size BYTES] [-readers N] [-entries N] MOUNTPOINT
+//	fuseuring [-transport dev|uring] [-gather] [-poll] [-pin=false] [-files N] [-size BYTES] [-readers N] [-entries N] MOUNTPOINT
 //
 // It runs as root, prints "ready" once reads can start and, on SIGINT or SIGTERM, its CPU
 // seconds, then unmounts.
@@ -35,18 +35,19 @@ func main() {
 	entries := flag.Int("entries", 4, "ring entries (requests in flight) per CPU queue (uring)")
 	pin := flag.Bool("pin", true, "each queue's thread on its queue's CPU (uring)")
 	gather := flag.Bool("gather", false, "copy each read's reply into a buffer before writing it, as the ring's payload needs (dev)")
+	poll := flag.Bool("poll", false, "read /dev/fuse non-blocking through Go's poller, goroutines parked between requests (dev)")
 	flag.Parse()
 	if flag.NArg() != 1 || (*transport != "dev" && *transport != "uring") {
-		fmt.Fprintln(os.Stderr, "usage: fuseuring [-transport dev|uring] [-gather] [-pin=false] [-files N] [-size BYTES] [-readers N] [-entries N] MOUNTPOINT")
+		fmt.Fprintln(os.Stderr, "usage: fuseuring [-transport dev|uring] [-gather] [-poll] [-pin=false] [-files N] [-size BYTES] [-readers N] [-entries N] MOUNTPOINT")
 		os.Exit(2)
 	}
-	if err := run(flag.Arg(0), *transport, *files, *size, *readers, *entries, *pin, *gather); err != nil {
+	if err := run(flag.Arg(0), *transport, *files, *size, *readers, *entries, *pin, *gather, *poll); err != nil {
 		fmt.Fprintln(os.Stderr, "fuseuring:", err)
 		os.Exit(1)
 	}
 }
 
-func run(mnt, transport string, files int, size int64, readers, entries int, pin, gather bool) error {
+func run(mnt, transport string, files int, size int64, readers, entries int, pin, gather, poll bool) error {
 	fs := newServer(files, size)
 	fd, err := mountFUSE(mnt)
 	if err != nil {
@@ -54,6 +55,13 @@ func run(mnt, transport string, files int, size int64, readers, entries int, pin
 	}
 	defer syscall.Unmount(mnt, syscall.MNT_DETACH)
 	fs.uring, fs.pin, fs.gather = transport == "uring", pin, gather
+	if poll {
+		if err := syscall.SetNonblock(fd, true); err != nil {
+			return err
+		}
+		// NewFile of a non-blocking descriptor reads it through the poller.
+		fs.polled = os.NewFile(uintptr(fd), "/dev/fuse")
+	}
 	// INIT arrives on /dev/fuse whatever the transport; so do FORGET and INTERRUPT after it.
 	inited := make(chan error, 1)
 	fatal := make(chan error, readers+1)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,8 +56,9 @@ type server struct {
 	size    int64
 	pattern []byte
 	uring   bool
-	pin     bool // each io_uring queue's thread on its queue's CPU
-	gather  bool // /dev/fuse: a read's reply copied into a buffer first, as io_uring needs
+	pin     bool     // each io_uring queue's thread on its queue's CPU
+	gather  bool     // /dev/fuse: a read's reply copied into a buffer first, as io_uring needs
+	polled  *os.File // /dev/fuse, non-blocking, read through Go's poller (-poll)
 	once    sync.Once
 	reads   atomic.Int64
 	bytes   atomic.Int64
@@ -204,8 +206,14 @@ func (s *server) initReply(in, out []byte) (int, syscall.Errno) {
 func (s *server) devLoop(fd int, inited chan<- error) error {
 	buf := make([]byte, inHeaderSize+4096+maxRequest)
 	reply := make([]byte, outHeaderSize+maxRequest)
+	read := func() (int, error) { return syscall.Read(fd, buf) }
+	if s.polled != nil {
+		// The goroutine parks in Go's poller until a request comes instead of its thread
+		// blocking in read(2).
+		read = func() (int, error) { return s.polled.Read(buf) }
+	}
 	for {
-		n, err := syscall.Read(fd, buf)
+		n, err := read()
 		switch {
 		case errors.Is(err, syscall.EINTR), errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.EAGAIN):
 			continue
