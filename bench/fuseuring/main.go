@@ -5,13 +5,15 @@
 // bytes each, every read's reply taken from a buffer in memory as blockfs's are from its
 // cache. Over /dev/fuse (-transport dev) reader goroutines read a request and write its reply
 // with one writev, from the buffer itself as blockfs does, or (-gather) from a copy of it, as
-// io_uring needs; -poll reads /dev/fuse non-blocking through Go's poller. Over io_uring (-transport uring) each of the kernel's queues (one a CPU) has
-// a ring and a thread of its own, on its CPU unless -pin=false; a reply is copied into the
-// ring entry's payload buffer, the only place the kernel takes it from, and committed with
-// the fetch of the next request in one submission. The bytes are the same every way;
+// io_uring needs; -poll reads /dev/fuse non-blocking through Go's poller. Over io_uring
+// (-transport uring) each of the kernel's queues (one a CPU) has a ring and a thread of its
+// own, on its CPU unless -pin=false; a reply is copied into the ring entry's payload buffer,
+// the only place the kernel takes it from, and committed with the fetch of the next request
+// in one submission. The bytes are the same every way;
 // bench/fuse_uring.sh compares the daemon's CPU seconds per GiB of `dd bs=1M`.
 //
-//	fuseuring [-transport dev|uring] [-gather] [-poll] [-pin=false] [-files N] [-size BYTES] [-readers N] [-entries N] MOUNTPOINT
+//	fuseuring [-transport dev|uring] [-gather] [-poll] [-pin=false] [-files N] [-size BYTES]
+//	          [-readers N] [-entries N] MOUNTPOINT
 //
 // It runs as root, prints "ready" once reads can start and, on SIGINT or SIGTERM, its CPU
 // seconds, then unmounts.
@@ -28,34 +30,35 @@ import (
 )
 
 func main() {
+	var c config
 	transport := flag.String("transport", "dev", "dev (read and write /dev/fuse) or uring (FUSE over io_uring)")
-	files := flag.Int("files", 64, "files served, f0 .. fN-1")
-	size := flag.Int64("size", 1<<30, "bytes of each file")
-	readers := flag.Int("readers", 4, "goroutines reading /dev/fuse (dev)")
-	entries := flag.Int("entries", 4, "ring entries (requests in flight) per CPU queue (uring)")
-	pin := flag.Bool("pin", true, "each queue's thread on its queue's CPU (uring)")
-	gather := flag.Bool("gather", false, "copy each read's reply into a buffer before writing it, as the ring's payload needs (dev)")
-	poll := flag.Bool("poll", false, "read /dev/fuse non-blocking through Go's poller, goroutines parked between requests (dev)")
+	flag.IntVar(&c.files, "files", 64, "files served, f0 .. fN-1")
+	flag.Int64Var(&c.size, "size", 1<<30, "bytes of each file")
+	flag.IntVar(&c.readers, "readers", 4, "goroutines reading /dev/fuse (dev)")
+	flag.IntVar(&c.entries, "entries", 4, "ring entries (requests in flight) per CPU queue (uring)")
+	flag.BoolVar(&c.pin, "pin", true, "each queue's thread on its queue's CPU (uring)")
+	flag.BoolVar(&c.gather, "gather", false, "copy each read's reply into a buffer before writing it, as the ring's payload needs (dev)")
+	flag.BoolVar(&c.poll, "poll", false, "read /dev/fuse non-blocking through Go's poller, goroutines parked between requests (dev)")
 	flag.Parse()
 	if flag.NArg() != 1 || (*transport != "dev" && *transport != "uring") {
 		fmt.Fprintln(os.Stderr, "usage: fuseuring [-transport dev|uring] [-gather] [-poll] [-pin=false] [-files N] [-size BYTES] [-readers N] [-entries N] MOUNTPOINT")
 		os.Exit(2)
 	}
-	if err := run(flag.Arg(0), *transport, *files, *size, *readers, *entries, *pin, *gather, *poll); err != nil {
+	c.uring = *transport == "uring"
+	if err := run(flag.Arg(0), c); err != nil {
 		fmt.Fprintln(os.Stderr, "fuseuring:", err)
 		os.Exit(1)
 	}
 }
 
-func run(mnt, transport string, files int, size int64, readers, entries int, pin, gather, poll bool) error {
-	fs := newServer(files, size)
+func run(mnt string, c config) error {
+	fs := newServer(c)
 	fd, err := mountFUSE(mnt)
 	if err != nil {
 		return err
 	}
 	defer syscall.Unmount(mnt, syscall.MNT_DETACH)
-	fs.uring, fs.pin, fs.gather = transport == "uring", pin, gather
-	if poll {
+	if c.poll {
 		if err := syscall.SetNonblock(fd, true); err != nil {
 			return err
 		}
@@ -64,8 +67,8 @@ func run(mnt, transport string, files int, size int64, readers, entries int, pin
 	}
 	// INIT arrives on /dev/fuse whatever the transport; so do FORGET and INTERRUPT after it.
 	inited := make(chan error, 1)
-	fatal := make(chan error, readers+1)
-	for i := 0; i < readers; i++ {
+	fatal := make(chan error, c.readers+1)
+	for i := 0; i < c.readers; i++ {
 		go func() { fatal <- fs.devLoop(fd, inited) }()
 	}
 	select {
@@ -78,8 +81,8 @@ func run(mnt, transport string, files int, size int64, readers, entries int, pin
 	case <-time.After(10 * time.Second):
 		return fmt.Errorf("no FUSE_INIT from the kernel in 10 s")
 	}
-	if fs.uring {
-		if err := startQueues(fd, fs, entries, fatal); err != nil {
+	if c.uring {
+		if err := startQueues(fd, fs, c.entries, fatal); err != nil {
 			return err
 		}
 	}

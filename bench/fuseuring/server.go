@@ -49,24 +49,31 @@ var le = binary.LittleEndian
 // one after the other, io_uring the first in the header's op_in and the rest in the payload.
 var arg0Size = map[uint32]int{opGetattr: 16, opOpen: 8, opRead: 40, opRelease: 24, opFlush: 24, opInit: 64, opOpendir: 8, opReleasedir: 24}
 
+// config is what fuseuring's flags choose.
+type config struct {
+	uring            bool // FUSE over io_uring rather than /dev/fuse's reads and writes
+	files            int
+	size             int64
+	readers, entries int  // /dev/fuse's reading goroutines; ring entries per queue
+	pin              bool // each io_uring queue's thread on its queue's CPU
+	gather           bool // /dev/fuse: a read's reply copied into a buffer first, as io_uring needs
+	poll             bool // /dev/fuse read non-blocking through Go's poller
+}
+
 // server serves the files f0 .. fN-1, each size bytes of pattern repeated from an offset of
 // its own.
 type server struct {
-	files   int
-	size    int64
+	config
 	pattern []byte
-	uring   bool
-	pin     bool     // each io_uring queue's thread on its queue's CPU
-	gather  bool     // /dev/fuse: a read's reply copied into a buffer first, as io_uring needs
-	polled  *os.File // /dev/fuse, non-blocking, read through Go's poller (-poll)
+	polled  *os.File // /dev/fuse, non-blocking, with poll
 	once    sync.Once
 	reads   atomic.Int64
 	bytes   atomic.Int64
 	viaRing atomic.Int64 // requests answered on an io_uring queue
 }
 
-func newServer(files int, size int64) *server {
-	return &server{files: files, size: size, pattern: patternBytes()}
+func newServer(c config) *server {
+	return &server{config: c, pattern: patternBytes()}
 }
 
 // request is one FUSE request: its header's fields, its first argument (op) and the rest.
