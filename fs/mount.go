@@ -209,7 +209,7 @@ func MountOptions(fsName string, uid, gid uint32, allowOther, debug bool) *gofs.
 
 // RaiseReadahead lets the kernel read ahead up to 4 MiB on the mount at mnt; go-fuse can only
 // lower the default of 128 KiB. Best effort: without it the mount still works, with smaller
-// reads. Mount calls it; so does the loopback baseline.
+// reads. Mount calls it; so do the loopback baseline and bench/fuseuring.
 func RaiseReadahead(mnt string) {
 	var st syscall.Stat_t
 	if err := syscall.Stat(mnt, &st); err != nil {
