@@ -1,5 +1,5 @@
 # ddcpu.sh: sourced by the benchmarks of the FUSE path's daemon CPU (fuse_requests.sh,
-# fuse_splice.sh); not run on its own.
+# fuse_splice.sh, fuse_uring.sh); not run on its own.
 
 # ddcpu_data BIN WORK: packs WORK/img once with BIN, 588 MiB of 147 KiB records (224x224x3 uint8
 # images of random bytes), the data of issue 50's figures.
@@ -9,6 +9,14 @@ ddcpu_data() {
 	head -c $((4096 * 150528)) /dev/urandom >"$work/img.bin"
 	"$bin" pack --quiet --format raw --record-size 150528 "$work/img.bin" "$work/img"
 	rm "$work/img.bin"
+}
+
+# waitall PID...: waits for every one of the processes; fails if any of them failed (wait with
+# several PIDs returns the last one's status only).
+waitall() {
+	local p rc=0
+	for p in "$@"; do wait "$p" || rc=1; done
+	return $rc
 }
 
 # ddcpu_epoch MNT E: dd bs=1M of epoch E of the mount at MNT; with DDCPU_READERS=N above 1, of
@@ -24,14 +32,14 @@ ddcpu_epoch() {
 		dd if="$mnt/shard-$r-of-$n/$name" of=/dev/null bs=1M status=none &
 		pids+=($!)
 	done
-	wait "${pids[@]}"
+	waitall "${pids[@]}"
 }
 
 # ddcpu LABEL EPOCHS BIN DATA [VAR=VALUE...]: mounts DATA with BIN (the daemon started with
 # the variables given), reads epoch 0 with dd bs=1M (the cache warmed), then epochs 1 to
 # EPOCHS (ddcpu_epoch: DDCPU_READERS readers at once), and prints LABEL with the daemon's CPU
-# seconds per GiB over them (utime + stime of /proc/PID/stat) and their rate. With DDCPU_SUM set, DDCPU_SUM becomes the md5 of epoch 1 as
-# the mount served it (to compare builds).
+# seconds per GiB over them (utime + stime of /proc/PID/stat) and their rate. With DDCPU_SUM
+# set, DDCPU_SUM becomes the md5 of epoch 1 as the mount served it (to compare builds).
 ddcpu() {
 	local label=$1 epochs=$2 bin=$3 data=$4 mnt pid sz c0 c1 t0 t1 ep
 	shift 4

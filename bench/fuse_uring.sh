@@ -44,7 +44,8 @@ trap 'exit 1' INT TERM
 echo Y >"$param"
 
 # server MODE: the dd readers' figures on bench/fuseuring over transport MODE; sets SUM to
-# the md5 of a file none of them read. Reader r reads file fr READS times: each open drops the
+# the md5 of f0 as served after the timed reads; fails if the server stopped or, over io_uring,
+# answered no request on a ring. Reader r reads file fr READS times: each open drops the
 # file's pages (no FOPEN_KEEP_CACHE), so the page cache stays at a file a reader and its
 # pages are reused, as blockfs's are behind its readers (fresh pages cost this VM's host a
 # fault each, charged to the daemon's copy: 10x the CPU once 3 GiB of new pages are in use).
@@ -66,13 +67,18 @@ server() {
 		(for _ in $(seq "$reads"); do dd if="$mnt/f$r" of=/dev/null bs=1M status=none; done) &
 		dds+=($!)
 	done
-	wait "${dds[@]}"
+	waitall "${dds[@]}"
 	t1=$(date +%s.%N)
 	c1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-	SUM=$(md5sum <"$mnt/f$readers")
+	SUM=$(md5sum <"$mnt/f0")
 	kill -TERM "$pid"
-	wait "$pid" || true
+	wait "$pid" || { cat "$out" >&2; exit 1; }
 	rmdir "$mnt"
+	if [ "$mode" = uring ] && ! grep -Eq ", [1-9][0-9]* requests on io_uring" "$out"; then
+		echo "fuse_uring.sh: $label answered no request on an io_uring queue:" >&2
+		cat "$out" >&2
+		exit 1
+	fi
 	python3 -c "import sys; c, t, g = float(sys.argv[1]) / int(sys.argv[4]), float(sys.argv[2]), int(sys.argv[3]) / 1024
 print('%-15s daemon %.3f CPU s/GiB, %.2f GiB/s' % (sys.argv[5], c / g, g / t))" \
 		"$((c1 - c0))" "$(echo "$t1 - $t0" | bc)" "$((readers * reads * size_mib))" "$(getconf CLK_TCK)" "$label"
@@ -87,7 +93,14 @@ for round in $(seq "$rounds"); do
 		sync
 		echo 3 >/proc/sys/vm/drop_caches # each variant from the same start: page cache state moves the figures
 		if [ "$v" = blockfs ]; then
+			DDCPU_SUM=""
 			DDCPU_READERS=$readers ddcpu "$(printf '%-15s' blockfs)" 5 "$blockfs" "$work/img"
+			if [ -z "${want_blockfs:-}" ]; then
+				want_blockfs=$DDCPU_SUM
+			elif [ "$DDCPU_SUM" != "$want_blockfs" ]; then
+				echo "fuse_uring.sh: blockfs served other bytes for epoch 1 than in round 1" >&2
+				exit 1
+			fi
 			continue
 		fi
 		server "$v"

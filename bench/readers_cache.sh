@@ -33,7 +33,8 @@ one() {
 		(for ep in 0 1 2; do dd if="$mnt/shard-$r-of-$readers/epoch-000$ep" of=/dev/null bs=1M status=none; done) &
 		pids+=($!)
 	done
-	wait "${pids[@]}"
+	local p
+	for p in "${pids[@]}"; do wait "$p"; done # each one's status: a failed reader fails the run
 	e=$(date +%s.%N)
 	read -r ut st < <(awk '{print $14, $15}' "/proc/$pid/stat")
 	python3 - "$mnt/.blockfs/stats.json" "$(basename "$bin")" "$readers" "$(echo "$e - $s" | bc)" \

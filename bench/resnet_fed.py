@@ -3,7 +3,7 @@ path and a reading thread; and 8 workers), against its ceiling (one batch kept o
 map-style DataLoader users write first (np.memmap, shuffle=True, 8 workers).
 Usage: resnet_fed.py DIR   (DIR as bench/node_scaling.py's: DIR/bin/blockfs, DIR/py/blockfs; its data
 in $GPUW, default /tmp/gpuw2, made by node_scaling.py first)"""
-import atexit, os, sys, time, subprocess
+import atexit, os, signal, sys, time, subprocess
 HERE = os.path.abspath(sys.argv[1]); B = os.path.join(HERE, "bin", "blockfs")
 sys.path.insert(0, os.path.join(HERE, "py")); os.environ["BLOCKFS_BIN"] = B
 W = os.environ.get("GPUW", "/tmp/gpuw2"); ds = os.path.join(W, "img"); raw = os.path.join(W, "img.bin")
@@ -12,6 +12,7 @@ import numpy as np, torch, torchvision, blockfs.torch
 side = 224; rs = 3 * side * side; n = os.path.getsize(raw) // rs
 subprocess.run([B, "mount", "--daemon", ds, m], check=True)
 atexit.register(subprocess.run, [B, "unmount", m])  # also when a step fails (no GPU, no torchvision)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # and when a timeout stops it (device.sh)
 subprocess.run(f"dd if={m}/epoch-0000 of=/dev/null bs=1M 2>/dev/null", shell=True)
 dev = torch.device("cuda"); torch.backends.cudnn.benchmark = True
 net = torchvision.models.resnet18(num_classes=1000).to(dev).to(memory_format=torch.channels_last)

@@ -29,7 +29,6 @@ var wheelPlatforms = map[string]string{"amd64": "linux_x86_64", "arm64": "linux_
 // mounts a file in place, reads records that match the file, and leaves nothing mounted.
 func TestWheel(t *testing.T) {
 	requireFUSE(t)
-	t.Parallel() // one core's work (a Python reader and the daemon taking turns): beside the tests that mostly wait
 	py := systemPython(t)
 	if out, err := exec.Command(py, "-c", "import setuptools, wheel, pip, ensurepip").CombinedOutput(); err != nil {
 		msg := "cannot build or install a wheel (apt-get install python3-setuptools python3-wheel python3-pip python3-venv): " + string(out)

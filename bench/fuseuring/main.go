@@ -64,14 +64,22 @@ func run(mnt string, c config) error {
 		if err := syscall.SetNonblock(fd, true); err != nil {
 			return err
 		}
-		// NewFile of a non-blocking descriptor reads it through the poller.
-		fs.polled = os.NewFile(uintptr(fd), "/dev/fuse")
 	}
 	// INIT arrives on /dev/fuse whatever the transport; so do FORGET and INTERRUPT after it.
 	inited := make(chan error, 1)
 	fatal := make(chan error, c.readers+1)
 	for i := 0; i < c.readers; i++ {
-		go func() { fatal <- fs.devLoop(fd, inited) }()
+		var polled *os.File
+		if c.poll {
+			// A descriptor of its own for each reader: an os.File reads one caller at a time.
+			// NewFile of a non-blocking descriptor reads it through the poller.
+			d, err := syscall.Dup(fd)
+			if err != nil {
+				return err
+			}
+			polled = os.NewFile(uintptr(d), "/dev/fuse")
+		}
+		go func() { fatal <- fs.devLoop(fd, polled, inited) }()
 	}
 	select {
 	case err := <-inited:

@@ -65,7 +65,6 @@ type config struct {
 type server struct {
 	config
 	pattern []byte
-	polled  *os.File // /dev/fuse, non-blocking, with poll
 	once    sync.Once
 	reads   atomic.Int64
 	bytes   atomic.Int64
@@ -208,16 +207,17 @@ func (s *server) initReply(in, out []byte) (int, syscall.Errno) {
 	return 64, 0
 }
 
-// devLoop reads requests from /dev/fuse and writes their replies, until the mount goes away
+// devLoop reads requests from /dev/fuse (through polled, a non-blocking descriptor of its own
+// read through Go's poller, where given) and writes their replies, until the mount goes away
 // (nil) or a read fails otherwise. The first FUSE_INIT's reply is reported on inited.
-func (s *server) devLoop(fd int, inited chan<- error) error {
+func (s *server) devLoop(fd int, polled *os.File, inited chan<- error) error {
 	buf := make([]byte, inHeaderSize+4096+maxRequest)
 	reply := make([]byte, outHeaderSize+maxRequest)
 	read := func() (int, error) { return syscall.Read(fd, buf) }
-	if s.polled != nil {
+	if polled != nil {
 		// The goroutine parks in Go's poller until a request comes instead of its thread
 		// blocking in read(2).
-		read = func() (int, error) { return s.polled.Read(buf) }
+		read = func() (int, error) { return polled.Read(buf) }
 	}
 	for {
 		n, err := read()

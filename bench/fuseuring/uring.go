@@ -15,7 +15,7 @@ import (
 )
 
 // io_uring's system calls and layout (include/uapi/linux/io_uring.h), and FUSE's commands on
-// it (include/uapi/linux/fuse.h, protocol 7.42).
+// it (include/uapi/linux/fuse.h, protocol 7.42 and later).
 const (
 	sysIOURingSetup = 425
 	sysIOURingEnter = 426
@@ -99,11 +99,11 @@ func (r *ring) next() []byte {
 	return sqe
 }
 
-// enter submits what is queued and waits for at least one completion.
-func (r *ring) enter() error {
+// enter submits what is queued and waits for at least wait completions.
+func (r *ring) enter(wait uint32) error {
 	for {
 		pending := atomic.LoadUint32(r.sqTail) - atomic.LoadUint32(r.sqHead)
-		_, _, e := unix.Syscall6(sysIOURingEnter, uintptr(r.fd), uintptr(pending), 1, enterGetEvents, 0, 0)
+		_, _, e := unix.Syscall6(sysIOURingEnter, uintptr(r.fd), uintptr(pending), uintptr(wait), enterGetEvents, 0, 0)
 		if e == syscall.EINTR {
 			continue
 		}
@@ -201,27 +201,31 @@ func (s *server) queueLoop(fuseFD int, qid uint16, n int, started chan<- error) 
 		ents[i] = e
 		fuseCmd(r, fuseFD, cmdRegister, i, e, qid, 0)
 	}
-	started <- nil
-	for {
-		if err := r.enter(); err != nil {
-			return err
+	serve := func(i uint64, res int32) error {
+		if res < 0 {
+			return fmt.Errorf("queue %d: %w", qid, syscall.Errno(-res))
 		}
-		err := r.completions(func(i uint64, res int32) error {
-			if res < 0 {
-				return fmt.Errorf("queue %d: %w", qid, syscall.Errno(-res))
-			}
-			e := ents[i]
-			s.answer(e)
-			fuseCmd(r, fuseFD, cmdCommitAndFetch, int(i), e, qid, le.Uint64(e.hdr[hdrCommitID:]))
-			return nil
-		})
-		if errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECANCELED) || errors.Is(err, syscall.ENODEV) {
-			return nil
-		}
-		if err != nil {
-			return err
+		e := ents[i]
+		s.answer(e)
+		fuseCmd(r, fuseFD, cmdCommitAndFetch, int(i), e, qid, le.Uint64(e.hdr[hdrCommitID:]))
+		return nil
+	}
+	// The registrations submitted, and any that failed at once reported, before the caller
+	// says it is ready.
+	err = r.enter(0)
+	if err == nil {
+		err = r.completions(serve)
+	}
+	started <- err
+	for err == nil {
+		if err = r.enter(1); err == nil {
+			err = r.completions(serve)
 		}
 	}
+	if errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECANCELED) || errors.Is(err, syscall.ENODEV) {
+		return nil
+	}
+	return err
 }
 
 // answer serves the request in e and writes its reply there.
