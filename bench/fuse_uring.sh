@@ -85,6 +85,18 @@ print('%-15s daemon %.3f CPU s/GiB, %.2f GiB/s' % (sys.argv[5], c / g, g / t))" 
 	rm "$out"
 }
 
+# same KEY VALUE WHAT: the first VALUE given for KEY is the one every later one must equal;
+# otherwise the run fails, saying WHAT.
+declare -A first
+same() {
+	if [ -z "${first[$1]:-}" ]; then
+		first[$1]=$2
+	elif [ "$2" != "${first[$1]}" ]; then
+		echo "fuse_uring.sh: $3" >&2
+		exit 1
+	fi
+}
+
 variants=(dev dev-poll dev-gather uring uring-unpinned blockfs)
 for round in $(seq "$rounds"); do
 	echo "round $round"
@@ -95,20 +107,10 @@ for round in $(seq "$rounds"); do
 		if [ "$v" = blockfs ]; then
 			DDCPU_SUM=""
 			DDCPU_READERS=$readers ddcpu "$(printf '%-15s' blockfs)" 5 "$blockfs" "$work/img"
-			if [ -z "${want_blockfs:-}" ]; then
-				want_blockfs=$DDCPU_SUM
-			elif [ "$DDCPU_SUM" != "$want_blockfs" ]; then
-				echo "fuse_uring.sh: blockfs served other bytes for epoch 1 than in round 1" >&2
-				exit 1
-			fi
+			same blockfs "$DDCPU_SUM" "blockfs served other bytes for epoch 1 than in round 1"
 			continue
 		fi
 		server "$v"
-		if [ -z "${want:-}" ]; then
-			want=$SUM
-		elif [ "$SUM" != "$want" ]; then
-			echo "fuse_uring.sh: the $v transport served other bytes" >&2
-			exit 1
-		fi
+		same server "$SUM" "$v served other bytes than the variant before it"
 	done
 done
