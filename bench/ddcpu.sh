@@ -1,5 +1,5 @@
 # ddcpu.sh: sourced by the benchmarks of the FUSE path's daemon CPU (fuse_requests.sh,
-# fuse_splice.sh, fuse_uring.sh); not run on its own.
+# fuse_splice.sh, fuse_uring.sh, readers_cache.sh); not run on its own.
 
 # ddcpu_data BIN WORK: packs WORK/img once with BIN, 588 MiB of 147 KiB records (224x224x3 uint8
 # images of random bytes), the data of issue 50's figures.
@@ -9,6 +9,16 @@ ddcpu_data() {
 	head -c $((4096 * 150528)) /dev/urandom >"$work/img.bin"
 	"$bin" pack --quiet --format raw --record-size 150528 "$work/img.bin" "$work/img"
 	rm "$work/img.bin"
+}
+
+# cputicks PID: the process's CPU time so far (utime + stime of /proc/PID/stat), in clock ticks.
+cputicks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# cpurate LABEL TICKS SECONDS BYTES: prints LABEL with TICKS of a daemon's CPU per GiB of the
+# BYTES read in SECONDS, and their rate.
+cpurate() {
+	python3 -c "import sys; c, t, g = float(sys.argv[2]) / int(sys.argv[5]), float(sys.argv[3]), int(sys.argv[4]) / 2**30
+print('%s daemon %.3f CPU s/GiB, %.2f GiB/s' % (sys.argv[1], c / g, g / t))" "$@" "$(getconf CLK_TCK)"
 }
 
 # waitall PID...: waits for every one of the processes; fails if any of them failed (wait with
@@ -48,17 +58,15 @@ ddcpu() {
 	pid=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['daemon_pid'])" "$mnt/.blockfs/stats.json")
 	dd if="$mnt/epoch-0000" of=/dev/null bs=1M status=none
 	sz=$(stat -c %s "$mnt/epoch-0000")
-	c0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+	c0=$(cputicks "$pid")
 	t0=$(date +%s.%N)
 	for ep in $(seq "$epochs"); do ddcpu_epoch "$mnt" "$ep"; done
 	t1=$(date +%s.%N)
-	c1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+	c1=$(cputicks "$pid")
 	if [ -n "${DDCPU_SUM+set}" ]; then
 		DDCPU_SUM=$(md5sum <"$mnt/epoch-0001")
 	fi
 	"$bin" unmount "$mnt"
 	rmdir "$mnt"
-	python3 -c "import sys; c, t, g = float(sys.argv[1]) / int(sys.argv[4]), float(sys.argv[2]), int(sys.argv[5]) * int(sys.argv[3]) / 2**30
-print('%s daemon %.3f CPU s/GiB, %.2f GiB/s' % (sys.argv[6], c / g, g / t))" \
-		"$((c1 - c0))" "$(echo "$t1 - $t0" | bc)" "$sz" "$(getconf CLK_TCK)" "$epochs" "$label"
+	cpurate "$label" "$((c1 - c0))" "$(echo "$t1 - $t0" | bc)" "$((epochs * sz))"
 }

@@ -61,7 +61,7 @@ server() {
 	for _ in $(seq 100); do grep -q ready "$out" && break; sleep 0.1; done
 	grep -q ready "$out" || { cat "$out" >&2; kill "$pid"; exit 1; }
 	for r in $(seq 0 $((readers - 1))); do dd if="$mnt/f$r" of=/dev/null bs=1M status=none; done
-	c0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+	c0=$(cputicks "$pid")
 	t0=$(date +%s.%N)
 	for r in $(seq 0 $((readers - 1))); do
 		(for _ in $(seq "$reads"); do dd if="$mnt/f$r" of=/dev/null bs=1M status=none; done) &
@@ -69,7 +69,7 @@ server() {
 	done
 	waitall "${dds[@]}"
 	t1=$(date +%s.%N)
-	c1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+	c1=$(cputicks "$pid")
 	SUM=$(md5sum <"$mnt/f0")
 	kill -TERM "$pid"
 	wait "$pid" || { cat "$out" >&2; exit 1; }
@@ -79,9 +79,7 @@ server() {
 		cat "$out" >&2
 		exit 1
 	fi
-	python3 -c "import sys; c, t, g = float(sys.argv[1]) / int(sys.argv[4]), float(sys.argv[2]), int(sys.argv[3]) / 1024
-print('%-15s daemon %.3f CPU s/GiB, %.2f GiB/s' % (sys.argv[5], c / g, g / t))" \
-		"$((c1 - c0))" "$(echo "$t1 - $t0" | bc)" "$((readers * reads * size_mib))" "$(getconf CLK_TCK)" "$label"
+	cpurate "$(printf '%-15s' "$label")" "$((c1 - c0))" "$(echo "$t1 - $t0" | bc)" "$((readers * reads * size_mib << 20))"
 	rm "$out"
 }
 

@@ -11,6 +11,7 @@
 # 4 KiB records, blocks of $BLOCK, zstd level 1, made once in $WORK/$BLOCK (WORK default
 # /tmp/readers_cache). As root, for the page cache drop before each run.
 set -euo pipefail
+. "$(dirname "$0")/ddcpu.sh"
 old=$1 new=$2 rounds=${3:-3}
 block=${BLOCK:-16MiB} cachesize=${CACHE:-512MiB}
 work=${WORK:-/tmp/readers_cache}/$block
@@ -33,12 +34,10 @@ one() {
 		(for ep in 0 1 2; do dd if="$mnt/shard-$r-of-$readers/epoch-000$ep" of=/dev/null bs=1M status=none; done) &
 		pids+=($!)
 	done
-	local p
-	for p in "${pids[@]}"; do wait "$p"; done # each one's status: a failed reader fails the run
+	waitall "${pids[@]}"
 	e=$(date +%s.%N)
-	read -r ut st < <(awk '{print $14, $15}' "/proc/$pid/stat")
 	python3 - "$mnt/.blockfs/stats.json" "$(basename "$bin")" "$readers" "$(echo "$e - $s" | bc)" \
-		"$(echo "($ut + $st) / $(getconf CLK_TCK)" | bc -l)" "$(($(awk '/VmHWM/ {print $2}' "/proc/$pid/status") >> 10))" <<'EOF'
+		"$(echo "$(cputicks "$pid") / $(getconf CLK_TCK)" | bc -l)" "$(($(awk '/VmHWM/ {print $2}' "/proc/$pid/status") >> 10))" <<'EOF'
 import json, sys
 s = json.load(open(sys.argv[1]))
 print("%s %s readers: wall %.2f s, daemon CPU %.2f s, loads %.2f a byte served, cache %d MiB, peak RSS %s MiB"

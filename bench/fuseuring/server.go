@@ -159,6 +159,8 @@ func (s *server) pieces(req request, limit int64) ([][]byte, syscall.Errno) {
 		return nil, 0
 	}
 	size = min(size, s.size-off, limit)
+	s.reads.Add(1)
+	s.bytes.Add(size)
 	p := (off + int64(req.nodeID-2)*4099) % int64(len(s.pattern))
 	var out [][]byte
 	for size > 0 {
@@ -166,10 +168,6 @@ func (s *server) pieces(req request, limit int64) ([][]byte, syscall.Errno) {
 		out = append(out, s.pattern[p:p+c])
 		size -= c
 		p = 0
-	}
-	s.reads.Add(1)
-	for _, b := range out {
-		s.bytes.Add(int64(len(b)))
 	}
 	return out, 0
 }

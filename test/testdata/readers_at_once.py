@@ -7,8 +7,8 @@ READERS threads each read their shard (shard-R-of-READERS) of epoch 0 in 1 MiB r
 keep it open (reading a page of it with O_DIRECT now and then) while this waits up to 15 s for
 .blockfs/stats.json's cache_capacity to pass GROWN bytes, or HOLD seconds when GROWN is 0; then
 they read epochs 1 to 3 of their shards. Prints "ok " and a JSON object:
-the capacity before and after, what the readers wanted beyond it then (cache_short), and the cache's loads (disk_bytes) and the bytes served over
-epochs 1 to 3.
+the capacity before and after, what the readers wanted beyond it then (cache_short), and the
+cache's loads (disk_bytes) and the bytes served over epochs 1 to 3.
 """
 import json
 import mmap
