@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
@@ -235,21 +236,43 @@ func ignored(sig os.Signal) bool {
 	return sig == syscall.SIGHUP || sig == syscall.SIGUSR1 || sig == syscall.SIGUSR2
 }
 
-// startCPUProfile profiles the daemon into path until the returned function is called (the
-// hidden --cpuprofile flag, for docs/PERFORMANCE.md's profiles).
+// startCPUProfile profiles the daemon into path, and where its goroutines waited on locks
+// into path.mutex, until the returned function is called (the hidden --cpuprofile flag, for
+// docs/PERFORMANCE.md's profiles). Each file is made new, never through a symbolic link.
 func startCPUProfile(path string) (func(), error) {
-	f, err := os.Create(path)
+	f, err := createProfile(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", optname.Flag("cpuprofile"), err)
+		return nil, err
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", optname.Flag("cpuprofile"), err)
 	}
+	runtime.SetMutexProfileFraction(mutexFraction)
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+		m, err := createProfile(path + ".mutex")
+		if err == nil {
+			err = pprof.Lookup("mutex").WriteTo(m, 0)
+			m.Close()
+		}
+		if err != nil {
+			log.Printf("blockfs: %v", err)
+		}
 	}, nil
+}
+
+// mutexFraction samples one lock contention in this many: cheap enough for a benchmark's run.
+const mutexFraction = 10
+
+// createProfile makes path anew (mode 0600) for a profile, refusing a symbolic link there.
+func createProfile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", optname.Flag("cpuprofile"), err)
+	}
+	return f, nil
 }
 
 // infoFacts returns what the mount's .blockfs/info.json says (fs's infoFacts): the set's facts
