@@ -4,11 +4,12 @@
 (A) W processes, each blockfs.torch.Loader rank r of W (batch 256 of 147 KiB images), a new epoch
     each trial, against W processes each gathering the same batches' records in-process from
     np.memmap of the raw file in the page cache (the copy limit of a loader in the trainer);
-(B) dd of a new epoch at bs=1M against bs=16M, 1 and 8 readers; the kernel's FUSE request limit;
+(B) dd of a new epoch at bs=1M against bs=16M, 1, 8 and 16 readers; the kernel's FUSE request limit;
 (C) ResNet-18 fed by the Loader with 8 workers.
 (D) the same as (A) in steady state: each process reads one epoch untimed (its buffers made),
     then all start together on two new epochs; the daemon's CPU seconds per GiB over them.
-Usage: node_scaling.py DIR [--small]   (AGG_W=8,16: the process counts of (A) and (D))   (DIR/bin holds static blockfs and loopback builds, DIR/py a
+Usage: node_scaling.py DIR [--small]   (AGG_W=8,16: the process counts of (A) and (D); MOUNT_ARGS: more
+options for the mount, e.g. "--cpuprofile FILE"; TRAIN=0: no (C))   (DIR/bin holds static blockfs and loopback builds, DIR/py a
 copy of python/blockfs; GPUW: scratch, default /tmp/gpuw2; OUT: where the summary goes)
 This is how the figures of the "one node at the speed of its memory" issue were measured."""
 import json, os, subprocess, sys, time
@@ -164,7 +165,7 @@ def dd(m):
         for p in ps: p.wait()
         return time.perf_counter() - t
     size = os.path.getsize(os.path.join(m, "epoch-0000"))
-    for n in (1, 8):
+    for n in (1, 8, 16):
         r = {bs: max(size / run(n, bs) / 1e9 for _ in range(2)) for bs in ("1M", "16M")}
         say(f"dd of a new epoch, {n} readers: bs=1M {r['1M']:.2f} GB/s, bs=16M {r['16M']:.2f} GB/s")
 
@@ -202,10 +203,10 @@ if __name__ == "__main__":
     if not os.path.exists(os.path.join(ds, "blockfs.json")):
         sh(f"{B} pack --quiet --format raw --record-size {rs} {raw} {ds}")
     sh(f"cat {raw} > /dev/null; find {ds} -type f -exec cat {{}} + > /dev/null")
-    m = os.path.join(W, "m"); os.makedirs(m, exist_ok=True); sh(f"{B} mount --daemon {ds} {m}")
+    m = os.path.join(W, "m"); os.makedirs(m, exist_ok=True); sh(f"{B} mount --daemon {os.environ.get('MOUNT_ARGS', '')} {ds} {m}")
     try:
         sh(f"dd if={m}/epoch-0000 of=/dev/null bs=1M 2>/dev/null")  # the daemon's cache filled
-        for f in (aggregate, steady, dd, train):
+        for f in (aggregate, steady, dd) + ((train,) if os.environ.get("TRAIN") != "0" else ()):
             try:
                 f(m) if f not in (aggregate, steady) else f(m, raw, n, rs)
             except Exception as ex:
