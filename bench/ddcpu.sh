@@ -11,6 +11,9 @@ ddcpu_data() {
 	rm "$work/img.bin"
 }
 
+# since T0 T1: the seconds from T0 to T1 (date +%s.%N), with awk (a GPU machine may lack bc).
+since() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.6f\n", b - a }'; }
+
 # cputicks PID: the process's CPU time so far (utime + stime of /proc/PID/stat), in clock ticks.
 cputicks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
@@ -68,5 +71,5 @@ ddcpu() {
 	fi
 	"$bin" unmount "$mnt"
 	rmdir "$mnt"
-	cpurate "$label" "$((c1 - c0))" "$(echo "$t1 - $t0" | bc)" "$((epochs * sz))"
+	cpurate "$label" "$((c1 - c0))" "$(since "$t0" "$t1")" "$((epochs * sz))"
 }

@@ -50,14 +50,14 @@ run)
 		cat /proc/sys/fs/fuse/max_pages_limit 2>/dev/null
 		nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null
 		# The daemon's CPU and lock profiles over node_scaling's phases, for go tool pprof.
-		echo "== node_scaling.py (250 s at most)"
-		AGG_W=${AGG_W:-1,8,16} MOUNT_ARGS="--cpuprofile $out/node_scaling.pprof" TRAIN=0 timeout 250 python3 "$here/node_scaling.py" "$dir" "${small[@]}"
+		echo "== node_scaling.py (220 s at most)"
+		AGG_W=${AGG_W:-1,8,16} MOUNT_ARGS="--cpuprofile $out/node_scaling.pprof" TRAIN=0 timeout 220 python3 "$here/node_scaling.py" "$dir" "${small[@]}"
 		"$dir/bin/blockfs" unmount "${GPUW:-/tmp/gpuw2}/m" 2>/dev/null # cut short by its bound
-		echo "== resnet_fed.py (120 s at most)"
-		timeout 120 python3 "$here/resnet_fed.py" "$dir"
-		echo "== fuse_uring.sh 1 $readers, READS=6 (110 s at most)"
+		echo "== resnet_fed.py (100 s at most)"
+		timeout 100 python3 "$here/resnet_fed.py" "$dir"
+		echo "== fuse_uring.sh 1 $readers, READS=6 (100 s at most)"
 		(cd "$here/.." && BLOCKFS="$dir/bin/blockfs" FUSEURING="$dir/bin/fuseuring" WORK=/tmp/fuse_uring READS=6 \
-			timeout 110 bench/fuse_uring.sh 1 "$readers")
+			timeout 100 bench/fuse_uring.sh 1 "$readers")
 		date
 	} 2>&1 | tee "$log"
 	;;

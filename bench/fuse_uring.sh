@@ -79,7 +79,7 @@ server() {
 		cat "$out" >&2
 		exit 1
 	fi
-	cpurate "$(printf '%-15s' "$label")" "$((c1 - c0))" "$(echo "$t1 - $t0" | bc)" "$((readers * reads * size_mib << 20))"
+	cpurate "$(printf '%-15s' "$label")" "$((c1 - c0))" "$(since "$t0" "$t1")" "$((readers * reads * size_mib << 20))"
 	rm "$out"
 }
 

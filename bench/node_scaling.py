@@ -87,7 +87,7 @@ def aggregate(m, raw, n, rs):
             outs = []
             for p in ps:
                 o, err = p.communicate()
-                if p.returncode: raise RuntimeError(err[-400:])
+                if p.returncode: raise RuntimeError(f"{kind} process exited {p.returncode}: {err[-600:]}")
                 outs.append([float(x) for x in o.split()])
             recs = sum(o[0] for o in outs); t = max(o[2] for o in outs) - min(o[1] for o in outs)
             best[kind] = max(best.get(kind, 0), recs / t)
@@ -142,7 +142,7 @@ def steady(m, raw, n, rs):
             outs = []
             for p in ps:
                 o, err = p.communicate()
-                if p.returncode: raise RuntimeError(err[-400:])
+                if p.returncode: raise RuntimeError(f"{kind} process exited {p.returncode}: {err[-600:]}")
                 outs.append([float(x) for x in o.split()])
             d1 = dcpu(m)
             recs = sum(o[0] for o in outs); t = max(o[2] for o in outs) - min(o[1] for o in outs)

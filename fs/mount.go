@@ -176,6 +176,10 @@ func newMount(set view.Content, opt Options) (*mount, error) {
 // root returns the root directory node of the mount.
 func (m *mount) root() gofs.InodeEmbedder { return &dirNode{m: m, root: true} }
 
+// MaxRequest is the largest FUSE request the kernel sends a mount (its max_pages, which go-fuse
+// derives from MaxWrite): a read's reply, and the buffer go-fuse reads each request into.
+const MaxRequest = 1 << 20
+
 // MountOptions are the go-fuse options of every blockfs mount, for a file system named fsName
 // served as uid and gid. The benchmark's loopback baseline (bench/loopback) mounts with them
 // too, so that it measures the same thing.
@@ -193,7 +197,7 @@ func MountOptions(fsName string, uid, gid uint32, allowOther, debug bool) *gofs.
 			Name:       Type,
 			Options:    []string{"ro", "default_permissions"},
 			AllowOther: allowOther,
-			MaxWrite:   1 << 20,
+			MaxWrite:   MaxRequest,
 			// Each request in flight holds a 1 MiB reply buffer on the heap: 16 keeps them
 			// within the daemon's constant (64 took four readers' peak RSS past it) and
 			// serves as fast (docs/PERFORMANCE.md).

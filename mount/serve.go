@@ -24,8 +24,19 @@ import (
 	"github.com/blockfs/blockfs/view"
 )
 
-// daemonHeapLimit is the soft limit on the daemon's Go heap (the page cache is not in it).
+// daemonHeapLimit is the soft limit on the daemon's Go heap (the page cache is not in it),
+// beside go-fuse's buffers (fuseHeap).
 const daemonHeapLimit = 40 << 20
+
+// fuseHeap is the heap go-fuse's request loops hold at once: each of its readers (one a CPU,
+// at least 2 and at most 16, as go-fuse counts them) a request buffer and a reply buffer of up
+// to bfs.MaxRequest each. The heap's limit makes room for them: under a limit of 40 MiB, 16
+// readers' 32 MiB had the collector run without end (half the daemon's CPU on 16 cores, and go-
+// fuse's buffer pools emptied by every collection, so each request allocated its buffers anew).
+func fuseHeap() int64 {
+	readers := min(max(runtime.GOMAXPROCS(0), 2), 16)
+	return int64(readers) * 2 * (bfs.MaxRequest + 16<<10)
+}
 
 // drainTime is how long a signalled mount waits for readers that still hold files open
 // before it exits anyway; the kernel then fails their reads (ENOTCONN) instead of hanging.
@@ -38,7 +49,7 @@ func (p *Plan) Serve(ready func()) error {
 	// The cache lives outside the Go heap; keep the heap itself (O(blocks) epoch tables, FUSE
 	// buffers) tight so RSS stays within the cache budget plus a small constant.
 	debug.SetGCPercent(50)
-	debug.SetMemoryLimit(daemonHeapLimit)
+	debug.SetMemoryLimit(daemonHeapLimit + fuseHeap())
 	sv, err := p.build()
 	if err != nil {
 		return err
@@ -48,7 +59,7 @@ func (p *Plan) Serve(ready func()) error {
 	// The order state lives on the heap, in bytes the Set took out of the cache's budget, and
 	// so do a compressed pack's decode buffers (the plan's Decode, beside the budget): a limit
 	// below them would have the collector run without end.
-	debug.SetMemoryLimit(daemonHeapLimit + set.OrderBytes() + p.mem.Decode)
+	debug.SetMemoryLimit(daemonHeapLimit + fuseHeap() + set.OrderBytes() + p.mem.Decode)
 	sigs := catchSignals()
 	defer signal.Stop(sigs)
 	stats := p.statsOf(sv)

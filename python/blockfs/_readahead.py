@@ -2,8 +2,10 @@
 trainer computes on this one, and at an epoch's end the next epoch's first ones."""
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
+import weakref
 from typing import Any, Callable, List, Optional
 
 import torch
@@ -12,6 +14,24 @@ from ._batches import Batch, Key, _Batches, _pinned, _tensor, _tensors
 
 # Batches a Loader with num_workers=0 reads ahead of the trainer.
 PREFETCH = 2
+
+# How long the interpreter's exit waits for a read-ahead thread to finish the batch it makes.
+EXIT_WAIT = 10.0
+
+_running: "weakref.WeakSet[_ReadAhead]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    """Stops every read-ahead thread before the interpreter exits: a trainer that ends while
+    one is making the next epoch's first batches (it goes on past the epoch's end) would
+    otherwise have it inside torch as torch's own state is torn down, and the process abort
+    ("terminate called without an active exception", seen with 16 processes on 16 cores)."""
+    live = list(_running)
+    for r in live:
+        r._stopped.set()
+    for r in live:
+        r._thread.join(EXIT_WAIT)
 
 
 def _as_tensors(batch: Batch, fields: bool, pin: bool) -> Any:
@@ -66,6 +86,7 @@ class _ReadAhead:
 
         self._thread = threading.Thread(target=run, name="blockfs-readahead", daemon=True)
         self._thread.start()
+        _running.add(self)
 
     def _put(self, item: Any) -> None:
         """Queues item once there is room, unless stop comes first."""
