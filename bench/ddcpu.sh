@@ -50,14 +50,16 @@ ddcpu_epoch() {
 
 # ddcpu LABEL EPOCHS BIN DATA [VAR=VALUE...]: mounts DATA with BIN (the daemon started with
 # the variables given), reads epoch 0 with dd bs=1M (the cache warmed), then epochs 1 to
-# EPOCHS (ddcpu_epoch: DDCPU_READERS readers at once), and prints LABEL with the daemon's CPU
+# EPOCHS (ddcpu_epoch: DDCPU_READERS readers at once; DDCPU_ARGS: more options for the
+# mount), and prints LABEL with the daemon's CPU
 # seconds per GiB over them (utime + stime of /proc/PID/stat) and their rate. With DDCPU_SUM
 # set, DDCPU_SUM becomes the md5 of epoch 1 as the mount served it (to compare builds).
 ddcpu() {
 	local label=$1 epochs=$2 bin=$3 data=$4 mnt pid sz c0 c1 t0 t1 ep
 	shift 4
 	mnt=$(mktemp -d)
-	env "$@" "$bin" mount --daemon "$data" "$mnt"
+	# shellcheck disable=SC2086 # DDCPU_ARGS is words
+	env "$@" "$bin" mount --daemon ${DDCPU_ARGS:-} "$data" "$mnt"
 	pid=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['daemon_pid'])" "$mnt/.blockfs/stats.json")
 	dd if="$mnt/epoch-0000" of=/dev/null bs=1M status=none
 	sz=$(stat -c %s "$mnt/epoch-0000")

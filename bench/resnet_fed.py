@@ -1,5 +1,6 @@
 """ResNet-18 on a GPU fed by blockfs.torch.Loader (num_workers 0, the default: the shared-memory
-path and a reading thread; and 8 workers), against its ceiling (one batch kept on the GPU) and the
+path and a reading thread; the same with device="cuda", the copy to the GPU a batch ahead on a
+stream of its own; and 8 workers), against its ceiling (one batch kept on the GPU) and the
 map-style DataLoader users write first (np.memmap, shuffle=True, 8 workers).
 Usage: resnet_fed.py DIR   (DIR as bench/node_scaling.py's: DIR/bin/blockfs, DIR/py/blockfs; its data
 in $GPUW, default /tmp/gpuw2, made by node_scaling.py first)"""
@@ -30,8 +31,9 @@ def rate(batches, steps=80, warm=10):
         elif k > warm: got += len(y)
         if k == steps: break
     torch.cuda.synchronize(); return got / (time.perf_counter() - t)
-def loader(nw):
-    ld = blockfs.torch.Loader(m, batch_size=256, num_workers=nw, pin_memory=True, drop_last=True, persistent_workers=nw > 0)
+def loader(nw, device=None):
+    ld = blockfs.torch.Loader(m, batch_size=256, num_workers=nw, pin_memory=True, drop_last=True, persistent_workers=nw > 0,
+                              device=device)
     def gen():
         e = 0
         while True:
@@ -56,8 +58,9 @@ def memmap_dl():
     return gen
 rate(ceiling, 30)
 res = {}
-for name, f in (("ceiling", lambda: ceiling), ("loader nw=0", lambda: loader(0)), ("loader nw=8", lambda: loader(8)),
-                ("memmap DataLoader nw=8", memmap_dl), ("ceiling", lambda: ceiling), ("loader nw=0", lambda: loader(0))):
+for name, f in (("ceiling", lambda: ceiling), ("loader nw=0", lambda: loader(0)), ("loader nw=0 device", lambda: loader(0, dev)),
+                ("loader nw=8", lambda: loader(8)), ("memmap DataLoader nw=8", memmap_dl), ("ceiling", lambda: ceiling),
+                ("loader nw=0 device", lambda: loader(0, dev)), ("loader nw=0", lambda: loader(0))):
     r = rate(f()); res[name] = max(res.get(name, 0), r)
     print(f"resnet18 {name}: {r:,.0f} images/s", flush=True)
 c = res["ceiling"]

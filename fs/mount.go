@@ -42,6 +42,9 @@ type Options struct {
 	// NoShm turns the shared-memory read path off (docs/SHM.md): info.json names no socket,
 	// and readers use the files.
 	NoShm bool
+	// MaxBackground, when above 0, is the kernel's FUSE requests in flight for readahead
+	// (MountOptions' 16 otherwise).
+	MaxBackground int
 }
 
 // ShmSocketKey is the key of info.json that names the shared-memory path's socket.
@@ -109,6 +112,9 @@ func Mount(mountpoint string, set view.Content, opt Options) (*Server, error) {
 		return nil, err
 	}
 	fopt := MountOptions(set.Dir(), m.uid, m.gid, opt.AllowOther, opt.Debug)
+	if opt.MaxBackground > 0 {
+		fopt.MaxBackground = opt.MaxBackground
+	}
 	fd := FuseFD(mnt)
 	if fd >= 0 {
 		// The parent mounted the connection with its own options. go-fuse's direct mount (as

@@ -46,6 +46,7 @@ type Options struct {
 	AllowOther    bool   // let other users read the mount (checkAllowOther: data they can read)
 	Debug         bool   // log every FUSE request
 	CPUProfile    string // write a CPU profile here at unmount
+	MaxBackground int    // the kernel's FUSE requests in flight for readahead
 	// Metrics, if set, is the address (HOST:PORT) of a Prometheus endpoint; MetricsRemote lets
 	// it be other than loopback.
 	Metrics       string

@@ -39,6 +39,7 @@ from ._files import Field, fields_of, is_fields, is_mixture, load_labels, mount_
 from ._types import MountPath
 
 from ._batches import IDS_KEY, Batch, DecodeError, Key, _Batches, _torch_holds
+from ._device import check_device, on_device
 from ._readahead import PREFETCH, _as_tensors, _ReadAhead
 
 DecodeError.__module__ = __name__  # its public name: blockfs.torch.DecodeError
@@ -231,6 +232,13 @@ class Loader:
     long to read as the step to compute is not slowed by half; at an epoch's end it goes on
     into the next epoch's first batches (dropped if another epoch or position comes next).
 
+    device (e.g. "cuda", "cuda:1"): every tensor of a batch is yielded on that device. On a
+    CUDA device the batches are pinned (pin_memory is implied) and copied on a stream of the
+    loader's own, the next batch's copy issued before this batch is yielded, so the copy runs
+    while the trainer computes (the trainer's stream waits for a batch's copy before using it);
+    the saved position counts a batch once it is yielded. Without device a batch is in host
+    memory and its copy, x.to("cuda"), is on the trainer's stream, before the step.
+
     shm: how batches are read. Where the mount offers its shared-memory path (docs/SHM.md; the
     default of blockfs mount), the daemon copies each batch from its cache straight into a
     buffer of this process, and the batch's tensor is that buffer: no FUSE request and no copy
@@ -267,7 +275,7 @@ class Loader:
                  prefetch_factor: Optional[int] = None, timeout: float = 0,
                  worker_init_fn: Optional[Callable[[int], None]] = None, multiprocessing_context: Any = None,
                  decode_ids: bool = False, fields: Optional[Sequence[str]] = None,
-                 local_world_size: Optional[int] = None, shm: Optional[bool] = None) -> None:
+                 local_world_size: Optional[int] = None, shm: Optional[bool] = None, device: Any = None) -> None:
         self.path = mount_path(path)
         self.info = read_info(self.path)
         self.fields = self._choose_fields(fields, labels, decode, decode_ids)
@@ -310,7 +318,9 @@ class Loader:
                 kw["multiprocessing_context"] = multiprocessing_context
         elif prefetch_factor is not None and int(prefetch_factor) < 1:
             raise ValueError(f"prefetch_factor {prefetch_factor!r}: need at least 1")
-        self.pin_memory = bool(pin_memory)  # in this process: workers send arrays, not tensors
+        self.device = check_device(device)
+        # In this process (workers send arrays, not tensors); a CUDA device's copies need it.
+        self.pin_memory = bool(pin_memory) or (self.device is not None and self.device.type == "cuda")
         if decode_ids and decode is None:
             raise ValueError("decode_ids=True needs a decode function (it is called as decode(records, ids))")
         self._batches = _Batches(self.path, self.info, labels, decode, bool(decode_ids), self.fields,
@@ -477,20 +487,28 @@ class Loader:
                     batches.stop()
 
     def _deliver(self, batches: Iterator[Batch], epoch: int, start: float, before: float) -> Generator[Any, None, None]:
-        for batch in batches:
+        made: Iterator[Tuple[Any, Any]] = self._made(batches)
+        if self.device is not None:
+            made = on_device(made, self.device)
+        for out, (position, read_s, busy_s) in made:
             if self.epoch != epoch:
                 raise RuntimeError("set_epoch or load_state_dict was called during an iteration")
-            self.position, read_s, busy_s = batch[-1]
+            self.position = position  # as the trainer gets the batch: a state saved now resumes after it
             r = self._reads
             r["batches"] += 1
             r["read_seconds"] += read_s
             r["batch_seconds"] += busy_s
             r["seconds"] = before + time.perf_counter() - start
-            if isinstance(batches, _ReadAhead):
-                yield batch[0]  # made into tensors (and pinned) by the thread
-                continue
-            yield _as_tensors(batch, self.fields is not None, self.pin_memory)
+            yield out
         self.epoch, self.position = epoch + 1, 0
+
+    def _made(self, batches: Iterator[Batch]) -> Iterator[Tuple[Any, Any]]:
+        """(the batch's tensors, its accounting) for each batch."""
+        for batch in batches:
+            if isinstance(batches, _ReadAhead):
+                yield batch[0], batch[-1]  # made into tensors (and pinned) by the thread
+            else:
+                yield _as_tensors(batch, self.fields is not None, self.pin_memory), batch[-1]
 
     def close(self) -> None:
         """Stops persistent workers now (they otherwise stop when the loader is collected): the

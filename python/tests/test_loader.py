@@ -11,6 +11,7 @@ from support import Scratch, pack_npy, roundtrip, run, write_names
 
 import blockfs
 import blockfs.torch
+import blockfs._readahead
 
 B = 64
 
@@ -33,8 +34,9 @@ class LoaderTest(Scratch):
         """ids of the batches loader yields (all, or the first `batches`), checking records."""
         out = []
         for ids, x in loader:
-            self.check_records(ids.numpy(), x.numpy())
-            out.append(ids.numpy())
+            ids, x = ids.cpu().numpy(), x.cpu().numpy()  # device=: on that device
+            self.check_records(ids, x)
+            out.append(ids)
             if batches is not None and len(out) == batches:
                 break
         return out
@@ -117,6 +119,36 @@ class LoaderTest(Scratch):
                 break
             time.sleep(0.05)
         self.assertFalse(carried._thread.is_alive(), "no cycle keeps the loader, and its thread, alive")
+
+    def test_exit_stops_read_ahead(self):
+        # The interpreter's exit stops a read-ahead thread making the next epoch's batches
+        # (inside torch as torch is torn down, it aborted processes on 16 cores).
+        loader = blockfs.torch.Loader(self.mount, B)
+        self.collect(loader)
+        carried = loader._carried
+        self.assertTrue(carried._thread.is_alive())
+        blockfs._readahead._stop_all()  # what atexit runs
+        self.assertFalse(carried._thread.is_alive())
+
+    def test_device(self):
+        # device=: the same batches, each tensor on that device, the position counting a batch
+        # once it is yielded (a CUDA device's copies run a batch ahead); a device this process
+        # cannot use is refused in one line.
+        import torch
+        dev = "cuda" if torch.cuda.is_available() else "cpu"
+        for workers in (0, 2):
+            with self.subTest(workers=workers), blockfs.torch.Loader(self.mount, B, num_workers=workers, device=dev) as loader:
+                loader.set_epoch(1)
+                got = []
+                for i, (ids, x) in enumerate(loader):
+                    self.assertEqual((ids.device.type, x.device.type), (dev, dev))
+                    self.check_records(ids.cpu().numpy(), x.cpu().numpy())
+                    got.append(ids.cpu().numpy())
+                    self.assertEqual((loader.epoch, loader.position), (1, min((i + 1) * B, self.n)))
+                np.testing.assert_array_equal(np.concatenate(got), self.orders[1])
+        for bad, why in (("gpu7", "is not a torch device"), ("cuda:99", "CUDA device")):
+            with self.subTest(device=bad), self.assertRaisesRegex(ValueError, f"^device='{bad}'.*{why}"):
+                blockfs.torch.Loader(self.mount, B, device=bad)
 
     def test_close_stops_persistent_workers(self):
         loader = blockfs.torch.Loader(self.mount, 1000, num_workers=2, persistent_workers=True)
