@@ -38,6 +38,7 @@ def _apply(x: Any, f: Callable[[torch.Tensor], Any]) -> Any:
 
 
 Made = Tuple[Any, Any]  # (the batch's tensors, the loader's accounting of it)
+Pending = Tuple[Any, Any, Any]  # Made on the device, and the event of its copy
 
 
 def on_device(made: Iterator[Made], dev: torch.device) -> Iterator[Made]:
@@ -50,24 +51,25 @@ def on_device(made: Iterator[Made], dev: torch.device) -> Iterator[Made]:
         for out, meta in made:
             yield _apply(out, lambda t: t.to(dev)), meta
         return
-    stream = torch.cuda.Stream(dev)
+    cuda: Any = torch.cuda  # its streams and events are unannotated in older torch
+    stream = cuda.Stream(dev)
 
-    def issue(item: Made) -> Tuple[Any, Any, torch.cuda.Event]:
+    def issue(item: Made) -> Pending:
         out, meta = item
-        with torch.cuda.stream(stream):
+        with cuda.stream(stream):
             moved = _apply(out, lambda t: t.to(dev, non_blocking=True))
-        done = torch.cuda.Event()
+        done = cuda.Event()
         done.record(stream)
         return moved, meta, done
 
-    def hand(p: Tuple[Any, Any, torch.cuda.Event]) -> Made:
+    def hand(p: Pending) -> Made:
         moved, meta, done = p
-        current = torch.cuda.current_stream(dev)
+        current = cuda.current_stream(dev)
         current.wait_event(done)
         _apply(moved, lambda t: t.record_stream(current))
         return moved, meta
 
-    pending = None
+    pending: Optional[Pending] = None
     for item in made:
         nxt = issue(item)
         if pending is not None:
