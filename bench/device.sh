@@ -6,11 +6,15 @@
 #   prep (here, with Go): DIR/bin gets static builds (CGO_ENABLED=0) of blockfs, loopback and
 #        fuseuring, DIR/py a copy of python/blockfs. Make DIR inside the checkout where git
 #        ignores it (build/device), so that the run tool can carry it (under 64 MiB).
-#   run  (there, as root): node_scaling.py DIR (each process count's aggregate against the
-#        in-process gather, the steady state, dd readers), resnet_fed.py DIR (ResNet-18 fed by
-#        the Loader against its ceiling), then fuse_uring.sh 2 16 (16 dd readers: /dev/fuse
-#        against FUSE over io_uring's queue per CPU, and blockfs's 16 shards), each within a
-#        bound of its own; everything it prints is also in $OUT/device.log when $OUT is set.
+#   run  (there, as root): node_scaling.py DIR at AGG_W processes (default 1,8,16: each
+#        count's aggregate against the in-process gather, the steady state, dd readers; the
+#        daemon's CPU and lock profiles over them in $OUT/node_scaling.pprof and .mutex),
+#        resnet_fed.py DIR (ResNet-18 fed by the Loader, with and without device="cuda",
+#        against its ceiling), fuse_uring.sh 1 16 (16 dd readers: /dev/fuse against FUSE over
+#        io_uring's queue per CPU, and blockfs's 16 shards), then fuse_options.sh 2 16
+#        (blockfs with go-fuse's 16 request readers, 4 and 8), each within a bound of its own
+#        (about 9 minutes in all); everything it prints is also in $OUT/device.log when $OUT
+#        is set.
 #        SMALL=1 makes it a rehearsal for a small machine (node_scaling.py --small, 2 readers).
 #
 # For example: bench/device.sh prep build/device, then the run tool with carry
@@ -55,9 +59,12 @@ run)
 		"$dir/bin/blockfs" unmount "${GPUW:-/tmp/gpuw2}/m" 2>/dev/null # cut short by its bound
 		echo "== resnet_fed.py (100 s at most)"
 		timeout 100 python3 "$here/resnet_fed.py" "$dir"
-		echo "== fuse_uring.sh 1 $readers, READS=6 (100 s at most)"
+		echo "== fuse_uring.sh 1 $readers, READS=6 (90 s at most)"
 		(cd "$here/.." && BLOCKFS="$dir/bin/blockfs" FUSEURING="$dir/bin/fuseuring" WORK=/tmp/fuse_uring READS=6 \
-			timeout 100 bench/fuse_uring.sh 1 "$readers")
+			timeout 90 bench/fuse_uring.sh 1 "$readers")
+		echo "== fuse_options.sh 2 $readers: go-fuse's request readers (70 s at most)"
+		(cd "$here/.." && BLOCKFS="$dir/bin/blockfs" WORK=/tmp/fuse_uring \
+			timeout 70 bench/fuse_options.sh 2 "$readers" "" "--fuse-readers 4" "--fuse-readers 8")
 		date
 	} 2>&1 | tee "$log"
 	;;

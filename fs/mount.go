@@ -45,6 +45,9 @@ type Options struct {
 	// MaxBackground, when above 0, is the kernel's FUSE requests in flight for readahead
 	// (MountOptions' 16 otherwise).
 	MaxBackground int
+	// FuseReaders, when above 0, is how many FUSE requests the daemon reads and serves at once
+	// (go-fuse's otherwise: one a CPU, at most 16), bounded through go-fuse's request bytes.
+	FuseReaders int
 }
 
 // ShmSocketKey is the key of info.json that names the shared-memory path's socket.
@@ -114,6 +117,11 @@ func Mount(mountpoint string, set view.Content, opt Options) (*Server, error) {
 	fopt := MountOptions(set.Dir(), m.uid, m.gid, opt.AllowOther, opt.Debug)
 	if opt.MaxBackground > 0 {
 		fopt.MaxBackground = opt.MaxBackground
+	}
+	if opt.FuseReaders > 0 {
+		// go-fuse reserves a request buffer (MaxRequest and a few KiB of header and alignment)
+		// before each read of /dev/fuse: room for FuseReaders of them and no more.
+		fopt.MaxInflightRequestBytes = opt.FuseReaders * (MaxRequest + 32<<10)
 	}
 	fd := FuseFD(mnt)
 	if fd >= 0 {

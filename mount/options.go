@@ -47,6 +47,7 @@ type Options struct {
 	Debug         bool   // log every FUSE request
 	CPUProfile    string // write a CPU profile here at unmount
 	MaxBackground int    // the kernel's FUSE requests in flight for readahead
+	FuseReaders   int    // FUSE requests served at once (0: go-fuse's, one a CPU up to 16)
 	// Metrics, if set, is the address (HOST:PORT) of a Prometheus endpoint; MetricsRemote lets
 	// it be other than loopback.
 	Metrics       string

@@ -363,6 +363,11 @@ var nodeSchema = []Option{
 		set: func(o *Options, s string) error {
 			return parseInt("max-background", s, 1, 65535, &o.MaxBackground)
 		}},
+	{Name: "fuse-readers", Type: Int, Default: "0", Scope: PerProcess, Group: GroupMount, Hidden: true,
+		Help: "FUSE requests the daemon serves at once, at most one a CPU and 16 (0: that many)",
+		set: func(o *Options, s string) error {
+			return parseInt("fuse-readers", s, 0, 16, &o.FuseReaders)
+		}},
 	{Name: "metrics", Type: String, Default: "", Scope: PerMount, Group: GroupMount,
 		Help: "serve Prometheus metrics at http://ADDR/metrics (ADDR is HOST:PORT, e.g. 127.0.0.1:9560; off by default)",
 		set:  func(o *Options, s string) error { o.Metrics = s; return nil }},

@@ -65,7 +65,7 @@ func (p *Plan) Serve(ready func()) error {
 	stats := p.statsOf(sv)
 	fopt := bfs.Options{
 		Epochs: p.opt.Epochs, Readahead: p.readahead, AllowOther: p.opt.AllowOther, Debug: p.opt.Debug, NoShm: p.opt.NoShm,
-		MaxBackground: p.opt.MaxBackground, Stats: stats.JSON, Info: p.info(c, set),
+		MaxBackground: p.opt.MaxBackground, FuseReaders: p.opt.FuseReaders, Stats: stats.JSON, Info: p.info(c, set),
 	}
 	fopt.OnFailure = p.onFailure()
 	var met *report.Metrics

@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -86,4 +87,43 @@ func gunzip(path string) ([]byte, error) {
 		return nil, err
 	}
 	return io.ReadAll(z)
+}
+
+// TestFuseTuningFlags: the hidden flags of the FUSE path's benchmarks (bench/fuse_options.sh)
+// serve the same bytes as the defaults, with four readers at once through one request reader
+// and two requests in flight for readahead; out of range, each is refused in one line.
+func TestFuseTuningFlags(t *testing.T) {
+	requireFUSE(t)
+	t.Parallel()
+	p := packRaw(t, 400, "64KiB")
+	plain := mount(t, p.dir, "--cache-size", "16MiB")
+	tuned := mount(t, p.dir, "--cache-size", "16MiB", "--fuse-readers", "1", "--max-background", "2")
+	for e := 1; e <= 2; e++ {
+		want, got := make([][]byte, 4), make([][]byte, 4)
+		errs := make(chan error, 4)
+		for r := range 4 {
+			name := fmt.Sprintf("shard-%d-of-4/epoch-%04d", r, e)
+			go func() {
+				var err error
+				got[r], err = os.ReadFile(tuned.path(name))
+				errs <- err
+			}()
+			var err error
+			want[r], err = os.ReadFile(plain.path(name))
+			require.NoError(t, err)
+		}
+		for range 4 {
+			require.NoError(t, <-errs)
+		}
+		for r := range 4 {
+			require.NotEmpty(t, want[r])
+			assert.True(t, bytes.Equal(want[r], got[r]), "epoch %d shard %d", e, r)
+		}
+	}
+	for _, bad := range [][]string{{"--fuse-readers", "17"}, {"--max-background", "0"}} {
+		_, errs, code := run(t, append([]string{"mount"}, append(bad, p.dir, t.TempDir())...)...)
+		assert.Equal(t, 2, code, bad)
+		assert.Contains(t, errs, bad[0]+" "+bad[1]+" is out of range", bad)
+		assert.Equal(t, 1, strings.Count(strings.TrimSpace(errs), "\n")+1, errs)
+	}
 }
