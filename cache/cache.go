@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -134,7 +133,6 @@ type entry struct {
 	prefetched bool          // loaded by readahead and not yet read
 	kept       bool          // read, then asked for by readahead again: in ahead till read
 	seq        uint64        // the count of pages loaded when it was (core.seq)
-	made       uint64        // core.made once it was made: its load began after a mark below it
 	ahead      *source.Ahead // a readahead's load's standing (Promote: a reader waits for it); nil for a reader's
 }
 
@@ -171,7 +169,6 @@ type core struct {
 	lru   *list.List     // loaded pages a reader has read, most recent first (guarded by mu)
 	ahead *list.List     // loaded pages read ahead, not read yet, most recent first (guarded by mu)
 	seq   uint64         // pages loaded so far (guarded by mu)
-	made  atomic.Uint64  // entries made so far (each load's pages are made as it begins)
 	free  []int          // unused slots (guarded by mu)
 	// pinned counts slots whose page has references (guarded by mu).
 	pinned int
@@ -346,17 +343,9 @@ func (c *Cache) Fill(ctx context.Context, w *Waits, id FileID, off int64, p []by
 	if n := int(last - first + 1); n > len(small) {
 		ents = make([]*entry, 0, n)
 	}
-	mark := c.made.Load()
 	ents, _ = c.pin(id, first, last, size, forReader, privateWhenFull, ents)
-	err := waitAll(ctx, w, ents)
-	if err != nil && ctx.Err() == nil && joinedFailed(ents, mark) {
-		// Once more with a load of its own, as retryJoined.
-		c.unpin(ents)
-		ents, _ = c.pin(id, first, last, size, forReader, privateWhenFull, ents[:0])
-		err = waitAll(ctx, w, ents)
-	}
 	defer c.unpin(ents)
-	if err != nil {
+	if err := waitAll(ctx, w, ents); err != nil {
 		return err
 	}
 	n := 0
@@ -445,7 +434,7 @@ func (c *core) evictLocked(prefetch bool) bool {
 func (c *core) newEntryLocked(k key, size int64, prefetch bool) *entry {
 	ps := int64(c.opt.PageSize)
 	n := min(ps, size-k.page*ps)
-	e := &entry{key: k, slot: -1, load: flight.New[struct{}](), refs: 1, made: c.made.Add(1)}
+	e := &entry{key: k, slot: -1, load: flight.New[struct{}](), refs: 1}
 	if c.slotFreeLocked(prefetch) {
 		nf := len(c.free)
 		e.slot = c.free[nf-1]
