@@ -74,6 +74,7 @@ func TestS3Faults(t *testing.T) {
 		fault.set()
 		readEIO(t, mr.path(name), fault.bound, fault.name)
 		proxy.clear()
+		proxy.settle(t) // a read joining a load from the outage would get its error
 		require.Zero(t, readAllOrEIO(t, mr.path(name), w, chunk), "%s: after recovery", fault.name)
 		require.Contains(t, logText(), fault.log, fault.name)
 	}

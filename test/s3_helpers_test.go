@@ -196,6 +196,7 @@ type faultProxy struct {
 	err503, reset, truncate, flip, shift, hang, deny atomic.Int64
 	delay                                            atomic.Int64 // nanoseconds added before each request
 	sent                                             atomic.Int64 // bytes of successful GET bodies forwarded
+	hanging                                          atomic.Int64 // requests held unanswered now
 
 	mu    sync.Mutex
 	log   []string // "METHOD path" of every request, in order
@@ -231,6 +232,16 @@ func (p *faultProxy) clear() {
 	for _, c := range []*atomic.Int64{&p.err503, &p.reset, &p.truncate, &p.flip, &p.shift, &p.hang, &p.deny, &p.delay} {
 		c.Store(0)
 	}
+}
+
+// settle waits until no request the proxy holds unanswered is left (each client gave up on
+// it), so that every load begun while the store hung has succeeded on a retry or failed: a
+// read after it starts a load of its own instead of joining one of the outage's.
+func (p *faultProxy) settle(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool { return p.hanging.Load() == 0 }, time.Minute, 10*time.Millisecond,
+		"requests still held by the proxy")
+	time.Sleep(200 * time.Millisecond) // the daemon's loads publish what their last try gave
 }
 
 // requests returns the request log.
@@ -296,7 +307,9 @@ func (p *faultProxy) serve(c net.Conn) {
 		switch {
 		case take(&p.hang):
 			// Accept and never answer; the client's timeout must end it.
+			p.hanging.Add(1)
 			_, _ = io.Copy(io.Discard, c)
+			p.hanging.Add(-1)
 			return
 		case take(&p.reset):
 			if tc, ok := c.(*net.TCPConn); ok {
