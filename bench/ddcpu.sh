@@ -32,6 +32,18 @@ waitall() {
 	return $rc
 }
 
+# same KEY VALUE WHAT: the first VALUE given for KEY is the one every later one must equal;
+# otherwise the run fails, saying WHAT (to check that variants serve the same bytes).
+declare -A first
+same() {
+	if [ -z "${first[$1]:-}" ]; then
+		first[$1]=$2
+	elif [ "$2" != "${first[$1]}" ]; then
+		echo "$(basename "$0"): $3" >&2
+		exit 1
+	fi
+}
+
 # ddcpu_epoch MNT E: dd bs=1M of epoch E of the mount at MNT; with DDCPU_READERS=N above 1, of
 # its N shards at once (shard-R-of-N/epoch-E), one dd each.
 ddcpu_epoch() {
@@ -51,9 +63,9 @@ ddcpu_epoch() {
 # ddcpu LABEL EPOCHS BIN DATA [VAR=VALUE...]: mounts DATA with BIN (the daemon started with
 # the variables given), reads epoch 0 with dd bs=1M (the cache warmed), then epochs 1 to
 # EPOCHS (ddcpu_epoch: DDCPU_READERS readers at once; DDCPU_ARGS: more options for the
-# mount), and prints LABEL with the daemon's CPU
-# seconds per GiB over them (utime + stime of /proc/PID/stat) and their rate. With DDCPU_SUM
-# set, DDCPU_SUM becomes the md5 of epoch 1 as the mount served it (to compare builds).
+# mount), and prints LABEL with the daemon's CPU seconds per GiB over them (utime + stime of
+# /proc/PID/stat) and their rate. With DDCPU_SUM set, DDCPU_SUM becomes the md5 of epoch 1 as
+# the mount served it (to compare builds).
 ddcpu() {
 	local label=$1 epochs=$2 bin=$3 data=$4 mnt pid sz c0 c1 t0 t1 ep
 	shift 4

@@ -25,7 +25,6 @@ blockfs=${BLOCKFS:-bin/blockfs}
 work=${WORK:-/tmp/fuse_options}
 mkdir -p "$work"
 ddcpu_data "$blockfs" "$work"
-sum0=""
 for round in $(seq "$rounds"); do
 	echo "round $round"
 	for i in "${!variants[@]}"; do
@@ -34,10 +33,6 @@ for round in $(seq "$rounds"); do
 		echo 3 >/proc/sys/vm/drop_caches
 		DDCPU_SUM=""
 		DDCPU_READERS=$readers DDCPU_ARGS="$v" ddcpu "$(printf '%-24s' "${v:-(defaults)}")" 5 "$blockfs" "$work/img"
-		sum0=${sum0:-$DDCPU_SUM}
-		if [ "$DDCPU_SUM" != "$sum0" ]; then
-			echo "fuse_options.sh: ${v:-the defaults} served other bytes for epoch 1 than the first variant" >&2
-			exit 1
-		fi
+		same epoch1 "$DDCPU_SUM" "${v:-the defaults} served other bytes for epoch 1 than the first variant"
 	done
 done

@@ -83,18 +83,6 @@ server() {
 	rm "$out"
 }
 
-# same KEY VALUE WHAT: the first VALUE given for KEY is the one every later one must equal;
-# otherwise the run fails, saying WHAT.
-declare -A first
-same() {
-	if [ -z "${first[$1]:-}" ]; then
-		first[$1]=$2
-	elif [ "$2" != "${first[$1]}" ]; then
-		echo "fuse_uring.sh: $3" >&2
-		exit 1
-	fi
-}
-
 variants=(dev dev-poll dev-gather uring uring-unpinned blockfs)
 for round in $(seq "$rounds"); do
 	echo "round $round"

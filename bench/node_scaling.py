@@ -73,6 +73,16 @@ print(k, t0, time.time())
 '''
 
 
+def results(ps, kind):
+    """The numbers each process printed, once all have ended; RuntimeError if one failed."""
+    outs = []
+    for p in ps:
+        o, err = p.communicate()
+        if p.returncode: raise RuntimeError(f"{kind} process exited {p.returncode}: {err[-600:]}")
+        outs.append([float(x) for x in o.split()])
+    return outs
+
+
 def aggregate(m, raw, n, rs):
     wp = os.path.join(W, "worker.py"); open(wp, "w").write(WORKER)
     e = 100
@@ -84,11 +94,7 @@ def aggregate(m, raw, n, rs):
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(w)]
             time.sleep(6 if not SMALL else 3)  # imports done
             open(go, "w").close()
-            outs = []
-            for p in ps:
-                o, err = p.communicate()
-                if p.returncode: raise RuntimeError(f"{kind} process exited {p.returncode}: {err[-600:]}")
-                outs.append([float(x) for x in o.split()])
+            outs = results(ps, kind)
             recs = sum(o[0] for o in outs); t = max(o[2] for o in outs) - min(o[1] for o in outs)
             best[kind] = max(best.get(kind, 0), recs / t)
         say(f"{w:2d} processes, batches of 256 x {rs // 1024} KiB: blockfs Loader {best['blockfs']:,.0f} img/s = {best['blockfs'] * rs / 1e9:.2f} GB/s; "
@@ -139,11 +145,7 @@ def steady(m, raw, n, rs):
                 if any(p.poll() is not None for p in ps): break
                 time.sleep(0.01)
             d0 = dcpu(m); open(go, "w").close()
-            outs = []
-            for p in ps:
-                o, err = p.communicate()
-                if p.returncode: raise RuntimeError(f"{kind} process exited {p.returncode}: {err[-600:]}")
-                outs.append([float(x) for x in o.split()])
+            outs = results(ps, kind)
             d1 = dcpu(m)
             recs = sum(o[0] for o in outs); t = max(o[2] for o in outs) - min(o[1] for o in outs)
             r = recs / t

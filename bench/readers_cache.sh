@@ -36,7 +36,7 @@ one() {
 	done
 	waitall "${pids[@]}"
 	e=$(date +%s.%N)
-	python3 - "$mnt/.blockfs/stats.json" "$(basename "$bin")" "$readers" "$(echo "$e - $s" | bc)" \
+	python3 - "$mnt/.blockfs/stats.json" "$(basename "$bin")" "$readers" "$(since "$s" "$e")" \
 		"$(echo "$(cputicks "$pid") / $(getconf CLK_TCK)" | bc -l)" "$(($(awk '/VmHWM/ {print $2}' "/proc/$pid/status") >> 10))" <<'EOF'
 import json, sys
 s = json.load(open(sys.argv[1]))

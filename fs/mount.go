@@ -43,7 +43,7 @@ type Options struct {
 	// and readers use the files.
 	NoShm bool
 	// MaxBackground, when above 0, is the kernel's FUSE requests in flight for readahead
-	// (MountOptions' 16 otherwise).
+	// (DefaultMaxBackground otherwise).
 	MaxBackground int
 	// FuseReaders, when above 0, is how many FUSE requests the daemon reads and serves at once
 	// (go-fuse's otherwise: one a CPU, at most 16), bounded through go-fuse's request bytes.
@@ -58,6 +58,12 @@ const Type = "blockfs"
 
 // DefaultEpochs is how many epochs a directory lists.
 const DefaultEpochs = 100
+
+// DefaultMaxBackground is the kernel's FUSE requests in flight for readahead. Each holds a
+// 1 MiB reply buffer on the daemon's heap while it is served: 16 keeps them within the daemon's
+// constant (64 took four readers' peak RSS past it) and serves as fast on 2 cores; on 16
+// cores, 64 and 256 were slower at 16 readers (docs/PERFORMANCE.md).
+const DefaultMaxBackground = 16
 
 // MaxEpochs is the most epochs a directory may list. ls looks up every entry it lists, and the
 // kernel keeps an inode for each (in the daemon too), so a listing must stay small whatever
@@ -207,15 +213,12 @@ func MountOptions(fsName string, uid, gid uint32, allowOther, debug bool) *gofs.
 		UID:             uid,
 		GID:             gid,
 		MountOptions: fuse.MountOptions{
-			FsName:     fsName,
-			Name:       Type,
-			Options:    []string{"ro", "default_permissions"},
-			AllowOther: allowOther,
-			MaxWrite:   MaxRequest,
-			// Each request in flight holds a 1 MiB reply buffer on the heap: 16 keeps them
-			// within the daemon's constant (64 took four readers' peak RSS past it) and
-			// serves as fast (docs/PERFORMANCE.md).
-			MaxBackground: 16,
+			FsName:        fsName,
+			Name:          Type,
+			Options:       []string{"ro", "default_permissions"},
+			AllowOther:    allowOther,
+			MaxWrite:      MaxRequest,
+			MaxBackground: DefaultMaxBackground,
 			// Replies are in-memory buffers; splicing them only adds a pipe (and go-fuse logs
 			// every 1 MiB reply that does not fit one).
 			DisableSplice: true,

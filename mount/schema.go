@@ -358,7 +358,7 @@ var nodeSchema = []Option{
 	{Name: "cpuprofile", Type: Path, Default: "", Scope: PerProcess, Group: GroupMount, Hidden: true,
 		Help: "write a CPU profile of the daemon (pprof format) to this file at unmount",
 		set:  func(o *Options, s string) error { o.CPUProfile = s; return nil }},
-	{Name: "max-background", Type: Int, Default: "16", Scope: PerProcess, Group: GroupMount, Hidden: true,
+	{Name: "max-background", Type: Int, Default: strconv.Itoa(bfs.DefaultMaxBackground), Scope: PerProcess, Group: GroupMount, Hidden: true,
 		Help: "FUSE requests the kernel keeps in flight for readahead (max_background; its congestion threshold is three quarters of it)",
 		set: func(o *Options, s string) error {
 			return parseInt("max-background", s, 1, 65535, &o.MaxBackground)

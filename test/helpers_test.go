@@ -118,6 +118,17 @@ func mustRun(t *testing.T, args ...string) string {
 	return out
 }
 
+// unmountedAtEnd checks, when the test ends, that nothing is left mounted at mnt (a --daemon
+// mount the test made itself): one that is gets detached, and the test fails.
+func unmountedAtEnd(t *testing.T, mnt string) {
+	t.Cleanup(func() {
+		if isMounted(mnt) {
+			_ = syscall.Unmount(mnt, syscall.MNT_DETACH)
+			t.Error("left mounted")
+		}
+	})
+}
+
 // mounted is a blockfs mount running in a foreground subprocess.
 type mounted struct {
 	t      *testing.T

@@ -276,12 +276,7 @@ func TestDaemonAndUnmount(t *testing.T) {
 	p := packRaw(t, 200, "64KiB")
 	mnt := t.TempDir()
 	mustRun(t, "mount", "--daemon", "--cache-size", "4MiB", "--readahead", "512KiB", p.dir, mnt)
-	t.Cleanup(func() {
-		if isMounted(mnt) {
-			_ = syscall.Unmount(mnt, syscall.MNT_DETACH)
-			t.Error("left mounted")
-		}
-	})
+	unmountedAtEnd(t, mnt)
 	require.True(t, isMounted(mnt), "--daemon returns once the mount is ready")
 	b, err := os.ReadFile(filepath.Join(mnt, "epoch-0000"))
 	require.NoError(t, err)
@@ -314,12 +309,7 @@ func TestDaemonLog(t *testing.T) {
 	p := packRaw(t, 200, "64KiB") // 16 records a block
 	mnt := t.TempDir()
 	mustRun(t, "mount", "--daemon", "--cache-size", "4MiB", "--readahead", "0", "--shuffle", "none", p.dir, mnt)
-	t.Cleanup(func() {
-		if isMounted(mnt) {
-			_ = syscall.Unmount(mnt, syscall.MNT_DETACH)
-			t.Error("left mounted")
-		}
-	})
+	unmountedAtEnd(t, mnt)
 	var info struct{ Log string }
 	b, err := os.ReadFile(filepath.Join(mnt, ".blockfs/info.json"))
 	require.NoError(t, err)
@@ -367,12 +357,7 @@ func TestUsersLock(t *testing.T) {
 	defer f.Close()
 	require.NoError(t, syscall.FcntlFlock(f.Fd(), syscall.F_SETLK, &syscall.Flock_t{Type: syscall.F_RDLCK}))
 	mustRun(t, "mount", "--daemon", "--users-lock", lock, "--remove-mountpoint", "--cache-size", "4MiB", "--readahead", "512KiB", p.dir, mnt)
-	t.Cleanup(func() {
-		if isMounted(mnt) {
-			_ = syscall.Unmount(mnt, syscall.MNT_DETACH)
-			t.Error("left mounted")
-		}
-	})
+	unmountedAtEnd(t, mnt)
 	pid := daemonPid(t, mnt)
 	time.Sleep(1200 * time.Millisecond) // two polls
 	require.True(t, isMounted(mnt), "held: the mount stays")

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,9 +17,8 @@ import (
 
 // TestCPUProfile: the hidden --cpuprofile FILE makes a --daemon mount write its CPU profile to
 // FILE and its lock profile to FILE.mutex (gzipped pprof, their sample types named, private to
-// the user) once it has stopped (unmount
-// does not wait for the daemon's exit); a symbolic link planted at FILE is refused with one
-// line, the mount not made.
+// the user) once it has stopped (unmount does not wait for the daemon's exit); a symbolic link
+// planted at FILE is refused with one line, the mount not made.
 func TestCPUProfile(t *testing.T) {
 	requireFUSE(t)
 	t.Parallel()
@@ -28,12 +26,7 @@ func TestCPUProfile(t *testing.T) {
 	dir := t.TempDir()
 	prof := filepath.Join(dir, "daemon.pprof")
 	mnt := t.TempDir()
-	t.Cleanup(func() {
-		if isMounted(mnt) {
-			_ = syscall.Unmount(mnt, syscall.MNT_DETACH)
-			t.Error("left mounted")
-		}
-	})
+	unmountedAtEnd(t, mnt)
 	mustRun(t, "mount", "--daemon", "--cpuprofile", prof, "--cache-size", "8MiB", p.dir, mnt)
 	for _, e := range []string{"epoch-0000", "epoch-0001"} {
 		b, err := os.ReadFile(filepath.Join(mnt, e))

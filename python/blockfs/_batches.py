@@ -353,15 +353,20 @@ def _tensors(x: Any) -> Any:
     return _tensor(x)
 
 
+def _map_tensors(x: Any, f: Callable[[torch.Tensor], Any]) -> Any:
+    """x with f applied to each of its tensors (also in a dict, a list or a tuple)."""
+    if isinstance(x, torch.Tensor):
+        return f(x)
+    if isinstance(x, dict):
+        return {k: _map_tensors(v, f) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_map_tensors(v, f) for v in x)
+    return x
+
+
 def _pinned(x: Any) -> Any:
     """x with its tensors in pinned memory (also in a dict, a list or a tuple)."""
-    if isinstance(x, torch.Tensor):
-        return x.pin_memory()
-    if isinstance(x, dict):
-        return {k: _pinned(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return type(x)(_pinned(v) for v in x)
-    return x
+    return _map_tensors(x, lambda t: t.pin_memory())
 
 
 def _torch_holds(dtype: np.dtype[Any]) -> bool:

@@ -3,9 +3,11 @@ own, the next batch's copy issued before this batch is handed to the trainer, so
 runs while the trainer computes instead of before its step."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Optional, Tuple
+from typing import Any, Iterator, Optional, Tuple
 
 import torch
+
+from ._batches import _map_tensors
 
 
 def check_device(device: Any) -> Optional[torch.device]:
@@ -26,17 +28,6 @@ def check_device(device: Any) -> Optional[torch.device]:
     return dev
 
 
-def _apply(x: Any, f: Callable[[torch.Tensor], Any]) -> Any:
-    """x with f applied to each of its tensors (also in a dict, a list or a tuple)."""
-    if isinstance(x, torch.Tensor):
-        return f(x)
-    if isinstance(x, dict):
-        return {k: _apply(v, f) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return type(x)(_apply(v, f) for v in x)
-    return x
-
-
 Made = Tuple[Any, Any]  # (the batch's tensors, the loader's accounting of it)
 Pending = Tuple[Any, Any, Any]  # Made on the device, and the event of its copy
 
@@ -49,7 +40,7 @@ def on_device(made: Iterator[Made], dev: torch.device) -> Iterator[Made]:
     is done with it."""
     if dev.type != "cuda":
         for out, meta in made:
-            yield _apply(out, lambda t: t.to(dev)), meta
+            yield _map_tensors(out, lambda t: t.to(dev)), meta
         return
     cuda: Any = torch.cuda  # its streams and events are unannotated in older torch
     stream = cuda.Stream(dev)
@@ -57,7 +48,7 @@ def on_device(made: Iterator[Made], dev: torch.device) -> Iterator[Made]:
     def issue(item: Made) -> Pending:
         out, meta = item
         with cuda.stream(stream):
-            moved = _apply(out, lambda t: t.to(dev, non_blocking=True))
+            moved = _map_tensors(out, lambda t: t.to(dev, non_blocking=True))
         done = cuda.Event()
         done.record(stream)
         return moved, meta, done
@@ -66,7 +57,7 @@ def on_device(made: Iterator[Made], dev: torch.device) -> Iterator[Made]:
         moved, meta, done = p
         current = cuda.current_stream(dev)
         current.wait_event(done)
-        _apply(moved, lambda t: t.record_stream(current))
+        _map_tensors(moved, lambda t: t.record_stream(current))
         return moved, meta
 
     pending: Optional[Pending] = None

@@ -29,7 +29,7 @@ def _stop_all() -> None:
     ("terminate called without an active exception", seen with 16 processes on 16 cores)."""
     live = list(_running)
     for r in live:
-        r._stopped.set()
+        r.stop(wait=False)
     for r in live:
         r._thread.join(EXIT_WAIT)
 

@@ -504,11 +504,9 @@ class Loader:
 
     def _made(self, batches: Iterator[Batch]) -> Iterator[Tuple[Any, Any]]:
         """(the batch's tensors, its accounting) for each batch."""
-        for batch in batches:
-            if isinstance(batches, _ReadAhead):
-                yield batch[0], batch[-1]  # made into tensors (and pinned) by the thread
-            else:
-                yield _as_tensors(batch, self.fields is not None, self.pin_memory), batch[-1]
+        if isinstance(batches, _ReadAhead):
+            return ((b[0], b[-1]) for b in batches)  # made into tensors (and pinned) by the thread
+        return ((_as_tensors(b, self.fields is not None, self.pin_memory), b[-1]) for b in batches)
 
     def close(self) -> None:
         """Stops persistent workers now (they otherwise stop when the loader is collected): the
