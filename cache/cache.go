@@ -27,7 +27,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -183,11 +182,6 @@ type core struct {
 	loads  sync.WaitGroup // loads in progress
 
 	stats counters
-}
-
-type request struct {
-	id     FileID
-	off, n int64
 }
 
 // New creates a cache over src and starts its readahead workers.
@@ -516,70 +510,4 @@ func (c *core) present(id FileID, first, last int64, out []*entry) []*entry {
 		}
 	}
 	return out
-}
-
-// Prefetch asks a readahead worker to load n bytes of file id from off. It never blocks: when
-// the queue is full the request is dropped and Prefetch returns false.
-func (c *Cache) Prefetch(id FileID, off, n int64) bool {
-	id |= c.ns
-	select {
-	case c.queue <- request{id, off, n}:
-		return true
-	default:
-		c.stats.prefetchDropped.Add(1)
-		return false
-	}
-}
-
-func (c *core) worker() {
-	defer c.wg.Done()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case r := <-c.queue:
-			c.prefetch(r)
-		}
-	}
-}
-
-// prefetch loads the pages of r that are not cached, one run of up to MaxRead at a time, so a
-// reader that overtakes the worker loads what it needs itself instead of queueing behind it.
-func (c *core) prefetch(r request) {
-	size := c.src.Size(r.id)
-	end := min(r.off+r.n, size)
-	if r.off < 0 || r.off >= end {
-		return
-	}
-	ps := int64(c.opt.PageSize)
-	step := int64(c.opt.MaxRead / c.opt.PageSize)
-	first, last := r.off/ps, (end-1)/ps
-	var ents, had []*entry
-	for pg := first; pg <= last && c.ctx.Err() == nil; pg += step {
-		hi := min(pg+step-1, last)
-		// The worker waits for the loads it starts, one run at a time; not for pages already
-		// cached or loading (a reader's load, or another request's for the same block: a
-		// reader may ask for a block again), which would hold it from starting the next.
-		had = c.present(r.id, pg, hi, had[:0])
-		// Strict: with every slot pinned by readers, a prefetched page would have nowhere to
-		// stay, so readahead stops instead of reading into a buffer it would drop.
-		var full bool
-		ents, full = c.pin(r.id, pg, hi, size, forReadahead, stopWhenFull, ents[:0])
-		failed := false
-		for _, e := range ents {
-			if slices.Contains(had, e) {
-				continue
-			}
-			<-e.load.Done()
-			failed = failed || e.load.Err() != nil
-		}
-		c.unpin(ents)
-		if full {
-			c.stats.prefetchDropped.Add(1)
-			return
-		}
-		if failed {
-			return // the source failed: the rest would too, and a reader will say so
-		}
-	}
 }

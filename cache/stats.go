@@ -9,6 +9,7 @@ import (
 type counters struct {
 	served, hits, misses, merged         atomic.Uint64
 	readaheadHits, readaheadWasted       atomic.Uint64
+	readaheadLate                        atomic.Uint64
 	diskReads, diskBytes, diskErrors     atomic.Uint64
 	evictions, overflow, prefetchDropped atomic.Uint64
 	short                                atomic.Int64 // SetShort's
@@ -22,6 +23,7 @@ type Stats struct {
 	Merged          uint64 `json:"merged_misses"`    // pages a reader found loading and waited for
 	ReadaheadHits   uint64 `json:"readahead_hits"`   // prefetched pages later read
 	ReadaheadWasted uint64 `json:"readahead_wasted"` // prefetched pages evicted unread
+	ReadaheadLate   uint64 `json:"readahead_late"`   // readahead requests dropped: their reader had read past them
 	PrefetchDropped uint64 `json:"prefetch_dropped"` // readahead requests dropped: full queue, or every slot pinned
 	DiskReads       uint64 `json:"disk_reads"`       // reads issued to the source
 	DiskBytes       uint64 `json:"disk_bytes"`       // bytes read from the source
@@ -57,6 +59,7 @@ func (c *core) Stats() Stats {
 	return Stats{
 		BytesServed: s.served.Load(), Hits: s.hits.Load(), Misses: s.misses.Load(), Merged: s.merged.Load(),
 		ReadaheadHits: s.readaheadHits.Load(), ReadaheadWasted: s.readaheadWasted.Load(),
+		ReadaheadLate:   s.readaheadLate.Load(),
 		PrefetchDropped: s.prefetchDropped.Load(), DiskReads: s.diskReads.Load(), DiskBytes: s.diskBytes.Load(),
 		DiskErrors: s.diskErrors.Load(), Evictions: s.evictions.Load(), Overflow: s.overflow.Load(),
 		CachedBytes: held, CapacityBytes: c.Capacity(), PageSize: c.opt.PageSize, Short: s.short.Load(),

@@ -241,8 +241,8 @@ func (e *Epoch) roleStart(role layout.Role, w int) uint64 {
 
 // prefetchBlock asks the cache for block b's files that a reader of role needs: its ids file,
 // or its data file (and offsets index, variable-length). It reports false when the readahead
-// queue is full.
-func (e *Epoch) prefetchBlock(b int, role layout.Role) bool {
+// queue is full; passed is that of the request (the cache's PrefetchUnless).
+func (e *Epoch) prefetchBlock(b int, role layout.Role, passed func() bool) bool {
 	ids := []layout.FileID{layout.DataFile(b)}
 	switch {
 	case role == layout.RoleIDs:
@@ -251,7 +251,7 @@ func (e *Epoch) prefetchBlock(b int, role layout.Role) bool {
 		ids = append(ids, layout.OffsetsFile(b))
 	}
 	for _, id := range ids {
-		if !e.c.Prefetch(id, 0, e.ds.Size(id)) {
+		if !e.c.PrefetchUnless(id, 0, e.ds.Size(id), passed) {
 			return false
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/layout"
@@ -82,9 +83,12 @@ func (r *Reader) readahead(off int64, n int) {
 type readahead struct {
 	e     *Epoch             // the epoch whose order it follows
 	start func(w int) uint64 // where window w (w may equal Windows()) starts in the bytes read
-	fetch func(b int) bool   // asks the cache for what a reader needs of block b; false: queue full
-	base  uint64             // where the file starts in those bytes
-	next  int                // first window not yet requested
+	// fetch asks the cache for what a reader needs of block b, a request the cache drops if
+	// passed reports true by the time a worker takes it up; false: the queue is full.
+	fetch func(b int, passed func() bool) bool
+	base  uint64        // where the file starts in those bytes
+	next  int           // first window not yet requested
+	at    atomic.Uint64 // where the last read began, in the bytes read (passed reads it)
 }
 
 // readahead returns a readahead over the block files of role (data, with offsets; or ids) of
@@ -92,7 +96,7 @@ type readahead struct {
 func (e *Epoch) readahead(role layout.Role, base uint64) *readahead {
 	return &readahead{e: e, base: base, next: -1,
 		start: func(w int) uint64 { return e.roleStart(role, w) },
-		fetch: func(b int) bool { return e.prefetchBlock(b, role) }}
+		fetch: func(b int, passed func() bool) bool { return e.prefetchBlock(b, role, passed) }}
 }
 
 // advance requests the files of every window from the one holding at up to the one holding
@@ -104,7 +108,13 @@ func (e *Epoch) readahead(role layout.Role, base uint64) *readahead {
 // and several threads may share a handle): a read behind the last one by up to the readahead
 // and a window finds its windows requested a moment ago and requests nothing again. Only a
 // jump back further (a reader that starts over) requests from the current window again.
+//
+// A window's requests are passed once a read begins the readahead past the window's end: the
+// reader has read it (a worker behind the reads, waiting on a slow store while the reader
+// reads blocks already cached, would load it again). The margin keeps the reads of threads
+// sharing a handle a little apart from judging each other's windows passed.
 func (a *readahead) advance(at, ahead uint64) {
+	a.at.Store(at)
 	bound := a.start
 	nw := a.e.ord.Windows()
 	w := sort.Search(nw, func(w int) bool { return bound(w+1) > at })
@@ -112,8 +122,10 @@ func (a *readahead) advance(at, ahead uint64) {
 		a.next = w // first read, a jump forward, or a jump back: start at the current window
 	}
 	for ; a.next < nw && bound(a.next) < at+ahead; a.next++ {
+		past := bound(a.next+1) + ahead
+		passed := func() bool { return a.at.Load() >= past }
 		for _, b := range a.e.ord.WindowBlocks(a.next) {
-			if !a.fetch(int(b)) {
+			if !a.fetch(int(b), passed) {
 				return
 			}
 		}
@@ -150,7 +162,7 @@ func (f *ownFile) readahead(int64) *readahead {
 // prefetchBlock asks the cache for the field's values of the anchor's block b: records
 // FirstRecord(b) on, as many as b holds, in the field's blocks. It reports false when the
 // readahead queue is full.
-func (f *ownFile) prefetchBlock(b int) bool {
+func (f *ownFile) prefetchBlock(b int, passed func() bool) bool {
 	n := f.e.ds.BlockRecords(b)
 	if n == 0 {
 		return true
@@ -168,7 +180,7 @@ func (f *ownFile) prefetchBlock(b int) bool {
 		if blk == lb {
 			hi = int64(ll+1) * rs
 		}
-		if !f.c.Prefetch(id, lo, hi-lo) {
+		if !f.c.PrefetchUnless(id, lo, hi-lo, passed) {
 			return false
 		}
 	}

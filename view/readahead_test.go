@@ -111,7 +111,8 @@ func TestReadaheadOutOfOrder(t *testing.T) {
 	require.NoError(t, err)
 	a := e.readahead(layout.RoleData, 0)
 	var asked []int
-	a.fetch = func(b int) bool { asked = append(asked, b); return true }
+	passed := map[int]func() bool{}
+	a.fetch = func(b int, p func() bool) bool { asked, passed[b] = append(asked, b), p; return true }
 	blocks := func(from, to int) []int { // the blocks of windows from..to
 		var out []int
 		for w := from; w <= to; w++ {
@@ -130,6 +131,14 @@ func TestReadaheadOutOfOrder(t *testing.T) {
 	require.Empty(t, asked, "reads up to a readahead behind ask for nothing again")
 	a.advance(11*block, 4*block)
 	require.Equal(t, blocks(14, 14), asked, "moving on asks for the next window")
+	// Window 11's request is passed once a read begins a readahead past its end.
+	w11 := blocks(11, 11)[0]
+	require.False(t, passed[w11](), "window 11 is being read")
+	a.advance(16*block-1, 4*block)
+	require.False(t, passed[w11](), "within the readahead of window 11's end")
+	a.advance(16*block, 4*block)
+	require.True(t, passed[w11](), "a read a readahead past window 11's end: its request is late")
+	require.False(t, passed[blocks(14, 14)[0]](), "window 14 is not")
 	asked = nil
 	a.advance(2*block, 4*block)
 	require.Equal(t, blocks(2, 5), asked, "a jump back past the readahead asks again")

@@ -84,13 +84,22 @@ func (s *Set) OrderBytes() int64 { return s.order }
 // (shuffle.MaxWindowBytes) and the cache's budget: room for four such windows (readers at
 // four places of the epochs: DataLoader workers or local ranks, a data and an ids reader, a
 // reader crossing from one window to the next; with two, a third reader rebuilt a window's
-// permutation on every read), at least shuffle.DefaultWindowBytes, at most a quarter of the
-// cache. A window larger than that is
-// still kept while it is the most recent, so the order state may pass the budget by one
-// window when a quarter of the cache holds fewer than one.
+// permutation on every read), at least shuffle.DefaultWindowBytes or OrderWindows windows,
+// whichever is less, at most a quarter of the cache. A window larger than that is still kept
+// while it is the most recent, so the order state may pass the budget by one window when a
+// quarter of the cache holds fewer than one. (The floor in windows: a dataset of small
+// windows, a block of a thousand records, took 4 MiB of a small cache for 4 KiB windows, and
+// the pages it left were too few for the reads in flight and readahead: blocks were fetched
+// twice an epoch.)
 func OrderBudget(maxWindow uint64, cacheBytes int64) int64 {
-	return min(max(4*int64(maxWindow), shuffle.DefaultWindowBytes), cacheBytes/4)
+	floor := min(shuffle.DefaultWindowBytes, OrderWindows*int64(maxWindow))
+	return min(max(4*int64(maxWindow), floor), cacheBytes/4)
 }
+
+// OrderWindows is how many of its largest windows the order state has room for at least,
+// within shuffle.DefaultWindowBytes: readers at that many places of the epochs rebuild no
+// window's permutation.
+const OrderWindows = 64
 
 // FileSize returns the size of the file of kind k over positions rg of epoch n. Only the data of
 // part of a variable-length epoch needs the epoch built (its records' sizes depend on the

@@ -147,6 +147,7 @@ var (
 	mRAHits       = counter("blockfs_readahead_hits_total", "Prefetched pages later read.")
 	mRAWasted     = counter("blockfs_readahead_wasted_total", "Prefetched pages evicted unread.")
 	mRADropped    = counter("blockfs_readahead_dropped_total", "Readahead requests dropped (queue full, or every slot pinned).")
+	mRALate       = counter("blockfs_readahead_late_total", "Readahead requests dropped because their reader had read past them (readahead behind the reads).")
 	mDiskReads    = counter("blockfs_source_reads_total", "Reads issued below the cache (to local disk or to the object store).")
 	mDiskBytes    = counter("blockfs_source_read_bytes_total", "Bytes read below the cache (from local disk or the object store).")
 	mDiskErrors   = counter("blockfs_source_errors_total", "Failed reads below the cache.")
@@ -171,7 +172,7 @@ var (
 	mDecErrors    = counter("blockfs_decompress_errors_total", "Damaged compressed headers and frames met (each an EIO).", "source")
 
 	allMetrics = []*metric{mReadBytes, mReadRecords, mReads, mReadErrors, mReadsWaited, mWaitSeconds, mReadSeconds,
-		mReaderSecs, mReaders, mHits, mMisses, mMerged, mEvictions, mUncached, mRAHits, mRAWasted, mRADropped,
+		mReaderSecs, mReaders, mHits, mMisses, mMerged, mEvictions, mUncached, mRAHits, mRAWasted, mRADropped, mRALate,
 		mDiskReads, mDiskBytes, mDiskErrors, mCacheBytes, mCacheCap, mCacheShort, mStoreReqs, mStoreRetries, mStoreErrors,
 		mDCHits, mDCFetches, mDCFetchBytes, mDCEvicted, mDCBytes, mSrcLoads, mSrcLoadBytes, mGoroutines,
 		mDecFrames, mDecStored, mDecBytes, mDecSeconds, mDecErrors}
@@ -225,6 +226,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	put(mRAHits, float64(cs.ReadaheadHits))
 	put(mRAWasted, float64(cs.ReadaheadWasted))
 	put(mRADropped, float64(cs.PrefetchDropped))
+	put(mRALate, float64(cs.ReadaheadLate))
 	put(mDiskReads, float64(cs.DiskReads))
 	put(mDiskBytes, float64(cs.DiskBytes))
 	put(mDiskErrors, float64(cs.DiskErrors))
