@@ -10,8 +10,10 @@
 #        count's aggregate against the in-process gather, the steady state, dd readers; the
 #        daemon's CPU and lock profiles over them in $OUT/node_scaling.pprof and .mutex),
 #        resnet_fed.py DIR (ResNet-18 fed by the Loader, with and without device="cuda",
-#        against its ceiling), fuse_uring.sh 1 16 (16 dd readers: /dev/fuse against FUSE over
-#        io_uring's queue per CPU, and blockfs's 16 shards), then fuse_options.sh 2 16
+#        against its ceiling), fuse_uring.sh 1 16 with VARIANTS="dev dev-clone blockfs" (16 dd
+#        readers: the minimal server's 8 readers on one /dev/fuse descriptor against 8 on clones
+#        of it, FUSE_DEV_IOC_CLONE, and blockfs's 16 shards; io_uring was measured on
+#        2026-11-30 and lost), then fuse_options.sh 2 16
 #        (blockfs with go-fuse's 16 request readers, 4 and 8), each within a bound of its own
 #        (about 9 minutes in all); everything it prints is also in $OUT/device.log when $OUT
 #        is set.
@@ -59,9 +61,9 @@ run)
 		"$dir/bin/blockfs" unmount "${GPUW:-/tmp/gpuw2}/m" 2>/dev/null # cut short by its bound
 		echo "== resnet_fed.py (100 s at most)"
 		timeout 100 python3 "$here/resnet_fed.py" "$dir"
-		echo "== fuse_uring.sh 1 $readers, READS=6 (90 s at most)"
+		echo "== fuse_uring.sh 1 $readers, READS=6, dev against dev-clone (90 s at most)"
 		(cd "$here/.." && BLOCKFS="$dir/bin/blockfs" FUSEURING="$dir/bin/fuseuring" WORK=/tmp/fuse_uring READS=6 \
-			timeout 90 bench/fuse_uring.sh 1 "$readers")
+			VARIANTS="dev dev-clone blockfs" SERVER_READERS=8 timeout 90 bench/fuse_uring.sh 1 "$readers")
 		echo "== fuse_options.sh 2 $readers: go-fuse's request readers (70 s at most)"
 		(cd "$here/.." && BLOCKFS="$dir/bin/blockfs" WORK=/tmp/fuse_uring \
 			timeout 70 bench/fuse_options.sh 2 "$readers" "" "--fuse-readers 4" "--fuse-readers 8")

@@ -1,9 +1,10 @@
 #!/bin/bash
 # fuse_uring.sh ROUNDS [READERS]: what FUSE over io_uring would save the daemon against the
 # /dev/fuse reads and writes go-fuse uses. bench/fuseuring, one minimal read-only FUSE server,
-# serves files of pattern bytes five ways: over /dev/fuse with each reply written from the
+# serves files of pattern bytes six ways: over /dev/fuse with each reply written from the
 # buffer it lies in, as blockfs writes from its cache (dev; dev-poll: /dev/fuse read through
-# Go's poller instead of blocking reads), or from a copy (dev-gather); over io_uring, which
+# Go's poller instead of blocking reads; dev-clone: each reader past the first on a clone of
+# /dev/fuse of its own, FUSE_DEV_IOC_CLONE), or from a copy (dev-gather); over io_uring, which
 # takes a reply only from the ring entry's buffer, with each queue's thread on its CPU as
 # libfuse does (uring) or not (uring-unpinned). blockfs itself, serving new epochs of a 588 MiB
 # pack of 147 KiB records from its cache (5 after a first; with READERS above 1, each epoch as
@@ -16,7 +17,8 @@
 # sets the fuse module's enable_uring for the run and puts it back. Run from the checkout's
 # root with bin/blockfs built; $WORK (default /tmp/fuse_uring) holds the server's build and
 # blockfs's data. On a machine without Go, BLOCKFS and FUSEURING name static builds of blockfs
-# and bench/fuseuring (CGO_ENABLED=0 go build) made elsewhere.
+# and bench/fuseuring (CGO_ENABLED=0 go build) made elsewhere. VARIANTS="dev dev-clone" runs
+# only those; SERVER_READERS (default 4) is the server's /dev/fuse readers.
 set -euo pipefail
 . "$(dirname "$0")/ddcpu.sh"
 rounds=${1:-3}
@@ -54,9 +56,10 @@ server() {
 	[ "$label" = uring-unpinned ] && flags=(-pin=false)
 	[ "$label" = dev-gather ] && flags=(-gather)
 	[ "$label" = dev-poll ] && flags=(-poll)
+	[ "$label" = dev-clone ] && flags=(-clone)
 	mnt=$(mktemp -d)
 	out=$(mktemp)
-	"$fuseuring" -transport "$mode" "${flags[@]}" -files $((readers + 1)) -size $((size_mib << 20)) "$mnt" >"$out" 2>&1 &
+	"$fuseuring" -transport "$mode" "${flags[@]}" -readers "${SERVER_READERS:-4}" -files $((readers + 1)) -size $((size_mib << 20)) "$mnt" >"$out" 2>&1 &
 	pid=$!
 	for _ in $(seq 100); do grep -q ready "$out" && break; sleep 0.1; done
 	grep -q ready "$out" || { cat "$out" >&2; kill "$pid"; exit 1; }
@@ -83,7 +86,7 @@ server() {
 	rm "$out"
 }
 
-variants=(dev dev-poll dev-gather uring uring-unpinned blockfs)
+read -ra variants <<<"${VARIANTS:-dev dev-poll dev-clone dev-gather uring uring-unpinned blockfs}"
 for round in $(seq "$rounds"); do
 	echo "round $round"
 	for i in "${!variants[@]}"; do

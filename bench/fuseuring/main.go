@@ -9,10 +9,13 @@
 // (-transport uring) each of the kernel's queues (one a CPU) has a ring and a thread of its
 // own, on its CPU unless -pin=false; a reply is copied into the ring entry's payload buffer,
 // the only place the kernel takes it from, and committed with the fetch of the next request
-// in one submission. The bytes are the same every way;
+// in one submission. With -clone each /dev/fuse reader past the first reads a descriptor of its
+// own, a clone of the mount's (FUSE_DEV_IOC_CLONE, libfuse's clone_fd): the kernel answers a
+// clone's replies from a processing queue of its own, not the one every reader's replies
+// share. The bytes are the same every way;
 // bench/fuse_uring.sh compares the daemon's CPU seconds per GiB of `dd bs=1M`.
 //
-//	fuseuring [-transport dev|uring] [-gather] [-poll] [-pin=false] [-files N] [-size BYTES]
+//	fuseuring [-transport dev|uring] [-gather] [-poll] [-clone] [-pin=false] [-files N] [-size BYTES]
 //	          [-readers N] [-entries N] MOUNTPOINT
 //
 // It runs as root, prints "ready" once reads can start and, on SIGINT or SIGTERM, its CPU
@@ -27,6 +30,7 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+	"unsafe"
 
 	bfs "github.com/blockfs/blockfs/fs"
 )
@@ -41,9 +45,10 @@ func main() {
 	flag.BoolVar(&c.pin, "pin", true, "each queue's thread on its queue's CPU (uring)")
 	flag.BoolVar(&c.gather, "gather", false, "copy each read's reply into a buffer before writing it, as the ring's payload needs (dev)")
 	flag.BoolVar(&c.poll, "poll", false, "read /dev/fuse non-blocking through Go's poller, goroutines parked between requests (dev)")
+	flag.BoolVar(&c.clone, "clone", false, "each reader past the first on a clone of /dev/fuse of its own (FUSE_DEV_IOC_CLONE) (dev)")
 	flag.Parse()
 	if flag.NArg() != 1 || (*transport != "dev" && *transport != "uring") {
-		fmt.Fprintln(os.Stderr, "usage: fuseuring [-transport dev|uring] [-gather] [-poll] [-pin=false] [-files N] [-size BYTES] [-readers N] [-entries N] MOUNTPOINT")
+		fmt.Fprintln(os.Stderr, "usage: fuseuring [-transport dev|uring] [-gather] [-poll] [-clone] [-pin=false] [-files N] [-size BYTES] [-readers N] [-entries N] MOUNTPOINT")
 		os.Exit(2)
 	}
 	c.uring = *transport == "uring"
@@ -69,17 +74,24 @@ func run(mnt string, c config) error {
 	inited := make(chan error, 1)
 	fatal := make(chan error, c.readers+1)
 	for i := 0; i < c.readers; i++ {
+		rfd := fd
+		if c.clone && i > 0 {
+			if rfd, err = cloneFUSE(fd); err != nil {
+				return err
+			}
+			defer syscall.Close(rfd)
+		}
 		var polled *os.File
 		if c.poll {
 			// A descriptor of its own for each reader: an os.File reads one caller at a time.
 			// NewFile of a non-blocking descriptor reads it through the poller.
-			d, err := syscall.Dup(fd)
+			d, err := syscall.Dup(rfd)
 			if err != nil {
 				return err
 			}
 			polled = os.NewFile(uintptr(d), "/dev/fuse")
 		}
-		go func() { fatal <- fs.devLoop(fd, polled, inited) }()
+		go func() { fatal <- fs.devLoop(rfd, polled, inited) }()
 	}
 	select {
 	case err := <-inited:
@@ -128,6 +140,25 @@ func mountFUSE(mnt string) (int, error) {
 		return -1, fmt.Errorf("mount %s: %w (fuseuring runs as root)", mnt, err)
 	}
 	return fd, nil
+}
+
+// fuseDevIocClone is FUSE_DEV_IOC_CLONE, _IOR(229, 0, uint32_t) (include/uapi/linux/fuse.h).
+const fuseDevIocClone = 0x8004e500
+
+// cloneFUSE opens /dev/fuse again and attaches the new descriptor to the connection of fd, the
+// mount's: requests are read from either, and a reply is written to the descriptor its request
+// came from.
+func cloneFUSE(fd int) (int, error) {
+	c, err := syscall.Open("/dev/fuse", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open /dev/fuse for a clone: %w", err)
+	}
+	master := uint32(fd)
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(c), fuseDevIocClone, uintptr(unsafe.Pointer(&master))); e != 0 {
+		syscall.Close(c)
+		return -1, fmt.Errorf("FUSE_DEV_IOC_CLONE: %w", e)
+	}
+	return c, nil
 }
 
 // patternBytes is the buffer replies are gathered from: 64 MiB of random bytes, larger than

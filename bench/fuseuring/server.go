@@ -58,6 +58,7 @@ type config struct {
 	pin              bool // each io_uring queue's thread on its queue's CPU
 	gather           bool // /dev/fuse: a read's reply copied into a buffer first, as io_uring needs
 	poll             bool // /dev/fuse read non-blocking through Go's poller
+	clone            bool // /dev/fuse: each reader past the first on a clone of it (FUSE_DEV_IOC_CLONE)
 }
 
 // server serves the files f0 .. fN-1, each size bytes of pattern repeated from an offset of
