@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -120,7 +121,7 @@ type key struct {
 // is done and only read after it. While it loads, the load holds a reference of its own.
 type entry struct {
 	key  key
-	slot int    // arena slot, or -1 for a page that did not fit (never in the map)
+	slot int    // arena slot, or -1 for a page that did not fit (never in the map) or whose load failed
 	buf  []byte // the page's bytes, len = valid length
 	// load is the page's load: its error is set under Cache.mu (unpin reads it there), then
 	// the waiters are woken after the lock is released.
@@ -132,6 +133,7 @@ type entry struct {
 	prefetched bool          // loaded by readahead and not yet read
 	kept       bool          // read, then asked for by readahead again: in ahead till read
 	seq        uint64        // the count of pages loaded when it was (core.seq)
+	made       uint64        // core.made once it was made: its load began after a mark below it
 	ahead      *source.Ahead // a readahead's load's standing (Promote: a reader waits for it); nil for a reader's
 }
 
@@ -168,6 +170,7 @@ type core struct {
 	lru   *list.List     // loaded pages a reader has read, most recent first (guarded by mu)
 	ahead *list.List     // loaded pages read ahead, not read yet, most recent first (guarded by mu)
 	seq   uint64         // pages loaded so far (guarded by mu)
+	made  atomic.Uint64  // entries made so far (each load's pages are made as it begins)
 	free  []int          // unused slots (guarded by mu)
 	// pinned counts slots whose page has references (guarded by mu).
 	pinned int
@@ -337,9 +340,17 @@ func (c *Cache) Fill(ctx context.Context, w *Waits, id FileID, off int64, p []by
 	if n := int(last - first + 1); n > len(small) {
 		ents = make([]*entry, 0, n)
 	}
+	mark := c.made.Load()
 	ents, _ = c.pin(id, first, last, size, forReader, privateWhenFull, ents)
+	err := waitAll(ctx, w, ents)
+	if err != nil && ctx.Err() == nil && joinedFailed(ents, mark) {
+		// Once more with a load of its own, as retryJoined.
+		c.unpin(ents)
+		ents, _ = c.pin(id, first, last, size, forReader, privateWhenFull, ents[:0])
+		err = waitAll(ctx, w, ents)
+	}
 	defer c.unpin(ents)
-	if err := waitAll(ctx, w, ents); err != nil {
+	if err != nil {
 		return err
 	}
 	n := 0
@@ -428,7 +439,7 @@ func (c *core) evictLocked(prefetch bool) bool {
 func (c *core) newEntryLocked(k key, size int64, prefetch bool) *entry {
 	ps := int64(c.opt.PageSize)
 	n := min(ps, size-k.page*ps)
-	e := &entry{key: k, slot: -1, load: flight.New[struct{}](), refs: 1}
+	e := &entry{key: k, slot: -1, load: flight.New[struct{}](), refs: 1, made: c.made.Add(1)}
 	if c.slotFreeLocked(prefetch) {
 		nf := len(c.free)
 		e.slot = c.free[nf-1]
@@ -486,18 +497,14 @@ func (c *core) unpin(ents []*entry) {
 	}
 }
 
-// unrefLocked drops one reference to e: the last one unpins its slot, and frees it if the
-// load failed. Caller holds c.mu.
+// unrefLocked drops one reference to e: the last one unpins its slot (a failed load's slot
+// was freed when it failed, see load). Caller holds c.mu.
 func (c *core) unrefLocked(e *entry) {
 	e.refs--
 	if e.refs > 0 || e.slot < 0 {
 		return
 	}
 	c.pinned--
-	if e.load.Err() != nil && c.free != nil {
-		c.free = append(c.free, e.slot)
-		e.slot = -1
-	}
 }
 
 // present appends to out the pages first..last of file id that are cached or loading.

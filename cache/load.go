@@ -105,11 +105,18 @@ func (c *core) load(how source.Read, run []*entry) {
 		}
 		c.loading--
 		if err != nil {
-			// Forget the page so a later read tries again; its slot is free once unpinned.
+			// Forget the page so a later read tries again, and free its slot now: the readers
+			// that hold it only take its error, never its bytes. (Held until they let go, a
+			// large file's failed slots kept a read that tried again from loading the file
+			// whole, and it loaded the pages one by one, each costing a whole-object check.)
 			delete(c.pages, e.key)
-		} else {
-			e.elem = c.pushLocked(e)
+			c.pinned--
+			c.free = append(c.free, e.slot)
+			e.slot = -1
+			e.refs-- // the load's
+			continue
 		}
+		e.elem = c.pushLocked(e)
 		c.unrefLocked(e)
 	}
 	c.mu.Unlock()

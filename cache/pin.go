@@ -44,6 +44,39 @@ func (c *Cache) Pin(ctx context.Context, w *Waits, ps *Pins, id FileID, off, n i
 // (bit p%64 of want[p/64] for page p; nil wants them all). Consecutive pages that are missing
 // are loaded with one read.
 func (c *Cache) PinPages(ctx context.Context, w *Waits, ps *Pins, id FileID, first, end int64, want []uint64) (Run, error) {
+	return c.retryJoined(ctx, ps, func() (Run, error) { return c.pinPages(ctx, w, ps, id, first, end, want) })
+}
+
+// retryJoined runs pin (a reader's PinPages or PinPage into ps) and, when it fails on a load
+// that began before the reader asked, unpins what it pinned and runs it once more. Such a
+// reader only joined a load someone else started (readahead, another reader), which may have
+// failed on a source that has recovered since: its reads then get the bytes, not that load's
+// error. A load it began itself that fails is its answer at once, so a source that stays
+// down still gives EIO, within twice a load's bound.
+func (c *Cache) retryJoined(ctx context.Context, ps *Pins, pin func() (Run, error)) (Run, error) {
+	mark, start, at := c.made.Load(), len(ps.ents), len(ps.dense)
+	r, err := pin()
+	if err == nil || ctx.Err() != nil || !joinedFailed(ps.ents[start:], mark) {
+		return r, err
+	}
+	c.unpin(ps.ents[start:])
+	clear(ps.ents[start:])
+	clear(ps.dense[at:])
+	ps.ents, ps.dense = ps.ents[:start], ps.dense[:at]
+	return pin()
+}
+
+// joinedFailed reports whether a failed load among ents (all done) began before mark.
+func joinedFailed(ents []*entry, mark uint64) bool {
+	for _, e := range ents {
+		if e.made <= mark && e.load.Err() != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Cache) pinPages(ctx context.Context, w *Waits, ps *Pins, id FileID, first, end int64, want []uint64) (Run, error) {
 	id |= c.ns
 	if ps.c == nil {
 		ps.c = c
@@ -91,6 +124,10 @@ func (c *Cache) PinPages(ctx context.Context, w *Waits, ps *Pins, id FileID, fir
 // PinPage pins page p of file id like PinPages, except that when every slot is pinned the page
 // is read into a buffer of its own (served once, not cached) instead of failing.
 func (c *Cache) PinPage(ctx context.Context, w *Waits, ps *Pins, id FileID, p int64) (Run, error) {
+	return c.retryJoined(ctx, ps, func() (Run, error) { return c.pinPage(ctx, w, ps, id, p) })
+}
+
+func (c *Cache) pinPage(ctx context.Context, w *Waits, ps *Pins, id FileID, p int64) (Run, error) {
 	id |= c.ns
 	if ps.c == nil {
 		ps.c = c

@@ -343,6 +343,106 @@ func TestPinErrors(t *testing.T) {
 	slotsSettled(t, c)
 }
 
+// TestJoinedLoadRetried: a reader that joins a load begun before it asked, which then fails
+// (on a source that has recovered since), loads the pages again itself and gets their bytes;
+// the reader whose own load failed gets the error at once, and a joined load that fails
+// again is the joined reader's error too.
+func TestJoinedLoadRetried(t *testing.T) {
+	for _, recovered := range []bool{true, false} {
+		for _, fill := range []bool{false, true} { // PinPages (FUSE replies, shm), Fill (ids, tables)
+			joinedLoad(t, recovered, fill)
+		}
+	}
+}
+
+func joinedLoad(t *testing.T, recovered, fill bool) {
+	src := newSource(8 * ps)
+	src.gate = make(chan struct{})
+	c := newCache(t, src, MinPages)
+	src.fail.Store(true)
+	first := make(chan error, 1)
+	go func() {
+		var p Pins
+		_, err := c.Pin(bg, nil, &p, 0, 0, 2*ps) // its own load of pages 0 and 1
+		p.Release()
+		first <- err
+	}()
+	require.Eventually(t, func() bool { return src.inFly.Load() == 1 }, time.Second, time.Millisecond)
+	var pins Pins
+	got := make([]byte, ps)
+	done := make(chan error, 1)
+	go func() { // pages 0 and 1, loading: it joins
+		if fill {
+			done <- c.Fill(bg, nil, 0, 10, got)
+			return
+		}
+		run, err := c.Pin(bg, nil, &pins, 0, 10, ps)
+		if err == nil {
+			copy(got, joined(run, 10, ps))
+		}
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return c.Stats().Merged == 2 }, time.Second, time.Millisecond)
+	src.gate <- struct{}{}
+	require.ErrorIs(t, <-first, errInjected, "the reader whose load failed")
+	src.fail.Store(!recovered)
+	select {
+	case src.gate <- struct{}{}: // the joined reader's load of its own
+	case err := <-done:
+		t.Fatalf("fill %v: the joined reader did not load the pages itself: %v", fill, err)
+	}
+	err := <-done
+	if recovered {
+		require.NoError(t, err)
+		assert.Equal(t, src.files[0][10:10+ps], got)
+	} else {
+		assert.ErrorIs(t, err, errInjected)
+	}
+	assert.Len(t, src.calls(), 2, "the failed load and the joined reader's own")
+	pins.Release()
+	slotsSettled(t, c)
+}
+
+// TestFailedLoadFreesSlots: a failed load's slots are free at once, though readers that joined
+// it still hold its pages: a read that tries again loads a file checked whole in one Fill, not
+// page by page (each page of an object checked whole costs the whole object: a 300 MiB block
+// took minutes).
+func TestFailedLoadFreesSlots(t *testing.T) {
+	src := newSource(6 * ps)
+	src.gate = make(chan struct{})
+	c, err := New(src, Options{Size: 8 * ps, PageSize: ps, MaxRead: 4 * ps, Workers: 1, Whole: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	src.fail.Store(true)
+	first := make(chan error, 1)
+	go func() {
+		var p Pins
+		_, err := c.Pin(bg, nil, &p, 0, 0, ps) // loads the whole file
+		p.Release()
+		first <- err
+	}()
+	require.Eventually(t, func() bool { return src.inFly.Load() == 1 }, time.Second, time.Millisecond)
+	held, _ := c.pin(0, 0, 5, src.Size(0), forReader, privateWhenFull, nil) // a reader that joined, slow to let go
+	require.Len(t, held, 6)
+	src.gate <- struct{}{}
+	require.ErrorIs(t, <-first, errInjected)
+	src.fail.Store(false)
+	got := make(chan error, 1)
+	go func() {
+		var p Pins
+		_, err := c.Pin(bg, nil, &p, 0, 2*ps, ps)
+		p.Release()
+		got <- err
+	}()
+	src.gate <- struct{}{}
+	require.NoError(t, <-got)
+	calls := src.calls()
+	require.Len(t, calls, 2)
+	assert.EqualValues(t, 6*ps, calls[1].n, "the read after the failure loads the file whole")
+	c.unpin(held)
+	slotsSettled(t, c)
+}
+
 // TestConcurrentPins: goroutines pin random ranges of a cache too small for all of them, hold
 // the pages while others read and pin, and check their bytes before and after; a strict pin
 // that finds the cache full falls back to ReadAt, as view does. Run under -race.
