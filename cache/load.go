@@ -6,12 +6,12 @@ import "github.com/blockfs/blockfs/source"
 // own, and published to the readers waiting for it.
 
 // pinWhole is pin for Options.Whole: when no page of file id is cached or loading and the
-// slots no one pins hold the whole file, it creates every page of the file, pins first..last
-// for the caller and loads them all with one Fill, and reports ok; otherwise it pins nothing,
+// slots no one pins hold the whole file, it creates every page of the file, pins those of
+// first..last in want (pinWanted) for the caller and loads them all with one Fill, and reports ok; otherwise it pins nothing,
 // and reports full when it is readahead (prefetch) that found no room for the whole file
 // (evictLocked keeps pages read ahead from it): readahead then stops rather than load part of
 // a file whose rest would come page by page. The pages not asked for count as read ahead.
-func (c *core) pinWhole(id FileID, first, last, size int64, prefetch bool, ents []*entry) (out []*entry, ok, full bool) {
+func (c *core) pinWhole(id FileID, first, last int64, want []uint64, size int64, prefetch bool, ents []*entry) (out []*entry, ok, full bool) {
 	ps := int64(c.opt.PageSize)
 	n := (size + ps - 1) / ps
 	if n <= 1 {
@@ -40,9 +40,10 @@ func (c *core) pinWhole(id FileID, first, last, size int64, prefetch bool, ents 
 	run := make([]*entry, n)
 	for pg := range n {
 		e := c.newEntryLocked(key{id, pg}, size, prefetch) // takes one of the n free slots
-		asked := pg >= first && pg <= last
+		asked := pg >= first && pg <= last && wants(want, pg)
 		if asked {
 			e.refs++ // the caller's
+			ents = append(ents, e)
 			if !prefetch {
 				c.stats.misses.Add(1)
 			}
@@ -53,7 +54,7 @@ func (c *core) pinWhole(id FileID, first, last, size int64, prefetch bool, ents 
 	how := c.loadReadLocked(run, prefetch)
 	c.mu.Unlock()
 	c.startLoad(how, run)
-	return append(ents, run[first:last+1]...), true, false
+	return ents, true, false
 }
 
 // loadReadLocked returns how the source is to serve run's load: as a reader's, or for

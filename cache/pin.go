@@ -92,34 +92,29 @@ func (c *Cache) pinPages(ctx context.Context, w *Waits, ps *Pins, id FileID, fir
 	at := len(ps.dense)
 	ps.dense = ps.dense[:at+int(end-first)]
 	r := Run{first: first, ps: pgs, ents: ps.dense[at:]}
-	has := func(p int64) bool { return want == nil || want[p/64]&(1<<(p%64)) != 0 }
+	// Every page wanted, in one pass under the cache's lock (a request of small records wants
+	// pages here and there: a pass for each run of them took the lock a dozen times a request,
+	// and many readers queued on it).
 	start := len(ps.ents)
-	for p := first; p < end; {
-		if !has(p) {
-			p++
-			continue
+	var full bool
+	ps.ents, full = c.pinWanted(id, first, end-1, want, size, forReader, stopWhenFull, ps.ents)
+	got := ps.ents[start:]
+	for p := first; p < end && len(got) > 0; p++ {
+		if wants(want, p) {
+			r.ents[p-first], got = got[0], got[1:]
 		}
-		q := p + 1
-		for q < end && has(q) {
-			q++
-		}
-		from := len(ps.ents)
-		var full bool
-		ps.ents, full = c.pin(id, p, q-1, size, forReader, stopWhenFull, ps.ents)
-		copy(r.ents[p-first:], ps.ents[from:])
-		if full {
-			if err := waitAll(ctx, w, ps.ents[start:]); err != nil {
-				return Run{}, err
-			}
-			return Run{}, ErrFull
-		}
-		p = q
 	}
 	if err := waitAll(ctx, w, ps.ents[start:]); err != nil {
 		return Run{}, err
 	}
+	if full {
+		return Run{}, ErrFull
+	}
 	return r, nil
 }
+
+// wants reports whether page p is in the set want (bit p%64 of want[p/64]; nil: every page).
+func wants(want []uint64, p int64) bool { return want == nil || want[p/64]&(1<<(p%64)) != 0 }
 
 // PinPage pins page p of file id like PinPages, except that when every slot is pinned the page
 // is read into a buffer of its own (served once, not cached) instead of failing.
@@ -224,9 +219,16 @@ const (
 // when no slot is free it stops and reports full, having pinned (and appended) only the pages
 // before.
 func (c *core) pin(id FileID, first, last, size int64, who pinFor, onFull whenFull, ents []*entry) ([]*entry, bool) {
+	return c.pinWanted(id, first, last, nil, size, who, onFull, ents)
+}
+
+// pinWanted is pin for the pages first..last in the set want (wants; nil: all of them): a
+// page not wanted ends a run of missing pages as a cached one does. The entries appended are
+// the wanted pages', in order.
+func (c *core) pinWanted(id FileID, first, last int64, want []uint64, size int64, who pinFor, onFull whenFull, ents []*entry) ([]*entry, bool) {
 	prefetch, strict := who == forReadahead, onFull == stopWhenFull
 	if c.opt.Whole {
-		out, ok, full := c.pinWhole(id, first, last, size, prefetch, ents)
+		out, ok, full := c.pinWhole(id, first, last, want, size, prefetch, ents)
 		if ok || full {
 			return out, full
 		}
@@ -237,6 +239,12 @@ func (c *core) pin(id FileID, first, last, size int64, who pinFor, onFull whenFu
 	perRun := c.opt.MaxRead / c.opt.PageSize
 	c.mu.Lock()
 	for pg := first; pg <= last; pg++ {
+		if !wants(want, pg) {
+			if len(run) > 0 {
+				runs, run = append(runs, run), nil
+			}
+			continue
+		}
 		k := key{id, pg}
 		e := c.pages[k]
 		if e != nil {
