@@ -177,6 +177,7 @@ type core struct {
 	// loading counts slots whose page is being loaded (guarded by mu); they are pinned too,
 	// by the load.
 	loading int
+	crowded atomic.Bool // Crowded's answer, set under mu (crowdLocked)
 
 	queue  chan request
 	ctx    context.Context // the loads'; cancelled by Close
@@ -255,11 +256,12 @@ func (c *core) Close() error {
 // hold pages for long (Pins), so that other readers and readahead keep room. (Counting loads
 // made an object store mount, whose readahead keeps --s3-concurrency blocks loading, look
 // crowded all the time, and every read of small records took a copy.)
-func (c *core) Crowded() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return 2*(c.pinned-c.loading) > c.slots
-}
+// Read without the lock (once a request): the sections that change the counts set it.
+func (c *core) Crowded() bool { return c.crowded.Load() }
+
+// crowdLocked sets what Crowded reports from the counts; every section that changes pinned,
+// loading or slots calls it before it lets go of c.mu. Caller holds c.mu.
+func (c *core) crowdLocked() { c.crowded.Store(2*(c.pinned-c.loading) > c.slots) }
 
 // Reserve takes up to n bytes of the cache's budget (whole pages, never leaving fewer than
 // MinPages nor less than Options.Keep) out of its service for memory its owner keeps elsewhere (view: the epochs' order
@@ -276,6 +278,7 @@ func (c *core) Reserve(n int64) int64 {
 		c.free = c.free[:nf-1]
 		c.slots--
 	}
+	c.crowdLocked()
 	c.mu.Unlock()
 	for _, s := range taken {
 		_ = unix.Madvise(c.arena[int64(s)*ps:int64(s+1)*ps], unix.MADV_DONTNEED)
@@ -304,6 +307,7 @@ func (c *core) Grow(n int64) int64 {
 	c.free = append(c.free, c.spare[ns-k:]...)
 	c.spare = c.spare[:ns-k]
 	c.slots += k
+	c.crowdLocked()
 	return int64(k) * ps
 }
 
@@ -495,6 +499,7 @@ func (c *core) unpin(ents []*entry) {
 	for _, e := range ents {
 		c.unrefLocked(e)
 	}
+	c.crowdLocked()
 }
 
 // unrefLocked drops one reference to e: the last one unpins its slot (a failed load's slot

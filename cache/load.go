@@ -52,6 +52,7 @@ func (c *core) pinWhole(id FileID, first, last int64, want []uint64, size int64,
 		run[pg] = e
 	}
 	how := c.loadReadLocked(run, prefetch)
+	c.crowdLocked()
 	c.mu.Unlock()
 	c.startLoad(how, run)
 	return ents, true, false
@@ -120,6 +121,7 @@ func (c *core) load(how source.Read, run []*entry) {
 		e.elem = c.pushLocked(e)
 		c.unrefLocked(e)
 	}
+	c.crowdLocked()
 	c.mu.Unlock()
 	for _, e := range run {
 		e.load.Wake()

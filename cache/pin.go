@@ -282,6 +282,7 @@ func (c *core) pinWanted(id FileID, first, last int64, want []uint64, size int64
 	for i, r := range runs {
 		hows[i] = c.loadReadLocked(r, prefetch)
 	}
+	c.crowdLocked()
 	c.mu.Unlock()
 	for i, r := range runs {
 		c.startLoad(hows[i], r)

@@ -38,6 +38,7 @@ func slotsSettled(t *testing.T, c *Cache) {
 	defer c.mu.Unlock()
 	assert.Zero(t, c.pinned, "pinned slots")
 	assert.Zero(t, c.loading, "loading slots")
+	assert.Equal(t, 2*(c.pinned-c.loading) > c.slots, c.crowded.Load(), "Crowded follows the counts")
 	assert.Equal(t, c.slots, len(c.free)+c.lru.Len()+c.ahead.Len(), "every slot is free or holds a loaded page")
 	for _, e := range c.pages {
 		assert.Zero(t, e.refs, "page %v still referenced", e.key)
