@@ -121,19 +121,21 @@ type key struct {
 // is done and only read after it. While it loads, the load holds a reference of its own.
 type entry struct {
 	key  key
-	slot int    // arena slot, or -1 for a page that did not fit (never in the map) or whose load failed
 	buf  []byte // the page's bytes, len = valid length
-	// load is the page's load: its error is set under Cache.mu (unpin reads it there), then
-	// the waiters are woken after the lock is released.
+	made uint64 // core.made once it was made: its load began after a mark below it
+	// load is the page's load: its error is set under Cache.mu, then the waiters are woken
+	// after the lock is released; its result is read once Done.
 	load flight.Call[struct{}]
 
 	// Guarded by Cache.mu.
+	// slot is the page's arena slot; -1 for a page that did not fit (never in the map) or
+	// whose load failed (the slot was freed then).
+	slot       int
 	refs       int
 	elem       *list.Element // in ahead (prefetched or kept) or lru once loaded successfully
 	prefetched bool          // loaded by readahead and not yet read
 	kept       bool          // read, then asked for by readahead again: in ahead till read
 	seq        uint64        // the count of pages loaded when it was (core.seq)
-	made       uint64        // core.made once it was made: its load began after a mark below it
 	ahead      *source.Ahead // a readahead's load's standing (Promote: a reader waits for it); nil for a reader's
 }
 

@@ -52,17 +52,17 @@ func (c *Cache) PinPages(ctx context.Context, w *Waits, ps *Pins, id FileID, fir
 // reader only joined a load someone else started (readahead, another reader), which may have
 // failed on a source that has recovered since: its reads then get the bytes, not that load's
 // error. A load it began itself that fails is its answer at once, so a source that stays
-// down still gives EIO, within twice a load's bound.
+// down still gives EIO, within twice a load's bound. A failed pin leaves ps.dense as it found
+// it (pinPages); its pins are in ps.ents from start.
 func (c *Cache) retryJoined(ctx context.Context, ps *Pins, pin func() (Run, error)) (Run, error) {
-	mark, start, at := c.made.Load(), len(ps.ents), len(ps.dense)
+	mark, start := c.made.Load(), len(ps.ents)
 	r, err := pin()
 	if err == nil || ctx.Err() != nil || !joinedFailed(ps.ents[start:], mark) {
 		return r, err
 	}
 	c.unpin(ps.ents[start:])
 	clear(ps.ents[start:])
-	clear(ps.dense[at:])
-	ps.ents, ps.dense = ps.ents[:start], ps.dense[:at]
+	ps.ents = ps.ents[:start]
 	return pin()
 }
 
@@ -104,11 +104,16 @@ func (c *Cache) pinPages(ctx context.Context, w *Waits, ps *Pins, id FileID, fir
 			r.ents[p-first], got = got[0], got[1:]
 		}
 	}
-	if err := waitAll(ctx, w, ps.ents[start:]); err != nil {
-		return Run{}, err
+	err := waitAll(ctx, w, ps.ents[start:])
+	if err == nil && full {
+		err = ErrFull
 	}
-	if full {
-		return Run{}, ErrFull
+	if err != nil {
+		// No run is returned: give back its part of dense (ps.ents keeps the pins for
+		// Release or retryJoined). at is this call's: dense may have a new array.
+		clear(ps.dense[at:])
+		ps.dense = ps.dense[:at]
+		return Run{}, err
 	}
 	return r, nil
 }

@@ -356,6 +356,43 @@ func TestJoinedLoadRetried(t *testing.T) {
 	}
 }
 
+// TestJoinedRetryNewDense: the retry of a read whose Pins must grow its page table for the
+// read (a plan pinning many blocks) neither panics nor leaves the failed try in the table.
+func TestJoinedRetryNewDense(t *testing.T) {
+	src := newSource(62*ps, 4*ps)
+	c := newCache(t, src, 80)
+	var pins Pins
+	_, err := c.PinPages(bg, nil, &pins, 0, 0, 62, nil) // 62 of the table's 64
+	require.NoError(t, err)
+	src.gate = make(chan struct{})
+	src.fail.Store(true)
+	first := make(chan error, 1)
+	go func() {
+		var p Pins
+		_, err := c.Pin(bg, nil, &p, 1, 0, 4*ps)
+		p.Release()
+		first <- err
+	}()
+	require.Eventually(t, func() bool { return src.inFly.Load() == 1 }, time.Second, time.Millisecond)
+	done := make(chan error, 1)
+	var run Run
+	go func() {
+		var err error
+		run, err = c.PinPages(bg, nil, &pins, 1, 0, 4, nil) // joins; the table needs a new array
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return c.Stats().Merged == 4 }, time.Second, time.Millisecond)
+	src.gate <- struct{}{}
+	require.ErrorIs(t, <-first, errInjected)
+	src.fail.Store(false)
+	src.gate <- struct{}{} // the retry's own load
+	require.NoError(t, <-done)
+	assert.Equal(t, src.files[1], joined(run, 0, 4*ps))
+	assert.Len(t, pins.dense, 4, "the table holds the retried run only")
+	pins.Release()
+	slotsSettled(t, c)
+}
+
 func joinedLoad(t *testing.T, recovered, fill bool) {
 	src := newSource(8 * ps)
 	src.gate = make(chan struct{})

@@ -199,7 +199,7 @@ func (np *nodesPlan) buildParts(p *Plan, st *stack.Stack) (*served, error) {
 	sv.cache = c
 	sets := make([]*view.Set, len(np.srcs))
 	for i, sub := range np.srcs {
-		// Room for four windows of the part (OrderBudget's readers), without its 4 MiB floor.
+		// Room for four windows of the part (OrderBudget's readers), without its floor (up to 4 MiB).
 		order := max(4*int64(shuffle.MaxWindowBytes(sub.ds.BlockCounts(), sub.opt.Order)), 64<<10)
 		if sets[i], err = view.NewSet(sub.ds, c.Namespace(i), view.SetOptions{Order: sub.opt.Order, Share: order, Exact: true}); err != nil {
 			c.Close()

@@ -35,7 +35,7 @@ type SetOptions struct {
 	// state's budget is OrderBudget against it; 0, the whole cache.
 	Share int64
 	// Exact makes Share the order state's budget exactly, 0 included: a part of a node-aware
-	// mount, whose windows are small and many (OrderBudget's floor of 4 MiB for each of dozens
+	// mount, whose windows are small and many (OrderBudget's floor, up to 4 MiB, for each of dozens
 	// of parts would take the cache's room), or a source read in another's order.
 	Exact bool
 }
