@@ -93,8 +93,8 @@ var faultsFlags = []string{"--seed", "1", "--cache-size", "4MiB", "--readahead",
 
 // checkStoreFaults reads epochs of mr, a mount through proxy of the data ml mounts locally
 // (both --seed 1): 503s, resets and cut or damaged bodies are retried to the exact bytes; a
-// store that never answers gives EIO in bounded time, and the reads after it recovers get
-// every byte.
+// store that never answers gives EIO in bounded time, and the reads after it recovers (once
+// the requests of the outage have ended: settle) get every byte.
 func checkStoreFaults(t *testing.T, ml, mr *mounted, proxy *faultProxy) {
 	t.Helper()
 	want := func(name string) []byte {
@@ -110,6 +110,7 @@ func checkStoreFaults(t *testing.T, ml, mr *mounted, proxy *faultProxy) {
 	proxy.hang.Store(-1)
 	readEIO(t, mr.path(name), 30*time.Second, "a store that never answers")
 	proxy.clear()
+	proxy.settle(t) // as TestS3Faults: the outage's loads end before the reads that must succeed
 	require.Zero(t, readAllOrEIO(t, mr.path(name), w, chunk), "after recovery")
 }
 
