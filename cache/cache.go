@@ -349,7 +349,7 @@ func (c *Cache) Fill(ctx context.Context, w *Waits, id FileID, off int64, p []by
 	mark := c.made.Load()
 	ents, _ = c.pin(id, first, last, size, forReader, privateWhenFull, ents)
 	err := waitAll(ctx, w, ents)
-	if err != nil && ctx.Err() == nil && joinedFailed(ents, mark) {
+	if joinedFailed(ctx, err, ents, mark) {
 		// Once more with a load of its own, as retryJoined.
 		c.unpin(ents)
 		ents, _ = c.pin(id, first, last, size, forReader, privateWhenFull, ents[:0])

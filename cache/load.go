@@ -7,10 +7,11 @@ import "github.com/blockfs/blockfs/source"
 
 // pinWhole is pin for Options.Whole: when no page of file id is cached or loading and the
 // slots no one pins hold the whole file, it creates every page of the file, pins those of
-// first..last in want (pinWanted) for the caller and loads them all with one Fill, and reports ok; otherwise it pins nothing,
-// and reports full when it is readahead (prefetch) that found no room for the whole file
-// (evictLocked keeps pages read ahead from it): readahead then stops rather than load part of
-// a file whose rest would come page by page. The pages not asked for count as read ahead.
+// first..last in want (pinWanted) for the caller and loads them all with one Fill, and
+// reports ok; otherwise it pins nothing, and reports full when it is readahead (prefetch)
+// that found no room for the whole file (evictLocked keeps pages read ahead from it):
+// readahead then stops rather than load part of a file whose rest would come page by page.
+// The pages not asked for count as read ahead.
 func (c *core) pinWhole(id FileID, first, last int64, want []uint64, size int64, prefetch bool, ents []*entry) (out []*entry, ok, full bool) {
 	ps := int64(c.opt.PageSize)
 	n := (size + ps - 1) / ps

@@ -57,7 +57,7 @@ func (c *Cache) PinPages(ctx context.Context, w *Waits, ps *Pins, id FileID, fir
 func (c *Cache) retryJoined(ctx context.Context, ps *Pins, pin func() (Run, error)) (Run, error) {
 	mark, start := c.made.Load(), len(ps.ents)
 	r, err := pin()
-	if err == nil || ctx.Err() != nil || !joinedFailed(ps.ents[start:], mark) {
+	if !joinedFailed(ctx, err, ps.ents[start:], mark) {
 		return r, err
 	}
 	c.unpin(ps.ents[start:])
@@ -66,8 +66,13 @@ func (c *Cache) retryJoined(ctx context.Context, ps *Pins, pin func() (Run, erro
 	return pin()
 }
 
-// joinedFailed reports whether a failed load among ents (all done) began before mark.
-func joinedFailed(ents []*entry, mark uint64) bool {
+// joinedFailed reports whether a read that pinned ents and got err should try once more: it
+// failed, not because its context ended, on a load among ents (all done then) that began
+// before mark.
+func joinedFailed(ctx context.Context, err error, ents []*entry, mark uint64) bool {
+	if err == nil || ctx.Err() != nil {
+		return false
+	}
 	for _, e := range ents {
 		if e.made <= mark && e.load.Err() != nil {
 			return true
