@@ -12,7 +12,7 @@ import unittest
 import numpy as np
 
 from support import needs_mount, run
-from test_fields import write_shard
+from fields_support import write_shard
 
 import blockfs
 import blockfs.torch
