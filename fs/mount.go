@@ -177,7 +177,7 @@ func newMount(set view.Content, opt Options) (*mount, error) {
 		opt.Epochs = DefaultEpochs
 	}
 	m := &mount{set: set, opt: opt, uid: uint32(os.Getuid()), gid: uint32(os.Getgid()), mtime: time.Now(),
-		inval: newInvalidator(), start: time.Now()}
+		inval: newInvalidator(invalidators()), start: time.Now()}
 	if st, err := os.Stat(set.Stamp()); err == nil {
 		m.mtime = st.ModTime()
 	}

@@ -49,6 +49,12 @@ type Counters struct {
 	ShmReads   uint64 `json:"shm_read_requests"`
 	ShmClients int64  `json:"shm_clients"`
 	ShmMapped  int64  `json:"shm_mapped_bytes"`
+	// Drop-behind (fs/drop.go): ranges of epoch files that readers had passed, dropped from
+	// the kernel's page cache; the time the kernel took for it, on the daemon's workers (not
+	// in read_seconds); and ranges left in the page cache because the workers were behind.
+	PageCacheDrops        uint64  `json:"page_cache_drops"`
+	PageCacheDropSeconds  float64 `json:"page_cache_drop_seconds"`
+	PageCacheDropsSkipped uint64  `json:"page_cache_drops_skipped"`
 }
 
 // Counters returns the FUSE layer's counters now.
@@ -67,7 +73,8 @@ func (m *mount) counters() Counters {
 		ReadsWaited: m.times.waited.Load(), WaitSeconds: seconds(m.times.waitNS.Load()),
 		ReadSeconds: seconds(m.times.readNS.Load()), Uptime: now.Sub(m.start).Seconds(),
 		Goroutines: runtime.NumGoroutine(), OpenFDs: openFDs(), PID: os.Getpid(), RSS: residentBytes(),
-		Readers: readers,
+		Readers: readers, PageCacheDrops: m.inval.dropped.Load(),
+		PageCacheDropSeconds: seconds(m.inval.ns.Load()), PageCacheDropsSkipped: m.inval.skipped.Load(),
 	}
 	c.ErrorsByKind, c.LastErrors = m.failed.snapshot()
 	for _, n := range c.ErrorsByKind { // from the same snapshot: the two always agree

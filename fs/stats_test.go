@@ -15,14 +15,16 @@ import (
 // TestStatsJSON checks that stats.json is what Options.Stats makes of the FUSE layer's
 // counters, and the counters alone without it or when it fails.
 func TestStatsJSON(t *testing.T) {
-	m := &mount{start: time.Now().Add(-time.Second)}
+	m := &mount{start: time.Now().Add(-time.Second), inval: newInvalidator(1)}
 	m.reads.Add(3)
+	m.inval.skipped.Add(2)
 	var c Counters
 	require.NoError(t, json.Unmarshal(m.statsJSON(), &c))
 	assert.Equal(t, os.Getpid(), c.PID)
 	assert.EqualValues(t, 3, c.Reads)
 	assert.NotNil(t, c.Readers, `"readers" is a list, empty without open files`)
 	assert.GreaterOrEqual(t, c.Uptime, 1.0)
+	assert.EqualValues(t, 2, c.PageCacheDropsSkipped)
 
 	m.opt.Stats = func(c Counters) ([]byte, error) { return fmt.Appendf(nil, "reads %d\n", c.Reads), nil }
 	assert.Equal(t, "reads 3\n", string(m.statsJSON()))

@@ -97,6 +97,11 @@ func TestDropBehind(t *testing.T) {
 		checkByIDs(got, "first read, 1 MiB reads")
 		assert.GreaterOrEqual(t, first, size, "the first read is served whole by the daemon")
 		assert.LessOrEqual(t, first, size+refault, "the first read is served once (a dropped page read again at most)")
+		// Dropped in 16 MiB chunks as the reader passed them, up to the slack: 16, 32 and 48
+		// MiB (stats.json counts each once the kernel has dropped it).
+		drops := func() float64 { return readStats(t, m)["page_cache_drops"] }
+		require.Eventually(t, func() bool { return drops() >= 3 }, 10*time.Second, 10*time.Millisecond,
+			"stats.json's page_cache_drops after one epoch: %v", drops())
 
 		// At once, in smaller reads: what was dropped behind the first reader comes from the
 		// daemon again. Without the drop, the kernel (FOPEN_KEEP_CACHE) would serve it all.
@@ -118,6 +123,10 @@ func TestDropBehind(t *testing.T) {
 		t.Logf("dd after %v idle: %d MiB of %d served by the daemon", closeDropDelay, third>>20, size>>20)
 		assert.GreaterOrEqual(t, third, size, "the whole file was dropped after its last close")
 		assert.LessOrEqual(t, third, size+refault)
+		st := readStats(t, m)
+		assert.GreaterOrEqual(t, st["page_cache_drops"], 6.0, "two reads' chunks and the whole file")
+		assert.Positive(t, st["page_cache_drop_seconds"])
+		assert.Zero(t, st["page_cache_drops_skipped"], "one reader never outruns the drop workers")
 	})
 
 	t.Run("two readers at different offsets", func(t *testing.T) {

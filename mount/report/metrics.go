@@ -139,6 +139,9 @@ var (
 	mReadSeconds  = counter("blockfs_read_seconds_total", "Seconds reads took in the daemon, waits included, summed over readers.")
 	mReaderSecs   = counter("blockfs_reader_seconds_total", "Seconds readers have been reading (from each one's first read), summed: the stall fraction is read_wait_seconds over it.")
 	mReaders      = gauge("blockfs_open_readers", "Files open for reading now.")
+	mPCDrops      = counter("blockfs_page_cache_drops_total", "Ranges of epoch files readers had passed, dropped from the kernel's page cache.")
+	mPCDropSecs   = counter("blockfs_page_cache_drop_seconds_total", "Seconds the kernel took to drop them, on the daemon's drop workers.")
+	mPCSkipped    = counter("blockfs_page_cache_drops_skipped_total", "Ranges left in the kernel's page cache because the drop workers were behind.")
 	mHits         = counter("blockfs_cache_hits_total", "Cache pages found loaded.")
 	mMisses       = counter("blockfs_cache_misses_total", "Cache pages a reader had to load.")
 	mMerged       = counter("blockfs_cache_merged_misses_total", "Cache pages a reader found loading and waited for.")
@@ -172,7 +175,7 @@ var (
 	mDecErrors    = counter("blockfs_decompress_errors_total", "Damaged compressed headers and frames met (each an EIO).", "source")
 
 	allMetrics = []*metric{mReadBytes, mReadRecords, mReads, mReadErrors, mReadsWaited, mWaitSeconds, mReadSeconds,
-		mReaderSecs, mReaders, mHits, mMisses, mMerged, mEvictions, mUncached, mRAHits, mRAWasted, mRADropped, mRALate,
+		mReaderSecs, mReaders, mPCDrops, mPCDropSecs, mPCSkipped, mHits, mMisses, mMerged, mEvictions, mUncached, mRAHits, mRAWasted, mRADropped, mRALate,
 		mDiskReads, mDiskBytes, mDiskErrors, mCacheBytes, mCacheCap, mCacheShort, mStoreReqs, mStoreRetries, mStoreErrors,
 		mDCHits, mDCFetches, mDCFetchBytes, mDCEvicted, mDCBytes, mSrcLoads, mSrcLoadBytes, mGoroutines,
 		mDecFrames, mDecStored, mDecBytes, mDecSeconds, mDecErrors}
@@ -217,6 +220,9 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	put(mReadSeconds, s.ReadSeconds)
 	put(mReaderSecs, s.ReaderSeconds)
 	put(mReaders, float64(len(s.Readers)))
+	put(mPCDrops, float64(s.PageCacheDrops))
+	put(mPCDropSecs, s.PageCacheDropSeconds)
+	put(mPCSkipped, float64(s.PageCacheDropsSkipped))
 	cs := s.Cache
 	put(mHits, float64(cs.Hits))
 	put(mMisses, float64(cs.Misses))
@@ -234,6 +240,11 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	put(mCacheCap, float64(cs.CapacityBytes))
 	put(mCacheShort, float64(cs.Short))
 	put(mGoroutines, float64(s.Goroutines))
+	collectSources(s, put)
+}
+
+// collectSources puts the metrics that are by source: stores, disk caches, loads, decompression.
+func collectSources(s Stats, put func(m *metric, v float64, labels ...string)) {
 	for i, st := range s.Stores() {
 		if st == nil {
 			continue
