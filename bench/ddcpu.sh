@@ -64,10 +64,12 @@ ddcpu_epoch() {
 # the variables given), reads epoch 0 with dd bs=1M (the cache warmed), then epochs 1 to
 # EPOCHS (ddcpu_epoch: DDCPU_READERS readers at once; DDCPU_ARGS: more options for the
 # mount), and prints LABEL with the daemon's CPU seconds per GiB over them (utime + stime of
-# /proc/PID/stat) and their rate. With DDCPU_SUM set, DDCPU_SUM becomes the md5 of epoch 1 as
+# /proc/PID/stat) and their rate, and the time its drop-behind took per GiB (stats.json's
+# page_cache_drop_seconds: at one worker's 1 s per second it is behind) and the drops it
+# skipped (a binary older than those keys: "-"). With DDCPU_SUM set, DDCPU_SUM becomes the md5 of epoch 1 as
 # the mount served it (to compare builds).
 ddcpu() {
-	local label=$1 epochs=$2 bin=$3 data=$4 mnt pid sz c0 c1 t0 t1 ep
+	local label=$1 epochs=$2 bin=$3 data=$4 mnt pid sz c0 c1 t0 t1 ep d0 d1
 	shift 4
 	mnt=$(mktemp -d)
 	# shellcheck disable=SC2086 # DDCPU_ARGS is words
@@ -75,15 +77,28 @@ ddcpu() {
 	pid=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['daemon_pid'])" "$mnt/.blockfs/stats.json")
 	dd if="$mnt/epoch-0000" of=/dev/null bs=1M status=none
 	sz=$(stat -c %s "$mnt/epoch-0000")
+	d0=$(dropstat "$mnt")
 	c0=$(cputicks "$pid")
 	t0=$(date +%s.%N)
 	for ep in $(seq "$epochs"); do ddcpu_epoch "$mnt" "$ep"; done
 	t1=$(date +%s.%N)
 	c1=$(cputicks "$pid")
+	sleep 0.5 # the drops of the last chunks, queued as the reads ended
+	d1=$(dropstat "$mnt")
 	if [ -n "${DDCPU_SUM+set}" ]; then
 		DDCPU_SUM=$(md5sum <"$mnt/epoch-0001")
 	fi
 	"$bin" unmount "$mnt"
 	rmdir "$mnt"
-	cpurate "$label" "$((c1 - c0))" "$(since "$t0" "$t1")" "$((epochs * sz))"
+	cpurate "$label" "$((c1 - c0))" "$(since "$t0" "$t1")" "$((epochs * sz))" | tr -d '\n'
+	python3 -c "import sys; a, b, g = sys.argv[1].split(), sys.argv[2].split(), int(sys.argv[3]) / 2**30
+print('; drops -' if '-' in a + b else '; drops %.3f s/GiB, %d skipped' % ((float(b[0]) - float(a[0])) / g, int(b[1]) - int(a[1])))" \
+		"$d0" "$d1" "$((epochs * sz))"
+}
+
+# dropstat MNT: stats.json's page_cache_drop_seconds and page_cache_drops_skipped ("- -"
+# from a binary without them).
+dropstat() {
+	python3 -c "import json, sys; s = json.load(open(sys.argv[1]))
+print(s.get('page_cache_drop_seconds', '-'), s.get('page_cache_drops_skipped', '-'))" "$1/.blockfs/stats.json"
 }
