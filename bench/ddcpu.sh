@@ -45,16 +45,19 @@ same() {
 }
 
 # ddcpu_epoch MNT E: dd bs=1M of epoch E of the mount at MNT; with DDCPU_READERS=N above 1, of
-# its N shards at once (shard-R-of-N/epoch-E), one dd each.
+# its N shards at once (shard-R-of-N/epoch-E), one dd each. DDCPU_DD: more operands for each dd
+# (iflag=direct: the reads answered straight into dd's buffer, no page cache).
 ddcpu_epoch() {
 	local mnt=$1 name n=${DDCPU_READERS:-1} r pids=()
 	name=$(printf 'epoch-%04d' "$2")
 	if [ "$n" -le 1 ]; then
-		dd if="$mnt/$name" of=/dev/null bs=1M status=none
+		# shellcheck disable=SC2086 # DDCPU_DD is words
+		dd if="$mnt/$name" of=/dev/null bs=1M status=none ${DDCPU_DD:-}
 		return
 	fi
 	for r in $(seq 0 $((n - 1))); do
-		dd if="$mnt/shard-$r-of-$n/$name" of=/dev/null bs=1M status=none &
+		# shellcheck disable=SC2086
+		dd if="$mnt/shard-$r-of-$n/$name" of=/dev/null bs=1M status=none ${DDCPU_DD:-} &
 		pids+=($!)
 	done
 	waitall "${pids[@]}"

@@ -14,8 +14,8 @@
 #        readers: the minimal server's 8 readers on one /dev/fuse descriptor against 8 on clones
 #        of it, FUSE_DEV_IOC_CLONE, and blockfs's 16 shards; io_uring was measured on
 #        2026-11-30 and lost), then fuse_options.sh 2 16
-#        (blockfs with go-fuse's 16 request readers, 4 and 8), each within a bound of its own
-#        (about 9 minutes in all); everything it prints is also in $OUT/device.log when $OUT
+#        (blockfs with go-fuse's 16 request readers, 4 and 8) and the same with dd iflag=direct
+#        (16 and 8 request readers), each within a bound of its own (about 9 minutes in all); everything it prints is also in $OUT/device.log when $OUT
 #        is set.
 #        SMALL=1 makes it a rehearsal for a small machine (node_scaling.py --small, 2 readers).
 #
@@ -67,6 +67,9 @@ run)
 		echo "== fuse_options.sh 2 $readers: go-fuse's request readers (70 s at most)"
 		(cd "$here/.." && BLOCKFS="$dir/bin/blockfs" WORK=/tmp/fuse_uring \
 			timeout 70 bench/fuse_options.sh 2 "$readers" "" "--fuse-readers 4" "--fuse-readers 8")
+		echo "== fuse_options.sh 2 $readers, dd iflag=direct: O_DIRECT readers, no page cache (40 s at most)"
+		(cd "$here/.." && BLOCKFS="$dir/bin/blockfs" WORK=/tmp/fuse_uring DDCPU_DD=iflag=direct \
+			timeout 40 bench/fuse_options.sh 2 "$readers" "" "--fuse-readers 8")
 		date
 	} 2>&1 | tee "$log"
 	;;

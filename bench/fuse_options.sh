@@ -7,7 +7,8 @@
 # once; go-fuse's default is one a CPU, at most 16). For each, in an order rotated round by
 # round with the page cache dropped before each: the daemon's CPU seconds per GiB and the rate
 # over 5 epochs of a 588 MiB pack of 147 KiB records (ddcpu_data) after a first; each must
-# serve epoch 1 as the first did. Run as root from the checkout's root with bin/blockfs built
+# serve epoch 1 as the first did. DDCPU_DD=iflag=direct: the readers open with O_DIRECT (no
+# page cache). Run as root from the checkout's root with bin/blockfs built
 # (BLOCKFS: another build); $WORK (default /tmp/fuse_options) holds the data.
 #
 #   bench/fuse_options.sh 2 16 "--max-background 16" "--max-background 64"
