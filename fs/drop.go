@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	gofs "github.com/hanwen/go-fuse/v2/fs"
 )
 
 // Epoch files would otherwise stay in the kernel's page cache long after they are read: every
@@ -29,16 +27,26 @@ type dropper struct {
 	mu      sync.Mutex
 	handles map[*handle]struct{} // open handles (guarded by mu)
 	dropped int64                // bytes [0, dropped) are not in the kernel's cache (guarded by mu)
+	worker  int                  // the invalidator's worker that drops the file's ranges, once opened (guarded by mu)
 }
 
-// opened registers h.
-func (d *dropper) opened(h *handle) {
+// opened registers h; the file's first open takes a worker of v for its drops.
+func (d *dropper) opened(h *handle, v *invalidator) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.handles == nil {
 		d.handles = make(map[*handle]struct{})
+		d.worker = v.assign()
 	}
 	d.handles[h] = struct{}{}
+}
+
+// drop queues the invalidation of [off, off+n) of file (n 0: to the end) on the file's worker.
+func (d *dropper) drop(v *invalidator, file contentNotifier, off, n int64) {
+	d.mu.Lock()
+	w := d.worker
+	d.mu.Unlock()
+	v.drop(w, file, off, n)
 }
 
 // read records that h read up to end and returns a range to invalidate (n > 0), if any.
@@ -96,33 +104,35 @@ type invalidation struct {
 	off, n int64
 }
 
-// contentNotifier is what the invalidator needs of a file (*gofs.Inode): its inode number,
-// which picks the worker, and the kernel's invalidation of a range of its pages.
+// contentNotifier is what the invalidator needs of a file (*gofs.Inode): the kernel's
+// invalidation of a range of its pages.
 type contentNotifier interface {
-	StableAttr() gofs.StableAttr
 	NotifyContent(off, sz int64) syscall.Errno
 }
 
 // invalidator drops ranges of files from the kernel's page cache off the request path: the
 // kernel may wait for pages of the range that are being read, so a request handler must not do
-// it itself. It has a worker per few cores, each with a queue, and a file's ranges always go to
-// the same one (in the order they were asked for). One worker for the whole mount was a
-// bound: the kernel's invalidation costs about 0.1 CPU s per GiB dropped on the development
-// machines (a third of the daemon's time for a dd), so a node's readers at 8-16 GB/s would
+// it itself. It has a worker per few cores, each with a queue; files take them in turn as they
+// are first opened (shards opened together spread over all of them; inode numbers, which go
+// up by two from a shard's directory to its file, would not), and a file's ranges always go
+// to its worker, in the order they were asked for. One worker for the whole mount was a
+// bound: the kernel's invalidation costs 0.1-0.18 CPU s per GiB dropped on the development
+// machines (a third to a half of the daemon's time for a dd), so a node's readers at 8-16 GB/s would
 // keep one core busy with it, and a drop its queue could not take stays in the page cache.
 type invalidator struct {
 	queues  []chan invalidation
 	dropped atomic.Uint64 // ranges invalidated
 	skipped atomic.Uint64 // ranges not invalidated: their worker's queue was full
 	ns      atomic.Int64  // time spent invalidating
+	next    atomic.Uint64 // the worker the next file opened takes (modulo their number)
 }
 
 // invalidators is the number of workers of a mount's invalidator: one per 4 cores the
 // process may use, 1 to 8.
 func invalidators() int { return min(max(runtime.GOMAXPROCS(0)/4, 1), 8) }
 
-// invalidateQueue is the requests each worker holds; each is a dropChunk (16 MiB) or a
-// whole file, so 64 are a GiB of pages passed and not yet dropped.
+// invalidateQueue is the requests each worker holds; each is most often a dropChunk (16 MiB)
+// or a whole file, so 64 are about a GiB of pages passed and not yet dropped.
 const invalidateQueue = 64
 
 // newInvalidator starts an invalidator of workers workers. They run for the life of the
@@ -144,10 +154,13 @@ func newInvalidator(workers int) *invalidator {
 	return v
 }
 
-// drop queues an invalidation; when its worker's queue is full it is skipped (the pages stay
+// assign returns the worker for the next file: each in turn.
+func (v *invalidator) assign() int { return int((v.next.Add(1) - 1) % uint64(len(v.queues))) }
+
+// drop queues an invalidation on worker w; when its queue is full it is skipped (the pages stay
 // until the file closes or memory is reclaimed) and counted.
-func (v *invalidator) drop(file contentNotifier, off, n int64) {
-	q := v.queues[file.StableAttr().Ino%uint64(len(v.queues))]
+func (v *invalidator) drop(w int, file contentNotifier, off, n int64) {
+	q := v.queues[w]
 	select {
 	case q <- invalidation{file, off, n}:
 	default:

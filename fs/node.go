@@ -177,7 +177,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		// those of the buffered readers of the same file included.
 		return h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_KEEP_CACHE, 0
 	}
-	n.drop.opened(h)
+	n.drop.opened(h, n.m.inval)
 	return h, fuse.FOPEN_KEEP_CACHE, 0
 }
 
@@ -193,7 +193,7 @@ func (n *fileNode) Release(ctx context.Context, fh gofs.FileHandle) syscall.Errn
 	}
 	time.AfterFunc(closeDropDelay, func() {
 		if n.drop.idle() {
-			n.m.inval.drop(&n.Inode, 0, 0)
+			n.drop.drop(n.m.inval, &n.Inode, 0, 0)
 		}
 	})
 	return 0
@@ -234,7 +234,7 @@ func (n *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 	n.m.served[n.kind.Stat()].Add(uint64(got))
 	if !h.direct {
 		if off, sz := n.drop.read(h, off+int64(got)); sz > 0 {
-			n.m.inval.drop(&n.Inode, off, sz)
+			n.drop.drop(n.m.inval, &n.Inode, off, sz)
 		}
 	}
 	if got == 0 || len(g.Vecs) > view.MaxVecs || g.InBuf(dest) {
