@@ -22,35 +22,41 @@ const (
 	dropChunk = 16 << 20
 )
 
-// dropper tracks the open handles of one file and what of it has been dropped.
+// dropper tracks the open handles of one file and what of it has been dropped, and queues the
+// file's drops on its worker of the invalidator while it holds its lock, so that they are
+// dropped in the order they were decided.
 type dropper struct {
 	mu      sync.Mutex
 	handles map[*handle]struct{} // open handles (guarded by mu)
 	dropped int64                // bytes [0, dropped) are not in the kernel's cache (guarded by mu)
-	worker  int                  // the invalidator's worker that drops the file's ranges, once opened (guarded by mu)
+	closes  uint64               // times the last handle closed (guarded by mu)
+	worker  int                  // the invalidator's worker for the file's drops, from its first one (guarded by mu)
+	hasWork bool                 // whether worker was taken (guarded by mu)
 }
 
-// opened registers h; the file's first open takes a worker of v for its drops.
-func (d *dropper) opened(h *handle, v *invalidator) {
+// opened registers h.
+func (d *dropper) opened(h *handle) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.handles == nil {
 		d.handles = make(map[*handle]struct{})
-		d.worker = v.assign()
 	}
 	d.handles[h] = struct{}{}
 }
 
-// drop queues the invalidation of [off, off+n) of file (n 0: to the end) on the file's worker.
-func (d *dropper) drop(v *invalidator, file contentNotifier, off, n int64) {
-	d.mu.Lock()
-	w := d.worker
-	d.mu.Unlock()
-	v.drop(w, file, off, n)
+// queueLocked queues the drop of [off, off+n) of file (n 0: to the end) on the file's worker,
+// which its first drop takes (a sidecar, which is seldom dropped before it closes, then does
+// not take a turn between two data files); d.mu held.
+func (d *dropper) queueLocked(v *invalidator, file contentNotifier, off, n int64) {
+	if !d.hasWork {
+		d.worker, d.hasWork = v.assign(), true
+	}
+	v.drop(d.worker, file, off, n)
 }
 
-// read records that h read up to end and returns a range to invalidate (n > 0), if any.
-func (d *dropper) read(h *handle, end int64) (off, n int64) {
+// read records that h read up to end and, once every reader of the file has passed a range
+// beyond the slack, queues its drop.
+func (d *dropper) read(v *invalidator, file contentNotifier, h *handle, end int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	h.pos = end
@@ -66,31 +72,36 @@ func (d *dropper) read(h *handle, end int64) (off, n int64) {
 	}
 	upTo := (low - dropSlack) / dropChunk * dropChunk
 	if upTo <= d.dropped {
-		return 0, 0
+		return
 	}
-	off, n = d.dropped, upTo-d.dropped
+	d.queueLocked(v, file, d.dropped, upTo-d.dropped)
 	d.dropped = upTo
-	return off, n
 }
 
-// closed unregisters h and reports whether it was the last handle.
-func (d *dropper) closed(h *handle) bool {
+// closed unregisters h. When it was the last handle it returns true and the count of last
+// closes, which dropIfIdle takes.
+func (d *dropper) closed(h *handle) (last bool, closes uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.handles, h)
-	return len(d.handles) == 0
+	if len(d.handles) > 0 {
+		return false, 0
+	}
+	d.closes++
+	return true, d.closes
 }
 
-// idle reports whether no handle is open, and if so forgets what was dropped: the caller
-// drops the whole file.
-func (d *dropper) idle() bool {
+// dropIfIdle queues the drop of the whole file if no handle has been opened since the last
+// close that returned closes (none is open, and none was opened and closed since), and
+// forgets what was dropped.
+func (d *dropper) dropIfIdle(v *invalidator, file contentNotifier, closes uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if len(d.handles) > 0 {
-		return false
+	if len(d.handles) > 0 || d.closes != closes {
+		return
 	}
 	d.dropped = 0
-	return true
+	d.queueLocked(v, file, 0, 0)
 }
 
 // closeDropDelay is how long after its last handle closes a file is dropped whole, unless it
@@ -112,10 +123,10 @@ type contentNotifier interface {
 
 // invalidator drops ranges of files from the kernel's page cache off the request path: the
 // kernel may wait for pages of the range that are being read, so a request handler must not do
-// it itself. It has a worker per few cores, each with a queue; files take them in turn as they
-// are first opened (shards opened together spread over all of them; inode numbers, which go
-// up by two from a shard's directory to its file, would not), and a file's ranges always go
-// to its worker, in the order they were asked for. One worker for the whole mount was a
+// it itself. It has a worker per few cores, each with a queue; files take them in turn at their
+// first drop (shards read together spread over all of them; inode numbers, which go up by two
+// from a shard's directory to its file, would not), and a file's drops always go to its
+// worker, in the order its dropper decided them. One worker for the whole mount was a
 // bound: the kernel's invalidation costs 0.1-0.18 CPU s per GiB dropped on the development
 // machines (a third to a half of the daemon's time for a dd), so a node's readers at 8-16 GB/s would
 // keep one core busy with it, and a drop its queue could not take stays in the page cache.
@@ -123,7 +134,7 @@ type invalidator struct {
 	queues  []chan invalidation
 	dropped atomic.Uint64 // ranges invalidated
 	skipped atomic.Uint64 // ranges not invalidated: their worker's queue was full
-	ns      atomic.Int64  // time spent invalidating
+	ns      atomic.Int64  // time spent invalidating (failed tries included)
 	next    atomic.Uint64 // the worker the next file opened takes (modulo their number)
 }
 
@@ -145,20 +156,25 @@ func newInvalidator(workers int) *invalidator {
 		go func() {
 			for r := range q {
 				start := time.Now()
-				r.file.NotifyContent(r.off, r.n)
+				errno := r.file.NotifyContent(r.off, r.n)
 				v.ns.Add(int64(time.Since(start)))
-				v.dropped.Add(1)
+				// Not counted: the kernel had forgotten the inode (ENOENT), or the mount is
+				// gone (EBADF).
+				if errno == 0 {
+					v.dropped.Add(1)
+				}
 			}
 		}()
 	}
 	return v
 }
 
-// assign returns the worker for the next file: each in turn.
+// assign returns the worker for the next file to drop something: each in turn.
 func (v *invalidator) assign() int { return int((v.next.Add(1) - 1) % uint64(len(v.queues))) }
 
 // drop queues an invalidation on worker w; when its queue is full it is skipped (the pages stay
-// until the file closes or memory is reclaimed) and counted.
+// until the file's whole drop after it closes, unless that is skipped too, or until memory
+// is reclaimed) and counted.
 func (v *invalidator) drop(w int, file contentNotifier, off, n int64) {
 	q := v.queues[w]
 	select {

@@ -177,7 +177,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		// those of the buffered readers of the same file included.
 		return h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_KEEP_CACHE, 0
 	}
-	n.drop.opened(h, n.m.inval)
+	n.drop.opened(h)
 	return h, fuse.FOPEN_KEEP_CACHE, 0
 }
 
@@ -188,14 +188,12 @@ func (n *fileNode) Release(ctx context.Context, fh gofs.FileHandle) syscall.Errn
 	if ok && h.rd != nil {
 		n.m.times.close(h.rd)
 	}
-	if !ok || h.direct || !n.drop.closed(h) {
+	if !ok || h.direct {
 		return 0
 	}
-	time.AfterFunc(closeDropDelay, func() {
-		if n.drop.idle() {
-			n.drop.drop(n.m.inval, &n.Inode, 0, 0)
-		}
-	})
+	if last, closes := n.drop.closed(h); last {
+		time.AfterFunc(closeDropDelay, func() { n.drop.dropIfIdle(n.m.inval, &n.Inode, closes) })
+	}
 	return 0
 }
 
@@ -233,9 +231,7 @@ func (n *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 	}
 	n.m.served[n.kind.Stat()].Add(uint64(got))
 	if !h.direct {
-		if off, sz := n.drop.read(h, off+int64(got)); sz > 0 {
-			n.drop.drop(n.m.inval, &n.Inode, off, sz)
-		}
+		n.drop.read(n.m.inval, &n.Inode, h, off+int64(got))
 	}
 	if got == 0 || len(g.Vecs) > view.MaxVecs || g.InBuf(dest) {
 		if !g.InBuf(dest) {
