@@ -7,8 +7,9 @@ For every file of epochs 0 and 1 the mount lists (data and every sidecar: ids, o
 mixture's source, each field's values and offsets), and the same in shard-1-of-3/, reads through
 the shared-memory path equal reads of the file: the whole file, ranges across its end and
 past it, and 40 random ranges. Then blockfs.torch.Loader's batches of epoch 1 (rank 1 of 2, or
-a node's rank on a node-aware mount) are the same with shm=True and shm=False, and the daemon
-counted the path's reads. Prints "ok ..." or exits non-zero with what differs.
+a node's rank on a node-aware mount) are the same with shm=True and shm=False (buffered reads
+of the files, and every read of the files through O_DIRECT), and the daemon counted the
+path's reads. Prints "ok ..." or exits non-zero with what differs.
 """
 import json
 import os
@@ -22,6 +23,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import blockfs  # noqa: E402
+import blockfs._batches  # noqa: E402
 import blockfs._shm as shm  # noqa: E402
 import blockfs.torch  # noqa: E402
 from blockfs._files import read_info  # noqa: E402
@@ -75,15 +77,27 @@ def check_files(mount, info):
     return compared
 
 
-def batches(mount, info, use):
+def batches(mount, info, use, direct_read=None):
+    """The Loader's batches of epoch 1; with direct_read, the files' reads of at least that many
+    bytes go through O_DIRECT: 1, every one (and some must have), a huge one, none."""
     kw = {}
     if "nodes" in info:
         kw = dict(rank=info["nodes"]["node"], world_size=info["nodes"]["nodes"], local_world_size=1)
     else:
         kw = dict(rank=1, world_size=2)
-    ld = blockfs.torch.Loader(mount, 64, epoch=1, shm=use, **kw)
-    out = list(ld)
-    ld.close()
+    keep = blockfs._batches.DIRECT_READ
+    if direct_read is not None:
+        blockfs._batches.DIRECT_READ = direct_read
+    try:
+        ld = blockfs.torch.Loader(mount, 64, epoch=1, shm=use, **kw)
+        out = list(ld)
+        if direct_read == 1:
+            assert ld._batches.direct_reads > 0, "no read went through O_DIRECT"
+        elif direct_read is not None:
+            assert ld._batches.direct_reads == 0, f"{ld._batches.direct_reads} reads went through O_DIRECT"
+        ld.close()
+    finally:
+        blockfs._batches.DIRECT_READ = keep
     return out
 
 
@@ -92,13 +106,14 @@ def main(mount):
     assert info.get("shm_socket", "").startswith("@"), f"info.json names no shm_socket: {info.get('shm_socket')!r}"
     before = json.load(open(os.path.join(mount, ".blockfs", "stats.json")))["shm_read_requests"]
     compared = check_files(mount, info)
-    a, b = batches(mount, info, True), batches(mount, info, False)
+    a, b = batches(mount, info, True), batches(mount, info, False, direct_read=1 << 62)
     assert a, "the Loader gave no batches"
     same(a, b, "batches")
+    same(a, batches(mount, info, False, direct_read=1), "batches read with O_DIRECT")
     after = json.load(open(os.path.join(mount, ".blockfs", "stats.json")))["shm_read_requests"]
     assert after > before, f"stats.json's shm_read_requests went from {before} to {after}"
     print(f"ok: {len(files(mount))} files, {compared} bytes the same through shared memory; "
-          f"{len(a)} Loader batches the same with shm on and off; {after - before} shm reads")
+          f"{len(a)} Loader batches the same with shm on and off (buffered and O_DIRECT); {after - before} shm reads")
 
 
 if __name__ == "__main__":
