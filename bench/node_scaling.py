@@ -48,8 +48,13 @@ WORKER = r'''
 import os, sys, time, numpy as np
 sys.path.insert(0, sys.argv[1])
 kind, r, w, m, raw, n, rs, go, epoch = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6], int(sys.argv[7]), int(sys.argv[8]), sys.argv[9], int(sys.argv[10])
-import torch, blockfs.torch
+import torch, blockfs.torch, blockfs._shm
+arena = [0.0]  # seconds this process spent making its shared-memory buffers (the daemon maps each)
 if kind == "blockfs":
+    make = blockfs._shm._Arena.__init__
+    def timed(self, *a, **k):
+        t = time.time(); make(self, *a, **k); arena[0] += time.time() - t
+    blockfs._shm._Arena.__init__ = timed
     ld = blockfs.torch.Loader(m, batch_size=256, rank=r, world_size=w, drop_last=True)
     ld.set_epoch(epoch)
     def batches():
@@ -69,7 +74,7 @@ while not os.path.exists(go):
 t0 = time.time(); k = 0
 for b in batches():
     k += b
-print(k, t0, time.time())
+print(k, t0, time.time(), arena[0])
 '''
 
 
@@ -97,6 +102,9 @@ def aggregate(m, raw, n, rs):
             outs = results(ps, kind)
             recs = sum(o[0] for o in outs); t = max(o[2] for o in outs) - min(o[1] for o in outs)
             best[kind] = max(best.get(kind, 0), recs / t)
+            if kind == "blockfs":  # a fresh process's buffers: made as its reads need them
+                say(f"   {w:2d} Loader processes: {t:.3f} s; making their buffers took {1e3 * sum(o[3] for o in outs) / w:.0f} ms "
+                    f"a process (at most {1e3 * max(o[3] for o in outs):.0f})")
         say(f"{w:2d} processes, batches of 256 x {rs // 1024} KiB: blockfs Loader {best['blockfs']:,.0f} img/s = {best['blockfs'] * rs / 1e9:.2f} GB/s; "
             f"in-process memmap gather {best['memmap']:,.0f} img/s = {best['memmap'] * rs / 1e9:.2f} GB/s; ratio {best['blockfs'] / best['memmap']:.2f}")
 
