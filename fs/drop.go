@@ -79,7 +79,9 @@ func (d *dropper) read(v *invalidator, file contentNotifier, h *handle, end int6
 }
 
 // closed unregisters h. When it was the last handle it returns true and the count of last
-// closes, which dropIfIdle takes.
+// closes of handles that read, which dropIfIdle takes: a handle that read nothing (one opened
+// to map the file and ask what of it is cached) leaves no pages of its own, so its close does
+// not put off the drop an earlier reader's close is waiting to make.
 func (d *dropper) closed(h *handle) (last bool, closes uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -87,13 +89,14 @@ func (d *dropper) closed(h *handle) (last bool, closes uint64) {
 	if len(d.handles) > 0 {
 		return false, 0
 	}
-	d.closes++
+	if h.pos >= 0 {
+		d.closes++
+	}
 	return true, d.closes
 }
 
-// dropIfIdle queues the drop of the whole file if no handle has been opened since the last
-// close that returned closes (none is open, and none was opened and closed since), and
-// forgets what was dropped.
+// dropIfIdle queues the drop of the whole file if no handle is open and no handle that read
+// has closed since the last close that returned closes, and forgets what was dropped.
 func (d *dropper) dropIfIdle(v *invalidator, file contentNotifier, closes uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

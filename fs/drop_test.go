@@ -109,16 +109,30 @@ func TestDropper(t *testing.T) {
 	assert.False(t, last)
 	last, first := d.closed(b)
 	require.True(t, last)
-	d.opened(a) // reopened and closed again before the first close's timer
+	d.opened(a) // reopened, read and closed again before the first close's timer
+	d.read(v, f, a, 1<<20)
 	last, second := d.closed(a)
 	require.True(t, last)
 	d.dropIfIdle(v, f, first)
+	assert.Equal(t, want, queued(t, f, 3), "a reader came since the first close: not yet")
 	d.dropIfIdle(v, f, second) // the second close's timer
 	want = append(want, [2]int64{0, 0})
 	assert.Equal(t, want, queued(t, f, 4), "one whole drop, for the last close")
+
 	d.opened(a)
-	d.dropIfIdle(v, f, second)
+	d.read(v, f, a, 1<<20)
+	last, third := d.closed(a)
+	require.True(t, last)
+	peek := &handle{pos: -1} // opened to ask what is cached (mincore), reads nothing
+	d.opened(peek)
+	d.dropIfIdle(v, f, third)
 	assert.Equal(t, want, queued(t, f, 4), "no whole drop while a handle is open")
+	last, after := d.closed(peek)
+	require.True(t, last)
+	assert.Equal(t, third, after, "a handle that read nothing does not put off the drop")
+	d.dropIfIdle(v, f, third)
+	want = append(want, [2]int64{0, 0})
+	assert.Equal(t, want, queued(t, f, 5))
 }
 
 // queued waits until f has had n drops (and a moment for more that should not come).
