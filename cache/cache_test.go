@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand"
 	"sync"
 	"sync/atomic"
@@ -25,8 +26,11 @@ type memSource struct {
 	reads []readCall
 	gate  chan struct{} // when non-nil, each read waits for a receive
 	fail  atomic.Bool
-	inFly atomic.Int32
-	peak  atomic.Int32
+	// notTried: a failing read begun in the background (readahead) fails as a backend's that
+	// gave up without a request (source.ErrNotTried), as decided when it began.
+	notTried atomic.Bool
+	inFly    atomic.Int32
+	peak     atomic.Int32
 }
 
 type readCall struct {
@@ -39,6 +43,7 @@ var errInjected = errors.New("injected failure")
 func (s *memSource) Size(id FileID) int64 { return int64(len(s.files[id])) }
 
 func (s *memSource) Fill(ctx context.Context, id FileID, off int64, bufs [][]byte, how source.Read) error {
+	gaveUp := s.notTried.Load() && how.Background()
 	cur := s.inFly.Add(1)
 	defer s.inFly.Add(-1)
 	for p := s.peak.Load(); cur > p && !s.peak.CompareAndSwap(p, cur); p = s.peak.Load() {
@@ -54,6 +59,9 @@ func (s *memSource) Fill(ctx context.Context, id FileID, off int64, bufs [][]byt
 	s.reads = append(s.reads, readCall{id, off, int64(n)})
 	s.mu.Unlock()
 	if s.fail.Load() {
+		if gaveUp {
+			return fmt.Errorf("%w: %w", source.ErrUnavailable, source.ErrNotTried)
+		}
 		return errInjected
 	}
 	o := off

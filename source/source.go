@@ -80,6 +80,10 @@ var (
 	// ErrDenied: the store refused the request (wrong or expired credentials, no permission);
 	// retrying does not help until the credentials change.
 	ErrDenied = errors.New("the store refused access")
+	// ErrNotTried: a read nobody waited for yet (Read.Ahead) that the backend gave up without a
+	// request, the store having answered nothing for its budget; wrapped with ErrUnavailable.
+	// It is no answer about the store now: a reader that finds such a load failed tries itself.
+	ErrNotTried = errors.New("readahead not tried")
 )
 
 // Error is a failed operation on one file of a source. Err is the cause: an errno (EMFILE, EIO,

@@ -179,8 +179,11 @@ func (s *Store) retryFor(ctx context.Context, how source.Read, limit, stall time
 	}
 	// A readahead request gives up on a silent store without a try, queued or not.
 	bgSilent := func() error {
-		if how.Background() {
-			return silent()
+		if !how.Background() {
+			return nil
+		}
+		if err := silent(); err != nil {
+			return fmt.Errorf("%w: %w", source.ErrNotTried, err)
 		}
 		return nil
 	}

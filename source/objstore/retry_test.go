@@ -131,6 +131,7 @@ func TestStoreSilent(t *testing.T) {
 	assert.GreaterOrEqual(t, took, budget)
 	assert.Less(t, took, budget+2*stall, "a read against a silent store")
 	assert.Equal(t, 4, conns(), "one request per try")
+	assert.NotErrorIs(t, err, source.ErrNotTried, "a read that tried")
 
 	// Silent for the budget already: a reader's read makes one try (to find the store if it is
 	// back), a readahead's none.
@@ -145,6 +146,7 @@ func TestStoreSilent(t *testing.T) {
 	start = time.Now()
 	err = b.Fill(context.Background(), 2, 0, [][]byte{buf}, source.Read{Ahead: new(source.Ahead)})
 	require.ErrorIs(t, err, source.ErrUnavailable)
+	assert.ErrorIs(t, err, source.ErrNotTried, "readahead's is no answer: a reader that joins it tries itself")
 	t.Log(err)
 	assert.Less(t, time.Since(start), stall/2, "readahead once the store is known silent")
 	assert.Equal(t, 5, conns())

@@ -318,6 +318,9 @@ func (s *Store) describe(err error, key string) error {
 	case Denied:
 		return fmt.Errorf("%s%w: %v (%s)", name, source.ErrDenied, err, or(a.Hint, "at "+s.cl.Endpoint()))
 	}
+	if errors.Is(err, source.ErrNotTried) { // kept for the cache's readers to see
+		return fmt.Errorf("%w: %s%w", source.ErrUnavailable, name, err)
+	}
 	return fmt.Errorf("%w: %s%v", source.ErrUnavailable, name, err)
 }
 
