@@ -346,15 +346,14 @@ func (c *Cache) Fill(ctx context.Context, w *Waits, id FileID, off int64, p []by
 	if n := int(last - first + 1); n > len(small) {
 		ents = make([]*entry, 0, n)
 	}
-	var err error
-	for try := 1; ; try++ { // again after a load it only joined failed, as retryJoined
-		mark := c.made.Load()
+	mark := c.made.Load()
+	ents, _ = c.pin(id, first, last, size, forReader, privateWhenFull, ents)
+	err := waitAll(ctx, w, ents)
+	if joinedFailed(ctx, err, ents, mark) {
+		// Once more with a load of its own, as retryJoined.
+		c.unpin(ents)
 		ents, _ = c.pin(id, first, last, size, forReader, privateWhenFull, ents[:0])
 		err = waitAll(ctx, w, ents)
-		if try == joinedTries || !joinedFailed(ctx, err, ents, mark) {
-			break
-		}
-		c.unpin(ents)
 	}
 	defer c.unpin(ents)
 	if err != nil {

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// What a read does when a load it only joined fails (retryJoined, joinedFailed): tries again
-// with a load of its own, at most joinedTries times in all.
+// What a read does when a load it only joined fails: tries again with a load of its own
+// (retryJoined, joinedFailed), or has the load ask again (a readahead's given up, load).
 
 // TestJoinedLoadRetried: a reader that joins a load begun before it asked, which then fails
 // (on a source that has recovered since), loads the pages again itself and gets their bytes;
@@ -149,73 +149,73 @@ func TestFailedLoadFreesSlots(t *testing.T) {
 	slotsSettled(t, c)
 }
 
-// TestJoinedReadaheadAfterMark: a read that finds its pages loading by a readahead load
-// begun after it asked (its own read's readahead, another reader's), which then fails without
-// a request (a readahead gives up at once on a store it still counts silent), loads them
-// itself and gets their bytes; a read whose every try joins such a load gives up after
-// joinedTries. A readahead load begun after it asked that tried and failed is its answer.
-func TestJoinedReadaheadAfterMark(t *testing.T) {
-	for _, c := range []struct {
-		name     string
-		notTried bool // the readahead's load gave up without a request
-		recovers bool // the store answers the read's own load
-		tries    int
-		err      error
-	}{
-		{"gave up, then the read's own load", true, true, 2, nil},
-		{"gave up every time", true, false, joinedTries, source.ErrNotTried},
-		{"tried and failed", false, true, 1, errInjected},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			readaheadAfterMark(t, c.notTried, c.recovers, c.tries, c.err)
-		})
-	}
-}
-
-func readaheadAfterMark(t *testing.T, notTried, recovers bool, wantTries int, wantErr error) {
-	src := newSource(8 * ps)
-	src.gate = make(chan struct{})
-	src.notTried.Store(notTried)
-	c := newCache(t, src, MinPages)
-	src.fail.Store(true)
-	var pins Pins
-	var run Run
-	tries := 0
-	done := make(chan error, 1)
-	go func() {
-		var err error
-		run, err = c.retryJoined(bg, &pins, func() (Run, error) {
-			tries++
-			if tries == 1 || !recovers {
+// TestReadaheadGaveUpJoined: a readahead load that the source gave up without asking the
+// store (source.ErrNotTried: readahead gives up at once on a store it still counts silent)
+// while a reader had come to wait for it asks the store once more, as a reader's, so the
+// reader gets the store's answer: the bytes once it is back, its error while it is down. The
+// reader here asked before the readahead began (its own read's readahead, a neighbour's), so
+// it would not try again itself. A readahead load nobody waited for keeps its error, and the
+// next reader loads the pages itself.
+func TestReadaheadGaveUpJoined(t *testing.T) {
+	for _, back := range []bool{true, false} {
+		src := newSource(8 * ps)
+		src.gate = make(chan struct{})
+		src.notTried.Store(true)
+		c := newCache(t, src, MinPages)
+		src.fail.Store(true)
+		var pins Pins
+		var run Run
+		tries := 0
+		done := make(chan error, 1)
+		go func() {
+			var err error
+			run, err = c.retryJoined(bg, &pins, func() (Run, error) {
+				tries++
 				// Readahead of the same pages, begun after the read's mark.
 				c.Prefetch(0, 0, 2*ps)
 				for src.inFly.Load() == 0 {
 					time.Sleep(time.Millisecond)
 				}
-			}
-			return c.pinPages(bg, nil, &pins, 0, 0, 2, nil)
-		})
-		done <- err
-	}()
-	for try := 1; try <= wantTries && (try == 1 || !recovers); try++ {
-		require.Eventually(t, func() bool { return c.Stats().Merged == uint64(2*try) }, time.Second, time.Millisecond,
-			"try %d joins the readahead's load", try)
-		src.gate <- struct{}{} // the readahead's load fails
-		require.Eventually(t, func() bool { return c.Stats().DiskErrors == uint64(try) }, time.Second, time.Millisecond)
-	}
-	if wantErr == nil {
-		src.fail.Store(false)
+				return c.pinPages(bg, nil, &pins, 0, 0, 2, nil)
+			})
+			done <- err
+		}()
+		require.Eventually(t, func() bool { return c.Stats().Merged == 2 }, time.Second, time.Millisecond)
+		src.gate <- struct{}{} // the readahead's Fill, begun in the background, gives up
+		require.Eventually(t, func() bool { return c.Stats().DiskErrors == 1 }, time.Second, time.Millisecond)
+		src.fail.Store(!back)
 		select {
-		case src.gate <- struct{}{}: // the read's own load
+		case src.gate <- struct{}{}: // the same load asks again, as the waiting reader's
 		case err := <-done:
-			t.Fatalf("the read did not load the pages itself: %v (tries %d)", err, tries)
+			t.Fatalf("back %v: the load did not ask the store again: %v", back, err)
 		}
-		require.NoError(t, <-done)
-		assert.Equal(t, src.files[0][:2*ps], joined(run, 0, 2*ps))
-	} else {
-		assert.ErrorIs(t, <-done, wantErr)
+		err := <-done
+		if back {
+			require.NoError(t, err)
+			assert.Equal(t, src.files[0][:2*ps], joined(run, 0, 2*ps))
+		} else {
+			assert.ErrorIs(t, err, errInjected, "the store's answer")
+			assert.NotErrorIs(t, err, source.ErrNotTried)
+		}
+		assert.Equal(t, 1, tries, "the reader tried once: the load asked for it")
+		assert.Len(t, src.calls(), 2)
+		pins.Release()
+		slotsSettled(t, c)
 	}
-	assert.Equal(t, wantTries, tries)
-	pins.Release()
+
+	// Nobody waiting: the error is the readahead's own; a reader after it loads the pages.
+	src := newSource(8 * ps)
+	src.notTried.Store(true)
+	c := newCache(t, src, MinPages)
+	src.fail.Store(true)
+	c.Prefetch(0, 0, 2*ps)
+	require.Eventually(t, func() bool { return c.Stats().DiskErrors == 1 }, time.Second, time.Millisecond)
 	slotsSettled(t, c)
+	src.fail.Store(false)
+	var pins Pins
+	run, err := c.PinPages(bg, nil, &pins, 0, 0, 2, nil)
+	require.NoError(t, err)
+	assert.Equal(t, src.files[0][:2*ps], joined(run, 0, 2*ps))
+	assert.Len(t, src.calls(), 2, "the readahead's, then the reader's own")
+	pins.Release()
 }

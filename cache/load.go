@@ -1,6 +1,10 @@
 package cache
 
-import "github.com/blockfs/blockfs/source"
+import (
+	"errors"
+
+	"github.com/blockfs/blockfs/source"
+)
 
 // Loads: a run of missing pages is read from the source with one Fill, on a goroutine of its
 // own, and published to the readers waiting for it.
@@ -93,14 +97,29 @@ func (c *core) load(how source.Read, run []*entry) {
 		n += int64(len(e.buf))
 	}
 	k := run[0].key
-	err := c.src.Fill(c.ctx, k.id, k.page*int64(c.opt.PageSize), bufs, how)
-	c.stats.diskReads.Add(1)
-	if err == nil {
-		c.stats.diskBytes.Add(uint64(n))
-	} else {
-		c.stats.diskErrors.Add(1)
+	fill := func() error {
+		err := c.src.Fill(c.ctx, k.id, k.page*int64(c.opt.PageSize), bufs, how)
+		c.stats.diskReads.Add(1)
+		if err == nil {
+			c.stats.diskBytes.Add(uint64(n))
+		} else {
+			c.stats.diskErrors.Add(1)
+		}
+		return err
 	}
+	err := fill()
 	c.mu.Lock()
+	if errors.Is(err, source.ErrNotTried) && !how.Background() {
+		// The source gave the load up without asking the store (readahead's, on a store it
+		// still counted silent), but a reader has come to wait for it since (Promote, under
+		// c.mu): its answer must be the store's, so the load asks once, as a reader's. A
+		// reader that comes after the error is published finds the pages gone and loads them
+		// itself. (Without this, a read right after the store came back could take the
+		// error of a readahead begun after it asked: one EIO among the bytes.)
+		c.mu.Unlock()
+		err = fill()
+		c.mu.Lock()
+	}
 	for _, e := range run {
 		e.load.Set(struct{}{}, err)
 		if e.slot < 0 {

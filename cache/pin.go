@@ -48,42 +48,33 @@ func (c *Cache) PinPages(ctx context.Context, w *Waits, ps *Pins, id FileID, fir
 }
 
 // retryJoined runs pin (a reader's PinPages or PinPage into ps) and, when it fails on a load
-// the reader only joined (joinedFailed), unpins what it pinned and runs it again, at most
-// joinedTries times in all. Such a load (readahead's, another reader's) may have failed on a
-// source that has recovered since, or, readahead's, given up without a try on a store it
-// still counted silent: the reader then gets the bytes, not that load's error. A load it began
-// itself that fails is its answer at once, so a source that stays down still gives EIO within
-// twice a load's bound (a try after the first follows a load that had begun before it, or
-// one that gave up at once). A failed pin leaves ps.dense as it found it (pinPages); its pins
-// are in ps.ents from start.
+// that began before the reader asked, unpins what it pinned and runs it once more. Such a
+// reader only joined a load someone else started (readahead, another reader), which may have
+// failed on a source that has recovered since: its reads then get the bytes, not that load's
+// error. A load it began itself that fails is its answer at once, so a source that stays
+// down still gives EIO, within twice a load's bound. A failed pin leaves ps.dense as it found
+// it (pinPages); its pins are in ps.ents from start.
 func (c *Cache) retryJoined(ctx context.Context, ps *Pins, pin func() (Run, error)) (Run, error) {
-	for try := 1; ; try++ {
-		mark, start := c.made.Load(), len(ps.ents)
-		r, err := pin()
-		if try == joinedTries || !joinedFailed(ctx, err, ps.ents[start:], mark) {
-			return r, err
-		}
-		c.unpin(ps.ents[start:])
-		clear(ps.ents[start:])
-		ps.ents = ps.ents[:start]
+	mark, start := c.made.Load(), len(ps.ents)
+	r, err := pin()
+	if !joinedFailed(ctx, err, ps.ents[start:], mark) {
+		return r, err
 	}
+	c.unpin(ps.ents[start:])
+	clear(ps.ents[start:])
+	ps.ents = ps.ents[:start]
+	return pin()
 }
 
-// joinedTries bounds the tries of a read whose tries fail on loads it only joined.
-const joinedTries = 3
-
-// joinedFailed reports whether a read that pinned ents and got err should try again: it
+// joinedFailed reports whether a read that pinned ents and got err should try once more: it
 // failed, not because its context ended, on a load among ents (all done then) that began
-// before mark (the reader asked), or on a readahead's load that the source gave up without
-// trying (source.ErrNotTried: the store still counted silent when it began). Such a load may
-// begin after the reader asked and still be what it finds loading (its own read's readahead,
-// another reader's); a load that tried and failed after the reader asked is its answer.
+// before mark.
 func joinedFailed(ctx context.Context, err error, ents []*entry, mark uint64) bool {
 	if err == nil || ctx.Err() != nil {
 		return false
 	}
 	for _, e := range ents {
-		if lerr := e.load.Err(); lerr != nil && (e.made <= mark || errors.Is(lerr, source.ErrNotTried)) {
+		if e.made <= mark && e.load.Err() != nil {
 			return true
 		}
 	}

@@ -82,7 +82,8 @@ var (
 	ErrDenied = errors.New("the store refused access")
 	// ErrNotTried: a read nobody waited for yet (Read.Ahead) that the backend gave up without a
 	// request, the store having answered nothing for its budget; wrapped with ErrUnavailable.
-	// It is no answer about the store now: a reader that finds such a load failed tries itself.
+	// It says nothing of the store now: the cache asks once more, as a reader's, when a reader
+	// has come to wait for the load meanwhile (Ahead.Promote).
 	ErrNotTried = errors.New("readahead not tried")
 )
 
