@@ -172,3 +172,28 @@ func TestStoreSilent(t *testing.T) {
 	assert.Equal(t, 7, conns())
 	t.Logf("queued reads failed in %v", took)
 }
+
+// TestStagedFetchPromoted: a reader's read of an object whose whole fetch readahead began
+// (staged for reads of parts) promotes that fetch, as the cache promotes a load a reader
+// joins: from then on it is served as a reader's.
+func TestStagedFetchPromoted(t *testing.T) {
+	const stall = 200 * time.Millisecond
+	b, _ := hangingStore(t, Options{Concurrency: 1, Timeout: time.Minute, StallTimeout: stall, Retries: 0, Backoff: time.Millisecond}, 1<<20)
+	ahead := new(source.Ahead)
+	errs := make(chan error, 2)
+	go func() {
+		errs <- b.Fill(context.Background(), 0, 0, [][]byte{make([]byte, 100)}, source.Read{Ahead: ahead})
+	}()
+	require.Eventually(t, func() bool {
+		b.stage.mu.Lock()
+		defer b.stage.mu.Unlock()
+		return len(b.stage.objs) == 1
+	}, time.Second, time.Millisecond, "readahead's fetch is staged")
+	assert.True(t, source.Read{Ahead: ahead}.Background())
+	go func() { errs <- b.Fill(context.Background(), 0, 4096, [][]byte{make([]byte, 100)}, source.Read{}) }()
+	require.Eventually(t, func() bool { return !source.Read{Ahead: ahead}.Background() }, time.Second, time.Millisecond,
+		"the reader joining the staged fetch promotes it")
+	for range 2 {
+		assert.ErrorIs(t, <-errs, source.ErrUnavailable)
+	}
+}

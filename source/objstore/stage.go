@@ -30,7 +30,8 @@ type stager struct {
 // fetch is done; a fetch holds a reference until then, so an object nobody holds is done).
 type staged struct {
 	key   string
-	size  int64 // immutable
+	size  int64         // immutable
+	ahead *source.Ahead // the fetch's standing when readahead began it (nil: a reader's); immutable
 	fetch flight.Call[[]byte]
 
 	// Guarded by stager.mu.
@@ -55,11 +56,16 @@ func (st *stager) read(ctx context.Context, how source.Read, b *Blocks, key stri
 		}
 		o.refs++
 		st.mu.Unlock()
+		if o.ahead != nil && !how.Background() {
+			// A reader waits for readahead's fetch: it is served as a reader's from now on (a
+			// reader's turn for a slot, no giving up on a store counted silent).
+			o.ahead.Promote()
+		}
 	case !st.roomLocked(id.Size):
 		st.mu.Unlock()
 		return false, nil
 	default:
-		o = &staged{key: key, size: id.Size, fetch: flight.New[[]byte](), refs: 1}
+		o = &staged{key: key, size: id.Size, ahead: how.Ahead, fetch: flight.New[[]byte](), refs: 1}
 		st.objs[key] = o
 		st.used += o.size
 		st.mu.Unlock()
