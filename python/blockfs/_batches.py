@@ -82,6 +82,7 @@ class _Batches(Dataset[Batch]):
         self.tree = Tree.from_info(info)
         self._fds: Dict[Tuple[int, str, bool], int] = {}
         self.direct_reads = 0  # reads of the files through O_DIRECT, in this process
+        self.no_direct = False  # O_DIRECT refused a read here: buffered from then on
         self._pid: Optional[int] = None
         # The shared-memory path: None uses it where the mount offers it (else the files, said
         # once), True requires it, False reads the files. _ch is this process's channel.
@@ -288,13 +289,19 @@ class _Batches(Dataset[Batch]):
                 self._read_s = getattr(self, "_read_s", 0.0) + time.perf_counter() - t0
                 return arr
         buf = np.empty(n, dtype=np.uint8)
-        fd, direct = self._fd(epoch, suffix, n >= DIRECT_READ)
+        fd, direct = self._fd(epoch, suffix, n >= DIRECT_READ and not self.no_direct)
         self.direct_reads += direct
         view, got = buf.data, 0
         while got < n:
             try:
                 k = os.preadv(fd, [view[got:]], off + got)
             except OSError as e:
+                if direct and e.errno == errno_mod.EINVAL:
+                    # A file system that wants O_DIRECT's reads aligned (a blockfs mount does
+                    # not): this process reads buffered from now on.
+                    self.no_direct, direct = True, False
+                    fd = self._fd(epoch, suffix)[0]
+                    continue
                 raise explain(e, self.path, self._path(epoch, suffix)) from e
             if k == 0:
                 raise OSError(f"{self._path(epoch, suffix)}: short read at {off} ({got} of {n} bytes)")
@@ -326,6 +333,7 @@ class _Batches(Dataset[Batch]):
             except OSError as e:
                 if e.errno != errno_mod.EINVAL:
                     raise
+                self.no_direct = True
                 return self._fd(epoch, suffix)[0], False
         fd = self._fds[key] = os.open(self._path(epoch, suffix), flags)
         if suffix:

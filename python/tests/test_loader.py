@@ -1,5 +1,6 @@
 """blockfs.torch.Loader against a real mount: exact order at any worker count, ranks exactly
 once, resume across worker counts, batch sizes and world sizes, foreign states refused."""
+import errno
 import multiprocessing
 import os
 import time
@@ -56,6 +57,38 @@ class LoaderTest(Scratch):
                         self.assertEqual((loader.epoch, loader.position), (epoch + 1, 0))
                     loader.close()
         self.assertFalse((self.orders[0] == self.orders[1]).all())
+
+    def test_files_read_direct(self):
+        # Through the files (shm=False) reads of DIRECT_READ bytes or more go through O_DIRECT,
+        # and a file system that refuses an O_DIRECT read (EINVAL) has the same read buffered:
+        # the batches are the same either way.
+        import fcntl
+        import blockfs._batches as batches
+        keep, preadv = batches.DIRECT_READ, batches.os.preadv
+        refused = []
+
+        def refusing(fd, bufs, off):
+            if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+                refused.append(off)
+                raise OSError(errno.EINVAL, "Invalid argument")
+            return preadv(fd, bufs, off)
+
+        try:
+            batches.DIRECT_READ = 1024  # a batch of 64 records is 2 KiB; its ids 512 B
+            for refuse in (False, True):
+                with self.subTest(refuse=refuse):
+                    if refuse:
+                        batches.os.preadv = refusing
+                    loader = blockfs.torch.Loader(self.mount, B, shm=False)
+                    loader.set_epoch(1)
+                    got = self.collect(loader)
+                    np.testing.assert_array_equal(np.concatenate(got), self.orders[1])
+                    self.assertGreater(loader._batches.direct_reads, 0)
+                    self.assertEqual(loader._batches.no_direct, refuse)
+                    self.assertEqual(len(refused), 1 if refuse else 0, "refused once, then buffered")
+                    loader.close()
+        finally:
+            batches.DIRECT_READ, batches.os.preadv = keep, preadv
 
     def test_epoch_is_a_whole_number(self):
         # set_epoch(1.5) became epoch 1, silently; a numpy integer is an epoch as an int is.
