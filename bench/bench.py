@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 
+import procstat
 from bench_report import emit, human, report, report_steady
 import small as small_records
 
@@ -65,9 +66,7 @@ class Daemon:
             sh("umount -l " + self.mnt)
 
     def cpu_seconds(self):
-        with open("/proc/%d/stat" % self.p.pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return procstat.cpu_seconds(self.p.pid)
 
     def peak_rss_kib(self):
         with open("/proc/%d/status" % self.p.pid) as f:

@@ -14,6 +14,7 @@ copy of python/blockfs; GPUW: scratch, default /tmp/gpuw2; OUT: where the summar
 This is how the figures of the "one node at the speed of its memory" issue were measured."""
 import json, os, subprocess, sys, time
 import numpy as np
+import procstat
 
 HERE = os.path.abspath(sys.argv[1]); SMALL = "--small" in sys.argv
 os.environ["PATH"] = os.path.join(HERE, "bin") + ":" + os.environ["PATH"]
@@ -136,10 +137,7 @@ for e in (epoch + 1, epoch + 2):
     k += sum(batches(e))
 print(k, t0, time.time(), first)
 '''
-def dcpu(m):
-    pid = json.load(open(os.path.join(m, ".blockfs/stats.json")))["daemon_pid"]
-    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+dcpu = procstat.daemon_cpu
 def steady(m, raw, n, rs):
     wp = os.path.join(W, "steady.py"); open(wp, "w").write(STEADY)
     e = 500

@@ -289,7 +289,7 @@ class _Batches(Dataset[Batch]):
                 self._read_s = getattr(self, "_read_s", 0.0) + time.perf_counter() - t0
                 return arr
         buf = np.empty(n, dtype=np.uint8)
-        fd, direct = self._fd(epoch, suffix, n >= DIRECT_READ and not self.no_direct)
+        fd, direct = self._fd(epoch, suffix, n >= DIRECT_READ)
         self.direct_reads += direct
         view, got = buf.data, 0
         while got < n:
@@ -317,7 +317,7 @@ class _Batches(Dataset[Batch]):
         and the mount takes it; and whether it was."""
         if self._pid != os.getpid():  # a forked worker opens its own
             self._fds, self._pid = {}, os.getpid()
-        direct = direct and hasattr(os, "O_DIRECT")
+        direct = direct and not self.no_direct and hasattr(os, "O_DIRECT")
         key = (epoch, suffix, direct)
         fd = self._fds.get(key)
         if fd is not None:
