@@ -258,82 +258,6 @@ func (sc *shmConn) reply(errno uint32, n uint64, msg string) bool {
 	return err == nil
 }
 
-// mapBuffer maps the memfd of a shmMap request as buffer req.Buffer of req.A bytes. The memfd
-// must be sealed against shrinking (so the daemon's writes never fault past its end) and its
-// pages already allocated (the client fallocated or touched them, so they are the client's
-// memory, charged to its cgroup, not the daemon's). Once it is mapped the daemon seals it
-// against future writers (F_SEAL_FUTURE_WRITE, then F_SEAL_SEAL): the mappings made before go
-// on writing, but no one can punch holes in it any more (fallocate's PUNCH_HOLE, MADV_REMOVE),
-// so the pages the daemon writes stay those the client allocated; an unsealed client could
-// otherwise free them and have each of the daemon's copies allocate them again, charged to the
-// daemon. The allocation is checked after that seal, so no hole can be punched in between.
-func (sc *shmConn) mapBuffer(req shmRequest, fds []int) (uint32, string) {
-	defer closeAll(fds)
-	size := int64(req.A)
-	switch {
-	case len(fds) != 1:
-		return uint32(syscall.EINVAL), fmt.Sprintf("map: %d descriptors passed, want 1 (a memfd)", len(fds))
-	case sc.bufs[req.Buffer] != nil:
-		return uint32(syscall.EEXIST), fmt.Sprintf("map: buffer %d is mapped already", req.Buffer)
-	case len(sc.bufs) >= shmMaxBuffers:
-		return uint32(syscall.ENOSPC), fmt.Sprintf("map: %d buffers mapped, the most a connection may have", len(sc.bufs))
-	case size <= 0 || size > shmMaxMapped-sc.mapped:
-		return uint32(syscall.ENOSPC), fmt.Sprintf("map: %d bytes: a connection may map at most %d in all (%d mapped)", size, int64(shmMaxMapped), sc.mapped)
-	}
-	fd := fds[0]
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	switch {
-	case err != nil || seals&unix.F_SEAL_SHRINK == 0:
-		return uint32(syscall.EINVAL), "map: the buffer is not a memfd sealed with F_SEAL_SHRINK"
-	case seals&(unix.F_SEAL_SEAL|unix.F_SEAL_WRITE|unix.F_SEAL_FUTURE_WRITE) != 0:
-		return uint32(syscall.EINVAL), "map: the memfd is sealed with F_SEAL_SEAL or against writes: leave those to the daemon, which adds F_SEAL_FUTURE_WRITE and F_SEAL_SEAL once it has mapped the buffer (docs/SHM.md)"
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size < size {
-		return uint32(syscall.EINVAL), fmt.Sprintf("map: the memfd holds %d bytes, fewer than %d", st.Size, size)
-	}
-	if errno, msg := allocated(&st, size); errno != 0 {
-		return errno, msg // before sealing, so that the client may allocate and map it again
-	}
-	b, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return uint32(syscall.ENOMEM), fmt.Sprintf("map: %v", err)
-	}
-	if errno, msg := sealAllocated(fd, size); errno != 0 {
-		unix.Munmap(b)
-		return errno, msg
-	}
-	// The page tables filled now, in one call: a copy that found them empty would take a
-	// fault a page, 12 times as long (220 ms against 18 for 74 MiB here), in a read the
-	// trainer waits for. Best effort (Linux 5.14): without it the copies fill them.
-	_ = unix.Madvise(b, unix.MADV_POPULATE_WRITE)
-	sc.bufs[req.Buffer] = b
-	sc.mapped += size
-	sc.s.mapped.Add(size)
-	return 0, ""
-}
-
-// sealAllocated seals the mapped memfd fd against future writers and further seals, then
-// checks again that its first size bytes are allocated (mapBuffer says why, in that order).
-func sealAllocated(fd int, size int64) (uint32, string) {
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_FUTURE_WRITE|unix.F_SEAL_SEAL); err != nil {
-		return uint32(syscall.EINVAL), fmt.Sprintf("map: cannot seal the memfd against future writers: %v", err)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return uint32(syscall.EINVAL), fmt.Sprintf("map: %v", err)
-	}
-	return allocated(&st, size)
-}
-
-// allocated checks that the memfd st describes has its first size bytes allocated.
-func allocated(st *unix.Stat_t, size int64) (uint32, string) {
-	if st.Blocks*512 < size {
-		return uint32(syscall.EINVAL), fmt.Sprintf("map: the buffer's pages are not all in memory (%d of %d bytes; posix_fallocate the memfd, or touch every page, before mapping it)", st.Blocks*512, size)
-	}
-	return 0, ""
-}
-
 // shmSupported reports whether this kernel can seal a memfd against future writers (Linux
 // 5.1), which the path needs to keep a client's buffers its own (mapBuffer); where it cannot,
 // it logs that the path is off.
@@ -347,18 +271,6 @@ func shmSupported() bool {
 		log.Printf("blockfs: the shared-memory path is off: this kernel cannot seal a buffer against future writers (%v; Linux 5.1 or later); readers use the files", err)
 	}
 	return err == nil
-}
-
-func (sc *shmConn) unmapBuffer(id uint32) (uint32, string) {
-	b := sc.bufs[id]
-	if b == nil {
-		return uint32(syscall.ENOENT), fmt.Sprintf("unmap: no buffer %d", id)
-	}
-	unix.Munmap(b)
-	delete(sc.bufs, id)
-	sc.mapped -= int64(len(b))
-	sc.s.mapped.Add(-int64(len(b)))
-	return 0, ""
 }
 
 // release unmaps the connection's buffers and closes its files.

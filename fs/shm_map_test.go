@@ -1,0 +1,135 @@
+package fs
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// clientBuffer makes a buffer as a client does: a memfd of size bytes, allocated and zeroed.
+func clientBuffer(t testing.TB, size int) int {
+	fd, err := unix.MemfdCreate("blockfs-test", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	require.NoError(t, err)
+	require.NoError(t, unix.Ftruncate(fd, int64(size)))
+	require.NoError(t, unix.Fallocate(fd, 0, 0, int64(size)))
+	// Zeroed as a client's mapping with MAP_POPULATE does: the daemon's fill maps the pages.
+	m, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	require.NoError(t, err)
+	require.NoError(t, unix.Munmap(m))
+	return fd
+}
+
+// mappedBytes returns the Rss of this process's mapping that begins at b (its pages whose
+// page-table entries are filled), from /proc/self/smaps.
+func mappedBytes(t *testing.T, b []byte) int64 {
+	f, err := os.Open("/proc/self/smaps")
+	require.NoError(t, err)
+	defer f.Close()
+	start := fmt.Sprintf("%x-", uintptr(unsafe.Pointer(&b[0])))
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		in = in || strings.HasPrefix(line, start)
+		if in && strings.HasPrefix(line, "Rss:") { // the mapping's own: Rss is its second line
+			kb, err := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+			require.NoError(t, err)
+			return kb << 10
+		}
+	}
+	require.NoError(t, sc.Err())
+	t.Fatalf("no mapping at %s in /proc/self/smaps", start)
+	return 0
+}
+
+// TestPopulate: populate fills the page tables of the whole mapping, its last chunk a part of
+// one included, and nothing before it is called.
+func TestPopulate(t *testing.T) {
+	for _, size := range []int{4 << 20, 5<<20 + 4096, 4096} {
+		fd := clientBuffer(t, size)
+		b, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		require.NoError(t, err)
+		require.Zero(t, mappedBytes(t, b), "a new mapping has page tables filled")
+		if err := unix.Madvise(b[:4096], unix.MADV_POPULATE_WRITE); err == unix.EINVAL {
+			t.Skipf("MADV_POPULATE_WRITE: %v (Linux 5.14 or later): the daemon's copies fill the page tables", err)
+		}
+		populate(b, 2<<20)
+		require.Equal(t, int64(size), mappedBytes(t, b), "%d bytes", size)
+		require.NoError(t, unix.Munmap(b))
+		require.NoError(t, unix.Close(fd))
+	}
+}
+
+// BenchmarkPopulateTogether maps and fills buffers of 75 MiB (a Loader's first, two reads of
+// a batch of 256 records of 147 KiB) of clients that start together, each on a thread of its
+// own as the daemon's connections are, in one call for the whole buffer and in populateChunk
+// chunks, alternately (whole first in even iterations); the metrics are the slowest buffer's
+// time each way.
+//
+//	go test -run '^$' -bench PopulateTogether -benchtime 6x ./fs/
+func BenchmarkPopulateTogether(b *testing.B) {
+	const size = 75 << 20
+	for _, n := range []int{1, 2, 8, 16} {
+		b.Run(fmt.Sprintf("buffers=%d", n), func(b *testing.B) {
+			var whole, chunked time.Duration
+			for i := range b.N {
+				if i%2 == 0 {
+					whole += populateTogether(b, n, size, size)
+				}
+				chunked += populateTogether(b, n, size, populateChunk)
+				if i%2 == 1 {
+					whole += populateTogether(b, n, size, size)
+				}
+			}
+			b.ReportMetric(float64(whole.Microseconds())/1e3/float64(b.N), "ms-whole")
+			b.ReportMetric(float64(chunked.Microseconds())/1e3/float64(b.N), "ms-chunked")
+		})
+	}
+}
+
+// populateTogether maps n new buffers of size bytes on n threads at once and returns the
+// slowest's time to be mapped and filled.
+func populateTogether(b *testing.B, n, size, chunk int) time.Duration {
+	b.StopTimer()
+	fds := make([]int, n)
+	for i := range fds {
+		fds[i] = clientBuffer(b, size)
+	}
+	maps := make([][]byte, n)
+	took := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	b.StartTimer()
+	for i := range fds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			m, err := unix.Mmap(fds[i], 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+			if err == nil {
+				populate(m, chunk)
+			}
+			maps[i], took[i] = m, time.Since(start)
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	var slowest time.Duration
+	for i, m := range maps {
+		slowest = max(slowest, took[i])
+		if m != nil {
+			unix.Munmap(m)
+		}
+		unix.Close(fds[i])
+	}
+	b.StartTimer()
+	return slowest
+}
