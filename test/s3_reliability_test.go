@@ -198,9 +198,10 @@ func TestS3StoppedStore(t *testing.T) {
 		return 0, took
 	}
 	// The documented bound (docs/USAGE.md): (retries + 2) x stall timeout plus the backoff
-	// (at most 3 s) = 33 s, and a stall more where every slot is busy; 60 s is what issue 26
-	// asks for.
-	const bound, limit = 33 * time.Second, 60 * time.Second
+	// (at most 3 s) = 33 s, and a stall more where every slot is busy (the readahead's tries
+	// hold them: 38 s; measured 30.4-37.6 s), and slack for the timers of a busy machine; 60 s
+	// is what issue 26 asks for.
+	const bound, stall, slack, limit = 33 * time.Second, 5 * time.Second, 2 * time.Second, 60 * time.Second
 
 	srv.signal(t, syscall.SIGSTOP)
 	stopped = true
@@ -222,7 +223,7 @@ func TestS3StoppedStore(t *testing.T) {
 	t.Logf("store stopped: dd of an epoch exited %d after %v", code, took)
 	require.NotZero(t, code, "dd of an epoch from a stopped store succeeded")
 	require.Less(t, took, limit)
-	require.Less(t, took, bound+5*time.Second, "over the documented bound")
+	require.Less(t, took, bound+stall+slack, "over the documented bound")
 
 	// One try for each of the kernel's two (a stall each), each after at most a stall's wait
 	// for a slot.
