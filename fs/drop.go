@@ -135,6 +135,8 @@ type contentNotifier interface {
 // keep one core busy with it, and a drop its queue could not take stays in the page cache.
 type invalidator struct {
 	queues  []chan invalidation
+	done    chan struct{} // closed by stop: the workers return, drops are no longer queued
+	stopped sync.Once
 	dropped atomic.Uint64 // ranges invalidated
 	skipped atomic.Uint64 // ranges not invalidated: their worker's queue was full
 	ns      atomic.Int64  // time spent invalidating (failed tries included)
@@ -149,28 +151,40 @@ func invalidators() int { return min(max(runtime.GOMAXPROCS(0)/4, 1), 8) }
 // or a whole file, so 64 are about a GiB of pages passed and not yet dropped.
 const invalidateQueue = 64
 
-// newInvalidator starts an invalidator of workers workers. They run for the life of the
-// process (a mount is the daemon's).
+// newInvalidator starts an invalidator of workers workers, which run until stop.
 func newInvalidator(workers int) *invalidator {
-	v := &invalidator{queues: make([]chan invalidation, workers)}
+	v := &invalidator{queues: make([]chan invalidation, workers), done: make(chan struct{})}
 	for i := range v.queues {
 		q := make(chan invalidation, invalidateQueue)
 		v.queues[i] = q
-		go func() {
-			for r := range q {
-				start := time.Now()
-				errno := r.file.NotifyContent(r.off, r.n)
-				v.ns.Add(int64(time.Since(start)))
-				// Not counted: the kernel had forgotten the inode (ENOENT), or the mount is
-				// gone (EBADF).
-				if errno == 0 {
-					v.dropped.Add(1)
-				}
-			}
-		}()
+		go v.work(q)
 	}
 	return v
 }
+
+// work drops the ranges queued on q until stop.
+func (v *invalidator) work(q <-chan invalidation) {
+	for {
+		var r invalidation
+		select {
+		case <-v.done:
+			return
+		case r = <-q:
+		}
+		start := time.Now()
+		errno := r.file.NotifyContent(r.off, r.n)
+		v.ns.Add(int64(time.Since(start)))
+		// Not counted: the kernel had forgotten the inode (ENOENT), or the mount is gone
+		// (EBADF).
+		if errno == 0 {
+			v.dropped.Add(1)
+		}
+	}
+}
+
+// stop ends the workers once the mount is gone (what is still queued has no pages to drop);
+// later drops are ignored. Idempotent.
+func (v *invalidator) stop() { v.stopped.Do(func() { close(v.done) }) }
 
 // assign returns the worker for the next file to drop something: each in turn.
 func (v *invalidator) assign() int { return int((v.next.Add(1) - 1) % uint64(len(v.queues))) }
@@ -179,9 +193,13 @@ func (v *invalidator) assign() int { return int((v.next.Add(1) - 1) % uint64(len
 // until the file's whole drop after it closes, unless that is skipped too, or until memory
 // is reclaimed) and counted.
 func (v *invalidator) drop(w int, file contentNotifier, off, n int64) {
-	q := v.queues[w]
 	select {
-	case q <- invalidation{file, off, n}:
+	case <-v.done:
+		return
+	default:
+	}
+	select {
+	case v.queues[w] <- invalidation{file, off, n}:
 	default:
 		v.skipped.Add(1)
 	}

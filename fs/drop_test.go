@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -167,4 +168,26 @@ func TestInvalidators(t *testing.T) {
 		counts[d.worker]++
 	}
 	assert.Equal(t, []int{4, 4, 4, 4}, counts)
+}
+
+// Once stopped (the mount gone), an invalidator's workers return and a drop is neither queued
+// nor counted as skipped.
+func TestInvalidatorStop(t *testing.T) {
+	before := runtime.NumGoroutine()
+	v := newInvalidator(3)
+	f := &fakeFile{}
+	v.drop(1, f, 0, dropChunk)
+	require.Eventually(t, func() bool { return v.dropped.Load() == 1 }, 10*time.Second, time.Millisecond)
+	v.stop()
+	v.stop()
+	// Not require.Eventually: it asks on a goroutine of its own.
+	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > before; time.Sleep(time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "the workers did not return: %d goroutines, %d before", runtime.NumGoroutine(), before)
+	}
+	for range 2 * invalidateQueue {
+		v.drop(1, f, dropChunk, dropChunk)
+	}
+	require.Zero(t, len(v.queues[1]))
+	require.Zero(t, v.skipped.Load())
+	require.Equal(t, [][2]int64{{0, dropChunk}}, f.dropped())
 }

@@ -120,6 +120,12 @@ func Mount(mountpoint string, set view.Content, opt Options) (*Server, error) {
 		shm.stop()
 		return nil, err
 	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			m.inval.stop()
+		}
+	}()
 	fopt := MountOptions(set.Dir(), m.uid, m.gid, opt.AllowOther, opt.Debug)
 	if opt.MaxBackground > 0 {
 		fopt.MaxBackground = opt.MaxBackground
@@ -158,18 +164,31 @@ func Mount(mountpoint string, set view.Content, opt Options) (*Server, error) {
 	if shm != nil {
 		shm.start(m)
 	}
+	stopped = true
 	return &Server{Server: srv, Mountpoint: mnt, m: m}, nil
 }
 
-// Unmount stops the shared-memory path, then unmounts.
+// Unmount stops the shared-memory path, then unmounts and stops the rest (Stop).
 func (s *Server) Unmount() error {
 	s.StopShm()
-	return s.Server.Unmount()
+	err := s.Server.Unmount()
+	if err == nil {
+		s.Stop()
+	}
+	return err
 }
 
 // StopShm ends the shared-memory path's connections and waits for their reads, so that the
-// cache may go; the mount's owner calls it once the mount is gone (Unmount does). Idempotent.
+// cache may go. Idempotent.
 func (s *Server) StopShm() { s.m.shm.Load().stop() }
+
+// Stop ends what serves the mount beside the kernel's requests (the shared-memory path, the
+// page-cache drops' workers); its owner calls it once the mount is gone (Unmount does), before
+// the cache goes. Idempotent.
+func (s *Server) Stop() {
+	s.StopShm()
+	s.m.inval.stop()
+}
 
 // newMount builds the state of a mount of set, and its info.json.
 func newMount(set view.Content, opt Options) (*mount, error) {

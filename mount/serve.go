@@ -119,7 +119,7 @@ func (p *Plan) Serve(ready func()) error {
 	if serveMount(srv, p.mnt, sigs, gone) {
 		// Only once the server and the shared-memory path have stopped may the cache's
 		// memory go.
-		srv.StopShm()
+		srv.Stop()
 		stopGrowing()
 		c.Close()
 	}
