@@ -5,11 +5,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/blockfs/blockfs/source/objstore"
-	"github.com/blockfs/blockfs/source/stores"
 	"io/fs"
 	"path/filepath"
 	"strings"
+
+	"github.com/blockfs/blockfs/source/objstore"
+	"github.com/blockfs/blockfs/source/stores"
 
 	"github.com/blockfs/blockfs/cache"
 	"github.com/blockfs/blockfs/internal/optname"

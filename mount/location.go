@@ -3,11 +3,12 @@ package mount
 import (
 	"errors"
 	"fmt"
-	"github.com/blockfs/blockfs/source/objstore"
-	"github.com/blockfs/blockfs/source/stores"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/blockfs/blockfs/source/objstore"
+	"github.com/blockfs/blockfs/source/stores"
 
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/internal/userfile"

@@ -1,10 +1,11 @@
 package mount
 
 import (
-	"github.com/blockfs/blockfs/source/objstore"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/blockfs/blockfs/source/objstore"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -2,12 +2,13 @@ package mount
 
 import (
 	"context"
-	"github.com/blockfs/blockfs/internal/infiles"
-	"github.com/blockfs/blockfs/layout"
-	"github.com/blockfs/blockfs/source/objstore"
 	"maps"
 	"path/filepath"
 	"strings"
+
+	"github.com/blockfs/blockfs/internal/infiles"
+	"github.com/blockfs/blockfs/layout"
+	"github.com/blockfs/blockfs/source/objstore"
 
 	bfs "github.com/blockfs/blockfs/fs"
 	"github.com/blockfs/blockfs/mount/memory"

@@ -1,11 +1,12 @@
 package mount
 
 import (
-	"github.com/blockfs/blockfs/source/objstore"
 	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/blockfs/blockfs/source/objstore"
 
 	"github.com/dustin/go-humanize"
 

@@ -6,9 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/blockfs/blockfs/internal/infiles"
-	"github.com/blockfs/blockfs/source/objstore"
-	"github.com/blockfs/blockfs/source/stores"
 	"io"
 	"io/fs"
 	"log"
@@ -16,6 +13,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/blockfs/blockfs/internal/infiles"
+	"github.com/blockfs/blockfs/source/objstore"
+	"github.com/blockfs/blockfs/source/stores"
 
 	"github.com/blockfs/blockfs/internal/odirect"
 	"github.com/blockfs/blockfs/internal/optname"

@@ -3,6 +3,7 @@ package mount
 import (
 	"context"
 	"fmt"
+
 	"github.com/blockfs/blockfs/source/objstore"
 	"github.com/blockfs/blockfs/source/stores"
 

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/blockfs/blockfs/internal/infiles"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/blockfs/blockfs/internal/infiles"
 
 	"github.com/dustin/go-humanize"
 

@@ -6,11 +6,12 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"github.com/blockfs/blockfs/internal/infiles"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/blockfs/blockfs/internal/infiles"
 
 	"github.com/blockfs/blockfs/internal/crc32c"
 	"github.com/blockfs/blockfs/internal/fsync"

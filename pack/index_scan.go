@@ -7,8 +7,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/blockfs/blockfs/internal/infiles"
 	"io"
+
+	"github.com/blockfs/blockfs/internal/infiles"
 
 	"github.com/blockfs/blockfs/internal/crc32c"
 )

@@ -7,14 +7,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/blockfs/blockfs/internal/infiles"
-	"github.com/blockfs/blockfs/source/objstore"
-	"github.com/blockfs/blockfs/source/stores"
 	"os"
 	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/blockfs/blockfs/internal/infiles"
+	"github.com/blockfs/blockfs/source/objstore"
+	"github.com/blockfs/blockfs/source/stores"
 
 	"github.com/blockfs/blockfs/internal/optname"
 	"github.com/blockfs/blockfs/layout"

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/blockfs/blockfs/source/objstore"
-	"github.com/blockfs/blockfs/source/stores"
 	"os"
 	"path/filepath"
+
+	"github.com/blockfs/blockfs/source/objstore"
+	"github.com/blockfs/blockfs/source/stores"
 )
 
 // A part of inputs of several fields into an object store (PackPartToStore): each field's

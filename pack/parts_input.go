@@ -5,11 +5,12 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"github.com/blockfs/blockfs/internal/infiles"
 	"io"
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/blockfs/blockfs/internal/infiles"
 )
 
 // ExpandInputs turns pack --part's INPUT arguments into the inputs, in order: a file or folder

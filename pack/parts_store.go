@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/blockfs/blockfs/source/objstore"
 	"io/fs"
 	"maps"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/blockfs/blockfs/source/objstore"
 
 	"github.com/blockfs/blockfs/internal/fsync"
 	"github.com/blockfs/blockfs/internal/userfile"

@@ -2,9 +2,10 @@ package pack
 
 import (
 	"fmt"
-	"github.com/blockfs/blockfs/internal/infiles"
 	"path"
 	"strings"
+
+	"github.com/blockfs/blockfs/internal/infiles"
 
 	"github.com/blockfs/blockfs/internal/optname"
 )

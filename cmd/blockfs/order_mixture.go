@@ -4,12 +4,13 @@ import (
 	"bufio"
 	"encoding/binary"
 	"fmt"
-	"github.com/blockfs/blockfs/pack"
 	"io"
 	"math"
 	"os"
 	"slices"
 	"strconv"
+
+	"github.com/blockfs/blockfs/pack"
 
 	"github.com/blockfs/blockfs/mount"
 	"github.com/blockfs/blockfs/shuffle"

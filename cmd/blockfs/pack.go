@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/blockfs/blockfs/internal/infiles"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/blockfs/blockfs/internal/infiles"
 
 	"github.com/dustin/go-humanize"
 	"github.com/schollz/progressbar/v3"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
 	"github.com/blockfs/blockfs/source/objstore"
 
 	"github.com/blockfs/blockfs/cache"

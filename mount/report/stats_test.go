@@ -2,10 +2,11 @@ package report
 
 import (
 	"encoding/json"
-	"github.com/blockfs/blockfs/source/objstore"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/blockfs/blockfs/source/objstore"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

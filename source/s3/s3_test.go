@@ -2,9 +2,10 @@ package s3
 
 import (
 	"errors"
-	"github.com/blockfs/blockfs/source/objstore"
 	"io"
 	"testing"
+
+	"github.com/blockfs/blockfs/source/objstore"
 
 	"github.com/minio/minio-go/v7"
 )

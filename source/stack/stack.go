@@ -19,8 +19,9 @@
 package stack
 
 import (
-	"github.com/blockfs/blockfs/source/objstore"
 	"log"
+
+	"github.com/blockfs/blockfs/source/objstore"
 
 	"github.com/dustin/go-humanize"
 
