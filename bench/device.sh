@@ -3,9 +3,10 @@
 # for a session lent a many-core GPU machine (its run tool: a copy of the checkout, 10 minutes a
 # command, 15 of device time in all, so the checks are bounded to fit one command).
 #
-#   prep (here, with Go): DIR/bin gets static builds (CGO_ENABLED=0) of blockfs, loopback and
-#        fuseuring, DIR/py a copy of python/blockfs. Make DIR inside the checkout where git
-#        ignores it (build/device), so that the run tool can carry it (under 64 MiB).
+#   prep (here, with Go): DIR/bin gets static builds (CGO_ENABLED=0) of blockfs, loopback,
+#        fuseuring and fs's tests (fs.test), DIR/py a copy of python/blockfs. Make DIR inside
+#        the checkout where git ignores it (build/device), so that the run tool can carry it
+#        (under 64 MiB).
 #   run  (there, as root): node_scaling.py DIR at AGG_W processes (default 1,8,16: each
 #        count's aggregate against the in-process gather, the steady state, dd readers; the
 #        daemon's CPU and lock profiles over them in $OUT/node_scaling.pprof and .mutex),
@@ -15,8 +16,9 @@
 #        of it, FUSE_DEV_IOC_CLONE, and blockfs's 16 shards; io_uring was measured on
 #        2026-11-30 and lost), then fuse_options.sh 2 16
 #        (blockfs with go-fuse's 16 request readers, 4 and 8) and the same with dd iflag=direct
-#        (16 and 8 request readers), each within a bound of its own (about 9 minutes in all); everything it prints is also in $OUT/device.log when $OUT
-#        is set.
+#        (16 and 8 request readers), and fs's BenchmarkPopulateTogether (the daemon's fill of
+#        new buffers of 16 clients at once), each within a bound of its own (about 9 minutes in
+#        all); everything it prints is also in $OUT/device.log when $OUT is set.
 #        SMALL=1 makes it a rehearsal for a small machine (node_scaling.py --small, 2 readers).
 #
 # For example: bench/device.sh prep build/device, then the run tool with carry
@@ -35,6 +37,7 @@ prep)
 	for p in blockfs:./cmd/blockfs loopback:./bench/loopback fuseuring:./bench/fuseuring; do
 		CGO_ENABLED=0 go build -trimpath -o "$dir/bin/${p%%:*}" "${p#*:}"
 	done
+	CGO_ENABLED=0 go test -c -trimpath -o "$dir/bin/fs.test" ./fs/
 	rm -rf "$dir/py/blockfs"
 	cp -r python/blockfs "$dir/py/blockfs"
 	find "$dir/py" -name __pycache__ -prune -exec rm -rf {} +
@@ -70,6 +73,8 @@ run)
 		echo "== fuse_options.sh 2 $readers, dd iflag=direct: O_DIRECT readers, no page cache (40 s at most)"
 		(cd "$here/.." && BLOCKFS="$dir/bin/blockfs" WORK=/tmp/fuse_uring DDCPU_DD=iflag=direct \
 			timeout 40 bench/fuse_options.sh 2 "$readers" "" "--fuse-readers 8")
+		echo "== BenchmarkPopulateTogether: new buffers of clients that start together, filled in one call or 2 MiB a call (15 s at most)"
+		timeout 15 "$dir/bin/fs.test" -test.run '^$' -test.bench PopulateTogether -test.benchtime 4x
 		date
 	} 2>&1 | tee "$log"
 	;;
