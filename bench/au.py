@@ -7,6 +7,11 @@ time (what the steps took) over the wall time, from a common start; a mount keep
 one of them is at 90% or more. The same processes gathering the same batches in-process from
 np.memmap of the raw file in the page cache (a gather, then the step) are the reference.
 
+Two figures each: over the whole run (every process new: its first batch waits for its
+buffers to be made, which in a short run of many processes is much of it), and over the
+epochs after each process's first ("steady": what a training run of many epochs sees; needs
+--epochs 2 or more). Processes start once each has imported torch and made its Loader.
+
     /usr/bin/python3 bench/au.py [--bin bin/blockfs] [--workload resnet50|resnet18|unet3d]
                                  [--processes 1,2,4] [--mib N] [--epochs 2] [--markdown FILE]
 
@@ -33,6 +38,7 @@ import os, sys, time
 import numpy as np
 sys.path.insert(0, sys.argv[1])
 kind, r, w, m, raw, rs, bs, step, go, epochs = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6], int(sys.argv[7]), int(sys.argv[8]), float(sys.argv[9]), sys.argv[10], int(sys.argv[11])
+ready = sys.argv[12]
 import torch, blockfs.torch
 n = os.path.getsize(raw) // rs
 if kind == "blockfs":
@@ -47,13 +53,19 @@ else:
         perm = np.random.default_rng(e).permutation(n)
         for s in range(0, n - bs * w + 1, bs * w):
             yield torch.from_numpy(a[np.sort(perm[s + r * bs: s + (r + 1) * bs])])
+open(ready, "w").close()
 while not os.path.exists(go):
     time.sleep(0.001)
 t0 = time.time(); busy = 0.0; steps = 0
 for e in range(epochs):
+    if e == 1:
+        t1, busy1 = time.time(), busy
     for x in batches(e):
         s0 = time.time(); time.sleep(step); busy += time.time() - s0; steps += 1
-print(steps, busy, time.time() - t0)
+end = time.time()
+if epochs < 2:
+    t1, busy1 = end, busy
+print(steps, busy, end - t0, busy - busy1, end - t1)
 '''
 
 
@@ -62,20 +74,25 @@ def run(args, kind, w, m, raw, rs, bs, step, tag):
     with open(wp, "w") as f:
         f.write(WORKER)
     go = os.path.join(args.work, f"go-{tag}")
+    ready = [os.path.join(args.work, f"ready-{tag}-{r}") for r in range(w)]
     ps = [subprocess.Popen([sys.executable, wp, os.path.join(HERE, "..", "python"), kind, str(r), str(w), m, raw, str(rs),
-                            str(bs), str(step), go, str(args.epochs)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True) for r in range(w)]
-    time.sleep(3 + 0.3 * w)  # imports done
+                            str(bs), str(step), go, str(args.epochs), ready[r]], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True) for r in range(w)]
+    # Every process's imports done and its reader made (or it failed), then all start at once.
+    while not all(os.path.exists(f) or p.poll() is not None for f, p in zip(ready, ps)):
+        time.sleep(0.01)
     open(go, "w").close()
-    aus = []
+    aus, steady = [], []
     for p in ps:
         out, err = p.communicate()
         if p.returncode:
             raise RuntimeError(err[-600:])
-        steps, busy, wall = (float(x) for x in out.split())
+        steps, busy, wall, busy1, wall1 = (float(x) for x in out.split())
         aus.append(busy / wall)
-    os.remove(go)
-    return aus
+        steady.append(busy1 / wall1 if wall1 > 0 else float("nan"))
+    for f in ready + [go]:
+        os.remove(f)
+    return aus, steady
 
 
 def main():
@@ -106,24 +123,31 @@ def main():
     os.makedirs(m, exist_ok=True)
     os.environ["BLOCKFS_BIN"] = args.bin
     subprocess.run([args.bin, "mount", "--daemon", ds, m], check=True)
+    head = ("| workload | accelerators | blockfs.torch.Loader utilisation (min / mean) | np.memmap gather, then step "
+            "(min / mean) | Loader keeps all >= 90% | gather keeps all >= 90% | steady: Loader / gather (min) | "
+            "steady: Loader keeps all | steady: gather keeps all |\n|---|---|---|---|---|---|---|---|---|\n")
+    print(head, end="", flush=True)
     rows = []
     try:
         subprocess.run(f"dd if={m}/epoch-0000 of=/dev/null bs=1M 2>/dev/null", shell=True, check=True)
         for w in (int(x) for x in args.processes.split(",")):
-            best = {}
-            for kind in ("blockfs", "memmap", "blockfs", "memmap"):
-                aus = run(args, kind, w, m, raw, rs, bs, step, f"{kind}-{w}-{len(rows)}-{len(best)}")
+            best, steadiest = {}, {}
+            for i, kind in enumerate(("blockfs", "memmap", "blockfs", "memmap")):
+                aus, steady = run(args, kind, w, m, raw, rs, bs, step, f"{kind}-{w}-{len(rows)}-{i}")
                 if kind not in best or min(aus) > min(best[kind]):
                     best[kind] = aus
+                if kind not in steadiest or min(steady) > min(steadiest[kind]):
+                    steadiest[kind] = steady
             b, g = best["blockfs"], best["memmap"]
+            sb, sg = steadiest["blockfs"], steadiest["memmap"]
             row = (f"| {args.workload} | {w} | {min(b):.2f} / {np.mean(b):.2f} | {min(g):.2f} / {np.mean(g):.2f} | "
-                   f"{'yes' if min(b) >= 0.9 else 'no'} | {'yes' if min(g) >= 0.9 else 'no'} |")
+                   f"{'yes' if min(b) >= 0.9 else 'no'} | {'yes' if min(g) >= 0.9 else 'no'} | "
+                   f"{min(sb):.2f} / {min(sg):.2f} | {'yes' if min(sb) >= 0.9 else 'no'} | "
+                   f"{'yes' if min(sg) >= 0.9 else 'no'} |")
             print(row, flush=True)
             rows.append(row)
     finally:
         subprocess.run([args.bin, "unmount", m])
-    head = ("| workload | accelerators | blockfs.torch.Loader utilisation (min / mean) | np.memmap gather, then step "
-            "(min / mean) | Loader keeps all >= 90% | gather keeps all >= 90% |\n|---|---|---|---|---|---|\n")
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(head + "\n".join(rows) + "\n")
