@@ -75,24 +75,41 @@ def run(args, kind, w, m, raw, rs, bs, step, tag):
         f.write(WORKER)
     go = os.path.join(args.work, f"go-{tag}")
     ready = [os.path.join(args.work, f"ready-{tag}-{r}") for r in range(w)]
-    ps = [subprocess.Popen([sys.executable, wp, os.path.join(HERE, "..", "python"), kind, str(r), str(w), m, raw, str(rs),
-                            str(bs), str(step), go, str(args.epochs), ready[r]], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True) for r in range(w)]
-    # Every process's imports done and its reader made (or it failed), then all start at once.
-    while not all(os.path.exists(f) or p.poll() is not None for f, p in zip(ready, ps)):
-        time.sleep(0.01)
-    open(go, "w").close()
-    aus, steady = [], []
-    for p in ps:
-        out, err = p.communicate()
-        if p.returncode:
-            raise RuntimeError(err[-600:])
-        steps, busy, wall, busy1, wall1 = (float(x) for x in out.split())
-        aus.append(busy / wall)
-        steady.append(busy1 / wall1 if wall1 > 0 else float("nan"))
-    for f in ready + [go]:
-        os.remove(f)
-    return aus, steady
+    marks = ready + [go]
+    for f in marks:  # a run cut short leaves them
+        if os.path.exists(f):
+            os.remove(f)
+    ps = []
+    try:
+        for r in range(w):
+            ps.append(subprocess.Popen([sys.executable, wp, os.path.join(HERE, "..", "python"), kind, str(r), str(w), m,
+                                        raw, str(rs), str(bs), str(step), go, str(args.epochs), ready[r]],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        # Every process's imports done and its reader made (or it failed), then all start at once.
+        deadline = time.time() + 600
+        while not all(os.path.exists(f) or p.poll() is not None for f, p in zip(ready, ps)):
+            if time.time() > deadline:
+                raise RuntimeError(f"{kind}: the processes were not ready within 600 s")
+            time.sleep(0.01)
+        open(go, "w").close()
+        aus, steady = [], []
+        for p in ps:
+            out, err = p.communicate()
+            if p.returncode:
+                raise RuntimeError(err[-600:])
+            steps, busy, wall, busy1, wall1 = (float(x) for x in out.split())
+            aus.append(busy / wall)
+            if args.epochs >= 2:
+                steady.append(busy1 / wall1)
+        return aus, steady
+    finally:
+        for p in ps:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for f in marks:
+            if os.path.exists(f):
+                os.remove(f)
 
 
 def main():
@@ -136,14 +153,16 @@ def main():
                 aus, steady = run(args, kind, w, m, raw, rs, bs, step, f"{kind}-{w}-{len(rows)}-{i}")
                 if kind not in best or min(aus) > min(best[kind]):
                     best[kind] = aus
-                if kind not in steadiest or min(steady) > min(steadiest[kind]):
+                if steady and (kind not in steadiest or min(steady) > min(steadiest[kind])):
                     steadiest[kind] = steady
             b, g = best["blockfs"], best["memmap"]
-            sb, sg = steadiest["blockfs"], steadiest["memmap"]
             row = (f"| {args.workload} | {w} | {min(b):.2f} / {np.mean(b):.2f} | {min(g):.2f} / {np.mean(g):.2f} | "
-                   f"{'yes' if min(b) >= 0.9 else 'no'} | {'yes' if min(g) >= 0.9 else 'no'} | "
-                   f"{min(sb):.2f} / {min(sg):.2f} | {'yes' if min(sb) >= 0.9 else 'no'} | "
-                   f"{'yes' if min(sg) >= 0.9 else 'no'} |")
+                   f"{'yes' if min(b) >= 0.9 else 'no'} | {'yes' if min(g) >= 0.9 else 'no'} | ")
+            if steadiest:
+                sb, sg = min(steadiest["blockfs"]), min(steadiest["memmap"])
+                row += f"{sb:.2f} / {sg:.2f} | {'yes' if sb >= 0.9 else 'no'} | {'yes' if sg >= 0.9 else 'no'} |"
+            else:
+                row += "n/a (--epochs 1) | | |"
             print(row, flush=True)
             rows.append(row)
     finally:

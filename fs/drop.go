@@ -137,6 +137,7 @@ type invalidator struct {
 	queues  []chan invalidation
 	done    chan struct{} // closed by stop: the workers return, drops are no longer queued
 	stopped sync.Once
+	workers sync.WaitGroup
 	dropped atomic.Uint64 // ranges invalidated
 	skipped atomic.Uint64 // ranges not invalidated: their worker's queue was full
 	ns      atomic.Int64  // time spent invalidating (failed tries included)
@@ -157,7 +158,11 @@ func newInvalidator(workers int) *invalidator {
 	for i := range v.queues {
 		q := make(chan invalidation, invalidateQueue)
 		v.queues[i] = q
-		go v.work(q)
+		v.workers.Add(1)
+		go func() {
+			defer v.workers.Done()
+			v.work(q)
+		}()
 	}
 	return v
 }
@@ -182,9 +187,13 @@ func (v *invalidator) work(q <-chan invalidation) {
 	}
 }
 
-// stop ends the workers once the mount is gone (what is still queued has no pages to drop);
-// later drops are ignored. Idempotent.
-func (v *invalidator) stop() { v.stopped.Do(func() { close(v.done) }) }
+// stop ends the workers once the mount is gone (what is still queued has no pages to drop)
+// and waits for them: no invalidation runs after it returns, and later drops are ignored.
+// Idempotent.
+func (v *invalidator) stop() {
+	v.stopped.Do(func() { close(v.done) })
+	v.workers.Wait()
+}
 
 // assign returns the worker for the next file to drop something: each in turn.
 func (v *invalidator) assign() int { return int((v.next.Add(1) - 1) % uint64(len(v.queues))) }

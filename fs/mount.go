@@ -196,7 +196,7 @@ func newMount(set view.Content, opt Options) (*mount, error) {
 		opt.Epochs = DefaultEpochs
 	}
 	m := &mount{set: set, opt: opt, uid: uint32(os.Getuid()), gid: uint32(os.Getgid()), mtime: time.Now(),
-		inval: newInvalidator(invalidators()), start: time.Now()}
+		start: time.Now()}
 	if st, err := os.Stat(set.Stamp()); err == nil {
 		m.mtime = st.ModTime()
 	}
@@ -209,6 +209,7 @@ func newMount(set view.Content, opt Options) (*mount, error) {
 		return nil, err
 	}
 	m.info = info.Bytes()
+	m.inval = newInvalidator(invalidators()) // last: Mount stops it if it fails from here
 	return m, nil
 }
 

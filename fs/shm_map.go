@@ -89,10 +89,10 @@ const populateChunk = 2 << 20
 // effort (MADV_POPULATE_WRITE, Linux 5.14): without it the copies fill them. One call for the
 // whole buffer holds the daemon's mmap_lock (for reading) all along, and the next client's
 // mmap (which takes it for writing) waits for it, and every populate after that mmap waits
-// for the mmap: buffers of clients that start together were filled one after another (two at
-// once took 36 ms, eight 92-127 ms, against 18 for one). In chunks of 2 MiB the lock is let go
-// every 0.5 ms: 23-26 ms for two, 80-85 for eight, what two cores can do.
-// BenchmarkPopulateTogether measures it.
+// for the mmap: buffers of clients that start together were filled one after another. In
+// chunks of 2 MiB the lock is let go every half millisecond. BenchmarkPopulateTogether, 16
+// buffers of 75 MiB at once on 2 cores: 206-219 ms one call each, 144 in chunks (about what
+// two cores can do); on many cores one call each could put all 16 in a row.
 func populate(b []byte, chunk int) {
 	for off := 0; off < len(b); off += chunk {
 		if unix.Madvise(b[off:min(off+chunk, len(b))], unix.MADV_POPULATE_WRITE) != nil {
