@@ -9,7 +9,8 @@
 (D) the same as (A) in steady state: each process reads one epoch untimed (its buffers made),
     then all start together on two new epochs; the daemon's CPU seconds per GiB over them.
 Usage: node_scaling.py DIR [--small]   (AGG_W=8,16: the process counts of (A) and (D); MOUNT_ARGS: more
-options for the mount, e.g. "--cpuprofile FILE"; TRAIN=0: no (C))   (DIR/bin holds static blockfs and loopback builds, DIR/py a
+options for the mount, e.g. "--cpuprofile FILE"; TRAIN=0: no (C); PHASES=aggregate,steady: only those of
+aggregate (A), dd (B), train (C), steady (D))   (DIR/bin holds static blockfs and loopback builds, DIR/py a
 copy of python/blockfs; GPUW: scratch, default /tmp/gpuw2; OUT: where the summary goes)
 This is how the figures of the "one node at the speed of its memory" issue were measured."""
 import json, os, subprocess, sys, time
@@ -70,6 +71,7 @@ else:
             idx = np.sort(perm[s + r * 256: s + (r + 1) * 256])
             x = torch.from_numpy(a[idx])          # fancy index: one copy out of the page cache
             yield len(idx)
+open(go + f".ready{r}", "w").close()
 while not os.path.exists(go):
     time.sleep(0.001)
 t0 = time.time(); k = 0
@@ -77,6 +79,30 @@ for b in batches():
     k += b
 print(k, t0, time.time(), arena[0])
 '''
+
+
+def marks(go, w):
+    """The files of a trial's start: go, which starts its w processes, and each one's
+    go.readyR."""
+    return [go] + [f"{go}.ready{r}" for r in range(w)]
+
+
+def clear(go, w):
+    """Removes a trial's start files (an earlier run's, of the same name, would start its
+    processes at once, each as its imports end)."""
+    for f in marks(go, w):
+        if os.path.exists(f):
+            os.remove(f)
+
+
+def ready(go, ps):
+    """Waits until each of the processes ps has made go.readyR (its imports done, its reader
+    made) or ended (results says why), at most 600 s."""
+    deadline = time.time() + 600
+    while not all(os.path.exists(f"{go}.ready{r}") or p.poll() is not None for r, p in enumerate(ps)):
+        if time.time() > deadline:
+            raise RuntimeError("the processes were not ready within 600 s")
+        time.sleep(0.01)
 
 
 def results(ps, kind):
@@ -95,12 +121,13 @@ def aggregate(m, raw, n, rs):
     for w in ((1, 2) if SMALL else tuple(int(x) for x in os.environ.get("AGG_W", "1,4,8,16").split(","))):
         best = {}
         for kind in ("blockfs", "memmap", "blockfs", "memmap"):
-            e += 1; go = os.path.join(W, f"go{e}")
+            e += 1; go = os.path.join(W, f"go{e}"); clear(go, w)
             ps = [subprocess.Popen(["python3", wp, PY, kind, str(r), str(w), m, raw, str(n), str(rs), go, str(e)],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(w)]
-            time.sleep(6 if not SMALL else 3)  # imports done
+            ready(go, ps)
             open(go, "w").close()
             outs = results(ps, kind)
+            clear(go, w)
             recs = sum(o[0] for o in outs); t = max(o[2] for o in outs) - min(o[1] for o in outs)
             best[kind] = max(best.get(kind, 0), recs / t)
             if kind == "blockfs":  # a fresh process's buffers: made as its reads need them
@@ -144,15 +171,14 @@ def steady(m, raw, n, rs):
     for w in ((1, 2) if SMALL else tuple(int(x) for x in os.environ.get("AGG_W", "1,8,16").split(","))):
         best = {}
         for kind in ("blockfs", "memmap", "blockfs", "memmap"):
-            e += 3; go = os.path.join(W, f"sgo{e}")
+            e += 3; go = os.path.join(W, f"sgo{e}"); clear(go, w)
             ps = [subprocess.Popen(["python3", wp, PY, kind, str(r), str(w), m, raw, str(n), str(rs), go, str(e)],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(w)]
-            while sum(os.path.exists(go + f".ready{r}") for r in range(w)) < w:
-                if any(p.poll() is not None for p in ps): break
-                time.sleep(0.01)
+            ready(go, ps)
             d0 = dcpu(m); open(go, "w").close()
             outs = results(ps, kind)
             d1 = dcpu(m)
+            clear(go, w)
             recs = sum(o[0] for o in outs); t = max(o[2] for o in outs) - min(o[1] for o in outs)
             r = recs / t
             if r > best.get(kind, (0,))[0]:
@@ -206,15 +232,19 @@ if __name__ == "__main__":
     lim = open("/proc/sys/fs/fuse/max_pages_limit").read().strip() if os.path.exists("/proc/sys/fs/fuse/max_pages_limit") else "absent"
     say("cpus", os.cpu_count(), "max_pages_limit", lim)
     side = 224 if not SMALL else 32; rs = 3 * side * side; n = 16384 if not SMALL else 2048
-    raw = os.path.join(W, "img.bin"); make_raw(raw, n * rs, rs)
-    ds = os.path.join(W, "img")
+    # Named by their shape: a --small run's data in the same GPUW is not the full run's.
+    raw = os.path.join(W, f"img-{side}.bin"); make_raw(raw, n * rs, rs)
+    ds = os.path.join(W, f"img-{side}")
     if not os.path.exists(os.path.join(ds, "blockfs.json")):
         sh(f"{B} pack --quiet --format raw --record-size {rs} {raw} {ds}")
     sh(f"cat {raw} > /dev/null; find {ds} -type f -exec cat {{}} + > /dev/null")
     m = os.path.join(W, "m"); os.makedirs(m, exist_ok=True); sh(f"{B} mount --daemon {os.environ.get('MOUNT_ARGS', '')} {ds} {m}")
     try:
         sh(f"dd if={m}/epoch-0000 of=/dev/null bs=1M 2>/dev/null")  # the daemon's cache filled
+        phases = os.environ.get("PHASES", "aggregate,steady,dd,train").split(",")
         for f in (aggregate, steady, dd) + ((train,) if os.environ.get("TRAIN") != "0" else ()):
+            if f.__name__ not in phases:
+                continue
             try:
                 f(m) if f not in (aggregate, steady) else f(m, raw, n, rs)
             except Exception as ex:

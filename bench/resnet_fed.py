@@ -7,7 +7,7 @@ in $GPUW, default /tmp/gpuw2, made by node_scaling.py first)"""
 import atexit, os, signal, sys, time, subprocess
 HERE = os.path.abspath(sys.argv[1]); B = os.path.join(HERE, "bin", "blockfs")
 sys.path.insert(0, os.path.join(HERE, "py")); os.environ["BLOCKFS_BIN"] = B
-W = os.environ.get("GPUW", "/tmp/gpuw2"); ds = os.path.join(W, "img"); raw = os.path.join(W, "img.bin")
+W = os.environ.get("GPUW", "/tmp/gpuw2"); ds = os.path.join(W, "img-224"); raw = os.path.join(W, "img-224.bin")
 m = os.path.join(W, "m2"); os.makedirs(m, exist_ok=True)
 import numpy as np, torch, torchvision, blockfs.torch
 side = 224; rs = 3 * side * side; n = os.path.getsize(raw) // rs
