@@ -120,9 +120,9 @@ func Mount(mountpoint string, set view.Content, opt Options) (*Server, error) {
 		shm.stop()
 		return nil, err
 	}
-	stopped := false
+	served := false // from then on the Server stops the drop's workers (Stop)
 	defer func() {
-		if !stopped {
+		if !served {
 			m.inval.stop()
 		}
 	}()
@@ -164,7 +164,7 @@ func Mount(mountpoint string, set view.Content, opt Options) (*Server, error) {
 	if shm != nil {
 		shm.start(m)
 	}
-	stopped = true
+	served = true
 	return &Server{Server: srv, Mountpoint: mnt, m: m}, nil
 }
 
