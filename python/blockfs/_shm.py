@@ -83,7 +83,8 @@ class _Arena:
     """One memfd mapped here and in the daemon as buffer `id`, and its live regions, cut at
     multiples of align."""
 
-    def __init__(self, sock: socket.socket, bid: int, size: int, align: int = ALIGN) -> None:
+    def __init__(self, sock: socket.socket, sock_lock: threading.Lock, bid: int, size: int,
+                 align: int = ALIGN) -> None:
         self.id, self.size, self.align = bid, size, align
         fd = os.memfd_create(f"blockfs-shm-{bid}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
@@ -95,11 +96,9 @@ class _Arena:
             # F_SEAL_SEAL is the daemon's to add: it seals the buffer against future writers
             # once it has mapped it, so that no one can punch holes in it (docs/SHM.md).
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
-            # Mapped with its page tables filled (MAP_POPULATE, Python 3.10): reading a batch
-            # whose pages fault in one at a time takes several times as long.
-            self.mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
-            self.base = ctypes.addressof(ctypes.c_char.from_buffer(self.mm))
-            _exchange(sock, _packet(OP_MAP, bid, size, 0, 0, b""), [fd])
+            self.mm, self.base = _map_filled(fd, size)
+            with sock_lock:  # only now: reads into other arenas go on while this one is made
+                _exchange(sock, _packet(OP_MAP, bid, size, 0, 0, b""), [fd])
         except BaseException:
             os.close(fd)
             raise
@@ -119,6 +118,34 @@ class _Arena:
                 return None
         self.live[prev] = prev + n
         return prev
+
+
+# madvise(2), called with the GIL let go (ctypes does for a CDLL's functions), and its
+# MADV_POPULATE_WRITE (Linux 5.14); _populate_write is cleared once the kernel refuses it.
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_libc.madvise.restype = ctypes.c_int
+MADV_POPULATE_WRITE = 23
+_populate_write = True
+
+
+def _map_filled(fd: int, size: int) -> Tuple[mmap.mmap, int]:
+    """The memfd fd's first size bytes (allocated already) mapped shared here with the page
+    tables filled, and the mapping's address: reading a batch whose pages fault in one at a
+    time takes several times as long. madvise(MADV_POPULATE_WRITE) fills them in one call
+    (75 MiB on the 2-core machine: 38-39 ms with posix_fallocate's, against 49-50 with
+    MAP_POPULATE); where the kernel refuses it, MAP_POPULATE."""
+    global _populate_write
+    if _populate_write:
+        mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED)
+        base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+        if _libc.madvise(base, size, MADV_POPULATE_WRITE) == 0:
+            return mm, base
+        if ctypes.get_errno() == errno_mod.EINVAL:
+            _populate_write = False
+        mm.close()
+    mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
+    return mm, ctypes.addressof(ctypes.c_char.from_buffer(mm))
 
 
 class Channel:
@@ -207,8 +234,7 @@ class Channel:
                 with self.sock_lock:
                     _exchange(self.sock, _packet(OP_UNMAP, a.id, 0, 0, 0, b""), None)
             size = (size + ALIGN - 1) // ALIGN * ALIGN
-            with self.sock_lock:
-                a = _Arena(self.sock, self.next_id, size)
+            a = _Arena(self.sock, self.sock_lock, self.next_id, size)
             self.next_id += 1
             self.arenas.append(a)
             first = a.alloc(n)
@@ -223,8 +249,7 @@ class Channel:
                 return a, found
         if len(self.small) >= MAX_SMALL_ARENAS:
             return None
-        with self.sock_lock:
-            a = _Arena(self.sock, self.next_id, MIN_ARENA, SMALL_ALIGN)
+        a = _Arena(self.sock, self.sock_lock, self.next_id, MIN_ARENA, SMALL_ALIGN)
         self.next_id += 1
         self.small.append(a)
         first = a.alloc(n)

@@ -6,7 +6,8 @@
 For every file of epochs 0 and 1 the mount lists (data and every sidecar: ids, offsets, a
 mixture's source, each field's values and offsets), and the same in shard-1-of-3/, reads through
 the shared-memory path equal reads of the file: the whole file, ranges across its end and
-past it, and 40 random ranges. Then blockfs.torch.Loader's batches of epoch 1 (rank 1 of 2, or
+past it, and 40 random ranges; a new buffer's pages are mapped before its first read (both
+ways of filling them). Then blockfs.torch.Loader's batches of epoch 1 (rank 1 of 2, or
 a node's rank on a node-aware mount) are the same with shm=True and shm=False (buffered reads
 of the files, and every read of the files through O_DIRECT), and the daemon counted the
 path's reads. Prints "ok ..." or exits non-zero with what differs.
@@ -77,6 +78,42 @@ def check_files(mount, info):
     return compared
 
 
+def mapped_rss(base):
+    """The bytes of this process's mapping that starts at base that its page tables map (smaps' Rss)."""
+    with open("/proc/self/smaps") as f:
+        inside = False
+        for line in f:
+            head = line.split(None, 1)[0]
+            if "-" in head and not head.endswith(":"):
+                inside = int(head.split("-")[0], 16) == base
+            elif inside and head == "Rss:":
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no mapping at {base:#x} in /proc/self/smaps")
+
+
+def check_filled(mount, info):
+    """A new buffer's pages are in this process's page tables before the first read into it
+    (MADV_POPULATE_WRITE, and MAP_POPULATE where the kernel refuses that), and the read's
+    bytes are the file's either way."""
+    name = files(mount)[0]
+    with open(os.path.join(mount, name), "rb") as f:
+        want = f.read(300 << 10)
+    keep = shm._populate_write
+    try:
+        for way in (keep, False):
+            shm._populate_write = way
+            ch = shm.Channel(mount, info)
+            got = ch.read(name, 0, len(want))
+            assert got is not None and bytes(got) == want, f"{name}: bytes differ from the file's (populate_write {way})"
+            for a in ch.arenas + ch.small:
+                rss = mapped_rss(a.base)
+                assert rss == a.size, f"buffer {a.id}: {rss} of its {a.size} bytes mapped here (populate_write {way})"
+            del got
+            ch.close()
+    finally:
+        shm._populate_write = keep
+
+
 def batches(mount, info, use, direct_read=None):
     """The Loader's batches of epoch 1; with direct_read, the files' reads of at least that many
     bytes go through O_DIRECT: 1, every one (and some must have), a huge one, none."""
@@ -106,6 +143,7 @@ def main(mount):
     assert info.get("shm_socket", "").startswith("@"), f"info.json names no shm_socket: {info.get('shm_socket')!r}"
     before = json.load(open(os.path.join(mount, ".blockfs", "stats.json")))["shm_read_requests"]
     compared = check_files(mount, info)
+    check_filled(mount, info)
     a, b = batches(mount, info, True), batches(mount, info, False, direct_read=1 << 62)
     assert a, "the Loader gave no batches"
     same(a, b, "batches")
