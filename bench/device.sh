@@ -73,7 +73,7 @@ run)
 		echo "== fuse_options.sh 2 $readers, dd iflag=direct: O_DIRECT readers, no page cache (40 s at most)"
 		(cd "$here/.." && BLOCKFS="$dir/bin/blockfs" WORK=/tmp/fuse_uring DDCPU_DD=iflag=direct \
 			timeout 40 bench/fuse_options.sh 2 "$readers" "" "--fuse-readers 8")
-		echo "== BenchmarkPopulateTogether: new buffers of 8 and 16 clients at once, filled in one call or 2 MiB a call (30 s at most)"
+		echo "== BenchmarkPopulateTogether: new buffers of 8 and 16 clients at once, filled with MADV_POPULATE_WRITE or _READ (30 s at most)"
 		timeout 30 "$dir/bin/fs.test" -test.run '^$' -test.bench 'PopulateTogether/buffers=(8|16)$' -test.benchtime 3x
 		date
 	} 2>&1 | tee "$log"

@@ -52,7 +52,7 @@ func (sc *shmConn) mapBuffer(req shmRequest, fds []int) (uint32, string) {
 		unix.Munmap(b)
 		return errno, msg
 	}
-	populate(b, populateChunk)
+	populate(b)
 	sc.bufs[req.Buffer] = b
 	sc.mapped += size
 	sc.s.mapped.Add(size)
@@ -83,19 +83,29 @@ func allocated(st *unix.Stat_t, size int64) (uint32, string) {
 // populateChunk is how much of a new buffer one madvise call fills the page tables of.
 const populateChunk = 2 << 20
 
-// populate fills the page tables of the daemon's mapping b of a client's buffer now, chunk
-// bytes a call: a copy that found them empty would take a fault a page, 12 times as long (220
-// ms against 18 for 74 MiB on the development machines), in a read the trainer waits for. Best
-// effort (MADV_POPULATE_WRITE, Linux 5.14): without it the copies fill them. One call for the
-// whole buffer holds the daemon's mmap_lock (for reading) all along, and the next client's
-// mmap (which takes it for writing) waits for it, and every populate after that mmap waits
-// for the mmap: buffers of clients that start together were filled one after another. In
-// chunks of 2 MiB the lock is let go every half millisecond. BenchmarkPopulateTogether, 16
-// buffers of 75 MiB at once on 2 cores: 206-219 ms one call each, 144 in chunks (about what
-// two cores can do); on many cores one call each could put all 16 in a row.
-func populate(b []byte, chunk int) {
+// populate fills the page tables of the daemon's mapping b of a client's buffer now: a copy
+// that found them empty would take a fault a page, 12 times as long (220 ms against 18 for 74
+// MiB on the development machines), in a read the trainer waits for. Best effort (Linux 5.14):
+// without it the copies fill them.
+//
+// MADV_POPULATE_READ, not _WRITE: the client has made and zeroed every page already, so a read
+// fault maps the pages around it too (the kernel's fault-around, 64 KiB), writable, as the
+// mapping is shared and shmem keeps no dirty accounting, where a write fault maps one page: 75
+// MiB in 6.7-7.0 ms against 16.2-16.5, and 16 clients' at once 62-64 ms against 144-145 on 2
+// cores (BenchmarkPopulateTogether). TestPopulate checks that the copies then take no faults.
+// In chunks: one call for the whole buffer holds the daemon's mmap_lock (for reading) all
+// along, and the next client's mmap (which takes it for writing) waits for it, and every fill
+// after that mmap waits for the mmap, so the buffers of clients that start together were
+// filled one after another; in chunks of 2 MiB the lock is let go every fraction of a
+// millisecond (16 clients at once, 2-core machine: 206-219 ms one call each, 144 in chunks).
+func populate(b []byte) {
+	populateWith(b, populateChunk, unix.MADV_POPULATE_READ)
+}
+
+// populateWith is populate with the chunk and the advice (MADV_POPULATE_READ or _WRITE) given.
+func populateWith(b []byte, chunk, advice int) {
 	for off := 0; off < len(b); off += chunk {
-		if unix.Madvise(b[off:min(off+chunk, len(b))], unix.MADV_POPULATE_WRITE) != nil {
+		if unix.Madvise(b[off:min(off+chunk, len(b))], advice) != nil {
 			return
 		}
 	}
