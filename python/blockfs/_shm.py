@@ -121,12 +121,16 @@ class _Arena:
 
 
 # madvise(2), called with the GIL let go (ctypes does for a CDLL's functions), and its
-# MADV_POPULATE_WRITE (Linux 5.14); _populate_write is cleared once the kernel refuses it.
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-_libc.madvise.restype = ctypes.c_int
+# MADV_POPULATE_WRITE (Linux 5.14); _populate_write is cleared once the kernel refuses it, and
+# is False from the start in a Python whose C library ctypes cannot reach (a static build).
 MADV_POPULATE_WRITE = 23
-_populate_write = True
+try:
+    _madvise: Any = ctypes.CDLL(None, use_errno=True).madvise
+    _madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    _madvise.restype = ctypes.c_int
+except (OSError, AttributeError):
+    _madvise = None
+_populate_write = _madvise is not None
 
 
 def _map_filled(fd: int, size: int) -> Tuple[mmap.mmap, int]:
@@ -139,7 +143,7 @@ def _map_filled(fd: int, size: int) -> Tuple[mmap.mmap, int]:
     if _populate_write:
         mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED)
         base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
-        if _libc.madvise(base, size, MADV_POPULATE_WRITE) == 0:
+        if _madvise(base, size, MADV_POPULATE_WRITE) == 0:
             return mm, base
         if ctypes.get_errno() == errno_mod.EINVAL:
             _populate_write = False
