@@ -2,20 +2,24 @@ package fs
 
 import (
 	"fmt"
+	"io"
+	"runtime"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
 // mapBuffer maps the memfd of a shmMap request as buffer req.Buffer of req.A bytes. The memfd
-// must be sealed against shrinking (so the daemon's writes never fault past its end) and its
-// pages already allocated (the client fallocated or touched them, so they are the client's
-// memory, charged to its cgroup, not the daemon's). Once it is mapped the daemon seals it
-// against future writers (F_SEAL_FUTURE_WRITE, then F_SEAL_SEAL): the mappings made before go
-// on writing, but no one can punch holes in it any more (fallocate's PUNCH_HOLE, MADV_REMOVE),
-// so the pages the daemon writes stay those the client allocated; an unsealed client could
-// otherwise free them and have each of the daemon's copies allocate them again, charged to the
-// daemon. The allocation is checked after that seal, so no hole can be punched in between.
+// must be one of shmem (not hugetlbfs), sealed against shrinking (so the daemon's writes never
+// fault past its end), and the A bytes' pages already written by the client (zeroed or
+// filled: so they are the client's memory, charged to its cgroup, not the daemon's, and the
+// daemon's fill maps them without zeroing any). Once it is mapped the daemon seals it against
+// future writers (F_SEAL_FUTURE_WRITE, then F_SEAL_SEAL): the mappings made before go on
+// writing, but no one can punch holes in it any more (fallocate's PUNCH_HOLE, MADV_REMOVE), so
+// the pages the daemon writes stay those the client made; an unsealed client could otherwise
+// free them and have each of the daemon's copies allocate them again, charged to the daemon.
+// The pages are checked after that seal, so no hole can be punched in between.
 func (sc *shmConn) mapBuffer(req shmRequest, fds []int) (uint32, string) {
 	defer closeAll(fds)
 	size := int64(req.A)
@@ -41,14 +45,18 @@ func (sc *shmConn) mapBuffer(req shmRequest, fds []int) (uint32, string) {
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size < size {
 		return uint32(syscall.EINVAL), fmt.Sprintf("map: the memfd holds %d bytes, fewer than %d", st.Size, size)
 	}
-	if errno, msg := allocated(&st, size); errno != 0 {
-		return errno, msg // before sealing, so that the client may allocate and map it again
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil || fs.Type != unix.TMPFS_MAGIC {
+		return uint32(syscall.EINVAL), "map: the memfd is not of shared memory (made with MFD_HUGETLB?): make it without"
+	}
+	if errno, msg := written(fd, size); errno != 0 {
+		return errno, msg // before sealing, so that the client may write the pages and map it again
 	}
 	b, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return uint32(syscall.ENOMEM), fmt.Sprintf("map: %v", err)
 	}
-	if errno, msg := sealAllocated(fd, size); errno != 0 {
+	if errno, msg := sealWritten(fd, size); errno != 0 {
 		unix.Munmap(b)
 		return errno, msg
 	}
@@ -59,23 +67,32 @@ func (sc *shmConn) mapBuffer(req shmRequest, fds []int) (uint32, string) {
 	return 0, ""
 }
 
-// sealAllocated seals the mapped memfd fd against future writers and further seals, then
-// checks again that its first size bytes are allocated (mapBuffer says why, in that order).
-func sealAllocated(fd int, size int64) (uint32, string) {
+// sealWritten seals the mapped memfd fd against future writers and further seals, then
+// checks again that its first size bytes are written (mapBuffer says why, in that order).
+func sealWritten(fd int, size int64) (uint32, string) {
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_FUTURE_WRITE|unix.F_SEAL_SEAL); err != nil {
 		return uint32(syscall.EINVAL), fmt.Sprintf("map: cannot seal the memfd against future writers: %v", err)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return uint32(syscall.EINVAL), fmt.Sprintf("map: %v", err)
-	}
-	return allocated(&st, size)
+	return written(fd, size)
 }
 
-// allocated checks that the memfd st describes has its first size bytes allocated.
-func allocated(st *unix.Stat_t, size int64) (uint32, string) {
-	if st.Blocks*512 < size {
-		return uint32(syscall.EINVAL), fmt.Sprintf("map: the buffer's pages are not all in memory (%d of %d bytes; posix_fallocate the memfd, or touch every page, before mapping it)", st.Blocks*512, size)
+// written checks that every page of the first size bytes of the shmem memfd fd has been
+// written (touched): lseek's SEEK_HOLE counts a hole and a page only fallocated, never written,
+// alike, and either would be made or zeroed by the daemon's first touch, a hole's page charged
+// to the daemon. (Counting the memfd's blocks instead would not do: pages fallocated past its
+// end count among them.) The file offset, shared with the client's descriptor, is put back.
+func written(fd int, size int64) (uint32, string) {
+	at, err := unix.Seek(fd, 0, io.SeekCurrent)
+	if err != nil {
+		return uint32(syscall.EINVAL), fmt.Sprintf("map: %v", err)
+	}
+	hole, err := unix.Seek(fd, 0, unix.SEEK_HOLE)
+	_, _ = unix.Seek(fd, at, io.SeekStart)
+	switch {
+	case err != nil:
+		return uint32(syscall.EINVAL), fmt.Sprintf("map: %v", err)
+	case hole < size:
+		return uint32(syscall.EINVAL), fmt.Sprintf("map: the buffer's pages are not all in memory: byte %d of its %d was never written (write every page before mapping it, e.g. with madvise(MADV_POPULATE_WRITE) or MAP_POPULATE; posix_fallocate alone leaves them unwritten: docs/SHM.md)", hole, size)
 	}
 	return 0, ""
 }
@@ -88,18 +105,18 @@ const populateChunk = 2 << 20
 // MiB on the development machines), in a read the trainer waits for. Best effort (Linux 5.14):
 // without it the copies fill them.
 //
-// MADV_POPULATE_READ, not _WRITE: the client has made and zeroed every page already, so a read
-// fault maps the pages around it too (the kernel's fault-around, 64 KiB), writable, as the
-// mapping is shared and shmem keeps no dirty accounting, where a write fault maps one page: 75
-// MiB in 6.7-7.0 ms against 16.2-16.5, and 16 clients' at once 62-64 ms against 144-145 on 2
-// cores (BenchmarkPopulateTogether). TestPopulate checks that the copies then take no faults.
+// MADV_POPULATE_READ where it serves (populateAdvice), not _WRITE: the client has written
+// every page (mapBuffer checks), so a read fault maps the pages around it too (the kernel's
+// fault-around, 64 KiB by default), writable, as the mapping is shared and shmem keeps no dirty
+// accounting, where a write fault maps one page: 75 MiB in 6.7-7.0 ms against 16.2-16.5, and
+// 16 clients' at once 62-64 ms against 144-145 on 2 cores (BenchmarkPopulateTogether).
 // In chunks: one call for the whole buffer holds the daemon's mmap_lock (for reading) all
 // along, and the next client's mmap (which takes it for writing) waits for it, and every fill
 // after that mmap waits for the mmap, so the buffers of clients that start together were
 // filled one after another; in chunks of 2 MiB the lock is let go every fraction of a
 // millisecond (16 clients at once, 2-core machine: 206-219 ms one call each, 144 in chunks).
 func populate(b []byte) {
-	populateWith(b, populateChunk, unix.MADV_POPULATE_READ)
+	populateWith(b, populateChunk, populateAdvice())
 }
 
 // populateWith is populate with the chunk and the advice (MADV_POPULATE_READ or _WRITE) given.
@@ -109,6 +126,52 @@ func populateWith(b []byte, chunk, advice int) {
 			return
 		}
 	}
+}
+
+// populateAdvice is the advice populate fills with, found once: MADV_POPULATE_READ where a
+// write to a page it mapped takes no fault, as where the CPU sets a page's dirty bit itself
+// (x86, arm64 with hardware dirty-bit management), else MADV_POPULATE_WRITE: on a CPU without
+// that, each page's first write would fault, in the reads the fill is there to spare.
+var populateAdvice = sync.OnceValue(func() int {
+	const size = 64 << 12
+	fd, err := unix.MemfdCreate("blockfs-probe", unix.MFD_CLOEXEC)
+	if err != nil {
+		return unix.MADV_POPULATE_WRITE
+	}
+	defer unix.Close(fd)
+	if unix.Ftruncate(fd, size) != nil {
+		return unix.MADV_POPULATE_WRITE
+	}
+	var maps [2][]byte // the client's (written) and the daemon's
+	for i := range maps {
+		if maps[i], err = unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+			return unix.MADV_POPULATE_WRITE
+		}
+		defer unix.Munmap(maps[i])
+	}
+	if unix.Madvise(maps[0], unix.MADV_POPULATE_WRITE) != nil || unix.Madvise(maps[1], unix.MADV_POPULATE_READ) != nil ||
+		writeFaults(maps[1]) != 0 {
+		return unix.MADV_POPULATE_WRITE
+	}
+	return unix.MADV_POPULATE_READ
+})
+
+// writeFaults writes a byte to each page of b on one thread and returns the page faults that
+// thread took meanwhile.
+func writeFaults(b []byte) int64 {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var before, after unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_THREAD, &before) != nil {
+		return -1
+	}
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	if unix.Getrusage(unix.RUSAGE_THREAD, &after) != nil {
+		return -1
+	}
+	return (after.Minflt - before.Minflt) + (after.Majflt - before.Majflt)
 }
 
 func (sc *shmConn) unmapBuffer(id uint32) (uint32, string) {

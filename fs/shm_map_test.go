@@ -55,7 +55,8 @@ func mappedBytes(t *testing.T, b []byte) int64 {
 
 // TestPopulate: populate fills the page tables of the whole mapping, its last chunk a part of
 // one included, and nothing before it is called; the pages are mapped writable, so the
-// daemon's copies into them then take no faults.
+// daemon's copies into them then take no faults; on x86 it does so by fault-around
+// (MADV_POPULATE_READ: the CPU sets the dirty bit itself).
 func TestPopulate(t *testing.T) {
 	probe, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
 	require.NoError(t, err)
@@ -63,6 +64,9 @@ func TestPopulate(t *testing.T) {
 		t.Skipf("MADV_POPULATE_READ: %v (Linux 5.14 or later): the daemon's copies fill the page tables", err)
 	}
 	require.NoError(t, unix.Munmap(probe))
+	if runtime.GOARCH == "amd64" {
+		require.Equal(t, unix.MADV_POPULATE_READ, populateAdvice(), "the fill's advice on x86")
+	}
 	for _, size := range []int{4 << 20, 5<<20 + 4096, 4096} {
 		fd := clientBuffer(t, size)
 		b, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
@@ -70,26 +74,13 @@ func TestPopulate(t *testing.T) {
 		require.Zero(t, mappedBytes(t, b), "a new mapping has page tables filled")
 		populate(b)
 		require.Equal(t, int64(size), mappedBytes(t, b), "%d bytes", size)
-		pages := size / 4096
-		faults := writeFaults(b)
-		require.LessOrEqual(t, faults, int64(pages/16), "a write to each of %d pages after populate: %d faults", pages, faults)
+		if pages := size / 4096; pages >= 16 { // a stray fault on the thread (the runtime's) leaves slack
+			faults := writeFaults(b)
+			require.LessOrEqual(t, faults, int64(pages/16), "a write to each of %d pages after populate: %d faults", pages, faults)
+		}
 		require.NoError(t, unix.Munmap(b))
 		require.NoError(t, unix.Close(fd))
 	}
-}
-
-// writeFaults writes a byte to each page of b on one thread and returns the page faults that
-// thread took meanwhile.
-func writeFaults(b []byte) int64 {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var before, after unix.Rusage
-	unix.Getrusage(unix.RUSAGE_THREAD, &before)
-	for i := 0; i < len(b); i += 4096 {
-		b[i] = 1
-	}
-	unix.Getrusage(unix.RUSAGE_THREAD, &after)
-	return (after.Minflt - before.Minflt) + (after.Majflt - before.Majflt)
 }
 
 // BenchmarkPopulateTogether maps and fills buffers of 75 MiB (a Loader's first, two reads of

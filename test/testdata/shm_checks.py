@@ -105,6 +105,7 @@ def check_filled(mount, info):
             ch = shm.Channel(mount, info)
             got = ch.read(name, 0, len(want))
             assert got is not None and bytes(got) == want, f"{name}: bytes differ from the file's (populate_write {way})"
+            assert shm._populate_write == way, f"the client gave up MADV_POPULATE_WRITE ({way})"
             for a in ch.arenas + ch.small:
                 rss = mapped_rss(a.base)
                 assert rss == a.size, f"buffer {a.id}: {rss} of its {a.size} bytes mapped here (populate_write {way})"

@@ -5,8 +5,9 @@ packets, no blockfs code), run by test/shm_test.go (TestShmHostileClients):
   shm_hostile.py SOCKET MOUNT
 
 Each case sends what a careless or malicious client might and checks the daemon's answer: a
-buffer that is not a sealed memfd, one the daemon cannot seal, one whose pages are not there,
-holes punched in a mapped buffer, sizes and counts past the
+buffer that is not a sealed memfd, one the daemon cannot seal, one whose pages are not there
+(holes, pages only fallocated, pages fallocated past the end in place of the front's), a
+hugetlb memfd, holes punched in a mapped buffer, sizes and counts past the
 bounds, reads outside a buffer or of paths outside the tree, malformed packets; then a flood of
 connections past the daemon's bound. Afterwards a well-behaved client still reads the file's
 bytes. Prints "ok ..." or exits non-zero with what went wrong.
@@ -76,6 +77,24 @@ def main(addr, mount):
         expect("a regular file", ask(s, 1, 1, size, fds=[f.fileno()]), errno.EINVAL, "not a memfd")
     fd, _ = memfd(size, touch=False)
     expect("pages not there", ask(s, 1, 1, size, fds=[fd]), errno.EINVAL, "not all in memory")
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd, _ = memfd(size, touch=False)
+    os.posix_fallocate(fd, 0, size)
+    expect("pages fallocated, never written", ask(s, 1, 1, size, fds=[fd]), errno.EINVAL, "byte 0 of")
+    # Blocks enough, but past the end: the buffer's own bytes a hole the daemon would fill.
+    fd = os.memfd_create("hostile", os.MFD_ALLOW_SEALING)
+    os.ftruncate(fd, size)
+    r = libc.fallocate(fd, FALLOC_FL_KEEP_SIZE, ctypes.c_long(size), ctypes.c_long(size))
+    assert r == 0, f"fallocate past the end: {os.strerror(ctypes.get_errno())}"
+    mm = mmap.mmap(fd, size)
+    mm[size // 2:size:mmap.PAGESIZE] = b"\0" * len(range(size // 2, size, mmap.PAGESIZE))
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
+    assert os.fstat(fd).st_blocks * 512 >= size
+    expect("a hole in front, pages past the end", ask(s, 1, 1, size, fds=[fd]), errno.EINVAL, "byte 0 of")
+    fd = os.memfd_create("hostile", os.MFD_ALLOW_SEALING | os.MFD_HUGETLB)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
+    os.ftruncate(fd, 2 << 20)
+    expect("a hugetlb memfd", ask(s, 1, 1, 2 << 20, fds=[fd]), errno.EINVAL, "not of shared memory")
     fd, _ = memfd(size)
     fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL)
     expect("a memfd sealed with F_SEAL_SEAL (the daemon could not seal it)", ask(s, 1, 1, size, fds=[fd]), errno.EINVAL,
@@ -86,11 +105,12 @@ def main(addr, mount):
     expect("0 bytes", ask(s, 1, 1, 0, fds=[fd]), errno.ENOSPC)
     expect("past the bound", ask(s, 1, 1, 5 << 30, fds=[fd]), errno.ENOSPC, "at most")
     expect("two descriptors", ask(s, 1, 1, size, fds=[fd, fd]), errno.EINVAL, "2 descriptors")
+    os.lseek(fd, 123, os.SEEK_SET)
     expect("map", ask(s, 1, 1, size, fds=[fd]), 0)
+    assert os.lseek(fd, 0, os.SEEK_CUR) == 123, "the daemon's checks moved the memfd's file offset"
     # Mapped, the buffer is sealed against future writers: its pages cannot be freed, so the
     # daemon's copies never allocate them again (charged to the daemon). The client's own
     # mapping, made before, still writes.
-    libc = ctypes.CDLL(None, use_errno=True)
     r = libc.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, ctypes.c_long(0), ctypes.c_long(size))
     assert r == -1 and ctypes.get_errno() == errno.EPERM, f"punching a hole in a mapped buffer: {r}, {os.strerror(ctypes.get_errno())}"
     try:
