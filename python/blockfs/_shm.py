@@ -89,9 +89,10 @@ class _Arena:
         fd = os.memfd_create(f"blockfs-shm-{bid}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             os.ftruncate(fd, size)
-            # Every page made now, zeroed, and this process's (its cgroup's), not the daemon's,
-            # which refuses a buffer whose pages are not there; posix_fallocate lets the
-            # trainer's thread run meanwhile (a loop touching the pages would hold the GIL).
+            # Every page made now (posix_fallocate lets the trainer's thread run meanwhile; a
+            # loop touching the pages would hold the GIL), then written as it is mapped
+            # (_map_filled): this process's memory (its cgroup's), not the daemon's, which maps
+            # only a buffer whose pages are all written.
             os.posix_fallocate(fd, 0, size)
             # F_SEAL_SEAL is the daemon's to add: it seals the buffer against future writers
             # once it has mapped it, so that no one can punch holes in it (docs/SHM.md).
@@ -138,7 +139,8 @@ def _map_filled(fd: int, size: int) -> Tuple[mmap.mmap, int]:
     tables filled, and the mapping's address: reading a batch whose pages fault in one at a
     time takes several times as long. madvise(MADV_POPULATE_WRITE) fills them in one call
     (75 MiB on the 2-core machine: 38-39 ms with posix_fallocate's, against 49-50 with
-    MAP_POPULATE); where the kernel refuses it, MAP_POPULATE."""
+    MAP_POPULATE); where the kernel refuses it, MAP_POPULATE, whose faults write (zero) each
+    page as the daemon requires (docs/SHM.md), or on Python 3.9, which lacks it, a memset."""
     global _populate_write
     if _populate_write:
         mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED)
@@ -149,7 +151,10 @@ def _map_filled(fd: int, size: int) -> Tuple[mmap.mmap, int]:
             _populate_write = False
         mm.close()
     mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
-    return mm, ctypes.addressof(ctypes.c_char.from_buffer(mm))
+    base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+    if not hasattr(mmap, "MAP_POPULATE"):  # Python 3.9: the daemon maps only pages written
+        ctypes.memset(base, 0, size)
+    return mm, base
 
 
 class Channel:

@@ -13,6 +13,7 @@ of the files, and every read of the files through O_DIRECT), and the daemon coun
 path's reads. Prints "ok ..." or exits non-zero with what differs.
 """
 import json
+import mmap
 import os
 import random
 import sys
@@ -92,27 +93,34 @@ def mapped_rss(base):
 
 
 def check_filled(mount, info):
-    """A new buffer's pages are in this process's page tables before the first read into it
-    (MADV_POPULATE_WRITE, and MAP_POPULATE where the kernel refuses that), and the read's
-    bytes are the file's either way."""
+    """A new buffer's pages are in this process's page tables before the first read into it,
+    however the client fills them (MADV_POPULATE_WRITE; MAP_POPULATE where the kernel refuses
+    that; a memset on a Python without MAP_POPULATE), and the daemon takes the buffer: the
+    read's bytes are the file's each way."""
     name = files(mount)[0]
     with open(os.path.join(mount, name), "rb") as f:
         want = f.read(300 << 10)
-    keep = shm._populate_write
+    keep, populate = shm._populate_write, mmap.MAP_POPULATE
     try:
-        for way in (keep, False):
+        for way, with_populate in ((keep, True), (False, True), (False, False)):
             shm._populate_write = way
+            if not with_populate:
+                del mmap.MAP_POPULATE
             ch = shm.Channel(mount, info)
             got = ch.read(name, 0, len(want))
-            assert got is not None and bytes(got) == want, f"{name}: bytes differ from the file's (populate_write {way})"
-            assert shm._populate_write == way, f"the client gave up MADV_POPULATE_WRITE ({way})"
+            how = f"populate_write {way}, MAP_POPULATE {with_populate}"
+            assert not ch.refused, f"the daemon refused the buffer ({how})"
+            assert got is not None and bytes(got) == want, f"{name}: bytes differ from the file's ({how})"
+            assert shm._populate_write == way, f"the client gave up MADV_POPULATE_WRITE ({how})"
             for a in ch.arenas + ch.small:
                 rss = mapped_rss(a.base)
-                assert rss == a.size, f"buffer {a.id}: {rss} of its {a.size} bytes mapped here (populate_write {way})"
+                assert rss == a.size, f"buffer {a.id}: {rss} of its {a.size} bytes mapped here ({how})"
             del got
             ch.close()
+            mmap.MAP_POPULATE = populate
     finally:
         shm._populate_write = keep
+        mmap.MAP_POPULATE = populate
 
 
 def batches(mount, info, use, direct_read=None):
