@@ -32,8 +32,17 @@ import (
 //
 // Lock order: shmServer.mu, then nothing.
 
-// shmChunk is the least a large read is cut into to be copied on several goroutines.
+// shmChunk is the least a large read is cut into to be copied on several goroutines, and the
+// most one copy asks of its file at a time: a read is as large as the client's buffer, and some
+// files (a field in its own blocks, a mixture) make a buffer of what one read asks.
 const shmChunk = 4 << 20
+
+// shmPieces bounds the shmChunk pieces copied at once by every connection together (at least
+// 16, at most 64: twice the cores), and with them what such buffers hold.
+var shmPieces = min(64, max(16, 2*runtime.GOMAXPROCS(0)))
+
+// shmRefuseTimeout bounds how long a refused user's connection is answered.
+const shmRefuseTimeout = 5 * time.Second
 
 // shmFiles is how many files a connection keeps open (two epochs of a dataset with fields).
 const shmFiles = 32
@@ -50,14 +59,16 @@ type shmServer struct {
 	cancel context.CancelFunc
 
 	spare   chan struct{} // a token for each core a large read may copy on besides its own
+	pieces  chan struct{} // a token for each piece copied at once (shmPieces)
 	reads   atomic.Uint64 // reads served
 	clients atomic.Int64  // connections now
 	mapped  atomic.Int64  // bytes of client buffers mapped now
 
-	mu     sync.Mutex
-	conns  map[*net.UnixConn]struct{} // guarded by mu
-	closed bool                       // guarded by mu
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[*net.UnixConn]struct{} // guarded by mu
+	refused map[*net.UnixConn]struct{} // connections being refused (guarded by mu)
+	closed  bool                       // guarded by mu
+	wg      sync.WaitGroup
 }
 
 // listenShm opens the socket of a mount's shared-memory path: an abstract Unix socket (no
@@ -74,8 +85,8 @@ func listenShm() (*shmServer, error) {
 		return nil, fmt.Errorf("shared-memory socket: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &shmServer{ln: ln, addr: addr, ctx: ctx, cancel: cancel, conns: map[*net.UnixConn]struct{}{},
-		spare: make(chan struct{}, max(0, runtime.GOMAXPROCS(0)-1))}, nil
+	return &shmServer{ln: ln, addr: addr, ctx: ctx, cancel: cancel, conns: map[*net.UnixConn]struct{}{}, refused: map[*net.UnixConn]struct{}{},
+		spare: make(chan struct{}, max(0, runtime.GOMAXPROCS(0)-1)), pieces: make(chan struct{}, shmPieces)}, nil
 }
 
 // start serves m on the socket.
@@ -89,34 +100,74 @@ func (s *shmServer) start(m *mount) {
 	}()
 }
 
-// serve accepts connections until close.
+// serve accepts connections until close. A connection of a user who may not read the mount is
+// answered apart (refuse), so that no number of them takes an allowed user's place; an error
+// of accept (descriptors run out) is waited out, as it ends when connections close.
 func (s *shmServer) serve() {
+	wait := 5 * time.Millisecond
 	for {
 		c, err := s.ln.AcceptUnix()
 		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				log.Printf("blockfs: shared-memory socket: %v", err)
+			if errors.Is(err, net.ErrClosed) {
+				return
 			}
-			return
+			if wait == 5*time.Millisecond {
+				log.Printf("blockfs: shared-memory socket: %v (retrying)", err)
+			}
+			time.Sleep(wait)
+			wait = min(2*wait, time.Second)
+			continue
 		}
+		wait = 5 * time.Millisecond
+		cred, err := peer(c)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		allowed := s.m.opt.AllowOther || cred.Uid == s.m.uid
 		s.mu.Lock()
-		if s.closed || len(s.conns) >= shmMaxConns {
+		if s.closed || (allowed && len(s.conns) >= shmMaxConns) || (!allowed && len(s.refused) >= shmMaxRefused) {
 			s.mu.Unlock()
 			c.Close()
 			continue
 		}
-		s.conns[c] = struct{}{}
+		if allowed {
+			s.conns[c] = struct{}{}
+		} else {
+			s.refused[c] = struct{}{}
+		}
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
-			s.handle(c)
+			if allowed {
+				s.handle(c, cred)
+			} else {
+				s.refuse(c, cred)
+			}
 			s.mu.Lock()
 			delete(s.conns, c)
+			delete(s.refused, c)
 			s.mu.Unlock()
 			c.Close()
 		}()
 	}
+}
+
+// refuse answers the first request of a user who may not read the mount, as the kernel
+// refuses a FUSE mount's files to other users without allow_other, and closes the connection
+// (after shmRefuseTimeout if the client sends nothing).
+func (s *shmServer) refuse(c *net.UnixConn, cred *unix.Ucred) {
+	c.SetReadDeadline(time.Now().Add(shmRefuseTimeout))
+	in := make([]byte, shmMaxPacket)
+	oob := make([]byte, unix.CmsgSpace(4*shmMaxBuffers))
+	_, oobn, _, _, err := c.ReadMsgUnix(in, oob)
+	closeAll(rights(oob[:oobn]))
+	if err != nil {
+		return
+	}
+	sc := &shmConn{s: s, c: c}
+	sc.reply(uint32(syscall.EACCES), 0, fmt.Sprintf("uid %d may not read this mount (it is uid %d's; mount with %s to let other users read)", cred.Uid, s.m.uid, optname.Flag("allow-other")))
 }
 
 // stop stops accepting, ends every connection (their reads in progress are cancelled) and
@@ -131,6 +182,9 @@ func (s *shmServer) stop() {
 		s.ln.Close()
 		s.cancel()
 		for c := range s.conns {
+			c.Close()
+		}
+		for c := range s.refused {
 			c.Close()
 		}
 	}
@@ -172,26 +226,20 @@ type shmFile struct {
 	kind view.Kind
 }
 
-// handle serves c until the client goes, a packet is malformed, or the server closes.
-func (s *shmServer) handle(c *net.UnixConn) {
-	cred, err := peer(c)
-	if err != nil {
-		return
-	}
+// handle serves c, a connection of a user who may read the mount, until the client goes, a
+// packet is malformed, or the server closes.
+func (s *shmServer) handle(c *net.UnixConn, cred *unix.Ucred) {
 	sc := &shmConn{s: s, c: c, pid: uint32(cred.Pid), bufs: map[uint32][]byte{}, files: map[string]*shmFile{}}
 	s.clients.Add(1)
 	defer s.clients.Add(-1)
 	defer sc.release()
-	allowed := s.m.opt.AllowOther || cred.Uid == s.m.uid
 	in := make([]byte, shmMaxPacket)
 	oob := make([]byte, unix.CmsgSpace(4*shmMaxBuffers))
 	for {
 		n, oobn, flags, _, err := c.ReadMsgUnix(in, oob)
-		if err != nil || n == 0 {
-			return
-		}
+		// Descriptors first: an empty packet carrying some (read as the end) must close them.
 		fds := rights(oob[:oobn])
-		if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+		if err != nil || n == 0 || flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
 			closeAll(fds)
 			return
 		}
@@ -201,13 +249,8 @@ func (s *shmServer) handle(c *net.UnixConn) {
 			sc.reply(uint32(syscall.EINVAL), 0, err.Error())
 			return
 		}
-		if req.Op != shmMap || !allowed {
+		if req.Op != shmMap {
 			closeAll(fds)
-		}
-		if !allowed {
-			// As the kernel refuses a FUSE mount's files to other users without allow_other.
-			sc.reply(uint32(syscall.EACCES), 0, fmt.Sprintf("uid %d may not read this mount (it is uid %d's; mount with %s to let other users read)", cred.Uid, s.m.uid, optname.Flag("allow-other")))
-			return
 		}
 		var errno uint32
 		var got uint64
@@ -338,7 +381,7 @@ func (sc *shmConn) read(req shmRequest) (uint64, uint32, string) {
 func (sc *shmConn) copy(w *view.Waits, r *view.Reader, dst []byte, off int64) error {
 	chunks := min(len(dst)/shmChunk, cap(sc.s.spare)+1)
 	if chunks <= 1 {
-		return r.ReadFull(sc.s.ctx, w, dst, off)
+		return sc.readPieces(sc.s.ctx, w, r, dst, off)
 	}
 	per := (len(dst)/chunks + 4095) &^ 4095
 	chunk := func(ctx context.Context, i int) error {
@@ -347,7 +390,7 @@ func (sc *shmConn) copy(w *view.Waits, r *view.Reader, dst []byte, off int64) er
 		if i == chunks-1 {
 			e = len(dst)
 		}
-		return r.ReadFull(ctx, w, dst[a:e], off+int64(a))
+		return sc.readPieces(ctx, w, r, dst[a:e], off+int64(a))
 	}
 	ctx, cancel := context.WithCancel(sc.s.ctx)
 	defer cancel()
@@ -373,6 +416,27 @@ func (sc *shmConn) copy(w *view.Waits, r *view.Reader, dst []byte, off int64) er
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// shmReadFull is view.Reader.ReadFull (a test counts the pieces through it).
+var shmReadFull = (*view.Reader).ReadFull
+
+// readPieces fills dst from r at off, shmChunk bytes a call, each with a token of the server's
+// pieces.
+func (sc *shmConn) readPieces(ctx context.Context, w *view.Waits, r *view.Reader, dst []byte, off int64) error {
+	for a := 0; a < len(dst); a += shmChunk {
+		select {
+		case sc.s.pieces <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		err := shmReadFull(r, ctx, w, dst[a:min(a+shmChunk, len(dst))], off+int64(a))
+		<-sc.s.pieces
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // trySend sends on c if it can without waiting.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -32,7 +33,15 @@ func (sc *shmConn) mapBuffer(req shmRequest, fds []int) (uint32, string) {
 		return uint32(syscall.ENOSPC), fmt.Sprintf("map: %d buffers mapped, the most a connection may have", len(sc.bufs))
 	case size <= 0 || size > shmMaxMapped-sc.mapped:
 		return uint32(syscall.ENOSPC), fmt.Sprintf("map: %d bytes: a connection may map at most %d in all (%d mapped)", size, int64(shmMaxMapped), sc.mapped)
+	case !reserve(&sc.s.mapped, size, shmMaxMappedAll):
+		return uint32(syscall.ENOSPC), fmt.Sprintf("map: %d bytes: the daemon maps at most %d of its clients' buffers in all (%d mapped)", size, int64(shmMaxMappedAll), sc.s.mapped.Load())
 	}
+	mapped := false
+	defer func() {
+		if !mapped {
+			sc.s.mapped.Add(-size)
+		}
+	}()
 	fd := fds[0]
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
 	switch {
@@ -63,8 +72,21 @@ func (sc *shmConn) mapBuffer(req shmRequest, fds []int) (uint32, string) {
 	populate(b)
 	sc.bufs[req.Buffer] = b
 	sc.mapped += size
-	sc.s.mapped.Add(size)
+	mapped = true
 	return 0, ""
+}
+
+// reserve adds n to *v if the sum stays within most, and reports whether it did.
+func reserve(v *atomic.Int64, n, most int64) bool {
+	for {
+		old := v.Load()
+		if old+n > most {
+			return false
+		}
+		if v.CompareAndSwap(old, old+n) {
+			return true
+		}
+	}
 }
 
 // sealWritten seals the mapped memfd fd against future writers and further seals, then

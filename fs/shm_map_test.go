@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -146,4 +147,28 @@ func populateTogether(b *testing.B, n, size, advice int) time.Duration {
 	}
 	b.StartTimer()
 	return slowest
+}
+
+// TestReserve: reserve adds within the bound and refuses past it, exactly, from many
+// goroutines at once (the daemon's total of mapped buffers).
+func TestReserve(t *testing.T) {
+	var v atomic.Int64
+	var wg sync.WaitGroup
+	var took atomic.Int64
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100 {
+				if reserve(&v, 7, 1000) {
+					took.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, int64(1000/7), took.Load())
+	require.Equal(t, int64(1000/7*7), v.Load())
+	require.False(t, reserve(&v, 7, 1000))
+	require.True(t, reserve(&v, 6, 1000))
 }

@@ -25,14 +25,16 @@ const (
 
 // Sizes and bounds of the protocol.
 const (
-	shmReqHeader   = 40      // bytes of a request's header
-	shmReplyHeader = 16      // bytes of a reply's header
-	shmMaxPath     = 1024    // the longest path a request may name
-	shmMaxPacket   = 4096    // the largest packet either side sends
-	shmMaxMessage  = 2048    // the longest error message a reply carries
-	shmMaxBuffers  = 8       // buffers one connection may have mapped at once
-	shmMaxConns    = 1024    // connections one daemon serves at once
-	shmMaxMapped   = 4 << 30 // bytes one connection may have mapped at once
+	shmReqHeader    = 40       // bytes of a request's header
+	shmReplyHeader  = 16       // bytes of a reply's header
+	shmMaxPath      = 1024     // the longest path a request may name
+	shmMaxPacket    = 4096     // the largest packet either side sends
+	shmMaxMessage   = 2048     // the longest error message a reply carries
+	shmMaxBuffers   = 8        // buffers one connection may have mapped at once
+	shmMaxConns     = 1024     // connections one daemon serves at once
+	shmMaxRefused   = 64       // connections of users refused that it answers at once (more: closed)
+	shmMaxMapped    = 4 << 30  // bytes one connection may have mapped at once
+	shmMaxMappedAll = 64 << 30 // bytes of every connection's buffers mapped at once
 )
 
 // shmRequest is one request packet: Op, the buffer it concerns, three numbers whose meaning

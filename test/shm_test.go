@@ -1,6 +1,7 @@
 package test
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -248,6 +249,7 @@ print("same bytes")`
 			res, err := cmd.CombinedOutput()
 			require.NoError(t, err, "%s", res)
 			assert.Contains(t, string(res), fmt.Sprintf("errno 13: uid %d may not read this mount (it is uid 0's; mount with --allow-other to let other users read)", nobody))
+			crowdedOut(t, py, socketOf(t, info))
 			continue
 		}
 		cmd := asNobody(py, "-c", client, m.dir)
@@ -257,6 +259,34 @@ print("same bytes")`
 		assert.Contains(t, string(res), "same bytes")
 	}
 }
+
+// crowdedOut: while a user who may not read the mount holds more connections to its socket
+// than the daemon serves at once, saying nothing, the owner is still served.
+func crowdedOut(t *testing.T, py, socket string) {
+	holder := asNobody(py, "-c", holdConnections, socket)
+	out, err := holder.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, holder.Start())
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "holding 1100\n", line)
+	res, err := exec.Command(py, "-c", rawHello, socket).CombinedOutput()
+	require.NoError(t, err, "%s", res)
+	assert.Contains(t, string(res), "errno 0: ", "the owner's hello while another user holds 1100 connections")
+}
+
+// holdConnections opens 1100 connections to the socket named by its argument, says so, and
+// holds them for a minute.
+const holdConnections = `import resource, socket, sys, time
+resource.setrlimit(resource.RLIMIT_NOFILE, (4096, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+cs = []
+for _ in range(1100):
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    c.connect("\0" + sys.argv[1][1:])
+    cs.append(c)
+print("holding", len(cs), flush=True)
+time.sleep(60)`
 
 // rawHello sends one hello to the socket named by its argument and prints the reply's errno
 // and message: a client written from docs/SHM.md alone.

@@ -50,6 +50,9 @@ MAX_ARENAS = 6  # for large reads
 MAX_ARENA_BYTES = 1 << 30
 ALIGN = 4096
 
+# How long a new connection waits for the daemon to take it and answer its hello (seconds).
+HELLO_TIMEOUT = 30.0
+
 # The environment variable that turns the path off for every Loader of a process ("0").
 ENV = "BLOCKFS_SHM"
 
@@ -170,8 +173,14 @@ class Channel:
         self.path = path
         self.pid = os.getpid()
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+        # The connect and the hello are answered at once by a daemon that serves; one that does
+        # not (wedged, its descriptors run out) is used no longer than HELLO_TIMEOUT.
+        self.sock.settimeout(HELLO_TIMEOUT)
         try:
             self.sock.connect("\0" + addr[1:])
+        except socket.timeout as e:
+            self.sock.close()
+            raise ShmUnavailable(f"the daemon's socket {addr} did not take the connection within {HELLO_TIMEOUT:g} s") from e
         except OSError as e:
             self.sock.close()
             raise ShmUnavailable(f"cannot reach the daemon's socket {addr} ({e.strerror or e}; "
@@ -184,9 +193,13 @@ class Channel:
         self.daemon_pid = pid
         try:
             _exchange(self.sock, _packet(OP_HELLO, 0, 0, 0, 0, b""), None)
+        except socket.timeout as e:
+            self.sock.close()
+            raise ShmUnavailable(f"the daemon did not answer on {addr} within {HELLO_TIMEOUT:g} s") from e
         except OSError as e:
             self.sock.close()
             raise ShmUnavailable(f"the daemon refuses this process: {e.strerror}") from e
+        self.sock.settimeout(None)  # a read may wait as long as the store takes (its own bounds)
         # Lock order: arenas, then sock. A region's finalizer may run inside either (at any
         # allocation, in any thread), so it takes neither: it queues the region in freed.
         self.arenas_lock = threading.Lock()

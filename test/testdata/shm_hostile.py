@@ -7,7 +7,7 @@ packets, no blockfs code), run by test/shm_test.go (TestShmHostileClients):
 Each case sends what a careless or malicious client might and checks the daemon's answer: a
 buffer that is not a sealed memfd, one the daemon cannot seal, one whose pages are not there
 (holes, pages only fallocated, pages fallocated past the end in place of the front's), a
-hugetlb memfd, holes punched in a mapped buffer, sizes and counts past the
+hugetlb memfd, holes punched in a mapped buffer, descriptors sent with an empty packet, sizes and counts past the
 bounds, reads outside a buffer or of paths outside the tree, malformed packets; then a flood of
 connections past the daemon's bound. Afterwards a well-behaved client still reads the file's
 bytes. Prints "ok ..." or exits non-zero with what went wrong.
@@ -15,6 +15,7 @@ bytes. Prints "ok ..." or exits non-zero with what went wrong.
 import ctypes
 import errno
 import fcntl
+import json
 import mmap
 import os
 import resource
@@ -143,6 +144,23 @@ def main(addr, mount):
     expect("bad magic", ask(s, 0, raw=struct.pack("<I", 0xdead) + bytes(36)), errno.EINVAL, "magic")
     s = conn(addr)
     expect("a short packet", ask(s, 0, raw=b"BFS1"), errno.EINVAL, "malformed")
+
+    # Descriptors sent with an empty packet (which the daemon reads as the end): closed, not kept.
+    def open_fds():
+        with open(os.path.join(mount, ".blockfs", "stats.json")) as f:
+            return json.load(f)["open_fds"]
+    before = open_fds()
+    for _ in range(40):
+        c = conn(addr)
+        fds = [memfd(4096)[0] for _ in range(8)]
+        c.sendmsg([b""], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("8i", *fds))])
+        for fd in fds:
+            os.close(fd)
+        c.settimeout(5)
+        assert c.recv(4096) == b"", "the daemon answered an empty packet"
+        c.close()
+    after = open_fds()
+    assert after < before + 40, f"the daemon's open descriptors went from {before} to {after}: empty packets' kept"
 
     # A flood of connections: past the daemon's bound they are closed at once, and it serves on.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
