@@ -7,7 +7,6 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import stat
 import subprocess
 import time
@@ -16,7 +15,7 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Union, cast
 
 from ._nodes import node_options
 from ._binary import binary
-from ._files import mount_path, read_info, tree_of
+from ._files import mount_path, mountinfo, read_info, tree_of
 from .options import flag, flags, schema_of
 from ._types import Info, MountPath
 
@@ -142,19 +141,9 @@ def is_mounted(path: Union[str, "os.PathLike[str]"]) -> bool:
 
 
 def _mountpoints() -> Optional[Set[str]]:
-    """The mount points /proc/self/mountinfo lists (its fifth field, octal escapes such as \\040
-    decoded), or None where it cannot be read."""
-    try:
-        with open("/proc/self/mountinfo", "rb") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return None
-    return {_unescape(line.split(b" ")[4]) for line in lines if line.count(b" ") >= 4}
-
-
-def _unescape(field: bytes) -> str:
-    """A mountinfo field with its octal escapes (\\040 for a space) decoded."""
-    return os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), field))
+    """The mount points /proc/self/mountinfo lists, or None where it cannot be read."""
+    entries = mountinfo()
+    return None if entries is None else {e[0] for e in entries}
 
 
 def _stale(path: str) -> bool:

@@ -25,6 +25,8 @@ from typing import Any, Deque, Dict, List, Optional, Tuple
 import numpy as np
 import numpy.typing as npt
 
+from ._files import blockfs_owner
+
 MAGIC = 0x31534642  # "BFS1"
 OP_MAP, OP_UNMAP, OP_READ, OP_HELLO = 1, 2, 3, 4
 REQUEST = struct.Struct("<IIIIQQQ")  # magic, op, buffer, path length, a, b, c
@@ -170,6 +172,14 @@ class Channel:
         if not isinstance(addr, str) or not addr.startswith("@"):
             raise ShmUnavailable("the daemon offers none (mounted by an older blockfs, with the path off, or on a kernel "
                                  "before Linux 5.1, which cannot seal its buffers)")
+        # The daemon to trust is the one whose FUSE mount is at path: a socket that info.json in a
+        # plain folder names could be anyone's, and would be handed this process's buffers.
+        owner = blockfs_owner(path)
+        if owner is None:  # no /proc/self/mountinfo: the uid that owns the mount's files
+            owner = os.stat(path).st_uid
+        elif owner < 0:
+            raise ShmUnavailable(f"{path} is no blockfs mount (/proc/self/mountinfo lists none there), so the "
+                                 f"socket its info.json names is not trusted")
         self.path = path
         self.pid = os.getpid()
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
@@ -186,7 +196,6 @@ class Channel:
             raise ShmUnavailable(f"cannot reach the daemon's socket {addr} ({e.strerror or e}; "
                                  "another network namespace?)") from e
         pid, uid, _ = struct.unpack("3i", self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
-        owner = os.stat(path).st_uid
         if uid != owner:
             self.sock.close()
             raise ShmUnavailable(f"the socket {addr} is served by uid {uid}, not by the mount's daemon (uid {owner})")

@@ -6,9 +6,10 @@
 For every file of epochs 0 and 1 the mount lists (data and every sidecar: ids, offsets, a
 mixture's source, each field's values and offsets), and the same in shard-1-of-3/, reads through
 the shared-memory path equal reads of the file: the whole file, ranges across its end and
-past it, and 40 random ranges; a new buffer's pages are mapped before its first read (both
-ways of filling them). Then blockfs.torch.Loader's batches of epoch 1 (rank 1 of 2, or
-a node's rank on a node-aware mount) are the same with shm=True and shm=False (buffered reads
+past it, and 40 random ranges; a new buffer's pages are mapped before its first read (each
+way of filling them); a folder naming the daemon's socket gets no channel. Then
+blockfs.torch.Loader's batches of epoch 1 (rank 1 of 2, or a node's rank on a node-aware
+mount) are the same with shm=True and shm=False (buffered reads
 of the files, and every read of the files through O_DIRECT), and the daemon counted the
 path's reads. Prints "ok ..." or exits non-zero with what differs.
 """
@@ -17,6 +18,7 @@ import mmap
 import os
 import random
 import sys
+import tempfile
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "..", "python"))
@@ -123,6 +125,18 @@ def check_filled(mount, info):
         mmap.MAP_POPULATE = populate
 
 
+def check_folder_refused(info):
+    """A folder whose info.json names the daemon's socket (anyone who can write there could make
+    one, naming any socket) gets no channel: the daemon trusted is the mount's."""
+    with tempfile.TemporaryDirectory() as d:
+        try:
+            shm.Channel(d, info)
+        except shm.ShmUnavailable as e:
+            assert "no blockfs mount" in str(e), e
+            return
+        raise AssertionError(f"a channel for the folder {d}")
+
+
 def batches(mount, info, use, direct_read=None):
     """The Loader's batches of epoch 1; with direct_read, the files' reads of at least that many
     bytes go through O_DIRECT: 1, every one (and some must have), a huge one, none."""
@@ -153,6 +167,7 @@ def main(mount):
     before = json.load(open(os.path.join(mount, ".blockfs", "stats.json")))["shm_read_requests"]
     compared = check_files(mount, info)
     check_filled(mount, info)
+    check_folder_refused(info)
     a, b = batches(mount, info, True), batches(mount, info, False, direct_read=1 << 62)
     assert a, "the Loader gave no batches"
     same(a, b, "batches")
