@@ -202,3 +202,33 @@ func TestFieldWriterBlockSamplesCapped(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleOfAnotherUser: leftovers beside DST that another user owns (in a folder others may
+// write in, anyone can plant a lock file of a dead writer's name and a dataset moved aside)
+// are not this user's to clean: they are left alone, and never put back at a missing DST.
+func TestStaleOfAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to make files of another user's")
+	}
+	const other = 65534
+	parent := t.TempDir()
+	dst := filepath.Join(parent, "ds")
+	planted := filepath.Join(parent, ".ds.tmp-planted")
+	smallDataset(t, planted+".old", 2, 7, false)
+	require.NoError(t, os.WriteFile(planted+".lock", nil, 0o644))
+	for _, p := range []string{planted + ".lock", planted + ".old"} {
+		require.NoError(t, os.Lchown(p, other, other))
+	}
+	removed, err := RemoveStale(dst)
+	require.NoError(t, err)
+	require.Empty(t, removed)
+	require.NoDirExists(t, dst, "another user's dataset is not put at dst")
+	require.FileExists(t, planted+".lock")
+
+	// A lock of this user's beside a folder moved aside of another's: the folder is not put back.
+	require.NoError(t, os.Lchown(planted+".lock", 0, 0))
+	removed, err = RemoveStale(dst)
+	require.NoError(t, err)
+	require.Equal(t, []string{planted}, removed)
+	require.NoDirExists(t, dst, "another user's dataset is not put at dst")
+}

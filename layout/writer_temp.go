@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -148,11 +149,13 @@ func removeIfDead(dir, dst string) (bool, error) {
 		}
 		return false, fmt.Errorf("cannot lock %s: %w", dir+lockSuffix, err)
 	}
-	if st, err := os.Lstat(dir + lockSuffix); err != nil || !sameFile(st, lock) {
-		return false, nil // removed and maybe made anew after we opened it
+	if st, err := os.Lstat(dir + lockSuffix); err != nil || !sameFile(st, lock) || !mine(st) {
+		return false, nil // removed and maybe made anew after we opened it, or another user's
 	}
 	if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
-		if _, err := os.Lstat(dir + oldSuffix); err == nil {
+		// Put back only a folder of this user's: what another could have planted beside a lock
+		// of this user's name would otherwise become dst.
+		if st, err := os.Lstat(dir + oldSuffix); err == nil && st.IsDir() && mine(st) {
 			if err := os.Rename(dir+oldSuffix, dst); err != nil {
 				return false, fmt.Errorf("cannot put the dataset an interrupted pack moved aside back at %s: %w", dst, err)
 			}
@@ -167,6 +170,12 @@ func removeIfDead(dir, dst string) (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// mine reports whether st is of a file this process's user owns.
+func mine(st fs.FileInfo) bool {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return ok && sys.Uid == uint32(os.Geteuid())
 }
 
 // sameFile reports whether st is the file f has open.

@@ -375,7 +375,14 @@ func (in *filesInput) next() (record, error) {
 	}
 	in.cur, in.paths = in.paths[0], in.paths[1:]
 	p := filepath.Join(in.root, filepath.FromSlash(in.cur))
-	f, err := os.Open(p)
+	// Not followed: the listing left symlinks out, and one put in a listed file's place since
+	// (by anyone who can write in the folder) would have this pack copy whatever it points
+	// at, a file of the packing user's, into the dataset; nor a FIFO or device (a hang, or no
+	// end).
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ELOOP) {
+		return record{}, fmt.Errorf("cannot read %s: it became a symlink after it was listed; pack the folder again once it stops changing", p)
+	}
 	if err != nil {
 		return record{}, fmt.Errorf("cannot read %s: %w", p, unwrap(err))
 	}
@@ -384,6 +391,10 @@ func (in *filesInput) next() (record, error) {
 		f.Close()
 		return record{}, fmt.Errorf("cannot read %s: %w", p, unwrap(err))
 	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return record{}, fmt.Errorf("cannot read %s: it is no longer a regular file (%s) since it was listed; pack the folder again once it stops changing", p, st.Mode().Type())
+	}
 	if st.Size() > readBuffer {
 		in.open = f
 		return record{sec: io.NewSectionReader(f, 0, st.Size())}, nil
@@ -391,7 +402,7 @@ func (in *filesInput) next() (record, error) {
 	defer f.Close()
 	in.buf = in.buf[:0]
 	b := bytesBuffer{in.buf}
-	if _, err := io.Copy(&b, f); err != nil {
+	if _, err := io.Copy(&b, io.LimitReader(f, st.Size())); err != nil {
 		return record{}, fmt.Errorf("cannot read %s: %w", p, unwrap(err))
 	}
 	in.buf = b.b
@@ -425,7 +436,8 @@ func (w *bytesBuffer) Write(p []byte) (int, error) {
 // openRegular opens a regular file for reading front to back: a non-empty one, unless empty
 // says an empty one may be (one of several inputs, which adds no records).
 func openRegular(src string, empty bool) (*os.File, os.FileInfo, error) {
-	f, err := os.Open(src)
+	// O_NONBLOCK: a FIFO is refused below rather than waited on.
+	f, err := os.OpenFile(src, os.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot read the input: %w", err)
 	}
