@@ -18,6 +18,7 @@ import (
 	"github.com/blockfs/blockfs/cache"
 	bfs "github.com/blockfs/blockfs/fs"
 	"github.com/blockfs/blockfs/internal/optname"
+	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/layout"
 	"github.com/blockfs/blockfs/mount/daemon"
 	"github.com/blockfs/blockfs/mount/report"
@@ -277,9 +278,10 @@ func startCPUProfile(path string) (func(), error) {
 // mutexFraction samples one lock contention in this many: cheap enough for a benchmark's run.
 const mutexFraction = 10
 
-// createProfile makes path anew (mode 0600) for a profile, refusing a symbolic link there.
+// createProfile opens path anew for a profile (userfile.Create: no symbolic link, FIFO or
+// device there).
 func createProfile(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	f, err := userfile.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", optname.Flag("cpuprofile"), err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -253,4 +254,28 @@ func TestVersion(t *testing.T) {
 	assert.Equal(t, "dev (git 2252ff6d2c1b, 2026-11-28T21:03:11Z, modified)", versionOf("dev", info))
 	assert.Equal(t, "0.9.1", versionOf("0.9.1", info))
 	assert.Equal(t, "dev", versionOf("dev", func() (*debug.BuildInfo, bool) { return &debug.BuildInfo{}, true }))
+}
+
+// TestLogFile: --log appends to a file of the user's, and refuses a symbolic link put where
+// the log goes (the daemon would append to whatever it points at) with the reason.
+func TestLogFile(t *testing.T) {
+	dir := t.TempDir()
+	t.Cleanup(func() { log.SetOutput(os.Stderr) })
+	p := filepath.Join(dir, "mount.log")
+	require.NoError(t, setupLog(p, nil))
+	log.Print("a line")
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "a line")
+
+	target := filepath.Join(dir, "precious")
+	require.NoError(t, os.WriteFile(target, []byte("keep me"), 0o644))
+	link := filepath.Join(dir, "link.log")
+	require.NoError(t, os.Symlink(target, link))
+	err = setupLog(link, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--log "+link)
+	b, err = os.ReadFile(target)
+	require.NoError(t, err)
+	assert.Equal(t, "keep me", string(b))
 }

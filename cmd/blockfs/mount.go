@@ -115,7 +115,7 @@ func runMount(vals mount.Values, data, mnt string) error {
 }
 
 // setupLog sends log lines to own (the daemon's own log, bounded: its standard error too, for
-// a panic's stack), or to path (appending), or leaves them on stderr.
+// a panic's stack), or to path (appending, bounded as own is), or leaves them on stderr.
 func setupLog(path string, own *daemon.Log) error {
 	log.SetFlags(log.LstdFlags)
 	if own != nil {
@@ -129,9 +129,12 @@ func setupLog(path string, own *daemon.Log) error {
 		}
 		return nil
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	// As the daemon's own log: no symlink followed (one planted where the log goes would have
+	// the daemon append to whatever it points at), no FIFO waited on, bounded (the oldest half
+	// kept as path.1).
+	f, err := daemon.OpenDaemonLog(path)
 	if err != nil {
-		return fmt.Errorf("--log: %w", err)
+		return fmt.Errorf("--log %s: %w", path, err)
 	}
 	log.SetOutput(f)
 	return nil

@@ -18,6 +18,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"github.com/blockfs/blockfs/internal/userfile"
 	"github.com/blockfs/blockfs/shuffle"
 )
 
@@ -183,7 +184,7 @@ func savePanels(path string, panels []*plot.Plot) error {
 	for i := range grid {
 		grid[i][0].Draw(canvases[i][0])
 	}
-	f, err := os.Create(path)
+	f, err := userfile.Create(path) // no symbolic link, FIFO or device there
 	if err != nil {
 		return fmt.Errorf("--plot: %w", err)
 	}

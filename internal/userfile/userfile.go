@@ -75,6 +75,37 @@ func Open(path string, limit int64) (*os.File, int64, error) {
 	return os.NewFile(uintptr(fd), path), st.Size, nil
 }
 
+// Create opens path for writing anew, as a file the user named for blockfs to write (a profile,
+// a picture): truncated, or made with mode 0600. It refuses a symbolic link there (one planted
+// where the file goes would have blockfs overwrite whatever it points at) and, with an
+// *fs.PathError wrapping ErrNotRegular, anything but a regular file (a FIFO is not waited on).
+func Create(path string) (*os.File, error) {
+	const flags = unix.O_WRONLY | unix.O_CREAT | unix.O_TRUNC | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC
+	fd, err := unix.Open(path, flags, 0o600)
+	for err == unix.EINTR {
+		fd, err = unix.Open(path, flags, 0o600)
+	}
+	if err == unix.ELOOP {
+		return nil, &fs.PathError{Op: "create", Path: path, Err: &problem{"a symbolic link: give the file's own path", ErrNotRegular}}
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "create", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, &fs.PathError{Op: "create", Path: path, Err: &problem{KindOf(st.Mode) + ", not a regular file", ErrNotRegular}}
+	}
+	if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil {
+		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFL, flags&^unix.O_NONBLOCK)
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
 // ReadFile reads the regular file at path whole, refusing it as Open does when it is not
 // regular or holds more than limit bytes (then or while it is read).
 func ReadFile(path string, limit int64) ([]byte, error) {

@@ -84,3 +84,46 @@ func TestWithin(t *testing.T) {
 		assert.Equal(t, c.want, Within(c.dir, c.path), "Within(%q, %q)", c.dir, c.path)
 	}
 }
+
+// TestCreate: a file to write is made 0600 or truncated; a symbolic link there is refused and
+// what it points at left as it was; a FIFO is refused at once, not waited on.
+func TestCreate(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "new.prof")
+	f, err := Create(p)
+	require.NoError(t, err)
+	_, err = f.WriteString("profile")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	st, err := os.Stat(p)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	f, err = Create(p)
+	require.NoError(t, err, "an existing file")
+	require.NoError(t, f.Close())
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	assert.Empty(t, b, "made anew")
+
+	target := filepath.Join(dir, "precious")
+	require.NoError(t, os.WriteFile(target, []byte("keep me"), 0o644))
+	link := filepath.Join(dir, "link.prof")
+	require.NoError(t, os.Symlink(target, link))
+	_, err = Create(link)
+	require.ErrorIs(t, err, ErrNotRegular)
+	assert.Contains(t, err.Error(), "symbolic link")
+	b, err = os.ReadFile(target)
+	require.NoError(t, err)
+	assert.Equal(t, "keep me", string(b), "the link's target is untouched")
+
+	fifo := filepath.Join(dir, "fifo.prof")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	done := make(chan error, 1)
+	go func() { _, err := Create(fifo); done <- err }()
+	select {
+	case err := <-done:
+		require.Error(t, err, "a FIFO")
+	case <-time.After(5 * time.Second):
+		t.Fatal("Create waited on a FIFO")
+	}
+}
