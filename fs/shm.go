@@ -34,12 +34,10 @@ import (
 
 // shmChunk is the least a large read is cut into to be copied on several goroutines, and the
 // most one copy asks of its file at a time: a read is as large as the client's buffer, and some
-// files (a field in its own blocks, a mixture) make a buffer of what one read asks.
+// files (a field in its own blocks, a mixture) make a buffer of what one read asks. At most a
+// goroutine a connection and one a spare core copy at once, so such buffers hold at most
+// (connections + cores) x shmChunk.
 const shmChunk = 4 << 20
-
-// shmPieces bounds the shmChunk pieces copied at once by every connection together (at least
-// 16, at most 64: twice the cores), and with them what such buffers hold.
-var shmPieces = min(64, max(16, 2*runtime.GOMAXPROCS(0)))
 
 // shmRefuseTimeout bounds how long a refused user's connection is answered.
 const shmRefuseTimeout = 5 * time.Second
@@ -59,7 +57,6 @@ type shmServer struct {
 	cancel context.CancelFunc
 
 	spare   chan struct{} // a token for each core a large read may copy on besides its own
-	pieces  chan struct{} // a token for each piece copied at once (shmPieces)
 	reads   atomic.Uint64 // reads served
 	clients atomic.Int64  // connections now
 	mapped  atomic.Int64  // bytes of client buffers mapped now
@@ -86,7 +83,7 @@ func listenShm() (*shmServer, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &shmServer{ln: ln, addr: addr, ctx: ctx, cancel: cancel, conns: map[*net.UnixConn]struct{}{}, refused: map[*net.UnixConn]struct{}{},
-		spare: make(chan struct{}, max(0, runtime.GOMAXPROCS(0)-1)), pieces: make(chan struct{}, shmPieces)}, nil
+		spare: make(chan struct{}, max(0, runtime.GOMAXPROCS(0)-1))}, nil
 }
 
 // start serves m on the socket.
@@ -421,18 +418,12 @@ func (sc *shmConn) copy(w *view.Waits, r *view.Reader, dst []byte, off int64) er
 // shmReadFull is view.Reader.ReadFull (a test counts the pieces through it).
 var shmReadFull = (*view.Reader).ReadFull
 
-// readPieces fills dst from r at off, shmChunk bytes a call, each with a token of the server's
-// pieces.
+// readPieces fills dst from r at off, shmChunk bytes a call. (A token for each piece, shared by
+// all connections, would bound them more tightly, but a piece waiting on an object store would
+// hold its token, and cached reads of other clients would wait behind it.)
 func (sc *shmConn) readPieces(ctx context.Context, w *view.Waits, r *view.Reader, dst []byte, off int64) error {
 	for a := 0; a < len(dst); a += shmChunk {
-		select {
-		case sc.s.pieces <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		err := shmReadFull(r, ctx, w, dst[a:min(a+shmChunk, len(dst))], off+int64(a))
-		<-sc.s.pieces
-		if err != nil {
+		if err := shmReadFull(r, ctx, w, dst[a:min(a+shmChunk, len(dst))], off+int64(a)); err != nil {
 			return err
 		}
 	}

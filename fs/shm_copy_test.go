@@ -13,8 +13,8 @@ import (
 )
 
 // TestShmCopyPieces: a read as large as a client's buffer is asked of its file shmChunk bytes
-// at a time, each piece once, with no more pieces at once than the server's tokens, however
-// many goroutines copy it (some files make a buffer of what one read asks).
+// at a time, each piece once, on no more goroutines at once than its own and the spare cores'
+// (some files make a buffer of what one read asks).
 func TestShmCopyPieces(t *testing.T) {
 	keep := shmReadFull
 	t.Cleanup(func() { shmReadFull = keep })
@@ -35,7 +35,7 @@ func TestShmCopyPieces(t *testing.T) {
 	}
 	for _, n := range []int{1, shmChunk, shmChunk + 1, 70<<20 + 12345} {
 		clear(seen)
-		s := &shmServer{ctx: context.Background(), spare: make(chan struct{}, 7), pieces: make(chan struct{}, 3)}
+		s := &shmServer{ctx: context.Background(), spare: make(chan struct{}, 3)}
 		sc := &shmConn{s: s}
 		require.NoError(t, sc.copy(&view.Waits{}, nil, make([]byte, n), 1000))
 		var at int64 = 1000
@@ -45,7 +45,7 @@ func TestShmCopyPieces(t *testing.T) {
 			at += int64(l)
 		}
 		require.Equal(t, int64(n)+1000, at, "%d bytes: the pieces cover the read", n)
-		require.LessOrEqual(t, most.Load(), int64(3), "pieces at once")
+		require.LessOrEqual(t, most.Load(), int64(4), "pieces at once: the read's goroutine and 3 spare cores'")
 	}
 	require.Greater(t, most.Load(), int64(1), "the large reads were copied on several goroutines")
 }

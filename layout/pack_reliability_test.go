@@ -205,7 +205,8 @@ func TestFieldWriterBlockSamplesCapped(t *testing.T) {
 
 // TestStaleOfAnotherUser: leftovers beside DST that another user owns (in a folder others may
 // write in, anyone can plant a lock file of a dead writer's name and a dataset moved aside)
-// are not this user's to clean: they are left alone, and never put back at a missing DST.
+// are not this user's to clean: they are left alone, and put back at a missing DST only when
+// they are the folder's owner's.
 func TestStaleOfAnotherUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root, to make files of another user's")
@@ -225,10 +226,20 @@ func TestStaleOfAnotherUser(t *testing.T) {
 	require.NoDirExists(t, dst, "another user's dataset is not put at dst")
 	require.FileExists(t, planted+".lock")
 
-	// A lock of this user's beside a folder moved aside of another's: the folder is not put back.
+	// A lock of this user's beside a folder moved aside of another's (in a folder neither
+	// owns): the folder is neither put back nor removed.
 	require.NoError(t, os.Lchown(planted+".lock", 0, 0))
 	removed, err = RemoveStale(dst)
 	require.NoError(t, err)
-	require.Equal(t, []string{planted}, removed)
+	require.Empty(t, removed)
 	require.NoDirExists(t, dst, "another user's dataset is not put at dst")
+	require.DirExists(t, planted+".old", "nor removed")
+
+	// In that user's own folder (root's pack replacing their dataset, killed midway), theirs
+	// is put back.
+	require.NoError(t, os.Chown(parent, other, other))
+	removed, err = RemoveStale(dst)
+	require.NoError(t, err)
+	require.Equal(t, []string{planted}, removed)
+	require.FileExists(t, filepath.Join(dst, ManifestName), "the folder's owner's dataset is back")
 }

@@ -153,9 +153,14 @@ func removeIfDead(dir, dst string) (bool, error) {
 		return false, nil // removed and maybe made anew after we opened it, or another user's
 	}
 	if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
-		// Put back only a folder of this user's: what another could have planted beside a lock
-		// of this user's name would otherwise become dst.
-		if st, err := os.Lstat(dir + oldSuffix); err == nil && st.IsDir() && mine(st) {
+		if st, err := os.Lstat(dir + oldSuffix); err == nil {
+			// Put back only a folder of this user's, or of the folder's owner (root's pack
+			// replacing a user's dataset): anything else beside a lock of this user's name could
+			// have been planted by another user, to become dst. Such a thing is left as it is,
+			// not removed: it may be a dataset.
+			if !st.IsDir() || !(mine(st) || sameOwner(st, filepath.Dir(dst))) {
+				return false, nil
+			}
 			if err := os.Rename(dir+oldSuffix, dst); err != nil {
 				return false, fmt.Errorf("cannot put the dataset an interrupted pack moved aside back at %s: %w", dst, err)
 			}
@@ -170,6 +175,17 @@ func removeIfDead(dir, dst string) (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// sameOwner reports whether st is of a file the owner of the folder at dir owns.
+func sameOwner(st fs.FileInfo, dir string) bool {
+	d, err := os.Lstat(dir)
+	if err != nil {
+		return false
+	}
+	a, ok1 := st.Sys().(*syscall.Stat_t)
+	b, ok2 := d.Sys().(*syscall.Stat_t)
+	return ok1 && ok2 && a.Uid == b.Uid
 }
 
 // mine reports whether st is of a file this process's user owns.

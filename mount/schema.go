@@ -172,7 +172,7 @@ var schema = []Option{
 	{Name: "debug", Type: Bool, Default: "false", Scope: PerMount, Group: GroupMount, Help: "log every FUSE request",
 		set: func(o *Options, s string) error { return parseBool("debug", s, &o.Debug) }},
 	{Name: "log", Type: Path, Default: "", Scope: PerProcess, Group: GroupMount,
-		Help: "append log lines to this file, not a symlink (past 1 MiB it becomes FILE.1 and a new one starts; default: stderr; with " + flag("daemon") + ", a file of the daemon's own, which info.json's \"log\" names)",
+		Help: "append log lines to this file, not a symlink (mode 0600; past 1 MiB it becomes FILE.1 and a new one starts; /dev/null: none; default: stderr; with " + flag("daemon") + ", a file of the daemon's own, which info.json's \"log\" names)",
 		set:  func(o *Options, s string) error { o.Log = s; return nil }},
 	{Name: "users-lock", Type: Path, Default: "", Scope: PerMount, Group: GroupMount,
 		Help: "unmount and exit within a second once no process holds a POSIX (fcntl) lock on this file (blockfs.Mount's users each hold one)",

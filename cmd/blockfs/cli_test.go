@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"path/filepath"
@@ -278,4 +279,11 @@ func TestLogFile(t *testing.T) {
 	b, err = os.ReadFile(target)
 	require.NoError(t, err)
 	assert.Equal(t, "keep me", string(b))
+
+	// The two names a user gives for no file of its own: nothing kept, or standard error.
+	require.NoError(t, setupLog(os.DevNull, nil))
+	assert.Equal(t, io.Discard, log.Writer())
+	log.SetOutput(os.Stderr)
+	require.NoError(t, setupLog("/dev/stderr", nil))
+	assert.Equal(t, os.Stderr, log.Writer())
 }

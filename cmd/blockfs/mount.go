@@ -129,6 +129,13 @@ func setupLog(path string, own *daemon.Log) error {
 		}
 		return nil
 	}
+	switch path {
+	case os.DevNull:
+		log.SetOutput(io.Discard)
+		return nil
+	case "/dev/stderr":
+		return nil
+	}
 	// As the daemon's own log: no symlink followed (one planted where the log goes would have
 	// the daemon append to whatever it points at), no FIFO waited on, bounded (the oldest half
 	// kept as path.1).

@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -130,11 +132,18 @@ func (l *Log) Write(p []byte) (int, error) {
 		return 0, os.ErrClosed
 	}
 	if l.limit > 0 && l.size > 0 && l.size+int64(len(p)) > l.limit {
-		l.f.Close()
-		l.f = nil
-		_ = os.Rename(l.path, l.path+".1") // gone (removed by hand): a new one all the same
-		if err := l.open(); err != nil {
-			return 0, err
+		// The full file becomes path.1 (gone, removed by hand: a new one all the same), then a
+		// new one is opened; where either fails (a folder that cannot be written, descriptors
+		// run out) lines go on to the file open now, and the next try is a limit's worth on.
+		old, size := l.f, l.size
+		err := os.Rename(l.path, l.path+".1")
+		if err == nil || errors.Is(err, fs.ErrNotExist) {
+			err = l.open()
+		}
+		if err == nil {
+			old.Close()
+		} else {
+			l.f, l.size = old, size-l.limit
 		}
 	}
 	n, err := l.f.Write(p)

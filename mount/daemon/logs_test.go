@@ -88,3 +88,30 @@ func TestLogRotatesWhenRemoved(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, strings.Repeat("y", 40)+"\n", string(b))
 }
+
+// TestLogRotationFails: where the full log cannot be renamed (a folder of files in the way of
+// its .1) lines go on to the file open now, none lost, and the rotation is tried again a
+// limit's worth later, not at every line.
+func TestLogRotationFails(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d.log")
+	require.NoError(t, os.MkdirAll(filepath.Join(path+".1", "in-the-way"), 0o700))
+	l, err := OpenLog(path, 100)
+	require.NoError(t, err)
+	defer l.Close()
+	line := strings.Repeat("z", 39) + "\n"
+	for range 5 {
+		_, err := l.Write([]byte(line))
+		require.NoError(t, err)
+	}
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, strings.Repeat(line, 5), string(b), "every line kept in the file open")
+	require.NoError(t, os.RemoveAll(path+".1"))
+	for range 2 {
+		_, err := l.Write([]byte(line))
+		require.NoError(t, err)
+	}
+	old, err := os.ReadFile(path + ".1")
+	require.NoError(t, err, "rotated a limit's worth on, once the way is clear")
+	assert.Equal(t, strings.Repeat(line, 5), string(old), "the five lines kept meanwhile")
+}

@@ -18,6 +18,7 @@ import os
 import socket
 import struct
 import threading
+import time
 import warnings
 import weakref
 from typing import Any, Deque, Dict, List, Optional, Tuple
@@ -54,6 +55,8 @@ ALIGN = 4096
 
 # How long a new connection waits for the daemon to take it and answer its hello (seconds).
 HELLO_TIMEOUT = 30.0
+# How long reads use the files after the daemon said it maps as many buffers as it may (seconds).
+FULL_WAIT = 5.0
 
 # The environment variable that turns the path off for every Loader of a process ("0").
 ENV = "BLOCKFS_SHM"
@@ -173,32 +176,22 @@ class Channel:
             raise ShmUnavailable("the daemon offers none (mounted by an older blockfs, with the path off, or on a kernel "
                                  "before Linux 5.1, which cannot seal its buffers)")
         # The daemon to trust is the one whose FUSE mount is at path: a socket that info.json in a
-        # plain folder names could be anyone's, and would be handed this process's buffers.
-        owner = blockfs_owner(path)
-        if owner is None:  # no /proc/self/mountinfo: the uid that owns the mount's files
-            owner = os.stat(path).st_uid
-        elif owner < 0:
+        # plain folder names could be anyone's, and would be handed this process's buffers. Its
+        # uid is the one that made the mount, as mountinfo gives it, or the one its files are
+        # of, as this process's user namespace sees it (a trainer in a namespace of its own).
+        made_by = blockfs_owner(path)
+        if made_by is not None and made_by < 0:
             raise ShmUnavailable(f"{path} is no blockfs mount (/proc/self/mountinfo lists none there), so the "
                                  f"socket its info.json names is not trusted")
+        owners = {os.stat(path).st_uid} | ({made_by} if made_by is not None else set())
         self.path = path
         self.pid = os.getpid()
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
-        # The connect and the hello are answered at once by a daemon that serves; one that does
-        # not (wedged, its descriptors run out) is used no longer than HELLO_TIMEOUT.
-        self.sock.settimeout(HELLO_TIMEOUT)
-        try:
-            self.sock.connect("\0" + addr[1:])
-        except socket.timeout as e:
-            self.sock.close()
-            raise ShmUnavailable(f"the daemon's socket {addr} did not take the connection within {HELLO_TIMEOUT:g} s") from e
-        except OSError as e:
-            self.sock.close()
-            raise ShmUnavailable(f"cannot reach the daemon's socket {addr} ({e.strerror or e}; "
-                                 "another network namespace?)") from e
+        self.sock = _connect(addr)
         pid, uid, _ = struct.unpack("3i", self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
-        if uid != owner:
+        if uid not in owners:
             self.sock.close()
-            raise ShmUnavailable(f"the socket {addr} is served by uid {uid}, not by the mount's daemon (uid {owner})")
+            raise ShmUnavailable(f"the socket {addr} is served by uid {uid}, not by the mount's daemon "
+                                 f"(uid {' or '.join(map(str, sorted(owners)))})")
         self.daemon_pid = pid
         try:
             _exchange(self.sock, _packet(OP_HELLO, 0, 0, 0, 0, b""), None)
@@ -220,6 +213,7 @@ class Channel:
         self.fallbacks = 0  # reads that found no room in the arenas and used the file
         self.broken = False  # the connection failed: the daemon is gone
         self.refused = False  # the daemon refused a buffer: every read uses the files
+        self.full_until = 0.0  # until then (time.monotonic()) reads use the files: the daemon was full
 
     def close(self) -> None:
         """Closes the connection; the daemon unmaps its side of the buffers. Arrays over them
@@ -228,13 +222,19 @@ class Channel:
             self.sock.close()
 
     def _region(self, n: int) -> Optional[Tuple[_Arena, int]]:
-        if self.refused:
+        if self.refused or time.monotonic() < self.full_until:
             return None
         try:
             return self._region_of(n)
         except DaemonGone:
             raise
         except OSError as e:
+            if e.errno == errno_mod.ENOSPC:
+                # The daemon maps as many buffers as it may (its clients' together): this read,
+                # and the next for FULL_WAIT seconds, use the files; then a buffer is asked again.
+                self.full_until = time.monotonic() + FULL_WAIT
+                warn_once("the daemon maps as many clients' buffers as it may; reads use the files until it has room")
+                return None
             # A daemon that refuses this process's buffers (one that cannot seal them, or a
             # protocol this client does not speak): the files serve the same bytes.
             self.refused = True
@@ -341,6 +341,29 @@ def _forget_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def _connect(addr: str) -> socket.socket:
+    """A connection to the daemon's socket addr ("@name"), which waits for room in the
+    daemon's queue of new connections at most HELLO_TIMEOUT and is left with that timeout.
+    Raises ShmUnavailable."""
+    deadline = time.monotonic() + HELLO_TIMEOUT
+    while True:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+        s.settimeout(HELLO_TIMEOUT)
+        try:
+            s.connect("\0" + addr[1:])
+            return s
+        except (BlockingIOError, socket.timeout) as e:  # the queue full (EAGAIN: not waited on)
+            s.close()
+            if isinstance(e, socket.timeout) or time.monotonic() > deadline:
+                raise ShmUnavailable(f"the daemon's socket {addr} did not take the connection within "
+                                     f"{HELLO_TIMEOUT:g} s") from e
+            time.sleep(0.01)
+        except OSError as e:
+            s.close()
+            raise ShmUnavailable(f"cannot reach the daemon's socket {addr} ({e.strerror or e}; "
+                                 "another network namespace?)") from e
 
 
 def _packet(op: int, bid: int, a: int, b: int, c: int, path: bytes) -> bytes:

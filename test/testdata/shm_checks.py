@@ -7,12 +7,14 @@ For every file of epochs 0 and 1 the mount lists (data and every sidecar: ids, o
 mixture's source, each field's values and offsets), and the same in shard-1-of-3/, reads through
 the shared-memory path equal reads of the file: the whole file, ranges across its end and
 past it, and 40 random ranges; a new buffer's pages are mapped before its first read (each
-way of filling them); a folder naming the daemon's socket gets no channel. Then
+way of filling them); a folder naming the daemon's socket gets no channel; a full daemon sends
+reads to the files for a while, not for good. Then
 blockfs.torch.Loader's batches of epoch 1 (rank 1 of 2, or a node's rank on a node-aware
 mount) are the same with shm=True and shm=False (buffered reads
 of the files, and every read of the files through O_DIRECT), and the daemon counted the
 path's reads. Prints "ok ..." or exits non-zero with what differs.
 """
+import errno
 import json
 import mmap
 import os
@@ -137,6 +139,28 @@ def check_folder_refused(info):
         raise AssertionError(f"a channel for the folder {d}")
 
 
+def check_full(mount, info):
+    """A daemon that maps as many buffers as it may (ENOSPC) sends this read, and the next for a
+    while, to the files, not every read for the process's life; then buffers are asked again."""
+    name = files(mount)[0]
+    ch = shm.Channel(mount, info)
+    real = ch._region_of
+
+    def full(n):
+        raise OSError(errno.ENOSPC, "map: the daemon maps at most ... in all")
+    ch._region_of = full
+    assert ch.read(name, 0, 1000) is None, "a read while the daemon is full"
+    assert not ch.refused and ch.full_until > 0, (ch.refused, ch.full_until)
+    ch._region_of = real
+    assert ch.read(name, 0, 1000) is None, "reads within FULL_WAIT use the files"
+    ch.full_until = 0.0
+    got = ch.read(name, 0, 1000)
+    with open(os.path.join(mount, name), "rb") as f:
+        assert got is not None and bytes(got) == f.read(1000), "buffers again once the wait is over"
+    del got
+    ch.close()
+
+
 def batches(mount, info, use, direct_read=None):
     """The Loader's batches of epoch 1; with direct_read, the files' reads of at least that many
     bytes go through O_DIRECT: 1, every one (and some must have), a huge one, none."""
@@ -168,6 +192,7 @@ def main(mount):
     compared = check_files(mount, info)
     check_filled(mount, info)
     check_folder_refused(info)
+    check_full(mount, info)
     a, b = batches(mount, info, True), batches(mount, info, False, direct_read=1 << 62)
     assert a, "the Loader gave no batches"
     same(a, b, "batches")
