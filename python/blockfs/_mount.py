@@ -91,13 +91,27 @@ def _digest(*parts: object) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
+# The largest mixture file blockfs mounts (mount/location.go's maxMixtureFile).
+MAX_MIXTURE_FILE = 4 << 20
+
+
 def _mixture_digest(data: str) -> Optional[str]:
     """The digest of a mixture file's content (data a .json file), else None: a mixture edited
-    in place (another weight) is another mount, not the one a running job made of the old one."""
-    if not data.endswith(".json") or not os.path.isfile(data):
+    in place (another weight) is another mount, not the one a running job made of the old one.
+    Also None for what the mount itself refuses, with its reason: a FIFO or device (opened
+    without waiting on it), a file larger than MAX_MIXTURE_FILE."""
+    if not data.endswith(".json"):
         return None
-    with open(data, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()[:16]
+    try:
+        fd = os.open(data, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MIXTURE_FILE:
+            return None
+        body = f.read(MAX_MIXTURE_FILE + 1)
+    return None if len(body) > MAX_MIXTURE_FILE else hashlib.sha256(body).hexdigest()[:16]
 
 
 # The options Mount gives the binary itself (a keyword may not set them).

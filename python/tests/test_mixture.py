@@ -67,6 +67,30 @@ def check_records(test, source, ids, x):
     np.testing.assert_array_equal(words[:, 1], np.asarray(ids))
 
 
+class MixtureDigestTest(unittest.TestCase):
+    """The digest Mount keeps of a mixture file: its content's; none, at once, for a FIFO in its
+    place (no writer: a plain open would wait for ever) or a file past the mount's bound."""
+
+    def test_digest(self):
+        from blockfs._mount import MAX_MIXTURE_FILE, _mixture_digest
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "mix.json")
+            with open(p, "w") as f:
+                f.write('{"sources": []}')
+            a = _mixture_digest(p)
+            self.assertIsNotNone(a)
+            with open(p, "w") as f:
+                f.write('{"sources": [ ]}')
+            self.assertNotEqual(a, _mixture_digest(p), "edited in place: another digest")
+            with open(p, "wb") as f:
+                f.truncate(MAX_MIXTURE_FILE + 1)
+            self.assertIsNone(_mixture_digest(p), "past the bound")
+            fifo = os.path.join(d, "fifo.json")
+            os.mkfifo(fifo)
+            self.assertIsNone(_mixture_digest(fifo), "a FIFO")
+            self.assertIsNone(_mixture_digest(os.path.join(d, "missing.json")))
+
+
 class LoaderChecks:
     """The Loader over a mixture. A subclass sets path (the repeat mixture: epochs of different
     lengths), want[e] = (sources, ids) of its epochs, and other (the weights mixture)."""
