@@ -9,9 +9,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/blockfs/blockfs/internal/privdir"
 )
 
 // A writer builds its dataset in a temporary directory next to the destination DST,
@@ -180,19 +181,11 @@ func removeIfDead(dir, dst string) (bool, error) {
 // sameOwner reports whether st is of a file the owner of the folder at dir owns.
 func sameOwner(st fs.FileInfo, dir string) bool {
 	d, err := os.Lstat(dir)
-	if err != nil {
-		return false
-	}
-	a, ok1 := st.Sys().(*syscall.Stat_t)
-	b, ok2 := d.Sys().(*syscall.Stat_t)
-	return ok1 && ok2 && a.Uid == b.Uid
+	return err == nil && privdir.Owner(st) >= 0 && privdir.Owner(st) == privdir.Owner(d)
 }
 
 // mine reports whether st is of a file this process's user owns.
-func mine(st fs.FileInfo) bool {
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	return ok && sys.Uid == uint32(os.Geteuid())
-}
+func mine(st fs.FileInfo) bool { return privdir.Owner(st) == os.Geteuid() }
 
 // sameFile reports whether st is the file f has open.
 func sameFile(st fs.FileInfo, f *os.File) bool {

@@ -83,7 +83,7 @@ var allowed = map[string][]string{
 	"source":  {},
 	"shuffle": {"internal/lru", "internal/optname"},
 	"layout": {"source", "internal/background", "internal/crc32c", "internal/fsync", "internal/optname",
-		"internal/parallel", "internal/strictjson", "internal/userfile"},
+		"internal/parallel", "internal/privdir", "internal/strictjson", "internal/userfile"},
 	// The backends and the layers below the cache, stacked in one place (source/stack).
 	// source/local still opens a dataset directory (its layout.Store: issue 54's store seam).
 	"source/local": {"source", "layout", "internal/odirect", "internal/userfile"},
@@ -108,8 +108,8 @@ var allowed = map[string][]string{
 		"internal/fsync", "internal/infiles", "internal/near", "internal/odirect", "internal/optname", "internal/strictjson", "internal/userfile"},
 	// A mount's life beside its data: the mount point, the registry of daemons and their
 	// memory claims, the daemon's log, the users' lease.
-	"mount/daemon": {"fs", "internal/fuseread", "internal/mountinfo", "internal/optname", "internal/sysmem",
-		"internal/userfile"},
+	"mount/daemon": {"fs", "internal/fuseread", "internal/mountinfo", "internal/optname", "internal/privdir",
+		"internal/sysmem", "internal/userfile"},
 	// The memory plan, from the dataset and the memory the process really has.
 	"mount/memory": {"layout", "cache", "source/stack", "internal/optname", "internal/sysmem"},
 	// What a mount reports: stats.json's schema, composed of each layer's typed counters, and

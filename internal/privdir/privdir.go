@@ -65,3 +65,11 @@ func Check(dir string) error {
 	}
 	return nil
 }
+
+// Owner returns the uid that owns the file st describes, or -1 where st carries none.
+func Owner(st fs.FileInfo) int {
+	if s, ok := st.Sys().(*syscall.Stat_t); ok {
+		return int(s.Uid)
+	}
+	return -1
+}

@@ -48,29 +48,13 @@ func (p *problem) Unwrap() error { return p.kind }
 // holds more than limit bytes (limit < 0: no limit). Read it through Reader to hold the limit
 // while it grows.
 func Open(path string, limit int64) (*os.File, int64, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	for err == unix.EINTR {
-		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	}
+	fd, st, err := openRegular(path, "open", unix.O_RDONLY, 0)
 	if err != nil {
-		return nil, 0, &fs.PathError{Op: "open", Path: path, Err: err}
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, 0, &fs.PathError{Op: "stat", Path: path, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
-		return nil, 0, &fs.PathError{Op: "open", Path: path, Err: &problem{KindOf(st.Mode) + ", not a regular file", ErrNotRegular}}
+		return nil, 0, err
 	}
 	if limit >= 0 && st.Size > limit {
 		unix.Close(fd)
 		return nil, 0, &fs.PathError{Op: "open", Path: path, Err: tooLarge(st.Size, limit)}
-	}
-	// A regular file never blocks; without O_NONBLOCK, os.NewFile leaves the poller alone.
-	if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil {
-		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFL, flags&^unix.O_NONBLOCK)
 	}
 	return os.NewFile(uintptr(fd), path), st.Size, nil
 }
@@ -80,30 +64,43 @@ func Open(path string, limit int64) (*os.File, int64, error) {
 // where the file goes would have blockfs overwrite whatever it points at) and, with an
 // *fs.PathError wrapping ErrNotRegular, anything but a regular file (a FIFO is not waited on).
 func Create(path string) (*os.File, error) {
-	const flags = unix.O_WRONLY | unix.O_CREAT | unix.O_TRUNC | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC
-	fd, err := unix.Open(path, flags, 0o600)
-	for err == unix.EINTR {
-		fd, err = unix.Open(path, flags, 0o600)
+	fd, _, err := openRegular(path, "create", unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, err
 	}
-	if err == unix.ELOOP {
-		return nil, &fs.PathError{Op: "create", Path: path, Err: &problem{"a symbolic link: give the file's own path", ErrNotRegular}}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// openRegular opens path with flags (and O_NONBLOCK, O_NOCTTY, O_CLOEXEC) and returns the
+// descriptor and its fstat, refusing anything but a regular file (and, with O_NOFOLLOW, a
+// symbolic link) with an *fs.PathError of op wrapping ErrNotRegular. The descriptor is left
+// blocking: a regular file never blocks, and without O_NONBLOCK os.NewFile leaves the poller
+// alone.
+func openRegular(path, op string, flags int, perm uint32) (int, unix.Stat_t, error) {
+	var st unix.Stat_t
+	flags |= unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC
+	fd, err := unix.Open(path, flags, perm)
+	for err == unix.EINTR {
+		fd, err = unix.Open(path, flags, perm)
+	}
+	if err == unix.ELOOP && flags&unix.O_NOFOLLOW != 0 {
+		return -1, st, &fs.PathError{Op: op, Path: path, Err: &problem{"a symbolic link: give the file's own path", ErrNotRegular}}
 	}
 	if err != nil {
-		return nil, &fs.PathError{Op: "create", Path: path, Err: err}
+		return -1, st, &fs.PathError{Op: op, Path: path, Err: err}
 	}
-	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
+		return -1, st, &fs.PathError{Op: "stat", Path: path, Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		unix.Close(fd)
-		return nil, &fs.PathError{Op: "create", Path: path, Err: &problem{KindOf(st.Mode) + ", not a regular file", ErrNotRegular}}
+		return -1, st, &fs.PathError{Op: op, Path: path, Err: &problem{KindOf(st.Mode) + ", not a regular file", ErrNotRegular}}
 	}
-	if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil {
-		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFL, flags&^unix.O_NONBLOCK)
+	if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil {
+		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl&^unix.O_NONBLOCK)
 	}
-	return os.NewFile(uintptr(fd), path), nil
+	return fd, st, nil
 }
 
 // ReadFile reads the regular file at path whole, refusing it as Open does when it is not

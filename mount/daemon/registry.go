@@ -11,12 +11,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	bfs "github.com/blockfs/blockfs/fs"
 	"github.com/blockfs/blockfs/internal/mountinfo"
+	"github.com/blockfs/blockfs/internal/privdir"
 )
 
 // The registry: each daemon writes what it claimed of memory (its Claim), its pid and where it
@@ -72,7 +72,7 @@ func RegistryDir() string {
 		return dirs[0]
 	}
 	for _, d := range dirs[:len(dirs)-1] {
-		if st, err := os.Lstat(filepath.Dir(d)); err == nil && st.IsDir() && owner(st) == os.Geteuid() {
+		if st, err := os.Lstat(filepath.Dir(d)); err == nil && st.IsDir() && privdir.Owner(st) == os.Geteuid() {
 			return d
 		}
 	}
@@ -101,19 +101,12 @@ func checkPrivate(dir string) error {
 		return err
 	case !st.IsDir():
 		return fmt.Errorf("%s is not a directory", dir)
-	case owner(st) != os.Geteuid():
-		return fmt.Errorf("%s belongs to uid %d, not to this user (uid %d)", dir, owner(st), os.Geteuid())
+	case privdir.Owner(st) != os.Geteuid():
+		return fmt.Errorf("%s belongs to uid %d, not to this user (uid %d)", dir, privdir.Owner(st), os.Geteuid())
 	case st.Mode().Perm()&0o077 != 0:
 		return fmt.Errorf("%s has mode %04o, which lets others in", dir, st.Mode().Perm())
 	}
 	return nil
-}
-
-func owner(st fs.FileInfo) int {
-	if s, ok := st.Sys().(*syscall.Stat_t); ok {
-		return int(s.Uid)
-	}
-	return -1
 }
 
 // Register writes this daemon's entry for its mount at mnt (absolute, or /dev/fd/N), whose
