@@ -313,16 +313,9 @@ func listInputs(inputs []string, format Format, sel *selection, res *Result) ([]
 		if err != nil {
 			return nil, err
 		}
-		fi := in.(*filesInput)
-		files := make([]inputFile, len(fi.paths))
-		for i, rel := range fi.paths {
-			st, err := os.Stat(filepath.Join(inputs[0], filepath.FromSlash(rel)))
-			if err != nil {
-				return nil, fmt.Errorf("cannot stat %s: %w", rel, unwrap(err))
-			}
-			files[i] = inputFile{path: rel, size: st.Size()}
-		}
-		return files, nil
+		// The sizes are the listing's, not a stat by path (which followed symlinks on the path).
+		in.close()
+		return in.(*filesInput).files, nil
 	}
 	if format.HasFields() {
 		var err error
@@ -393,9 +386,8 @@ func packShare(ctx context.Context, inputs []string, files []inputFile, dst stri
 	var el element
 	switch opt.Format {
 	case Files:
-		fi := &filesInput{root: inputs[0]}
+		fi := &filesInput{root: inputs[0], files: files}
 		for _, f := range files {
-			fi.paths = append(fi.paths, f.path)
 			fi.n += f.size
 		}
 		in, el = fi, element{kind: layout.Variable}

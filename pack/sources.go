@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/blockfs/blockfs/internal/userfile"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/blockfs/blockfs/internal/optname"
@@ -305,18 +307,26 @@ func (in *linesInput) close() error { return in.f.Close() }
 // filesInput reads one record per regular file under a folder, in sorted path order: the
 // entries of each directory sorted by name, depth first (as filepath.WalkDir visits them).
 // Symlinks and other non-regular files are skipped, and so are the files and folders that sel
-// leaves out. Names are '/'-separated relative paths.
+// leaves out. Names are '/'-separated relative paths. Each file is opened relative to dir
+// (openBeneath), the folder as it was when it was listed.
 type filesInput struct {
 	root  string
-	paths []string // relative paths still to read, in order
+	dir   *os.File    // root, opened before it was listed; nil until next opens it, for a part's share
+	files []inputFile // the files still to read, in order: their relative paths and listed sizes
 	cur   string
 	buf   []byte
 	n     int64
 	open  *os.File // the file of the last record, when it is handed over as a section
 }
 
+// openFiles lists the folder src: the files that sel takes, in order.
 func openFiles(src string, sel *selection) (input, element, error) {
 	in := &filesInput{root: src}
+	// Opened before the listing, so that the files read are those of the folder listed, even if
+	// src is replaced since; an error is said below, after the listing's own (src missing, or
+	// no folder: no files).
+	dir, dirErr := os.OpenFile(src, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	in.dir = dir
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return fmt.Errorf("cannot list %s: %w", p, unwrap(err))
@@ -348,18 +358,22 @@ func openFiles(src string, sel *selection) (input, element, error) {
 		if strings.ContainsAny(rel, "\n\x00") {
 			return fmt.Errorf("the name %q contains a newline; rename the file, or leave it out with %s", rel, optname.Flag("exclude"))
 		}
-		in.paths = append(in.paths, rel)
+		in.files = append(in.files, inputFile{path: rel, size: info.Size()})
 		in.n += info.Size()
 		return nil
 	})
-	if err != nil {
-		return nil, element{}, err
+	switch {
+	case err != nil:
+	case len(in.files) == 0 && sel.skipped.String() != "":
+		err = fmt.Errorf("%s holds no files to pack: %s", src, sel.skipped.String())
+	case len(in.files) == 0:
+		err = fmt.Errorf("%s holds no regular files: nothing to pack", src)
+	case dirErr != nil:
+		err = fmt.Errorf("cannot list %s: %w", src, unwrap(dirErr))
 	}
-	if len(in.paths) == 0 {
-		if sk := sel.skipped.String(); sk != "" {
-			return nil, element{}, fmt.Errorf("%s holds no files to pack: %s", src, sk)
-		}
-		return nil, element{}, fmt.Errorf("%s holds no regular files: nothing to pack", src)
+	if err != nil {
+		in.close()
+		return nil, element{}, err
 	}
 	return in, element{kind: layout.Variable}, nil
 }
@@ -367,23 +381,34 @@ func openFiles(src string, sel *selection) (input, element, error) {
 // next returns the next file's contents: read into a buffer when the file fits in the read
 // buffer, else as a section of the file, which stays open until the next call.
 func (in *filesInput) next() (record, error) {
-	if err := in.close(); err != nil {
+	if err := in.closeRecord(); err != nil {
 		return record{}, err
 	}
-	if len(in.paths) == 0 {
+	if len(in.files) == 0 {
 		return record{}, io.EOF
 	}
-	in.cur, in.paths = in.paths[0], in.paths[1:]
+	in.cur, in.files = in.files[0].path, in.files[1:]
 	p := filepath.Join(in.root, filepath.FromSlash(in.cur))
-	// Not followed: the listing left symlinks out, and one put in a listed file's place since
-	// (by anyone who can write in the folder) would have this pack copy whatever it points
-	// at, a file of the packing user's, into the dataset; nor a FIFO or device (a hang, or no
-	// end).
-	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ELOOP) {
-		return record{}, fmt.Errorf("cannot read %s: it became a symlink after it was listed; pack the folder again once it stops changing", p)
+	if in.dir == nil { // a part's share, listed by listInputs
+		dir, err := os.OpenFile(in.root, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return record{}, fmt.Errorf("cannot read %s: %w", p, unwrap(err))
+		}
+		in.dir = dir
 	}
-	if err != nil {
+	// No symlink followed, in any component: the listing left symlinks out, and one put in the
+	// place of a listed file or of a folder on its path since (by anyone who can write in the
+	// folder) would have this pack copy whatever it points at, a file of the packing user's,
+	// into the dataset; nor a FIFO or device opened to wait on (a hang, or no end).
+	f, err := openBeneath(in.dir, in.cur, p)
+	var changed *userfile.FolderChangedError
+	switch {
+	case errors.As(err, &changed):
+		return record{}, fmt.Errorf("cannot read %s: its folder %s changed after it was listed (it is no longer a folder: a symlink or another file); pack the folder again once it stops changing",
+			p, filepath.Join(in.root, filepath.FromSlash(changed.Dir)))
+	case errors.Is(err, unix.ELOOP):
+		return record{}, fmt.Errorf("cannot read %s: it became a symlink after it was listed; pack the folder again once it stops changing", p)
+	case err != nil:
 		return record{}, fmt.Errorf("cannot read %s: %w", p, unwrap(err))
 	}
 	st, err := f.Stat()
@@ -415,13 +440,25 @@ func (in *filesInput) describe(uint64) string {
 }
 func (in *filesInput) size() int64 { return in.n }
 
-// close closes the file of the last record, if it is open.
-func (in *filesInput) close() error {
+// closeRecord closes the file of the last record, if it is open.
+func (in *filesInput) closeRecord() error {
 	if in.open == nil {
 		return nil
 	}
 	err := in.open.Close()
 	in.open = nil
+	return err
+}
+
+// close closes the file of the last record and the folder.
+func (in *filesInput) close() error {
+	err := in.closeRecord()
+	if in.dir != nil {
+		if e := in.dir.Close(); err == nil {
+			err = e
+		}
+		in.dir = nil
+	}
 	return err
 }
 
