@@ -17,9 +17,9 @@ values (tree "field", ".%s") and, for values of varying length, their offsets (t
 from __future__ import annotations
 
 import errno as errno_mod
+import io
 import json
 import os
-import re
 import warnings
 import dataclasses
 import difflib
@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._types import HasPath, Info, MountPath, ShardSpec
+from ._userfile import open_regular, read_bounded
 
 # The names of a tree whose info.json has no "tree" (a mount by a binary older than it).
 LEGACY_TREE: Mapping[str, str] = MappingProxyType({
@@ -287,55 +288,24 @@ def mount_path(path: MountPath) -> str:
     return os.fspath(path.path if isinstance(path, HasPath) else path)
 
 
-def mountinfo() -> Optional[List[Tuple[str, str, str]]]:
-    """This process's mounts, from /proc/self/mountinfo in its order (a later one over an earlier
-    at the same point): each one's mount point (octal escapes such as \\040 decoded), file
-    system type and superblock options; None where it cannot be read."""
-    try:
-        with open("/proc/self/mountinfo", "rb") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return None
-    out: List[Tuple[str, str, str]] = []
-    for line in lines:
-        fields = line.split(b" ")
-        sep = fields.index(b"-", 6) if b"-" in fields[6:] else -1
-        if sep < 0 or len(fields) < sep + 4:
-            continue
-        out.append((unescape_mountinfo(fields[4]), os.fsdecode(fields[sep + 1]), os.fsdecode(fields[sep + 3])))
-    return out
-
-
-def unescape_mountinfo(field: bytes) -> str:
-    """A mountinfo field with its octal escapes (\\040 for a space) decoded."""
-    return os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), field))
-
-
-def blockfs_owner(path: MountPath) -> Optional[int]:
-    """The uid that made the blockfs mount at path (its FUSE connection's user_id), or -1 where
-    path is no fuse.blockfs mount (a folder whose .blockfs/info.json anyone who can write
-    there could have made); None where /proc/self/mountinfo cannot be read."""
-    entries = mountinfo()
-    if entries is None:
-        return None
-    real = os.path.realpath(mount_path(path))
-    at = [e for e in entries if e[0] == real]
-    if not at or at[-1][1] != "fuse.blockfs":
-        return -1
-    for opt in at[-1][2].split(","):
-        if opt.startswith("user_id=") and opt[8:].isdigit():
-            return int(opt[8:])
-    return -1
+# The largest info.json read (the daemon bounds none): 2 KiB a dataset, 1.7 KiB more a source of
+# a mixture (at most 4096, shuffle.MaxSources, each with up to three 4 KiB paths: 55 MiB), 1 KiB
+# more a field (each needs 4 MiB of cache: 64 MiB of fields is 256 GiB of cache).
+MAX_INFO_FILE = 64 << 20
 
 
 def read_info(path: MountPath) -> Info:
-    """The mount's .blockfs/info.json as a dict. Raises ValueError when path is not a mount."""
+    """The mount's .blockfs/info.json as a dict. Raises ValueError when path is not a mount: it
+    has no info.json, or one that is not a regular file (a FIFO is not waited on) or that holds
+    more than MAX_INFO_FILE bytes."""
     p = os.path.join(mount_path(path), INFO)
     try:
-        with open(p) as f:
-            info: Info = json.load(f)
+        body = read_bounded(p, MAX_INFO_FILE)
     except FileNotFoundError:
         raise ValueError(f"{mount_path(path)} is not a blockfs mount (it has no {INFO})") from None
+    except ValueError as e:
+        raise ValueError(f"{mount_path(path)} is not a blockfs mount: {e}") from None
+    info: Info = json.loads(body)
     return info
 
 
@@ -442,7 +412,7 @@ def _read_sidecar(path: MountPath, epoch: int, shard: Optional[ShardSpec], suffi
         n = end - start
     p = tree.epoch_file(mount_path(path), epoch, shard, suffix)
     size = n * dtype.itemsize
-    with open(p, "rb", buffering=0) as f:
+    with open_regular(p) as f:  # not waited on when a folder that is no mount holds a FIFO there
         out = np.empty(n, dtype=dtype)
         buf = out.data.cast("B")
         got = 0
@@ -470,8 +440,7 @@ def explain(err: OSError, root: str, file: str) -> OSError:
     rel = os.path.relpath(file, root)
     try:
         tree = tree_of(root)
-        with open(os.path.join(root, tree.meta_dir, tree.stats), "rb") as f:
-            stats = json.loads(f.read(MAX_STATS_BYTES + 1)[:MAX_STATS_BYTES])
+        stats = json.loads(read_bounded(os.path.join(root, tree.meta_dir, tree.stats), MAX_STATS_BYTES))
         last = [e for e in stats.get("last_errors") or [] if isinstance(e, dict) and e.get("file") == rel]
     except (OSError, ValueError, AttributeError):
         return err
@@ -503,16 +472,18 @@ def record_sources(path: MountPath, epoch: int, shard: Optional[ShardSpec] = Non
 
 
 def load_labels(labels: Union[npt.ArrayLike, str, os.PathLike[str]]) -> np.ndarray[Any, Any]:
-    """A label array indexed by record id, from an array, a .npy file, or a text file of one
-    integer per line (line i the label of record i, as pack's names make with
-    labels_from_names)."""
+    """A label array indexed by record id, from an array, a .npy file (mapped), or a text file of
+    one integer per line (line i the label of record i, as pack's names make with
+    labels_from_names). Raises ValueError for a path not a regular file (a FIFO is not waited on)."""
     if isinstance(labels, np.ndarray):
         return labels
     if not isinstance(labels, (str, os.PathLike)):
         return np.asarray(labels)
     p = os.fspath(labels)
-    with open(p, "rb") as f:
+    with open_regular(p) as f:
         npy = f.read(6) == b"\x93NUMPY"
+    # numpy is given the path just found regular: it maps a .npy by path only, and decompresses
+    # a text file by its name's .gz, .bz2 or .xz.
     if npy:
         loaded: np.ndarray[Any, Any] = np.load(p, mmap_mode="r")
         return loaded
@@ -560,33 +531,35 @@ def record_names(path: MountPath) -> List[str]:
 
 def names_of(path: MountPath, ids: Sequence[int]) -> Optional[List[str]]:
     """The source names of the records ids of a mount, read line by line from its names file
-    (without holding the whole file); None when the dataset has no names. For error messages."""
+    (without holding the whole file); None when the dataset has no names (or no regular file of
+    them). For error messages."""
     tree = tree_of(path)
     p = os.path.join(mount_path(path), tree.meta_dir, tree.names)
     want = {int(i) for i in ids}
     found: Dict[int, str] = {}
     try:
-        with open(p, encoding="utf-8", errors="replace", newline="\n") as f:
+        with io.TextIOWrapper(open_regular(p), encoding="utf-8", errors="replace", newline="\n") as f:
             for i, line in enumerate(f):
                 if i in want:
                     found[i] = line[:-1] if line.endswith("\n") else line
                     if len(found) == len(want):
                         break
-    except FileNotFoundError:
+    except (FileNotFoundError, ValueError):  # ValueError: not a regular file
         return None
     return [found.get(int(i), "?") for i in ids]
 
 
 def _read_names(source: MountPath) -> List[str]:
-    """The record names of a mount (the names file in its meta folder) or of a names file."""
+    """The record names of a mount (the names file in its meta folder) or of a names file: a
+    regular file (ValueError otherwise; a FIFO is not waited on), of any size."""
     p = mount_path(source)
     if os.path.isdir(p):
         tree = tree_of(source)
         p = os.path.join(p, tree.meta_dir, tree.names)
         if not os.path.exists(p):
             raise ValueError(f"{mount_path(source)} has no record names: pack the dataset from a folder (--format files)")
-    with open(p, encoding="utf-8", newline="\n") as f:
-        names = f.read().split("\n")
+    with open_regular(p) as f:
+        names = f.read().decode("utf-8").split("\n")
     if names and names[-1] == "":
         names.pop()
     return names

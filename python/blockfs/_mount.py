@@ -15,9 +15,11 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Union, cast
 
 from ._nodes import node_options
 from ._binary import binary
-from ._files import mount_path, mountinfo, read_info, tree_of
+from ._files import mount_path, read_info, tree_of
+from ._mountinfo import mountinfo
 from .options import flag, flags, schema_of
 from ._types import Info, MountPath
+from ._userfile import read_bounded
 
 
 class OrderWarning(UserWarning):
@@ -103,15 +105,10 @@ def _mixture_digest(data: str) -> Optional[str]:
     if not data.endswith(".json"):
         return None
     try:
-        fd = os.open(data, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError:
+        body = read_bounded(data, MAX_MIXTURE_FILE)
+    except (OSError, ValueError):
         return None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MIXTURE_FILE:
-            return None
-        body = f.read(MAX_MIXTURE_FILE + 1)
-    return None if len(body) > MAX_MIXTURE_FILE else hashlib.sha256(body).hexdigest()[:16]
+    return hashlib.sha256(body).hexdigest()[:16]
 
 
 # The options Mount gives the binary itself (a keyword may not set them).

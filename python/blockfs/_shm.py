@@ -26,7 +26,7 @@ from typing import Any, Deque, Dict, List, Optional, Tuple
 import numpy as np
 import numpy.typing as npt
 
-from ._files import blockfs_owner
+from ._mountinfo import blockfs_owner
 
 MAGIC = 0x31534642  # "BFS1"
 OP_MAP, OP_UNMAP, OP_READ, OP_HELLO = 1, 2, 3, 4

@@ -11,8 +11,8 @@ from unittest import mock
 
 import support  # noqa: F401 (first: it finds the blockfs package and binary)
 
-import blockfs._files
-from blockfs._files import blockfs_owner, mountinfo, unescape_mountinfo
+import blockfs._mountinfo
+from blockfs._mountinfo import blockfs_owner, mountinfo, unescape_mountinfo
 from blockfs._mount import is_mounted
 
 
@@ -56,14 +56,14 @@ class MountinfoTest(unittest.TestCase):
         """The FUSE connection's user_id of the topmost fuse.blockfs mount at a path."""
         entries = [("/mnt/x", "fuse.blockfs", "ro,user_id=1234,group_id=5"), ("/mnt/y", "fuse.other", "rw,user_id=1"),
                    ("/mnt/z", "fuse.blockfs", "ro,user_id=7"), ("/mnt/z", "tmpfs", "rw"), ("/mnt/w", "fuse.blockfs", "ro")]
-        with mock.patch.object(blockfs._files, "mountinfo", return_value=entries):
+        with mock.patch.object(blockfs._mountinfo, "mountinfo", return_value=entries):
             self.assertEqual(blockfs_owner("/mnt/x"), 1234)
             self.assertEqual(blockfs_owner("/mnt/x/"), 1234)
             self.assertEqual(blockfs_owner("/mnt/y"), -1, "another file system's FUSE mount")
             self.assertEqual(blockfs_owner("/mnt/z"), -1, "a blockfs mount with another mounted over it")
             self.assertEqual(blockfs_owner("/mnt/w"), -1, "no user_id")
             self.assertEqual(blockfs_owner("/mnt/v"), -1, "no mount")
-        with mock.patch.object(blockfs._files, "mountinfo", return_value=None):
+        with mock.patch.object(blockfs._mountinfo, "mountinfo", return_value=None):
             self.assertIsNone(blockfs_owner("/mnt/x"), "no /proc/self/mountinfo")
 
 
