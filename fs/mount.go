@@ -12,11 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/blockfs/blockfs/view"
 )
@@ -48,6 +48,9 @@ type Options struct {
 	// FuseReaders, when above 0, is how many FUSE requests the daemon reads and serves at once
 	// (go-fuse's otherwise: one a CPU, at most 16), bounded through go-fuse's request bytes.
 	FuseReaders int
+	// MountDir, when set, is the mount point's directory as its check opened it: as root, the
+	// mount is made through it (mount_dir.go), not through the path. Mount does not close it.
+	MountDir *os.File
 }
 
 // ShmSocketKey is the key of info.json that names the shared-memory path's socket.
@@ -75,6 +78,8 @@ type Server struct {
 	*fuse.Server
 	Mountpoint string
 	m          *mount
+	own        *os.File // mounted by mountOn on this directory (go-fuse serves it as a /dev/fd/N it cannot unmount)
+	gone       bool     // own's mount is unmounted
 }
 
 // mount is the state shared by all nodes of one mount. Immutable after Mount except counters.
@@ -135,28 +140,12 @@ func Mount(mountpoint string, set view.Content, opt Options) (*Server, error) {
 		// before each read of /dev/fuse: room for FuseReaders of them and no more.
 		fopt.MaxInflightRequestBytes = opt.FuseReaders * (MaxRequest + 32<<10)
 	}
-	fd := FuseFD(mnt)
-	if fd >= 0 {
-		// The parent mounted the connection with its own options. go-fuse's direct mount (as
-		// root) would open a new /dev/fuse and mount it over where /dev/fd/N leads: the
-		// device node.
-		fopt.DirectMount = false
-	}
-	srv, err := gofs.Mount(mnt, m.root(), fopt)
+	srv, own, err := serveFUSE(mnt, m.root(), fopt, opt)
 	if err != nil {
 		shm.stop()
-		if fd >= 0 {
-			return nil, fmt.Errorf("cannot serve the FUSE connection on %s: %w", mnt, err)
-		}
-		if why := whyNoMount(opt.AllowOther, err); why != "" {
-			return nil, fmt.Errorf("cannot mount at %s: %s", mnt, why)
-		}
-		if os.Geteuid() != 0 {
-			return nil, fmt.Errorf("cannot mount at %s: %v (without root, FUSE needs fusermount3 from the fuse3 package and read-write access to /dev/fuse)", mnt, err)
-		}
-		return nil, fmt.Errorf("cannot mount at %s: %w", mnt, err)
+		return nil, err
 	}
-	if fd < 0 {
+	if FuseFD(mnt) < 0 {
 		// The bdi of a mount on /dev/fd/N is the parent's to raise: stat here would name
 		// /dev/fuse's device, not the mount's.
 		RaiseReadahead(mnt)
@@ -165,13 +154,21 @@ func Mount(mountpoint string, set view.Content, opt Options) (*Server, error) {
 		shm.start(m)
 	}
 	served = true
-	return &Server{Server: srv, Mountpoint: mnt, m: m}, nil
+	return &Server{Server: srv, Mountpoint: mnt, m: m, own: own}, nil
 }
 
 // Unmount stops the shared-memory path, then unmounts and stops the rest (Stop).
 func (s *Server) Unmount() error {
 	s.StopShm()
-	err := s.Server.Unmount()
+	var err error
+	if s.own != nil {
+		if err = unmountOwn(s.own, s.Mountpoint); err == nil {
+			s.own, s.gone = nil, true
+			s.Server.Wait() // the kernel ends the connection: go-fuse's readers return
+		}
+	} else if !s.gone {
+		err = s.Server.Unmount()
+	}
 	if err == nil {
 		s.Stop()
 	}
@@ -252,8 +249,16 @@ func MountOptions(fsName string, uid, gid uint32, allowOther, debug bool) *gofs.
 // lower the default of 128 KiB. Best effort: without it the mount still works, with smaller
 // reads. Mount calls it; so do the loopback baseline and bench/fuseuring.
 func RaiseReadahead(mnt string) {
-	var st syscall.Stat_t
-	if err := syscall.Stat(mnt, &st); err != nil {
+	// One descriptor for both questions: the device raised is that of a FUSE mount's root
+	// whatever mnt's path names meanwhile.
+	fd, err := unix.Open(mnt, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	var sf unix.Statfs_t
+	if unix.Fstat(fd, &st) != nil || unix.Fstatfs(fd, &sf) != nil || sf.Type != unix.FUSE_SUPER_MAGIC {
 		return
 	}
 	major, minor := (st.Dev>>8)&0xfff, (st.Dev&0xff)|((st.Dev>>12)&0xfff00)

@@ -33,7 +33,7 @@ func TestCheckFuseFD(t *testing.T) {
 		1:           "is standard output or error (descriptor 1); pass the /dev/fuse descriptor as 3 or above",
 	} {
 		mnt := "/dev/fd/" + strconv.Itoa(fd)
-		_, err := daemon.CheckMountpoint(mnt, "/data")
+		_, _, err := daemon.CheckMountpoint(mnt, "/data")
 		require.Error(t, err, mnt)
 		assert.Contains(t, err.Error(), "mount point "+mnt)
 		assert.Contains(t, err.Error(), msg)

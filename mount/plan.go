@@ -7,6 +7,7 @@ package mount
 
 import (
 	"fmt"
+	"os"
 	"sync/atomic"
 
 	"github.com/blockfs/blockfs/cache"
@@ -27,11 +28,14 @@ const maxRemoteRead = 64 << 20
 // disk cache takes a lock, so the daemon opens it in Serve). Immutable after New, but for
 // what build sets (grows, cut, the cache's Max) and the cut a growing cache lowers.
 type Plan struct {
-	opt  Options
-	loc  Location
-	ds   *layout.Dataset
-	mnt  string // the mount point, absolute
-	need memory.CacheNeed
+	opt Options
+	loc Location
+	ds  *layout.Dataset
+	mnt string // the mount point, absolute
+	// mntDir is the mount point's directory as its check opened it (nil for /dev/fd/N): a mount
+	// as root is made through it; serve closes it.
+	mntDir *os.File
+	need   memory.CacheNeed
 	// grows and cut are set by build: whether the cache grows for readers at once, and the
 	// block from which blocks stream (grow.go; nil: the plan's resident set, fixed).
 	grows     bool
@@ -162,11 +166,14 @@ func (p *Plan) checkMount(wheres []string, srcs []*Plan, wrap func(i int, err er
 		wrap = func(_ int, err error) error { return err }
 	}
 	for i, where := range wheres {
-		mnt, err := daemon.CheckMountpoint(p.opt.Mountpoint, where)
+		mnt, dir, err := daemon.CheckMountpoint(p.opt.Mountpoint, where)
 		if err != nil {
 			return wrap(i, err)
 		}
-		p.mnt = mnt
+		if p.mntDir != nil {
+			p.mntDir.Close()
+		}
+		p.mnt, p.mntDir = mnt, dir
 	}
 	if err := checkFuseFDOptions(p.mnt, p.opt); err != nil {
 		return err

@@ -39,6 +39,19 @@ func fuseHeap() int64 {
 	return int64(readers) * 2 * (bfs.MaxRequest + 16<<10)
 }
 
+// mount mounts set at the plan's mount point, through the directory its check opened (as
+// root; fs/mount_dir.go), which it then closes.
+func (p *Plan) mount(set view.Content, fopt bfs.Options) (*bfs.Server, error) {
+	fopt.MountDir = p.mntDir
+	defer func() {
+		if p.mntDir != nil {
+			p.mntDir.Close()
+			p.mntDir = nil
+		}
+	}()
+	return bfs.Mount(p.mnt, set, fopt)
+}
+
 // drainTime is how long a signalled mount waits for readers that still hold files open
 // before it exits anyway; the kernel then fails their reads (ENOTCONN) instead of hanging.
 const drainTime = 5 * time.Second
@@ -84,7 +97,7 @@ func (p *Plan) Serve(ready func()) error {
 		met = report.NewMetrics(rs)
 		fopt.OnRead = met.OnRead
 	}
-	srv, err := bfs.Mount(p.mnt, set, fopt)
+	srv, err := p.mount(set, fopt)
 	if err != nil {
 		c.Close()
 		return err

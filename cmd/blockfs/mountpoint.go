@@ -53,8 +53,11 @@ type sourceOrder struct {
 // a blockfs from before order versions, which served version 1.
 func orderVersion(v int) string { return strconv.Itoa(max(shuffle.Version1, v)) }
 
-// maxInfoBytes bounds a mountpoint's .blockfs/info.json (a few KiB).
-const maxInfoBytes = 4 << 20
+// maxInfoBytes bounds a mountpoint's .blockfs/info.json: 2 KiB a dataset, 1.7 KiB more a
+// source of a mixture (at most shuffle.MaxSources, each with up to three 4 KiB paths: 55 MiB),
+// 1 KiB more a field (each needs 4 MiB of cache). The Python package reads it within the same
+// bound (MAX_INFO_FILE).
+const maxInfoBytes = 64 << 20
 
 // mountAnswerTime is how long a command waits for a mount's daemon to answer one request (a
 // look-up, an open, a read of info.json, stats.json or an .ids file) before it gives up on the

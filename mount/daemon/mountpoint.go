@@ -21,51 +21,83 @@ import (
 
 // CheckMountpoint requires an existing, empty directory that is not already a mount point and
 // is not inside data (the dataset's directory, or the file it serves in place). It returns its
-// absolute path. A mount point /dev/fd/N (bfs.FuseFD) is instead a /dev/fuse descriptor a
-// parent has mounted (checkFuseFD); it is returned as it is.
+// absolute path and the directory, opened: the checks look at it through that descriptor,
+// reached without following a symbolic link once the path is resolved, and a mount as root is
+// made through it (fs.Options.MountDir), so the mount lands on the directory checked even if a
+// component of the path is swapped for a symbolic link meanwhile. The caller closes it. A
+// mount point /dev/fd/N (bfs.FuseFD) is instead a /dev/fuse descriptor a parent has mounted
+// (checkFuseFD); it is returned as it is, with no directory.
 //
 // It asks the mount table before it touches mnt (resolveMountpoint): a stat of a mount whose
 // daemon does not answer (stopped, hung) would wait for it, so mounting there again must be
 // refused from /proc/self/mountinfo alone.
-func CheckMountpoint(mnt, data string) (string, error) {
+func CheckMountpoint(mnt, data string) (string, *os.File, error) {
 	if fd := bfs.FuseFD(mnt); fd >= 0 {
-		return mnt, checkFuseFD(mnt, fd)
+		return mnt, nil, checkFuseFD(mnt, fd)
 	}
 	abs, err := filepath.Abs(mnt)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	real, err := resolveMountpoint(abs)
 	if errors.Is(err, errMounted) {
 		if stale(real) {
-			return "", fmt.Errorf("mount point %s is a stale mount (clear it with 'blockfs unmount %s')", mnt, mnt)
+			return "", nil, fmt.Errorf("mount point %s is a stale mount (clear it with 'blockfs unmount %s')", mnt, mnt)
 		}
-		return "", fmt.Errorf("%s is already a mount point (unmount it first: blockfs unmount %s)", mnt, mnt)
+		return "", nil, fmt.Errorf("%s is already a mount point (unmount it first: blockfs unmount %s)", mnt, mnt)
+	}
+	var dir *os.File
+	if err == nil {
+		dir, err = openDir(real)
 	}
 	if err != nil {
-		if os.IsNotExist(err) {
-			return "", fmt.Errorf("mount point %s does not exist (create it with mkdir)", mnt)
+		switch {
+		case os.IsNotExist(err):
+			return "", nil, fmt.Errorf("mount point %s does not exist (create it with mkdir)", mnt)
+		case errors.As(err, new(*userfile.FolderChangedError)), errors.Is(err, syscall.ELOOP):
+			return "", nil, fmt.Errorf("mount point %s changed while it was checked (a part of its path became a symbolic link); mount again", mnt)
+		case errors.Is(err, syscall.ENOTDIR):
+			return "", nil, fmt.Errorf("mount point %s is not a directory", mnt)
 		}
-		return "", fmt.Errorf("mount point %s: %w", mnt, err)
+		return "", nil, fmt.Errorf("mount point %s: %w", mnt, err)
 	}
-	st, err := os.Stat(real)
-	if err != nil {
-		return "", fmt.Errorf("mount point %s: %w", mnt, err)
+	if err := checkEmpty(dir, real, mnt, data); err != nil {
+		dir.Close()
+		return "", nil, err
 	}
-	if !st.IsDir() {
-		return "", fmt.Errorf("mount point %s is not a directory", mnt)
-	}
+	return abs, dir, nil
+}
+
+// checkEmpty checks the mount point's directory dir, at real (resolved), named mnt by the
+// user: outside data, and empty.
+func checkEmpty(dir *os.File, real, mnt, data string) error {
 	if realData, err := filepath.EvalSymlinks(data); err == nil && userfile.Within(realData, real) {
-		return "", fmt.Errorf("mount point %s is inside the dataset %s; use a directory outside it", mnt, data)
+		return fmt.Errorf("mount point %s is inside the dataset %s; use a directory outside it", mnt, data)
 	}
-	ents, err := os.ReadDir(real)
+	names, err := dir.Readdirnames(-1)
 	if err != nil {
-		return "", fmt.Errorf("mount point %s: %w", mnt, err)
+		return fmt.Errorf("mount point %s: %w", mnt, err)
 	}
-	if len(ents) > 0 {
-		return "", fmt.Errorf("mount point %s is not empty (mounting would hide its %d entries; use an empty directory)", mnt, len(ents))
+	if len(names) > 0 {
+		return fmt.Errorf("mount point %s is not empty (mounting would hide its %d entries; use an empty directory)", mnt, len(names))
 	}
-	return abs, nil
+	return nil
+}
+
+// openDir opens the directory at path (absolute, its symbolic links resolved) without
+// following a symbolic link (userfile.OpenBeneath from /): one met on the path is ELOOP or
+// a *userfile.FolderChangedError, or ENOTDIR.
+func openDir(path string) (*os.File, error) {
+	root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(root)
+	fd, err := userfile.OpenBeneath(root, strings.TrimPrefix(path, "/"), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 // errMounted: resolveMountpoint met a mount point.
