@@ -6,11 +6,13 @@ package fs
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"maps"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -78,8 +80,13 @@ type Server struct {
 	*fuse.Server
 	Mountpoint string
 	m          *mount
-	own        *os.File // mounted by mountOn on this directory (go-fuse serves it as a /dev/fd/N it cannot unmount)
-	gone       bool     // own's mount is unmounted
+	// own is the directory mountOn mounted on, for a mount made so (go-fuse serves it as a
+	// /dev/fd/N it cannot unmount): Unmount, Detach and RemoveDir go through it. ownMu
+	// guards it (a signal's Unmount and the users lock's Detach may meet); gone: unmounted.
+	ownMu sync.Mutex
+	own   *os.File // nil once Stop has closed it
+	byDir bool     // own was given
+	gone  bool
 }
 
 // mount is the state shared by all nodes of one mount. Immutable after Mount except counters.
@@ -145,28 +152,39 @@ func Mount(mountpoint string, set view.Content, opt Options) (*Server, error) {
 		shm.stop()
 		return nil, err
 	}
-	if FuseFD(mnt) < 0 {
+	if FuseFD(mnt) < 0 && own == nil {
 		// The bdi of a mount on /dev/fd/N is the parent's to raise: stat here would name
-		// /dev/fuse's device, not the mount's.
+		// /dev/fuse's device, not the mount's. serveFUSE raised that of its own mount.
 		RaiseReadahead(mnt)
 	}
 	if shm != nil {
 		shm.start(m)
 	}
 	served = true
-	return &Server{Server: srv, Mountpoint: mnt, m: m, own: own}, nil
+	return &Server{Server: srv, Mountpoint: mnt, m: m, own: own, byDir: own != nil}, nil
 }
 
 // Unmount stops the shared-memory path, then unmounts and stops the rest (Stop).
 func (s *Server) Unmount() error {
 	s.StopShm()
 	var err error
-	if s.own != nil {
-		if err = unmountOwn(s.own, s.Mountpoint); err == nil {
-			s.own, s.gone = nil, true
+	if s.byDir {
+		s.ownMu.Lock()
+		wait := false
+		switch {
+		case s.gone:
+		case s.own == nil:
+			err = fmt.Errorf("cannot unmount %s: its directory is closed (Stop)", s.Mountpoint)
+		default:
+			if err = unmountOwn(s.own, s.Mountpoint); err == nil {
+				s.gone, wait = true, true
+			}
+		}
+		s.ownMu.Unlock()
+		if wait {
 			s.Server.Wait() // the kernel ends the connection: go-fuse's readers return
 		}
-	} else if !s.gone {
+	} else {
 		err = s.Server.Unmount()
 	}
 	if err == nil {
@@ -185,6 +203,48 @@ func (s *Server) StopShm() { s.m.shm.Load().stop() }
 func (s *Server) Stop() {
 	s.StopShm()
 	s.m.inval.stop()
+	s.ownMu.Lock()
+	if s.own != nil {
+		s.own.Close()
+		s.own = nil
+	}
+	s.ownMu.Unlock()
+}
+
+// Detach unmounts lazily (files open stay readable until closed) a mount that Mount made
+// through its directory (as root), through that directory; ok is false for any other, which
+// the caller detaches by its path (fusermount3 -u -z without root).
+func (s *Server) Detach() (ok bool, err error) {
+	s.ownMu.Lock()
+	defer s.ownMu.Unlock()
+	if !s.byDir {
+		return false, nil
+	}
+	if !s.gone {
+		if s.own == nil {
+			return true, fmt.Errorf("cannot unmount %s: its directory is closed (Stop)", s.Mountpoint)
+		}
+		if err := unix.Unmount(procFD(int(s.own.Fd())), unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return true, fmt.Errorf("cannot unmount %s: %w", s.Mountpoint, err)
+		}
+		s.gone = true
+	}
+	return true, nil
+}
+
+// RemoveDir removes the mount point, once unmounted, of a mount that Mount made through its
+// directory: that directory, in the folder it is in now, and only if it is still there; ok
+// is false for any other mount, whose mount point the caller removes by its path.
+func (s *Server) RemoveDir() (ok bool, err error) {
+	s.ownMu.Lock()
+	defer s.ownMu.Unlock()
+	if !s.byDir {
+		return false, nil
+	}
+	if s.own == nil {
+		return true, fmt.Errorf("cannot remove %s: its directory is closed (Stop)", s.Mountpoint)
+	}
+	return true, removeDir(s.own)
 }
 
 // newMount builds the state of a mount of set, and its info.json.
@@ -261,7 +321,12 @@ func RaiseReadahead(mnt string) {
 	if unix.Fstat(fd, &st) != nil || unix.Fstatfs(fd, &sf) != nil || sf.Type != unix.FUSE_SUPER_MAGIC {
 		return
 	}
-	major, minor := (st.Dev>>8)&0xfff, (st.Dev&0xff)|((st.Dev>>12)&0xfff00)
+	raiseReadahead(st.Dev)
+}
+
+// raiseReadahead raises the readahead of the mount whose device is dev (RaiseReadahead).
+func raiseReadahead(dev uint64) {
+	major, minor := (dev>>8)&0xfff, (dev&0xff)|((dev>>12)&0xfff00)
 	p := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", major, minor)
 	if err := os.WriteFile(p, []byte("4096"), 0); err != nil && os.Geteuid() == 0 {
 		log.Printf("blockfs: cannot raise kernel readahead (%v); reads stay at 128 KiB", err)

@@ -13,6 +13,8 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/blockfs/blockfs/internal/userfile"
 )
 
 // A mount as root is made here, through the directory its check opened (Options.MountDir),
@@ -22,7 +24,9 @@ import (
 // names by then. From the path, a user who can write in a directory on it (root mounting at
 // /home/alice/epochs) could swap a component for a symbolic link between the check and the
 // mount, and have root mount over /etc. go-fuse then serves the connection as it serves a
-// /dev/fd/N a parent mounted.
+// /dev/fd/N a parent mounted. The Server unmounts, detaches and removes the mount point
+// through the same directory (Unmount, Detach, RemoveDir); where mount(2) through it fails (no
+// /proc), go-fuse mounts by the path as before.
 
 // serveFUSE mounts mnt and serves root there with fopt: as root through opt.MountDir when
 // set (mountOn; it returns the directory, which the Server unmounts through), else by
@@ -31,11 +35,11 @@ func serveFUSE(mnt string, root gofs.InodeEmbedder, fopt *gofs.Options, opt Opti
 	fd := FuseFD(mnt)
 	serveAt, own := mnt, (*os.File)(nil)
 	if fd < 0 && fopt.DirectMount && opt.MountDir != nil {
-		ffd, dir, err := mountOn(opt.MountDir, &fopt.MountOptions)
-		if err != nil {
-			return nil, nil, mountError(mnt, opt.AllowOther, err)
+		if ffd, dir, err := mountOn(opt.MountDir, &fopt.MountOptions); err == nil {
+			serveAt, own = fmt.Sprintf("/dev/fd/%d", ffd), dir
+		} else {
+			log.Printf("blockfs: cannot mount through the directory checked (%v); mounting by the path %s", err, mnt)
 		}
-		serveAt, own = fmt.Sprintf("/dev/fd/%d", ffd), dir
 	}
 	if fd >= 0 || own != nil {
 		// The connection is mounted already (by the parent, with its own options, or by
@@ -55,8 +59,11 @@ func serveFUSE(mnt string, root gofs.InodeEmbedder, fopt *gofs.Options, opt Opti
 		return nil, nil, mountError(mnt, opt.AllowOther, err)
 	}
 	if own != nil {
-		if err := pollHack(own); err != nil {
+		dev, err := pollHack(own)
+		if err != nil {
 			log.Printf("blockfs: the kernel may poll files of %s (%v): reading them from the daemon's own process could hang", mnt, err)
+		} else {
+			raiseReadahead(dev)
 		}
 	}
 	return srv, own, nil
@@ -100,7 +107,9 @@ func mountOn(dir *os.File, o *fuse.MountOptions) (int, *os.File, error) {
 		fmt.Sprintf("group_id=%d", os.Getegid()),
 		fmt.Sprintf("max_read=%d", maxRead(o.MaxWrite)),
 	}
-	opts = append(opts, o.Options...) // "ro", "default_permissions": the kernel reads them as go-fuse passes them
+	// "ro", "default_permissions": what blockfs gives (go-fuse's direct mount turns
+	// nodev/nosuid/noexec and their opposites into flags; blockfs gives none of them).
+	opts = append(opts, o.Options...)
 	if o.AllowOther {
 		opts = append(opts, "allow_other")
 	}
@@ -116,28 +125,80 @@ func mountOn(dir *os.File, o *fuse.MountOptions) (int, *os.File, error) {
 	return fd, os.NewFile(uintptr(keep), dir.Name()), nil
 }
 
-// pollHackName is the name go-fuse answers at a mount's root for pollHack (its
-// fuse.pollHackName).
-const pollHackName = ".go-fuse-epoll-hack"
+// pollHackName is the name go-fuse answers at a mount's root for pollHack, with a file of
+// inode pollHackInode (its fuse.pollHackName and pollHackInode).
+const (
+	pollHackName  = ".go-fuse-epoll-hack"
+	pollHackInode = ^uint64(0)
+)
 
 // pollHack has the kernel learn that the mount on dir answers no poll, as go-fuse's
 // Server.WaitMount does for the mounts it makes itself: the Go runtime adds every file this
 // process opens to its epoll set, and the kernel then asks the mount to poll the file, from a
 // thread the runtime may have given its last slot to, so that none is left to answer (a test
 // that reads its own mount hung so). A poll of go-fuse's file at the root, answered ENOSYS,
-// stops the kernel asking.
-func pollHack(dir *os.File) error {
-	at, err := os.Readlink(procFD(int(dir.Fd()))) // where the mount is: its directory cannot move while mounted
+// stops the kernel asking. It returns the mount's device. The mount is found where dir is now
+// (a mount point cannot be renamed), without following a symlink or waiting on a FIFO, and
+// the file must be go-fuse's.
+func pollHack(dir *os.File) (uint64, error) {
+	at, err := os.Readlink(procFD(int(dir.Fd())))
 	if err != nil {
-		return err
+		return 0, err
 	}
-	fd, err := unix.Open(filepath.Join(at, pollHackName), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return 0, err
+	}
+	defer unix.Close(root)
+	rel := strings.TrimPrefix(filepath.Join(at, pollHackName), "/")
+	fd, err := userfile.OpenBeneath(root, rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC)
+	if err != nil {
+		return 0, err
 	}
 	defer unix.Close(fd)
-	_, err = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLPRI | unix.POLLOUT}}, 0)
-	return err
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, err
+	}
+	if st.Ino != pollHackInode {
+		return 0, fmt.Errorf("%s is not go-fuse's", filepath.Join(at, pollHackName))
+	}
+	unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLPRI | unix.POLLOUT}}, 0) // its answer does not matter
+	return st.Dev, nil
+}
+
+// removeDir removes the directory dir (once unmounted: the mount point of a mount made through
+// it) from the folder it is in now, found without following a symlink, and only if the name
+// there is still dir itself.
+func removeDir(dir *os.File) error {
+	at, err := os.Readlink(procFD(int(dir.Fd())))
+	if err != nil {
+		return err
+	}
+	root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(root)
+	parent := root
+	if p := strings.TrimPrefix(filepath.Dir(at), "/"); p != "" {
+		if parent, err = userfile.OpenBeneath(root, p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC); err != nil {
+			return fmt.Errorf("cannot remove %s: %w", at, err)
+		}
+		defer unix.Close(parent)
+	}
+	var st, was unix.Stat_t
+	if err := unix.Fstat(int(dir.Fd()), &was); err != nil {
+		return err
+	}
+	name := filepath.Base(at)
+	if err := unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Dev != was.Dev || st.Ino != was.Ino {
+		return fmt.Errorf("cannot remove %s: it is no longer the mount point's directory", at)
+	}
+	if err := unix.Unlinkat(parent, name, unix.AT_REMOVEDIR); err != nil {
+		return fmt.Errorf("cannot remove %s: %w", at, err)
+	}
+	return nil
 }
 
 // procFD names descriptor fd's file: /proc/self/fd/N.
@@ -157,30 +218,24 @@ func maxRead(w int) int {
 	return w
 }
 
-// unmountOwn unmounts the mount mountOn made on dir (its own descriptor, which it closes once
-// the mount is gone), trying again for a while when the kernel still counts a file open
-// (EBUSY), as go-fuse's Unmount does. umount2 given /proc/self/fd/N unmounts what is mounted
-// on the directory N names, wherever its path leads by then; a kernel that refuses it
-// (EINVAL) is asked with mnt, the mount point's path, not following a last symbolic link.
+// unmountOwn unmounts the mount mountOn made on dir (its own descriptor), trying again for a
+// while when the kernel still counts a file open (EBUSY), as go-fuse's Unmount does.
+// umount2 given /proc/self/fd/N unmounts what is mounted on the directory N names, wherever
+// its path leads by then; EINVAL there is nothing mounted on it any more (unmounted by
+// blockfs unmount or umount): done, and no path is asked, where another mount may be now.
 func unmountOwn(dir *os.File, mnt string) error {
-	target, flags := procFD(int(dir.Fd())), 0
 	var err error
 	delay := time.Duration(0)
 	for range 5 {
-		err = unix.Unmount(target, flags)
-		if errors.Is(err, unix.EINVAL) && flags == 0 {
-			target, flags = mnt, unix.UMOUNT_NOFOLLOW
-			err = unix.Unmount(target, flags)
+		err = unix.Unmount(procFD(int(dir.Fd())), 0)
+		if err == nil || errors.Is(err, unix.EINVAL) {
+			return nil
 		}
-		if err == nil || !errors.Is(err, unix.EBUSY) {
+		if !errors.Is(err, unix.EBUSY) {
 			break
 		}
 		delay = 2*delay + 5*time.Millisecond
 		time.Sleep(delay)
 	}
-	if err != nil {
-		return fmt.Errorf("cannot unmount %s: %w", mnt, err)
-	}
-	dir.Close()
-	return nil
+	return fmt.Errorf("cannot unmount %s: %w", mnt, err)
 }

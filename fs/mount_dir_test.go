@@ -73,6 +73,29 @@ func TestMountThroughDir(t *testing.T) {
 	unmounted = true
 	assert.Empty(t, fuseMounts(t, base), "Unmount unmounts it where it is")
 	require.NoError(t, srv.Unmount(), "a second Unmount is a no-op")
+	srv.Stop()
+
+	// The users lock's end (Detach, then RemoveDir for --remove-mountpoint) goes through the
+	// directory too: the one mounted on is detached and removed, the link and its target stay.
+	dir2, err := os.Open(moved)
+	require.NoError(t, err)
+	defer dir2.Close()
+	moved2 := filepath.Join(base, "moved2")
+	require.NoError(t, os.Rename(moved, moved2))
+	srv2, err := Mount(mnt, set, Options{MountDir: dir2, NoShm: true, Epochs: 2})
+	require.NoError(t, err)
+	assert.Equal(t, []string{moved2}, fuseMounts(t, base))
+	ok, err := srv2.Detach()
+	require.True(t, ok)
+	require.NoError(t, err)
+	srv2.Wait()
+	assert.Empty(t, fuseMounts(t, base), "detached")
+	ok, err = srv2.RemoveDir()
+	require.True(t, ok)
+	require.NoError(t, err)
+	assert.NoDirExists(t, moved2)
+	assert.FileExists(t, filepath.Join(mnt, "keep"), "the link and its target stay")
+	srv2.Stop()
 }
 
 // fuseMounts lists the blockfs mounts under base.

@@ -124,13 +124,7 @@ func (p *Plan) Serve(ready func()) error {
 	log.Printf("blockfs: memory budget %s (%s); cache %s (%s); direct I/O %v (%s)", ibytes(p.mem.Budget), p.mem.BudgetReason,
 		ibytes(c.Capacity()), p.mem.CacheReason, p.mem.Direct, p.mem.Reason)
 	ready()
-	var gone <-chan struct{} // nil (never ready) without a users lock
-	if p.opt.UsersLock != "" {
-		w := daemon.WatchUsers(p.opt.UsersLock, p.mnt, p.opt.RemoveMountpoint)
-		defer w.Stop()
-		gone = w.Gone()
-	}
-	if serveMount(srv, p.mnt, sigs, gone) {
+	if p.serveUntilEnd(srv, sigs) {
 		// Only once the server and the shared-memory path have stopped may the cache's
 		// memory go.
 		srv.Stop()
@@ -227,11 +221,42 @@ func serve(srv *bfs.Server, mnt string, sigs <-chan os.Signal, gone <-chan struc
 	}
 	if err := srv.Unmount(); err != nil {
 		log.Printf("blockfs: unmount: %s; detaching lazily", strings.Join(strings.Fields(err.Error()), " "))
-		if err := daemon.Unmount(mnt, true); err != nil {
+		if err := mountEnd(srv, mnt).Detach(); err != nil {
 			log.Printf("blockfs: %v", err)
 		}
 	}
 	return drain(done, sigs)
+}
+
+// serveUntilEnd serves srv until its mount ends (serveMount), ended also by the users lock's
+// watch where the plan has one. The watch has stopped when it returns, before the caller stops
+// srv: it may still be removing the mount point through srv's directory.
+func (p *Plan) serveUntilEnd(srv *bfs.Server, sigs <-chan os.Signal) bool {
+	if p.opt.UsersLock == "" {
+		return serveMount(srv, p.mnt, sigs, nil) // gone nil: never ready
+	}
+	w := daemon.WatchUsers(p.opt.UsersLock, p.mnt, mountEnd(srv, p.mnt), p.opt.RemoveMountpoint)
+	defer w.Stop()
+	return serveMount(srv, p.mnt, sigs, w.Gone())
+}
+
+// mountEnd ends srv's mount at mnt, for the users watch and for serve: through the directory
+// it was mounted on where the Server made it so (as root), else by the path.
+func mountEnd(srv *bfs.Server, mnt string) daemon.MountEnd {
+	return daemon.MountEnd{
+		Detach: func() error {
+			if ok, err := srv.Detach(); ok {
+				return err
+			}
+			return daemon.Unmount(mnt, true)
+		},
+		Remove: func() error {
+			if ok, err := srv.RemoveDir(); ok {
+				return err
+			}
+			return os.Remove(mnt)
+		},
+	}
 }
 
 // drain waits for the server to stop, at most drainTime or until a second signal.

@@ -102,7 +102,7 @@ var allowed = map[string][]string{
 	// over it; fs serves a view and alone imports go-fuse (source for the errors it maps).
 	"cache": {"source", "internal/flight"},
 	"view":  {"source", "layout", "shuffle", "cache", "internal/lru"},
-	"fs":    {"view", "source", "internal/optname", "go-fuse"},
+	"fs":    {"view", "source", "internal/optname", "internal/userfile", "go-fuse"},
 	// The packer writes layout's formats, to local disk or an object store.
 	"pack": {"source", "source/objstore", "source/stores", "layout", "shuffle", "internal/background", "internal/crc32c",
 		"internal/fsync", "internal/infiles", "internal/near", "internal/odirect", "internal/optname", "internal/strictjson", "internal/userfile"},

@@ -54,9 +54,17 @@ type UsersWatch struct {
 // files.
 func (w *UsersWatch) Gone() <-chan struct{} { return w.gone }
 
-// WatchUsers polls the users lock until no process holds it, then ends the mount (unmounts
-// it lazily, and with rmdir removes the mount point) and closes Gone's channel.
-func WatchUsers(lock, mnt string, rmdir bool) *UsersWatch {
+// MountEnd is how the users watch ends a mount: Detach unmounts it lazily, Remove removes its
+// mount point (--remove-mountpoint) once unmounted. The mount's Server gives them: as root,
+// through the directory it mounted on, not through a path another user may have changed.
+type MountEnd struct {
+	Detach func() error
+	Remove func() error
+}
+
+// WatchUsers polls the users lock until no process holds it, then ends the mount at mnt (end:
+// detaches it, and with rmdir removes the mount point) and closes Gone's channel.
+func WatchUsers(lock, mnt string, end MountEnd, rmdir bool) *UsersWatch {
 	w := &UsersWatch{gone: make(chan struct{}), quit: make(chan struct{}), finished: make(chan struct{})}
 	go func() {
 		defer close(w.finished)
@@ -68,7 +76,7 @@ func WatchUsers(lock, mnt string, rmdir bool) *UsersWatch {
 				return
 			case <-t.C:
 			}
-			ended, err := endIfUnused(lock, mnt, rmdir)
+			ended, err := endIfUnused(lock, mnt, end, rmdir)
 			if err != nil {
 				log.Printf("blockfs: users lock: %v", err)
 			}
@@ -91,7 +99,7 @@ func (w *UsersWatch) Stop() {
 // endIfUnused takes the setup lock without waiting (a user busy with it is alive) and, if no
 // process holds the users lock, unmounts lazily and removes what the users left. It reports
 // whether the mount ended.
-func endIfUnused(lock, mnt string, rmdir bool) (bool, error) {
+func endIfUnused(lock, mnt string, end MountEnd, rmdir bool) (bool, error) {
 	setup, err := flockSetup(SetupLock(lock))
 	if err != nil || setup == nil {
 		return false, err
@@ -102,7 +110,7 @@ func endIfUnused(lock, mnt string, rmdir bool) (bool, error) {
 		return false, err
 	}
 	log.Printf("blockfs: no process holds %s any more: unmounting %s", lock, mnt)
-	if err := Unmount(mnt, true); err != nil {
+	if err := end.Detach(); err != nil {
 		return false, err
 	}
 	for _, p := range []string{lock, SetupLock(lock)} {
@@ -111,7 +119,7 @@ func endIfUnused(lock, mnt string, rmdir bool) (bool, error) {
 		}
 	}
 	if rmdir {
-		if err := os.Remove(mnt); err != nil {
+		if err := end.Remove(); err != nil {
 			log.Printf("blockfs: %v", err)
 		}
 	}
