@@ -67,7 +67,7 @@ type arrowFile struct {
 
 // openArrowFile opens an Arrow IPC file or stream and reads its schema.
 func openArrowFile(path string, mem memory.Allocator) (a *arrowFile, err error) {
-	f, err := os.Open(path)
+	f, err := openInputFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the input: %w", err)
 	}

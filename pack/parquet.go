@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -120,7 +119,7 @@ func openParquetFile(path string, mem memory.Allocator) (f *parquetFile, err err
 // checkParquetMagic refuses a file that does not start and end as a Parquet file does, with
 // "PAR1", in words that say what it is more likely to be. It returns the file's size.
 func checkParquetMagic(path string) (int64, error) {
-	f, err := os.Open(path)
+	f, err := openInputFile(path)
 	if err != nil {
 		return 0, fmt.Errorf("cannot read the input: %w", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
 
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 )
@@ -34,7 +33,7 @@ type crcStats struct{ pages, checked int }
 // Parquet columns to read) of every row group of the file at path, whose footer is md.
 func checkPageCRCs(path string, md *metadata.FileMetaData, leaves []int) (crcStats, error) {
 	var st crcStats
-	f, err := os.Open(path)
+	f, err := openInputFile(path)
 	if err != nil {
 		return st, fmt.Errorf("cannot read the input: %w", err)
 	}

@@ -85,7 +85,7 @@ func (t *tfrecordReader) probe(i int) error {
 	if t.sizes[i] == 0 {
 		return nil
 	}
-	f, err := os.Open(t.paths[i])
+	f, err := openInputFile(t.paths[i])
 	if err != nil {
 		return fmt.Errorf("cannot read %s: %w", t.paths[i], unwrap(err))
 	}
@@ -238,7 +238,7 @@ func (t *tfrecordReader) report(hint, format string, args ...any) error {
 }
 
 func (t *tfrecordReader) open() error {
-	f, err := os.Open(t.paths[t.i])
+	f, err := openInputFile(t.paths[t.i])
 	if err != nil {
 		return fmt.Errorf("cannot read %s: %w", t.paths[t.i], unwrap(err))
 	}

@@ -323,7 +323,7 @@ type wdsShard struct {
 
 // openWdsShard opens a shard to read its members' data, through a read buffer.
 func openWdsShard(name string) (*wdsShard, error) {
-	f, err := os.Open(name)
+	f, err := openInputFile(name)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read %s: %w", name, unwrap(err))
 	}
@@ -443,7 +443,7 @@ type wdsPlace struct{ shard, key, member string }
 
 // shard scans one shard's headers, seeking over the data.
 func (sc *wdsScan) shard(name string) error {
-	f, err := os.Open(name)
+	f, err := openInputFile(name)
 	if err != nil {
 		return fmt.Errorf("cannot read %s: %w", name, unwrap(err))
 	}
