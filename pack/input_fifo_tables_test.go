@@ -17,7 +17,7 @@ func TestTableInputFIFORefused(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), "x.parquet")
 	require.NoError(t, unix.Mkfifo(fifo, 0o644))
 	refusedAtOnce(t, fifo, func() []error {
-		_, pq := checkParquetMagic(fifo)
+		_, _, pq := openParquetInput(fifo)
 		_, arrow := openArrowFile(fifo, memory.DefaultAllocator)
 		return []error{pq, arrow}
 	})

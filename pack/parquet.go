@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -92,15 +93,18 @@ func openParquetFile(path string, mem memory.Allocator) (f *parquetFile, err err
 			f, err = nil, fmt.Errorf("%s is not a readable Parquet file: %v", path, p)
 		}
 	}()
-	size, err := checkParquetMagic(path)
+	// One descriptor for the check and the reader (which closes it): a file put in the
+	// path's place after the check is not read.
+	in, size, err := openParquetInput(path)
 	if err != nil {
 		return nil, err
 	}
 	props := parquet.NewReaderProperties(mem)
 	props.BufferedStreamEnabled = true // else a column chunk is read into memory whole
 	props.BufferSize = parquetBufferSize
-	rdr, err := file.OpenParquetFile(path, false, file.WithReadProps(props))
+	rdr, err := file.NewParquetReader(in, file.WithReadProps(props))
 	if err != nil {
+		in.Close()
 		return nil, fmt.Errorf("%s is not a readable Parquet file: %w", path, err)
 	}
 	// PreAllocBinaryData sizes a batch's binary buffer from the row group's sizes, rather
@@ -116,14 +120,24 @@ func openParquetFile(path string, mem memory.Allocator) (f *parquetFile, err err
 	return nil, fmt.Errorf("%s: cannot read its schema as Arrow's: %w", path, err)
 }
 
-// checkParquetMagic refuses a file that does not start and end as a Parquet file does, with
-// "PAR1", in words that say what it is more likely to be. It returns the file's size.
-func checkParquetMagic(path string) (int64, error) {
+// openParquetInput opens the Parquet file at path (openInputFile) and checks its magic
+// (checkParquetMagic); it returns the file, open, and its size.
+func openParquetInput(path string) (*os.File, int64, error) {
 	f, err := openInputFile(path)
 	if err != nil {
-		return 0, fmt.Errorf("cannot read the input: %w", err)
+		return nil, 0, fmt.Errorf("cannot read the input: %w", err)
 	}
-	defer f.Close()
+	size, err := checkParquetMagic(f, path)
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, size, nil
+}
+
+// checkParquetMagic refuses a file f (at path) that does not start and end as a Parquet file
+// does, with "PAR1", in words that say what it is more likely to be. It returns its size.
+func checkParquetMagic(f *os.File, path string) (int64, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return 0, fmt.Errorf("cannot read the input: %w", err)

@@ -16,6 +16,7 @@ from torch.utils.data import Dataset
 from ._files import Field, Tree, explain, is_mixture, names_of
 from ._shm import ENV as SHM_ENV, Channel, ShmUnavailable, channel, warn_once
 from ._types import Info
+from ._userfile import open_fd
 
 # A batch key: (epoch, start, end, after), see blockfs.torch.batch_keys.
 Key = Tuple[int, int, int, int]
@@ -328,14 +329,14 @@ class _Batches(Dataset[Batch]):
         flags = os.O_RDONLY | os.O_CLOEXEC
         if direct:
             try:
-                fd = self._fds[key] = os.open(self._path(epoch, suffix), flags | os.O_DIRECT)
+                fd = self._fds[key] = open_fd(self._path(epoch, suffix), flags | os.O_DIRECT)
                 return fd, True
             except OSError as e:
                 if e.errno != errno_mod.EINVAL:
                     raise
                 self.no_direct = True
                 return self._fd(epoch, suffix)[0], False
-        fd = self._fds[key] = os.open(self._path(epoch, suffix), flags)
+        fd = self._fds[key] = open_fd(self._path(epoch, suffix), flags)
         if suffix:
             # A sidecar is read a batch's values at a time; the kernel's readahead would
             # ask for thousands of records' values at once, which on a node-aware mount

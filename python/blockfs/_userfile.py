@@ -25,20 +25,32 @@ def kind_of(mode: int) -> str:
     return next((words for test, words in _KINDS if test(mode)), "a special file")
 
 
-def open_regular(path: str) -> io.BufferedReader:
-    """path opened for reading (binary, buffered), without waiting on it. Raises ValueError,
-    naming path and what it is, for anything but a regular file (a FIFO, a device, a socket, a
-    directory); an OSError of the open as it is (FileNotFoundError, PermissionError). The file
-    returned blocks as any does (O_NONBLOCK is cleared once it is known to be regular)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+def open_fd(path: str, flags: int = os.O_RDONLY) -> int:
+    """A descriptor of path opened with flags (O_CLOEXEC added), without waiting on it. Raises
+    ValueError, naming path and what it is, for anything but a regular file (a FIFO, a device,
+    a socket, a directory); an OSError of the open as it is (FileNotFoundError, PermissionError,
+    EINVAL for an O_DIRECT the filesystem refuses). The descriptor blocks as any does (O_NONBLOCK
+    is cleared once it is known to be regular)."""
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise ValueError(f"{path} is {kind_of(mode)}, not a regular file")
         os.set_blocking(fd, True)
-        return io.BufferedReader(io.FileIO(fd, "rb"))
     except BaseException:
         os.close(fd)
+        raise
+    return fd
+
+
+def open_regular(path: str) -> io.BufferedReader:
+    """path opened for reading (binary, buffered), without waiting on it: open_fd's checks and
+    errors."""
+    raw = io.FileIO(open_fd(path), "rb")  # owns the descriptor from here
+    try:
+        return io.BufferedReader(raw)
+    except BaseException:
+        raw.close()
         raise
 
 

@@ -104,6 +104,17 @@ class PlantedFilesTest(unittest.TestCase):
         self.assertEqual(blockfs.record_names(self.tmp), ["cat/0.jpg", "dog/1.jpg"])
         self.assertEqual(blockfs._files.names_of(self.tmp, [1, 0]), ["dog/1.jpg", "cat/0.jpg"])
 
+    def test_epoch_file_fifo_is_refused_at_once(self):
+        """The Loader's reads of the files (_Batches) open an epoch file without waiting on it."""
+        import blockfs._batches  # torch: only this test needs it
+        with open(self.info, "w") as f:
+            json.dump({"records": 2, "kind": "fixed", "record_size": 4}, f)
+        batches = blockfs._batches._Batches(self.tmp, blockfs.read_info(self.tmp), None, None, False, shm=False)
+        fifo = batches._path(0, "")
+        os.mkfifo(fifo)
+        self.refused(lambda: batches._fd(0, ""), fifo, f"^{fifo} is a named pipe \\(FIFO\\), not a regular file$")
+        self.refused(lambda: batches._fd(0, "", direct=True), fifo, "FIFO")
+
     def test_labels_fifo_is_refused_at_once(self):
         fifo = os.path.join(self.tmp, "labels.npy")
         os.mkfifo(fifo)
