@@ -6,7 +6,6 @@ package fs
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log"
 	"maps"
@@ -169,19 +168,8 @@ func (s *Server) Unmount() error {
 	s.StopShm()
 	var err error
 	if s.byDir {
-		s.ownMu.Lock()
-		wait := false
-		switch {
-		case s.gone:
-		case s.own == nil:
-			err = fmt.Errorf("cannot unmount %s: its directory is closed (Stop)", s.Mountpoint)
-		default:
-			if err = unmountOwn(s.own, s.Mountpoint); err == nil {
-				s.gone, wait = true, true
-			}
-		}
-		s.ownMu.Unlock()
-		if wait {
+		var ended bool
+		if ended, err = s.unmountDir(0); ended {
 			s.Server.Wait() // the kernel ends the connection: go-fuse's readers return
 		}
 	} else {
@@ -215,20 +203,28 @@ func (s *Server) Stop() {
 // through its directory (as root), through that directory; ok is false for any other, which
 // the caller detaches by its path (fusermount3 -u -z without root).
 func (s *Server) Detach() (ok bool, err error) {
-	s.ownMu.Lock()
-	defer s.ownMu.Unlock()
 	if !s.byDir {
 		return false, nil
 	}
-	if !s.gone {
-		if s.own == nil {
-			return true, fmt.Errorf("cannot unmount %s: its directory is closed (Stop)", s.Mountpoint)
-		}
-		if err := unix.Unmount(procFD(int(s.own.Fd())), unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-			return true, fmt.Errorf("cannot unmount %s: %w", s.Mountpoint, err)
-		}
-		s.gone = true
+	_, err = s.unmountDir(unix.MNT_DETACH)
+	return true, err
+}
+
+// unmountDir unmounts a mount made through its directory (byDir), with umount2's flags, once:
+// ended says this call unmounted it.
+func (s *Server) unmountDir(flags int) (ended bool, err error) {
+	s.ownMu.Lock()
+	defer s.ownMu.Unlock()
+	switch {
+	case s.gone:
+		return false, nil
+	case s.own == nil:
+		return false, fmt.Errorf("cannot unmount %s: its directory is closed (Stop)", s.Mountpoint)
 	}
+	if err := unmountOwn(s.own, s.Mountpoint, flags); err != nil {
+		return false, err
+	}
+	s.gone = true
 	return true, nil
 }
 

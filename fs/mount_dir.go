@@ -50,7 +50,7 @@ func serveFUSE(mnt string, root gofs.InodeEmbedder, fopt *gofs.Options, opt Opti
 	srv, err := gofs.Mount(serveAt, root, fopt)
 	if err != nil {
 		if own != nil {
-			_ = unix.Unmount(procFD(int(own.Fd())), unix.MNT_DETACH)
+			_ = unmountOwn(own, mnt, unix.MNT_DETACH)
 			own.Close()
 		}
 		if fd >= 0 {
@@ -145,13 +145,7 @@ func pollHack(dir *os.File) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer unix.Close(root)
-	rel := strings.TrimPrefix(filepath.Join(at, pollHackName), "/")
-	fd, err := userfile.OpenBeneath(root, rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC)
+	fd, err := userfile.OpenAbsolute(filepath.Join(at, pollHackName), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC)
 	if err != nil {
 		return 0, err
 	}
@@ -175,18 +169,11 @@ func removeDir(dir *os.File) error {
 	if err != nil {
 		return err
 	}
-	root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	parent, err := userfile.OpenAbsolute(filepath.Dir(at), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC)
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot remove %s: %w", at, err)
 	}
-	defer unix.Close(root)
-	parent := root
-	if p := strings.TrimPrefix(filepath.Dir(at), "/"); p != "" {
-		if parent, err = userfile.OpenBeneath(root, p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC); err != nil {
-			return fmt.Errorf("cannot remove %s: %w", at, err)
-		}
-		defer unix.Close(parent)
-	}
+	defer unix.Close(parent)
 	var st, was unix.Stat_t
 	if err := unix.Fstat(int(dir.Fd()), &was); err != nil {
 		return err
@@ -218,16 +205,17 @@ func maxRead(w int) int {
 	return w
 }
 
-// unmountOwn unmounts the mount mountOn made on dir (its own descriptor), trying again for a
-// while when the kernel still counts a file open (EBUSY), as go-fuse's Unmount does.
+// unmountOwn unmounts the mount mountOn made on dir (its own descriptor) with umount2's flags
+// (MNT_DETACH: lazily), trying again for a while when the kernel still counts a file open
+// (EBUSY, which a lazy unmount never is), as go-fuse's Unmount does.
 // umount2 given /proc/self/fd/N unmounts what is mounted on the directory N names, wherever
 // its path leads by then; EINVAL there is nothing mounted on it any more (unmounted by
 // blockfs unmount or umount): done, and no path is asked, where another mount may be now.
-func unmountOwn(dir *os.File, mnt string) error {
+func unmountOwn(dir *os.File, mnt string, flags int) error {
 	var err error
 	delay := time.Duration(0)
 	for range 5 {
-		err = unix.Unmount(procFD(int(dir.Fd())), 0)
+		err = unix.Unmount(procFD(int(dir.Fd())), flags)
 		if err == nil || errors.Is(err, unix.EINVAL) {
 			return nil
 		}

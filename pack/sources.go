@@ -473,8 +473,10 @@ func (w *bytesBuffer) Write(p []byte) (int, error) {
 // openRegular opens a regular file for reading front to back: a non-empty one, unless empty
 // says an empty one may be (one of several inputs, which adds no records).
 func openRegular(src string, empty bool) (*os.File, os.FileInfo, error) {
-	// O_NONBLOCK: a FIFO is refused below rather than waited on.
-	f, err := os.OpenFile(src, os.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	f, err := openInputFile(src) // a FIFO refused rather than waited on
+	if errors.Is(err, userfile.ErrNotRegular) {
+		return nil, nil, fmt.Errorf("%s is not a regular file", src)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot read the input: %w", err)
 	}
@@ -482,10 +484,6 @@ func openRegular(src string, empty bool) (*os.File, os.FileInfo, error) {
 	if err != nil {
 		f.Close()
 		return nil, nil, err
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, fmt.Errorf("%s is not a regular file", src)
 	}
 	if st.Size() == 0 && !empty {
 		f.Close()

@@ -3,6 +3,7 @@ package userfile
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 
@@ -58,6 +59,22 @@ func OpenBeneath(dirfd int, rel string, flags int) (int, error) {
 		// ELOOP, ENOTDIR: the walk says which component; EXDEV, EAGAIN: it resolves no "..".
 	}
 	return openWalk(dirfd, rel, flags)
+}
+
+// OpenAbsolute opens the absolute path with flags as OpenBeneath does from /: no symlink
+// followed in any component (a path whose symlinks were resolved before, and that another user
+// may have changed since). "/" itself opens as it is.
+func OpenAbsolute(path string, flags int) (int, error) {
+	rel := strings.TrimPrefix(filepath.Clean(path), "/")
+	if rel == "" {
+		return retryEINTR(func() (int, error) { return unix.Open("/", flags, 0) })
+	}
+	root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(root)
+	return OpenBeneath(root, rel, flags)
 }
 
 // openWalk opens rel under the folder dirfd with flags, a name at a time: each folder on the

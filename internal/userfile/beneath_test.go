@@ -62,5 +62,13 @@ func TestOpenBeneath(t *testing.T) {
 		assert.ErrorIs(t, err, unix.ELOOP, "%s: a last component that is a symlink, without O_NOFOLLOW", mode)
 		_, err = OpenBeneath(int(dir.Fd()), "file", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
 		assert.ErrorIs(t, err, unix.ENOTDIR, mode)
+		fd, err = OpenAbsolute("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC)
+		require.NoError(t, err, "%s: / itself", mode)
+		unix.Close(fd)
+		fd, err = OpenAbsolute(filepath.Join(root, "sub", "deep", "f"), flags)
+		require.NoError(t, err, mode)
+		unix.Close(fd)
+		_, err = OpenAbsolute(filepath.Join(root, "link", "f"), flags)
+		require.ErrorAs(t, err, &changed, "%s: OpenAbsolute follows no symlink either", mode)
 	}
 }

@@ -79,10 +79,7 @@ func Create(path string) (*os.File, error) {
 func openRegular(path, op string, flags int, perm uint32) (int, unix.Stat_t, error) {
 	var st unix.Stat_t
 	flags |= unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC
-	fd, err := unix.Open(path, flags, perm)
-	for err == unix.EINTR {
-		fd, err = unix.Open(path, flags, perm)
-	}
+	fd, err := retryEINTR(func() (int, error) { return unix.Open(path, flags, perm) })
 	if err == unix.ELOOP && flags&unix.O_NOFOLLOW != 0 {
 		return -1, st, &fs.PathError{Op: op, Path: path, Err: &problem{"a symbolic link: give the file's own path", ErrNotRegular}}
 	}

@@ -85,15 +85,10 @@ func checkEmpty(dir *os.File, real, mnt, data string) error {
 }
 
 // openDir opens the directory at path (absolute, its symbolic links resolved) without
-// following a symbolic link (userfile.OpenBeneath from /): one met on the path is ELOOP or
-// a *userfile.FolderChangedError, or ENOTDIR.
+// following a symbolic link (userfile.OpenAbsolute): one met on the path is ELOOP or a
+// *userfile.FolderChangedError, or ENOTDIR.
 func openDir(path string) (*os.File, error) {
-	root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(root)
-	fd, err := userfile.OpenBeneath(root, strings.TrimPrefix(path, "/"), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	fd, err := userfile.OpenAbsolute(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
